@@ -1,0 +1,4 @@
+//! tiercheck: GGUF I/O, comparisons, the golden store, the harness and the CLI.
+
+pub mod gguf;
+pub mod oracle;
