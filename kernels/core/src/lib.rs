@@ -1,5 +1,25 @@
-//! tiercheck-core: block formats, lane recipes, the `ref` lane and portable schedules.
+//! tiercheck-core: ggml's block formats, the lane model, the `ref` lane and the
+//! portable schedules of every lane.
+//!
+//! - [`blocks`]: the quantized block formats, byte for byte, and their dequantizers;
+//! - [`quant`]: activation quantizers (named rules) and weight quantizers;
+//! - [`dot`]: dot-product kernels, one module per float schedule;
+//! - [`lane`]: lanes, their recipes and the [`Kernels`](lane::Kernels) trait;
+//! - [`matrix`]: weight matrices and matmul shapes;
+//! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them.
+//!
+//! See the [`lane`] module for the model that ties these together.
 
+pub mod blocks;
+pub mod dot;
+pub mod error;
+pub mod fp16;
 pub mod ggml_type;
+pub mod lane;
+pub mod matrix;
+pub mod quant;
 
+pub use error::KernelError;
 pub use ggml_type::GgmlType;
+pub use lane::{lane, Kernels, Lane, LANES};
+pub use matrix::WeightMatrix;

@@ -1,0 +1,7 @@
+//! Dot products of one quantized weight row with one quantized activation row.
+//!
+//! [`generic`] holds ggml's portable C kernels (`ggml-cpu/quants.c`, `*_generic`), the
+//! `ref` lane's schedule. Lanes added later put their portable twins beside it, one
+//! module per schedule, with the same function names.
+
+pub mod generic;

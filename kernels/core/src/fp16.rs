@@ -1,0 +1,92 @@
+//! Half-precision conversions exactly as ggml performs them.
+//!
+//! ggml's portable `ggml_compute_fp32_to_fp16` rounds to nearest, ties to even, for
+//! every finite value (subnormals included), maps overflow to infinity and maps every
+//! NaN to the quiet NaN `0x7E00` with the input's sign. The hardware paths (F16C
+//! `vcvtps2ph` with rounding mode 0, NEON `vcvt_f16_f32`) agree on all non-NaN inputs.
+//! `ggml_compute_fp16_to_fp32` is exact for every non-NaN half.
+//!
+//! bf16 follows `ggml_compute_fp32_to_bf16`: round to nearest even on the upper 16 bits,
+//! and NaN becomes a quiet NaN (`(bits >> 16) | 64`).
+
+use half::f16;
+
+/// f32 -> IEEE binary16 bits, as `GGML_FP32_TO_FP16`.
+#[inline]
+pub fn f32_to_f16_bits(x: f32) -> u16 {
+    if x.is_nan() {
+        let sign = ((x.to_bits() >> 16) & 0x8000) as u16;
+        sign | 0x7E00
+    } else {
+        f16::from_f32(x).to_bits()
+    }
+}
+
+/// IEEE binary16 bits -> f32, as `GGML_FP16_TO_FP32`.
+#[inline]
+pub fn f16_bits_to_f32(h: u16) -> f32 {
+    f16::from_bits(h).to_f32()
+}
+
+/// Round an f32 through f16 and back.
+#[inline]
+pub fn round_to_f16(x: f32) -> f32 {
+    f16_bits_to_f32(f32_to_f16_bits(x))
+}
+
+/// f32 -> bf16 bits, as `ggml_compute_fp32_to_bf16`.
+#[inline]
+pub fn f32_to_bf16_bits(x: f32) -> u16 {
+    let u = x.to_bits();
+    if (u & 0x7fff_ffff) > 0x7f80_0000 {
+        return ((u >> 16) | 64) as u16;
+    }
+    ((u.wrapping_add(0x7fff + ((u >> 16) & 1))) >> 16) as u16
+}
+
+/// bf16 bits -> f32 (exact).
+#[inline]
+pub fn bf16_bits_to_f32(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_round_trip_of_every_non_nan_half_is_exact() {
+        for h in 0..=u16::MAX {
+            let x = f16_bits_to_f32(h);
+            if x.is_nan() {
+                assert_eq!(f32_to_f16_bits(x) & 0x7fff, 0x7E00);
+            } else {
+                assert_eq!(f32_to_f16_bits(x), h, "half {h:#06x}");
+            }
+        }
+    }
+
+    #[test]
+    fn f16_rounds_ties_to_even_and_overflows_to_inf() {
+        // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even -> 1.
+        assert_eq!(f32_to_f16_bits(1.0 + f32::powi(2.0, -11)), 0x3C00);
+        // 1 + 3*2^-11 is halfway between 1+2^-10 and 1+2^-9: ties to even -> 1+2^-9.
+        assert_eq!(f32_to_f16_bits(1.0 + 3.0 * f32::powi(2.0, -11)), 0x3C02);
+        assert_eq!(f32_to_f16_bits(65520.0), 0x7C00);
+        assert_eq!(f32_to_f16_bits(-1e9), 0xFC00);
+        // smallest subnormal half and half of it (tie to even -> 0)
+        assert_eq!(f32_to_f16_bits(f32::powi(2.0, -24)), 0x0001);
+        assert_eq!(f32_to_f16_bits(f32::powi(2.0, -25)), 0x0000);
+        assert_eq!(f32_to_f16_bits(-f32::NAN), 0xFE00);
+    }
+
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        assert_eq!(f32_to_bf16_bits(1.0), 0x3F80);
+        assert_eq!(f32_to_bf16_bits(f32::from_bits(0x3F80_8000)), 0x3F80); // tie -> even
+        assert_eq!(f32_to_bf16_bits(f32::from_bits(0x3F81_8000)), 0x3F82); // tie -> even
+        assert_eq!(f32_to_bf16_bits(f32::from_bits(0x3F80_8001)), 0x3F81);
+        assert_eq!(f32_to_bf16_bits(f32::NAN) & 0x7FC0, 0x7FC0);
+        assert_eq!(bf16_bits_to_f32(0x3F80), 1.0);
+    }
+}

@@ -1,0 +1,177 @@
+//! Activation quantizers. Each is a named rule ([`ActRule`]) so a lane's recipe can
+//! say which one it uses and attribution can swap one for another.
+//!
+//! Reference rules (`ggml-quants.c`):
+//! - **q8_K** (`quantize_row_q8_K_ref`): per 256 values, amax = max |x| and `max` = the
+//!   signed value that reached it (first occurrence wins: strict `>`). If amax == 0:
+//!   d = 0 and all quants 0; ggml leaves `bsums` unwritten there, and we define them
+//!   as 0. Otherwise iscale = -127/max, q = min(127, nearest_int(iscale*x)) (the
+//!   product rounded to f32, then round half to even), bsums[g] = sum of quants
+//!   16g..16g+15, d = 1/iscale (f32). So d < 0 when max > 0, and the
+//!   largest-magnitude value always maps to -127.
+//! - **q8_0** (`quantize_row_q8_0_ref`): per 32 values, amax = max |x| (NaN ignored by
+//!   `MAX`'s comparison), d = amax/127, id = d ? 1/d : 0 (from the f32 d, before it
+//!   is rounded to f16), q = roundf(x*id), half away from zero; d stored as f16.
+//! - **q8_1** (`quantize_row_q8_1_ref`): as q8_0, plus s = f16((float)sum(q) * d).
+
+use crate::blocks::{cast_blocks_mut, to_half, BlockQ8K, BlockQ8_0, BlockQ8_1, QK, QK_K};
+use crate::error::KernelError;
+use crate::quant::round::{f32_to_i8_c, nearest_int, nearest_int_fused, round_half_away};
+use crate::GgmlType;
+
+/// An activation quantization rule: output format, scale rule and rounding mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ActRule {
+    /// q8_K, `quantize_row_q8_K_ref` as compiled without contraction (x86-64):
+    /// iscale = -127/max, nearest-even of the f32 product.
+    Q8KRef,
+    /// q8_K with `nearest_int(iscale*x)` fused into one multiply-add, as GCC compiles
+    /// `quantize_row_q8_K_ref` on aarch64 (one rounding fewer).
+    Q8KFusedNearest,
+    /// q8_0, `quantize_row_q8_0_ref`: id = 1/d, roundf (half away from zero).
+    Q8_0Ref,
+    /// q8_1, `quantize_row_q8_1_ref`: as [`ActRule::Q8_0Ref`] plus s = f16(d * sum q).
+    Q8_1Ref,
+}
+
+impl ActRule {
+    /// Stable name, used in recipes, reports and test names.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActRule::Q8KRef => "q8_K/ref-nearest-even",
+            ActRule::Q8KFusedNearest => "q8_K/fused-nearest-even",
+            ActRule::Q8_0Ref => "q8_0/ref-round-away",
+            ActRule::Q8_1Ref => "q8_1/ref-round-away",
+        }
+    }
+
+    /// The block format this rule produces.
+    pub fn format(self) -> GgmlType {
+        match self {
+            ActRule::Q8KRef | ActRule::Q8KFusedNearest => GgmlType::Q8_K,
+            ActRule::Q8_0Ref => GgmlType::Q8_0,
+            ActRule::Q8_1Ref => GgmlType::Q8_1,
+        }
+    }
+
+    /// Quantize one row `x` (a whole number of blocks) into bytes of [`Self::format`].
+    pub fn quantize(self, x: &[f32]) -> Result<Vec<u8>, KernelError> {
+        let ty = self.format();
+        let bytes = ty.row_bytes(x.len()).ok_or(KernelError::BadRowLength {
+            ty: ty.name(),
+            k: x.len(),
+            block: ty.block_size(),
+        })?;
+        let mut out = vec![0u8; bytes];
+        self.quantize_into(x, &mut out)?;
+        Ok(out)
+    }
+
+    /// Quantize `x` into `out`, which must be exactly the row's size in bytes.
+    pub fn quantize_into(self, x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+        let ty = self.format();
+        let want = ty.row_bytes(x.len()).ok_or(KernelError::BadRowLength {
+            ty: ty.name(),
+            k: x.len(),
+            block: ty.block_size(),
+        })?;
+        if out.len() != want {
+            return Err(KernelError::ShapeMismatch {
+                what: "activation output bytes",
+                expected: want,
+                got: out.len(),
+            });
+        }
+        match self {
+            ActRule::Q8KRef => quantize_q8_k(x, cast_blocks_mut(ty, out)?, nearest_int_mul),
+            ActRule::Q8KFusedNearest => {
+                quantize_q8_k(x, cast_blocks_mut(ty, out)?, nearest_int_fused)
+            }
+            ActRule::Q8_0Ref => quantize_q8_0(x, cast_blocks_mut(ty, out)?),
+            ActRule::Q8_1Ref => quantize_q8_1(x, cast_blocks_mut(ty, out)?),
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn nearest_int_mul(iscale: f32, x: f32) -> i32 {
+    nearest_int(iscale * x)
+}
+
+/// `quantize_row_q8_K_ref`, with the rounding of `iscale * x` supplied by `round`.
+fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K], round: fn(f32, f32) -> i32) {
+    for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let mut max = 0.0f32;
+        let mut amax = 0.0f32;
+        for &v in xb {
+            let ax = v.abs();
+            if ax > amax {
+                amax = ax;
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            // ggml: d = 0, qs = 0, bsums left unwritten (we define them as 0).
+            *y = bytemuck::Zeroable::zeroed();
+            continue;
+        }
+        let iscale = -127.0f32 / max;
+        for (j, &v) in xb.iter().enumerate() {
+            let q = round(iscale, v).min(127);
+            y.qs[j] = q as i8 as u8;
+        }
+        for g in 0..QK_K / 16 {
+            let sum: i32 = y.qs[16 * g..16 * g + 16].iter().map(|&q| q as i8 as i32).sum();
+            let b = (sum as i16).to_le_bytes();
+            y.bsums[2 * g] = b[0];
+            y.bsums[2 * g + 1] = b[1];
+        }
+        y.d = (1.0f32 / iscale).to_le_bytes();
+    }
+}
+
+/// Shared head of q8_0 / q8_1: amax over the block (C's `MAX(amax, fabsf(v))`, which
+/// keeps amax when the comparison with NaN is false), d and id.
+#[inline]
+fn q8_scale(xb: &[f32]) -> (f32, f32) {
+    let mut amax = 0.0f32;
+    for &v in xb {
+        let av = v.abs();
+        // MAX(a, b) = ((a) > (b) ? (a) : (b))
+        amax = if amax > av { amax } else { av };
+    }
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    (d, id)
+}
+
+/// `quantize_row_q8_0_ref`.
+fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, id) = q8_scale(xb);
+        y.d = to_half(d);
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = f32_to_i8_c(round_half_away(v * id)) as u8;
+        }
+    }
+}
+
+/// `quantize_row_q8_1_ref`.
+fn quantize_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, id) = q8_scale(xb);
+        y.d = to_half(d);
+        let mut sum = 0i32;
+        for j in 0..QK / 2 {
+            let v0 = xb[j] * id;
+            let v1 = xb[QK / 2 + j] * id;
+            y.qs[j] = f32_to_i8_c(round_half_away(v0)) as u8;
+            y.qs[QK / 2 + j] = f32_to_i8_c(round_half_away(v1)) as u8;
+            sum += y.qs[j] as i8 as i32;
+            sum += y.qs[QK / 2 + j] as i8 as i32;
+        }
+        y.s = to_half(sum as f32 * d);
+    }
+}

@@ -1,0 +1,58 @@
+//! Weight quantizers, byte-identical to llama.cpp's reference quantizers without an
+//! importance matrix (`ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, NULL)`,
+//! which for these types calls `quantize_row_*_ref` over all rows at once).
+//!
+//! Q4_K and Q6_K run ggml's iterative searches (`make_qkx2_quants`, `make_qx_quants`)
+//! with every float operation in the C source's order and without contraction, as the
+//! x86-64 build of ggml-base computes them. (GCC on aarch64 contracts some of them, so
+//! an aarch64-built llama-quantize can produce different Q4_K bytes; see NUMERICS.md.)
+
+mod q4_0;
+mod q4_k;
+mod q6_k;
+
+use crate::error::KernelError;
+use crate::quant::ActRule;
+use crate::GgmlType;
+
+/// The weight types this crate can quantize.
+pub const QUANTIZABLE: &[GgmlType] =
+    &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+
+/// Quantize `nrows` rows of `n_per_row` values with the reference quantizer of `ty`.
+pub fn quantize(
+    ty: GgmlType,
+    src: &[f32],
+    nrows: usize,
+    n_per_row: usize,
+) -> Result<Vec<u8>, KernelError> {
+    let row_bytes = ty.row_bytes(n_per_row).ok_or(KernelError::BadRowLength {
+        ty: ty.name(),
+        k: n_per_row,
+        block: ty.block_size(),
+    })?;
+    let n = nrows.checked_mul(n_per_row).ok_or(KernelError::ShapeMismatch {
+        what: "weight elements",
+        expected: usize::MAX,
+        got: src.len(),
+    })?;
+    if src.len() != n {
+        return Err(KernelError::ShapeMismatch {
+            what: "weight elements",
+            expected: n,
+            got: src.len(),
+        });
+    }
+    let mut out = vec![0u8; row_bytes * nrows];
+    match ty {
+        GgmlType::Q4_0 => q4_0::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        // quantize_q8_0 is quantize_row_q8_0_ref: the same rule as the activations.
+        GgmlType::Q8_0 => ActRule::Q8_0Ref.quantize_into(src, &mut out)?,
+        GgmlType::Q4_K => q4_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::Q6_K => q6_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        other => {
+            return Err(KernelError::Unsupported { op: "weight quantization", ty: other.name() })
+        }
+    }
+    Ok(out)
+}
