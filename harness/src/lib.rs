@@ -4,5 +4,8 @@ pub mod atomic_write;
 pub mod gen;
 pub mod gguf;
 pub mod host;
+pub mod lanes;
+pub mod model_quant;
 pub mod oracle;
+pub mod provenance;
 pub mod tensorfile;

@@ -1,3 +1,283 @@
-fn main() {
-    println!("tiercheck");
+//! The `tiercheck` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use tiercheck::gguf::GgufFile;
+use tiercheck::lanes::{self, Impl};
+use tiercheck::model_quant::{quantize_file, Scheme};
+use tiercheck::tensorfile::{self, Tensor};
+use tiercheck::{host, provenance};
+use tiercheck::gguf::MetaValue;
+use tiercheck_core::{blocks, WeightMatrix};
+
+/// Cross-tier numerics checks for quantized inference kernels.
+///
+/// tiercheck reproduces each inference tier's exact arithmetic (x86-64, aarch64 with
+/// and without repacking, GPU) as named lanes, and compares them bitwise and per layer.
+#[derive(Parser)]
+#[command(name = "tiercheck", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the known lanes, which ones this host runs natively, and its CPU features.
+    Lanes,
+    /// Inspect, dequantize and quantize GGUF files.
+    #[command(subcommand)]
+    Gguf(GgufCommand),
+    /// Replay one matmul on a lane: activations from safetensors, weights from a GGUF.
+    ///
+    /// The lane quantizes the activations with its own rule and multiplies them by the
+    /// quantized weight with its own kernel (gemv for one row, gemm for several, as the
+    /// lane does). The output is one f32 tensor [m, n].
+    Matmul {
+        /// Lane name (see `tiercheck lanes`).
+        #[arg(long)]
+        lane: String,
+        /// Which implementation to run.
+        #[arg(long = "impl", value_enum, default_value_t = Impl::Auto)]
+        imp: Impl,
+        /// GGUF file holding the weight.
+        #[arg(long)]
+        gguf: PathBuf,
+        /// Weight tensor name (2-D: n rows of k values).
+        #[arg(long)]
+        tensor: String,
+        /// safetensors file with one f32 tensor [m, k] (or [k]).
+        #[arg(long)]
+        input: PathBuf,
+        /// Output safetensors file, one f32 tensor "output" [m, n].
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum GgufCommand {
+    /// Print metadata and a tensor table (name, type, shape, bytes).
+    Info {
+        /// The GGUF file.
+        file: PathBuf,
+        /// Print arrays in full instead of their first few elements.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Dequantize one tensor to f32 and write it as safetensors.
+    Dequant {
+        /// The GGUF file.
+        file: PathBuf,
+        /// Tensor name.
+        tensor: String,
+        /// Output safetensors file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Quantize a model's f32/f16/bf16 weights with the reference quantizers.
+    Quantize {
+        /// Input GGUF.
+        input: PathBuf,
+        /// Output GGUF (written atomically).
+        output: PathBuf,
+        /// q4_0, q8_0, q4_k, q6_k (uniform) or q4_k_m (llama.cpp's mix).
+        #[arg(long = "type")]
+        scheme: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Lanes => cmd_lanes(),
+        Command::Gguf(GgufCommand::Info { file, full }) => cmd_info(&file, full),
+        Command::Gguf(GgufCommand::Dequant { file, tensor, out }) => cmd_dequant(&file, &tensor, &out),
+        Command::Gguf(GgufCommand::Quantize { input, output, scheme }) => {
+            cmd_quantize(&input, &output, &scheme)
+        }
+        Command::Matmul { lane, imp, gguf, tensor, input, out } => {
+            cmd_matmul(&lane, imp, &gguf, &tensor, &input, &out)
+        }
+    }
+}
+
+fn cmd_lanes() -> Result<()> {
+    println!("host: {} ({})", host::arch(), std::env::consts::OS);
+    let feats = host::cpu_features();
+    let line: Vec<String> =
+        feats.iter().map(|(n, on)| format!("{}{n}", if *on { "+" } else { "-" })).collect();
+    println!("cpu features: {}", line.join(" "));
+    if let Some(q) = host::qemu_cpu() {
+        println!("qemu cpu model: {q}");
+    }
+    println!();
+    println!("lanes:");
+    for lane in lanes::all() {
+        let native = match lanes::native(lane) {
+            Ok(_) => "native here: yes".to_string(),
+            Err(why) => format!("native here: no ({why})"),
+        };
+        println!("  {:<22} {}", lane.name, lane.summary);
+        println!("  {:<22} {native}; portable twin: yes", "");
+        let recipe: Vec<String> =
+            lane.recipe.components().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("  {:<22} {}", "", recipe.join(" "));
+    }
+    Ok(())
+}
+
+fn cmd_info(path: &PathBuf, full: bool) -> Result<()> {
+    let f = GgufFile::open(path)?;
+    println!("file: {}", path.display());
+    println!("version: {}  alignment: {}  data offset: {}", f.version(), f.alignment(), f.data_offset());
+    println!("metadata ({} keys):", f.metadata().len());
+    for (k, v) in f.metadata() {
+        println!("  {k} = {}", show(v, if full { usize::MAX } else { 8 }));
+    }
+    println!("tensors ({}):", f.tensors().len());
+    println!("  {:<40} {:<8} {:<24} {:>14}", "name", "type", "shape (ne0 first)", "bytes");
+    let mut total = 0u64;
+    for t in f.tensors() {
+        let shape: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
+        println!("  {:<40} {:<8} {:<24} {:>14}", t.name, t.ty.name(), format!("[{}]", shape.join(", ")), t.n_bytes);
+        total += t.n_bytes;
+    }
+    println!("  total tensor bytes: {total}");
+    Ok(())
+}
+
+fn cmd_dequant(path: &PathBuf, name: &str, out: &PathBuf) -> Result<()> {
+    let f = GgufFile::open(path)?;
+    let t = f
+        .tensor(name)
+        .with_context(|| format!("{}: no tensor named '{name}'", path.display()))?;
+    let n = usize::try_from(t.n_elements()).context("tensor too large for this machine")?;
+    let mut values = vec![0.0f32; n];
+    blocks::dequantize(t.ty, f.tensor_data(t), &mut values)
+        .with_context(|| format!("{}: tensor '{name}'", path.display()))?;
+    // safetensors shapes are outermost first: reverse ggml's ne order.
+    let shape: Vec<usize> = t.dims.iter().rev().map(|&d| d as usize).collect();
+    let mut meta = provenance::base();
+    meta.insert("source".into(), path.display().to_string());
+    meta.insert("source_tensor".into(), name.to_string());
+    meta.insert("source_type".into(), t.ty.name().to_string());
+    tensorfile::write(out, &[Tensor { name: name.to_string(), shape, data: values }], &meta)?;
+    eprintln!("wrote {} ({} values of {name}, from {})", out.display(), n, t.ty.name());
+    Ok(())
+}
+
+fn cmd_quantize(input: &PathBuf, output: &PathBuf, scheme: &str) -> Result<()> {
+    let Some(scheme) = Scheme::parse(scheme) else {
+        bail!("unknown --type '{scheme}'; expected q4_0, q8_0, q4_k, q6_k or q4_k_m");
+    };
+    if input == output {
+        bail!("output must differ from input ({})", input.display());
+    }
+    let f = GgufFile::open(input)?;
+    let plans = quantize_file(&f, output, scheme)?;
+    for p in &plans {
+        let change = if p.from == p.to { "kept".to_string() } else { format!("{} -> {}", p.from, p.to) };
+        println!("  {:<40} {:<16} {}", p.name, change, p.reason);
+    }
+    let n = plans.iter().filter(|p| p.from != p.to).count();
+    eprintln!("wrote {} ({n} tensors quantized, {} kept)", output.display(), plans.len() - n);
+    Ok(())
+}
+
+fn cmd_matmul(
+    lane: &str,
+    imp: Impl,
+    gguf: &PathBuf,
+    tensor: &str,
+    input: &PathBuf,
+    out: &PathBuf,
+) -> Result<()> {
+    let lane = lanes::find(lane).map_err(anyhow::Error::msg)?;
+    let chosen = lanes::choose(lane, imp).map_err(anyhow::Error::msg)?;
+    let f = GgufFile::open(gguf)?;
+    let t = f
+        .tensor(tensor)
+        .with_context(|| format!("{}: no tensor named '{tensor}'", gguf.display()))?;
+    if t.dims.len() != 2 {
+        bail!("{}: tensor '{tensor}' has {} dimensions; matmul needs a 2-D weight", gguf.display(), t.dims.len());
+    }
+    if !tiercheck_core::lane::WEIGHT_TYPES.contains(&t.ty) {
+        bail!(
+            "{}: tensor '{tensor}' is {}; lanes multiply q4_0, q8_0, q4_K and q6_K weights",
+            gguf.display(),
+            t.ty.name()
+        );
+    }
+    let (k, n) = (t.dims[0] as usize, t.dims[1] as usize);
+    let w = WeightMatrix::new(t.ty, n, k, f.tensor_data(t))
+        .with_context(|| format!("{}: tensor '{tensor}'", gguf.display()))?;
+    let (x, m, xk) = tensorfile::read_matrix(input)?;
+    if xk != k {
+        bail!(
+            "{}: input has {xk} columns but weight '{tensor}' has rows of {k} values",
+            input.display()
+        );
+    }
+    if m == 0 {
+        bail!("{}: input has no rows", input.display());
+    }
+    eprintln!(
+        "lane {} ({}): {} x [{m}, {k}] -> [{m}, {n}] ({})",
+        lane.name,
+        chosen.impl_name(),
+        t.ty.name(),
+        if m == 1 { "gemv" } else { "gemm" }
+    );
+    let y = chosen.kernels.matmul(&w, &x.data, m)?;
+    let mut meta = provenance::base();
+    meta.insert("lane".into(), lane.name.to_string());
+    meta.insert("impl".into(), chosen.impl_name().to_string());
+    meta.insert("weight_file".into(), gguf.display().to_string());
+    meta.insert("weight_tensor".into(), tensor.to_string());
+    meta.insert("weight_type".into(), t.ty.name().to_string());
+    meta.insert("input_file".into(), input.display().to_string());
+    meta.insert("path".into(), if m == 1 { "gemv" } else { "gemm" }.to_string());
+    tensorfile::write(out, &[Tensor { name: "output".into(), shape: vec![m, n], data: y }], &meta)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
+
+/// A metadata value for people: strings quoted, arrays as `[a, b, ... (N items)]`.
+fn show(v: &MetaValue, max_items: usize) -> String {
+    match v {
+        MetaValue::String(s) => format!("{s:?}"),
+        MetaValue::Array(a) => {
+            let mut parts: Vec<String> = a.iter().take(max_items).map(|x| show(&x, max_items)).collect();
+            if a.len() > max_items {
+                parts.push(format!("... ({} items of {})", a.len(), a.elem_type().name()));
+            }
+            format!("[{}]", parts.join(", "))
+        }
+        MetaValue::U8(x) => x.to_string(),
+        MetaValue::I8(x) => x.to_string(),
+        MetaValue::U16(x) => x.to_string(),
+        MetaValue::I16(x) => x.to_string(),
+        MetaValue::U32(x) => x.to_string(),
+        MetaValue::I32(x) => x.to_string(),
+        MetaValue::U64(x) => x.to_string(),
+        MetaValue::I64(x) => x.to_string(),
+        MetaValue::F32(x) => x.to_string(),
+        MetaValue::F64(x) => x.to_string(),
+        MetaValue::Bool(x) => x.to_string(),
+    }
 }

@@ -1,0 +1,75 @@
+//! The lanes this build knows, paired with their native implementations.
+//!
+//! Portable implementations come from `tiercheck-core` ([`tiercheck_core::LANES`]);
+//! native ones from the architecture crates. A native implementation is offered only
+//! when the running CPU has every feature it needs (runtime detection), so nothing
+//! here can execute an instruction the CPU lacks.
+
+use tiercheck_core::{Kernels, Lane, LANES};
+
+/// Which implementation of a lane to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Impl {
+    /// Native where this host can run it, else the portable twin.
+    Auto,
+    /// The native kernel; an error where this host cannot run it.
+    Native,
+    /// The portable twin (runs everywhere, same bits).
+    Portable,
+}
+
+/// A lane implementation chosen to run.
+pub struct Chosen {
+    /// The lane.
+    pub lane: &'static Lane,
+    /// The kernels.
+    pub kernels: &'static dyn Kernels,
+    /// Whether they are the native ones.
+    pub native: bool,
+}
+
+impl Chosen {
+    /// `native` or `portable`.
+    pub fn impl_name(&self) -> &'static str {
+        if self.native {
+            "native"
+        } else {
+            "portable"
+        }
+    }
+}
+
+/// The native implementation of `lane` on this host, or why there is none.
+pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
+    match lane.name {
+        "ref" => Err("`ref` is the specification: it has only the portable form".to_string()),
+        other => Err(format!("no native implementation of `{other}` in this build")),
+    }
+}
+
+/// All known lanes.
+pub fn all() -> &'static [&'static Lane] {
+    LANES
+}
+
+/// Look up a lane by name, with a helpful error.
+pub fn find(name: &str) -> Result<&'static Lane, String> {
+    tiercheck_core::lane(name).ok_or_else(|| {
+        let names: Vec<&str> = LANES.iter().map(|l| l.name).collect();
+        format!("unknown lane `{name}`; known lanes: {}", names.join(", "))
+    })
+}
+
+/// Choose the implementation of `lane` to run.
+pub fn choose(lane: &'static Lane, imp: Impl) -> Result<Chosen, String> {
+    match imp {
+        Impl::Portable => Ok(Chosen { lane, kernels: lane.portable, native: false }),
+        Impl::Native => native(lane)
+            .map(|kernels| Chosen { lane, kernels, native: true })
+            .map_err(|why| format!("--impl native: {why}")),
+        Impl::Auto => Ok(match native(lane) {
+            Ok(kernels) => Chosen { lane, kernels, native: true },
+            Err(_) => Chosen { lane, kernels: lane.portable, native: false },
+        }),
+    }
+}
