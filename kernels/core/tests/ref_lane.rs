@@ -198,3 +198,17 @@ fn unsupported_types_are_errors() {
         Err(KernelError::Unsupported { .. })
     ));
 }
+
+#[test]
+fn q8_k_dequantizes_to_d_times_q() {
+    // ggml registers no q8_K to_float, so this is checked against the definition
+    // (`dequantize_row_q8_K`: y = d * q, one rounding).
+    let x: Vec<f32> = (0..512).map(|i| ((i * 7919 % 255) as f32 - 127.0) * 0.013).collect();
+    let q = ActRule::Q8KRef.quantize(&x).unwrap();
+    let y = dequant(GgmlType::Q8_K, &q);
+    for (bi, b) in bytemuck::cast_slice::<u8, BlockQ8K>(&q).iter().enumerate() {
+        for j in 0..256 {
+            assert_eq!(y[256 * bi + j].to_bits(), (b.d() * b.q(j) as f32).to_bits());
+        }
+    }
+}
