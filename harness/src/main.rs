@@ -7,11 +7,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use tiercheck::gguf::GgufFile;
+use tiercheck::gguf::MetaValue;
 use tiercheck::lanes::{self, Impl};
 use tiercheck::model_quant::{quantize_file, Scheme};
 use tiercheck::tensorfile::{self, Tensor};
 use tiercheck::{host, provenance};
-use tiercheck::gguf::MetaValue;
 use tiercheck_core::{blocks, WeightMatrix};
 
 /// Cross-tier numerics checks for quantized inference kernels.
@@ -106,7 +106,9 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Lanes => cmd_lanes(),
         Command::Gguf(GgufCommand::Info { file, full }) => cmd_info(&file, full),
-        Command::Gguf(GgufCommand::Dequant { file, tensor, out }) => cmd_dequant(&file, &tensor, &out),
+        Command::Gguf(GgufCommand::Dequant { file, tensor, out }) => {
+            cmd_dequant(&file, &tensor, &out)
+        }
         Command::Gguf(GgufCommand::Quantize { input, output, scheme }) => {
             cmd_quantize(&input, &output, &scheme)
         }
@@ -144,7 +146,12 @@ fn cmd_lanes() -> Result<()> {
 fn cmd_info(path: &PathBuf, full: bool) -> Result<()> {
     let f = GgufFile::open(path)?;
     println!("file: {}", path.display());
-    println!("version: {}  alignment: {}  data offset: {}", f.version(), f.alignment(), f.data_offset());
+    println!(
+        "version: {}  alignment: {}  data offset: {}",
+        f.version(),
+        f.alignment(),
+        f.data_offset()
+    );
     println!("metadata ({} keys):", f.metadata().len());
     for (k, v) in f.metadata() {
         println!("  {k} = {}", show(v, if full { usize::MAX } else { 8 }));
@@ -154,7 +161,13 @@ fn cmd_info(path: &PathBuf, full: bool) -> Result<()> {
     let mut total = 0u64;
     for t in f.tensors() {
         let shape: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
-        println!("  {:<40} {:<8} {:<24} {:>14}", t.name, t.ty.name(), format!("[{}]", shape.join(", ")), t.n_bytes);
+        println!(
+            "  {:<40} {:<8} {:<24} {:>14}",
+            t.name,
+            t.ty.name(),
+            format!("[{}]", shape.join(", ")),
+            t.n_bytes
+        );
         total += t.n_bytes;
     }
     println!("  total tensor bytes: {total}");
@@ -163,9 +176,8 @@ fn cmd_info(path: &PathBuf, full: bool) -> Result<()> {
 
 fn cmd_dequant(path: &PathBuf, name: &str, out: &PathBuf) -> Result<()> {
     let f = GgufFile::open(path)?;
-    let t = f
-        .tensor(name)
-        .with_context(|| format!("{}: no tensor named '{name}'", path.display()))?;
+    let t =
+        f.tensor(name).with_context(|| format!("{}: no tensor named '{name}'", path.display()))?;
     let n = usize::try_from(t.n_elements()).context("tensor too large for this machine")?;
     let mut values = vec![0.0f32; n];
     blocks::dequantize(t.ty, f.tensor_data(t), &mut values)
@@ -191,7 +203,8 @@ fn cmd_quantize(input: &PathBuf, output: &PathBuf, scheme: &str) -> Result<()> {
     let f = GgufFile::open(input)?;
     let plans = quantize_file(&f, output, scheme)?;
     for p in &plans {
-        let change = if p.from == p.to { "kept".to_string() } else { format!("{} -> {}", p.from, p.to) };
+        let change =
+            if p.from == p.to { "kept".to_string() } else { format!("{} -> {}", p.from, p.to) };
         println!("  {:<40} {:<16} {}", p.name, change, p.reason);
     }
     let n = plans.iter().filter(|p| p.from != p.to).count();
@@ -214,7 +227,11 @@ fn cmd_matmul(
         .tensor(tensor)
         .with_context(|| format!("{}: no tensor named '{tensor}'", gguf.display()))?;
     if t.dims.len() != 2 {
-        bail!("{}: tensor '{tensor}' has {} dimensions; matmul needs a 2-D weight", gguf.display(), t.dims.len());
+        bail!(
+            "{}: tensor '{tensor}' has {} dimensions; matmul needs a 2-D weight",
+            gguf.display(),
+            t.dims.len()
+        );
     }
     if !tiercheck_core::lane::WEIGHT_TYPES.contains(&t.ty) {
         bail!(
@@ -262,7 +279,8 @@ fn show(v: &MetaValue, max_items: usize) -> String {
     match v {
         MetaValue::String(s) => format!("{s:?}"),
         MetaValue::Array(a) => {
-            let mut parts: Vec<String> = a.iter().take(max_items).map(|x| show(&x, max_items)).collect();
+            let mut parts: Vec<String> =
+                a.iter().take(max_items).map(|x| show(&x, max_items)).collect();
             if a.len() > max_items {
                 parts.push(format!("... ({} items of {})", a.len(), a.elem_type().name()));
             }

@@ -29,9 +29,11 @@ use tiercheck_core::{lane, GgmlType};
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
-    for (ty, rule) in
-        [(GgmlType::Q8_K, ActRule::Q8KRef), (GgmlType::Q8_0, ActRule::Q8_0Ref), (GgmlType::Q8_1, ActRule::Q8_1Ref)]
-    {
+    for (ty, rule) in [
+        (GgmlType::Q8_K, ActRule::Q8KRef),
+        (GgmlType::Q8_0, ActRule::Q8_0Ref),
+        (GgmlType::Q8_1, ActRule::Q8_1Ref),
+    ] {
         trials.push(x64_trial(format!("oracle/x64/from_float/{}", ty.name()), move |lib| {
             check_from_float(lib, ty, rule)
         }));
@@ -44,7 +46,14 @@ fn main() -> ExitCode {
             check_vec_dot(lib, ty)
         }));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::F16,
+        GgmlType::BF16,
+    ] {
         // (ggml registers no to_float for q8_K; its d*q dequantizer is unit-tested in core.)
         trials.push(x64_trial(format!("oracle/x64/dequant/{}", ty.name()), move |lib| {
             check_dequant_ggml(lib, ty)
@@ -109,7 +118,12 @@ struct Mismatches {
 }
 
 impl Mismatches {
-    fn check(&mut self, case: impl FnOnce() -> String, equal: bool, detail: impl FnOnce() -> String) {
+    fn check(
+        &mut self,
+        case: impl FnOnce() -> String,
+        equal: bool,
+        detail: impl FnOnce() -> String,
+    ) {
         self.cases += 1;
         if !equal {
             self.bad.push(format!("{}: {}", case(), detail()));
@@ -120,7 +134,8 @@ impl Mismatches {
         if self.bad.is_empty() {
             return Ok(self.cases);
         }
-        let mut msg = format!("{what}: {} of {} cases differ from the oracle:\n", self.bad.len(), self.cases);
+        let mut msg =
+            format!("{what}: {} of {} cases differ from the oracle:\n", self.bad.len(), self.cases);
         for b in self.bad.iter().take(5) {
             msg.push_str(&format!("  {b}\n"));
         }
@@ -137,7 +152,9 @@ fn first_byte_diff(got: &[u8], want: &[u8], block: usize) -> String {
         return format!("length {} vs {}", got.len(), want.len());
     }
     match got.iter().zip(want).position(|(a, b)| a != b) {
-        Some(i) => format!("byte {i} (block {}): got {:#04x}, want {:#04x}", i / block, got[i], want[i]),
+        Some(i) => {
+            format!("byte {i} (block {}): got {:#04x}, want {:#04x}", i / block, got[i], want[i])
+        }
         None => "equal".into(),
     }
 }
@@ -172,7 +189,10 @@ fn check_quantize(lib: &GgmlLib, ty: GgmlType) -> Result<usize, String> {
             let ours = weights::quantize(ty, &x, nrows, k).map_err(|e| e.to_string())?;
             let theirs = lib.quantize_chunk(ty.id(), &x, nrows, k).map_err(|e| e.to_string())?;
             for r in 0..nrows {
-                let (a, b) = (&ours[r * row_bytes(k)..][..row_bytes(k)], &theirs[r * row_bytes(k)..][..row_bytes(k)]);
+                let (a, b) = (
+                    &ours[r * row_bytes(k)..][..row_bytes(k)],
+                    &theirs[r * row_bytes(k)..][..row_bytes(k)],
+                );
                 m.check(
                     || format!("k={k} {} row {r}", kind.name()),
                     a == b,
@@ -210,7 +230,8 @@ fn random_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize) -> Vec<u8> {
 fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize) -> Vec<u8> {
     let mut b = random_blocks(rng, ty, n_blocks);
     for blk in b.chunks_mut(ty.type_size()) {
-        let set_half = |blk: &mut [u8], o: usize, h: u16| blk[o..o + 2].copy_from_slice(&h.to_le_bytes());
+        let set_half =
+            |blk: &mut [u8], o: usize, h: u16| blk[o..o + 2].copy_from_slice(&h.to_le_bytes());
         let h = match variant % 4 {
             0 => 0x0001, // smallest subnormal
             1 => 0x83FF, // negative largest subnormal
@@ -241,11 +262,16 @@ fn check_vec_dot(lib: &GgmlLib, ty: GgmlType) -> Result<usize, String> {
     let act_ty = reflane.portable.act_rule(ty).map_err(|e| e.to_string())?.format();
     let ggml_act = lib.vec_dot_type(ty.id()).map_err(|e| e.to_string())?;
     if ggml_act != act_ty.id() {
-        return Err(format!("ggml pairs {} with type id {ggml_act}, ref with {}", ty.name(), act_ty.name()));
+        return Err(format!(
+            "ggml pairs {} with type id {ggml_act}, ref with {}",
+            ty.name(),
+            act_ty.name()
+        ));
     }
     let mut m = Mismatches::default();
     let mut rng = Rng::new(0xD07 + ty.id() as u64);
-    let sizes: &[usize] = if ty.block_size() == 256 { &[256, 512, 1024, 4096] } else { &[32, 96, 512, 4096] };
+    let sizes: &[usize] =
+        if ty.block_size() == 256 { &[256, 512, 1024, 4096] } else { &[32, 96, 512, 4096] };
     for &k in sizes {
         let nb = k / ty.block_size();
         for kind in RowKind::ALL {
@@ -256,7 +282,10 @@ fn check_vec_dot(lib: &GgmlLib, ty: GgmlType) -> Result<usize, String> {
                     0 | 1 => {
                         let wk = RowKind::ALL[(variant * 3 + kind as usize) % 8];
                         let wx = wk.row(&mut rng, k);
-                        ("quantized", lib.quantize_chunk(ty.id(), &wx, 1, k).map_err(|e| e.to_string())?)
+                        (
+                            "quantized",
+                            lib.quantize_chunk(ty.id(), &wx, 1, k).map_err(|e| e.to_string())?,
+                        )
                     }
                     2 | 3 => ("random", random_blocks(&mut rng, ty, nb)),
                     v => ("edge", edge_blocks(&mut rng, ty, nb, v)),
@@ -266,7 +295,13 @@ fn check_vec_dot(lib: &GgmlLib, ty: GgmlType) -> Result<usize, String> {
                 m.check(
                     || format!("k={k} act={} weights={label}#{variant}", kind.name()),
                     ours.to_bits() == theirs.to_bits(),
-                    || format!("got {ours:e} ({:#010x}), want {theirs:e} ({:#010x})", ours.to_bits(), theirs.to_bits()),
+                    || {
+                        format!(
+                            "got {ours:e} ({:#010x}), want {theirs:e} ({:#010x})",
+                            ours.to_bits(),
+                            theirs.to_bits()
+                        )
+                    },
                 );
             }
         }
@@ -311,7 +346,11 @@ fn check_dequant_ggml(lib: &GgmlLib, ty: GgmlType) -> Result<usize, String> {
         dequantize(ty, &bytes, &mut ours).map_err(|e| e.to_string())?;
         let theirs = lib.dequantize(ty.id(), &bytes).map_err(|e| e.to_string())?;
         // NaN payloads (random f16/bf16 bits) must match too: compare bits.
-        m.check(|| format!("case {case}"), bits_equal(&ours, &theirs), || first_value_diff(&ours, &theirs));
+        m.check(
+            || format!("case {case}"),
+            bits_equal(&ours, &theirs),
+            || first_value_diff(&ours, &theirs),
+        );
     }
     m.finish(&format!("dequant {}", ty.name()))
 }
@@ -322,7 +361,15 @@ fn check_dequant_gguf_py(py: &std::path::Path) -> Result<usize, String> {
     let mut rng = Rng::new(0x6617);
     let mut w = GgufWriter::new();
     let mut expected: Vec<(String, GgmlType, Vec<u8>)> = Vec::new();
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16, GgmlType::F32] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::F32,
+    ] {
         for case in 0..8 {
             let k = 512usize;
             let rows = 4usize;
@@ -350,7 +397,9 @@ fn check_dequant_gguf_py(py: &std::path::Path) -> Result<usize, String> {
                             vec![0u8; nb * ty.type_size()]
                         }
                         2 => {
-                            let x: Vec<f32> = (0..rows).flat_map(|_| RowKind::ALL[case % 8].row(&mut rng, k)).collect();
+                            let x: Vec<f32> = (0..rows)
+                                .flat_map(|_| RowKind::ALL[case % 8].row(&mut rng, k))
+                                .collect();
                             weights::quantize(ty, &x, rows, k).map_err(|e| e.to_string())?
                         }
                         _ => random_blocks(&mut rng, ty, nb),
@@ -358,7 +407,8 @@ fn check_dequant_gguf_py(py: &std::path::Path) -> Result<usize, String> {
                 }
             };
             let name = format!("{}.{case}", ty.name());
-            w.add_tensor(name.clone(), &[k as u64, rows as u64], ty, bytes.clone()).map_err(|e| e.to_string())?;
+            w.add_tensor(name.clone(), &[k as u64, rows as u64], ty, bytes.clone())
+                .map_err(|e| e.to_string())?;
             expected.push((name, ty, bytes));
         }
     }
@@ -376,13 +426,17 @@ fn check_dequant_gguf_py(py: &std::path::Path) -> Result<usize, String> {
     let mut m = Mismatches::default();
     for (i, (name, ty, bytes)) in expected.iter().enumerate() {
         let raw = std::fs::read(dir.path().join(format!("{i}.f32"))).map_err(|e| e.to_string())?;
-        let theirs: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let theirs: Vec<f32> =
+            raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         let n = bytes.len() / ty.type_size() * ty.block_size();
         let mut ours = vec![0.0f32; n];
         dequantize(*ty, bytes, &mut ours).map_err(|e| e.to_string())?;
         // gguf-py converts f16 NaNs through numpy; compare NaN as NaN, all else by bits.
         let same = ours.len() == theirs.len()
-            && ours.iter().zip(&theirs).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            && ours
+                .iter()
+                .zip(&theirs)
+                .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
         m.check(|| name.clone(), same, || first_value_diff(&ours, &theirs));
     }
     m.finish("gguf-py dequant")

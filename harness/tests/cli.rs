@@ -1,0 +1,263 @@
+//! The `tiercheck` binary end to end: every subcommand on files the test makes, and
+//! the errors a user gets for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tiercheck::gen::Rng;
+use tiercheck::gguf::{GgufFile, GgufWriter, MetaValue};
+use tiercheck::tensorfile::{self, Tensor};
+use tiercheck_core::blocks::dequantize;
+use tiercheck_core::quant::weights;
+use tiercheck_core::{lane, GgmlType, WeightMatrix};
+
+fn tiercheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tiercheck")).args(args).output().expect("run tiercheck")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = tiercheck(args);
+    assert!(
+        out.status.success(),
+        "tiercheck {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = tiercheck(args);
+    assert!(!out.status.success(), "tiercheck {args:?} should fail");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "panic instead of an error: {err}");
+    err
+}
+
+const LAYERS: usize = 8;
+const HIDDEN: usize = 256;
+const FFN: usize = 512;
+
+/// A small f32 model with the tensor names of a llama.cpp qwen3 GGUF.
+fn write_f32_model(path: &Path) {
+    let mut rng = Rng::new(7);
+    let mut w = GgufWriter::new();
+    w.add_metadata("general.architecture", MetaValue::String("qwen3".into())).unwrap();
+    w.add_metadata("qwen3.block_count", MetaValue::U32(LAYERS as u32)).unwrap();
+    w.add_metadata("general.file_type", MetaValue::U32(0)).unwrap();
+    let mut add = |name: String, dims: &[usize]| {
+        let n: usize = dims.iter().product();
+        let data: Vec<u8> = rng.normals(n, 0.05).iter().flat_map(|v| v.to_le_bytes()).collect();
+        let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        w.add_tensor(name, &dims, GgmlType::F32, data).unwrap();
+    };
+    add("token_embd.weight".into(), &[HIDDEN, 64]);
+    for l in 0..LAYERS {
+        add(format!("blk.{l}.attn_norm.weight"), &[HIDDEN]);
+        add(format!("blk.{l}.attn_q.weight"), &[HIDDEN, HIDDEN]);
+        add(format!("blk.{l}.attn_v.weight"), &[HIDDEN, 64]);
+        add(format!("blk.{l}.ffn_down.weight"), &[FFN, HIDDEN]);
+    }
+    add("output_norm.weight".into(), &[HIDDEN]);
+    add("output.weight".into(), &[HIDDEN, 64]);
+    w.write_file(path).unwrap();
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_owned();
+        write_f32_model(&root.join("f32.gguf"));
+        Fixture { _dir: dir, root }
+    }
+    fn p(&self, name: &str) -> String {
+        self.root.join(name).to_string_lossy().into_owned()
+    }
+}
+
+#[test]
+fn lanes_lists_ref_and_cpu_features() {
+    let out = ok(&["lanes"]);
+    assert!(out.contains("ref"), "{out}");
+    assert!(out.contains("cpu features:"), "{out}");
+    assert!(out.contains("act_k=q8_K/ref-nearest-even"), "{out}");
+}
+
+#[test]
+fn info_prints_metadata_and_tensor_table() {
+    let f = Fixture::new();
+    let out = ok(&["gguf", "info", &f.p("f32.gguf")]);
+    assert!(out.contains("general.architecture = \"qwen3\""), "{out}");
+    assert!(out.contains("blk.7.ffn_down.weight"), "{out}");
+    assert!(out.contains("[512, 256]"), "{out}");
+}
+
+#[test]
+fn quantize_q4_k_m_follows_llama_cpp_rules() {
+    let f = Fixture::new();
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q4km.gguf"), "--type", "q4_k_m"]);
+    let q = GgufFile::open(f.p("q4km.gguf")).unwrap();
+    // llama.cpp's use_more_bits for 8 layers picks layers 0, 3, 6, 7 (written out by
+    // hand from `i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2`).
+    let more = [0usize, 3, 6, 7];
+    let ty = |name: &str| q.tensor(name).unwrap().ty;
+    assert_eq!(ty("token_embd.weight"), GgmlType::Q4_K);
+    assert_eq!(ty("output.weight"), GgmlType::Q6_K);
+    assert_eq!(ty("output_norm.weight"), GgmlType::F32);
+    for l in 0..LAYERS {
+        let want = if more.contains(&l) { GgmlType::Q6_K } else { GgmlType::Q4_K };
+        assert_eq!(ty(&format!("blk.{l}.attn_v.weight")), want, "layer {l}");
+        assert_eq!(ty(&format!("blk.{l}.ffn_down.weight")), want, "layer {l}");
+        assert_eq!(ty(&format!("blk.{l}.attn_q.weight")), GgmlType::Q4_K);
+        assert_eq!(ty(&format!("blk.{l}.attn_norm.weight")), GgmlType::F32);
+    }
+    assert_eq!(q.get("general.file_type"), Some(&MetaValue::U32(15)));
+    // The bytes are the reference quantizer's.
+    let src = GgufFile::open(f.p("f32.gguf")).unwrap();
+    let t = src.tensor("blk.3.ffn_down.weight").unwrap();
+    let vals: Vec<f32> = src
+        .tensor_data(t)
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let want = weights::quantize(GgmlType::Q6_K, &vals, HIDDEN, FFN).unwrap();
+    assert_eq!(q.tensor_bytes("blk.3.ffn_down.weight").unwrap(), &want[..]);
+}
+
+#[test]
+fn dequant_writes_the_tensor_as_safetensors() {
+    let f = Fixture::new();
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q8.gguf"), "--type", "q8_0"]);
+    ok(&[
+        "gguf",
+        "dequant",
+        &f.p("q8.gguf"),
+        "blk.2.attn_q.weight",
+        "--out",
+        &f.p("w.safetensors"),
+    ]);
+    let (ts, meta) = tensorfile::read(Path::new(&f.p("w.safetensors"))).unwrap();
+    assert_eq!(ts[0].shape, vec![HIDDEN, HIDDEN]);
+    assert_eq!(meta.get("source_type").map(String::as_str), Some("q8_0"));
+    let q = GgufFile::open(f.p("q8.gguf")).unwrap();
+    let mut want = vec![0.0; HIDDEN * HIDDEN];
+    dequantize(GgmlType::Q8_0, q.tensor_bytes("blk.2.attn_q.weight").unwrap(), &mut want).unwrap();
+    assert!(ts[0].data.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn matmul_replays_the_lane_bitwise_for_gemv_and_gemm() {
+    let f = Fixture::new();
+    for scheme in ["q4_0", "q8_0", "q4_k", "q6_k"] {
+        let qfile = f.p(&format!("{scheme}.gguf"));
+        ok(&["gguf", "quantize", &f.p("f32.gguf"), &qfile, "--type", scheme]);
+        for m in [1usize, 3] {
+            let mut rng = Rng::new(m as u64);
+            let x = Tensor {
+                name: "x".into(),
+                shape: vec![m, HIDDEN],
+                data: rng.normals(m * HIDDEN, 1.0),
+            };
+            let xin = f.p(&format!("x{m}.safetensors"));
+            tensorfile::write(Path::new(&xin), std::slice::from_ref(&x), &Default::default())
+                .unwrap();
+            let yout = f.p(&format!("y-{scheme}-{m}.safetensors"));
+            let out = tiercheck(&[
+                "matmul",
+                "--lane",
+                "ref",
+                "--gguf",
+                &qfile,
+                "--tensor",
+                "blk.1.attn_q.weight",
+                "--input",
+                &xin,
+                "--out",
+                &yout,
+            ]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("portable"), "says which implementation ran: {err}");
+            assert!(err.contains(if m == 1 { "gemv" } else { "gemm" }), "{err}");
+            let (y, meta) = tensorfile::read(Path::new(&yout)).unwrap();
+            assert_eq!(y[0].shape, vec![m, HIDDEN]);
+            assert_eq!(meta.get("lane").map(String::as_str), Some("ref"));
+            let q = GgufFile::open(&qfile).unwrap();
+            let t = q.tensor("blk.1.attn_q.weight").unwrap();
+            let wm = WeightMatrix::new(t.ty, HIDDEN, HIDDEN, q.tensor_data(t)).unwrap();
+            let want = lane("ref").unwrap().portable.matmul(&wm, &x.data, m).unwrap();
+            assert!(
+                y[0].data.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{scheme} m={m}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_give_clear_errors_naming_the_file() {
+    let f = Fixture::new();
+    std::fs::write(f.p("junk.gguf"), b"not a gguf file at all").unwrap();
+    let e = fails(&["gguf", "info", &f.p("junk.gguf")]);
+    assert!(e.contains("junk.gguf"), "{e}");
+    let e = fails(&["gguf", "info", &f.p("missing.gguf")]);
+    assert!(e.contains("missing.gguf"), "{e}");
+    let e = fails(&["gguf", "dequant", &f.p("f32.gguf"), "nope", "--out", &f.p("o.safetensors")]);
+    assert!(e.contains("no tensor named 'nope'"), "{e}");
+    let e = fails(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("o.gguf"), "--type", "q5_k"]);
+    assert!(e.contains("unknown --type"), "{e}");
+    assert!(!Path::new(&f.p("o.gguf")).exists());
+
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q.gguf"), "--type", "q4_k"]);
+    let e = fails(&["gguf", "quantize", &f.p("q.gguf"), &f.p("qq.gguf"), "--type", "q8_0"]);
+    assert!(e.contains("already q4_K"), "{e}");
+    assert!(!Path::new(&f.p("qq.gguf")).exists(), "no output on error");
+
+    let x = Tensor { name: "x".into(), shape: vec![2, 100], data: vec![0.0; 200] };
+    tensorfile::write(Path::new(&f.p("x.safetensors")), &[x], &Default::default()).unwrap();
+    let base = |lane: &str, imp: &str, tensor: &str| {
+        fails(&[
+            "matmul",
+            "--lane",
+            lane,
+            "--impl",
+            imp,
+            "--gguf",
+            &f.p("q.gguf"),
+            "--tensor",
+            tensor,
+            "--input",
+            &f.p("x.safetensors"),
+            "--out",
+            &f.p("y.safetensors"),
+        ])
+    };
+    let e = base("ref", "auto", "blk.0.attn_q.weight");
+    assert!(e.contains("x.safetensors") && e.contains("100 columns"), "{e}");
+    let e = base("nosuch", "auto", "blk.0.attn_q.weight");
+    assert!(e.contains("unknown lane `nosuch`") && e.contains("ref"), "{e}");
+    let e = base("ref", "native", "blk.0.attn_q.weight");
+    assert!(e.contains("--impl native") && e.contains("specification"), "{e}");
+    let e = base("ref", "auto", "blk.0.attn_norm.weight");
+    assert!(e.contains("matmul needs a 2-D weight"), "{e}");
+    std::fs::write(f.p("bad.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
+    let e = fails(&[
+        "matmul",
+        "--lane",
+        "ref",
+        "--gguf",
+        &f.p("q.gguf"),
+        "--tensor",
+        "blk.0.attn_q.weight",
+        "--input",
+        &f.p("bad.safetensors"),
+        "--out",
+        &f.p("y.safetensors"),
+    ]);
+    assert!(e.contains("bad.safetensors"), "{e}");
+    assert!(!Path::new(&f.p("y.safetensors")).exists());
+}
