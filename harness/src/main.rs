@@ -1,6 +1,6 @@
 //! The `tiercheck` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -143,7 +143,7 @@ fn cmd_lanes() -> Result<()> {
     Ok(())
 }
 
-fn cmd_info(path: &PathBuf, full: bool) -> Result<()> {
+fn cmd_info(path: &Path, full: bool) -> Result<()> {
     let f = GgufFile::open(path)?;
     println!("file: {}", path.display());
     println!(
@@ -174,7 +174,7 @@ fn cmd_info(path: &PathBuf, full: bool) -> Result<()> {
     Ok(())
 }
 
-fn cmd_dequant(path: &PathBuf, name: &str, out: &PathBuf) -> Result<()> {
+fn cmd_dequant(path: &Path, name: &str, out: &Path) -> Result<()> {
     let f = GgufFile::open(path)?;
     let t =
         f.tensor(name).with_context(|| format!("{}: no tensor named '{name}'", path.display()))?;
@@ -193,7 +193,7 @@ fn cmd_dequant(path: &PathBuf, name: &str, out: &PathBuf) -> Result<()> {
     Ok(())
 }
 
-fn cmd_quantize(input: &PathBuf, output: &PathBuf, scheme: &str) -> Result<()> {
+fn cmd_quantize(input: &Path, output: &Path, scheme: &str) -> Result<()> {
     let Some(scheme) = Scheme::parse(scheme) else {
         bail!("unknown --type '{scheme}'; expected q4_0, q8_0, q4_k, q6_k or q4_k_m");
     };
@@ -215,10 +215,10 @@ fn cmd_quantize(input: &PathBuf, output: &PathBuf, scheme: &str) -> Result<()> {
 fn cmd_matmul(
     lane: &str,
     imp: Impl,
-    gguf: &PathBuf,
+    gguf: &Path,
     tensor: &str,
-    input: &PathBuf,
-    out: &PathBuf,
+    input: &Path,
+    out: &Path,
 ) -> Result<()> {
     let lane = lanes::find(lane).map_err(anyhow::Error::msg)?;
     let chosen = lanes::choose(lane, imp).map_err(anyhow::Error::msg)?;

@@ -163,9 +163,9 @@ pub fn plan(file: &GgufFile, scheme: Scheme) -> Result<Vec<TensorPlan>, Quantize
             }
         };
         let ne0 = t.ne0() as usize;
-        if ne0 % to.block_size() != 0 {
+        if !ne0.is_multiple_of(to.block_size()) {
             let fallback = match to {
-                GgmlType::Q6_K if ne0 % 32 == 0 => Some(GgmlType::Q8_0),
+                GgmlType::Q6_K if ne0.is_multiple_of(32) => Some(GgmlType::Q8_0),
                 _ => None,
             };
             match fallback {
@@ -222,13 +222,12 @@ pub fn quantize_file(
             problem: e.to_string(),
         })?;
         let ne0 = t.ne0() as usize;
-        let q = weights::quantize(p.to, &values, n / ne0, ne0).map_err(|e| {
-            QuantizeError::Tensor {
+        let q =
+            weights::quantize(p.to, &values, n / ne0, ne0).map_err(|e| QuantizeError::Tensor {
                 path: input.path().to_string(),
                 tensor: t.name.clone(),
                 problem: e.to_string(),
-            }
-        })?;
+            })?;
         w.add_tensor(t.name.clone(), &t.dims, p.to, q)?;
     }
     w.write_file(out)?;

@@ -65,24 +65,19 @@ pub enum TensorFileError {
 pub fn read(path: &Path) -> Result<(Vec<Tensor>, BTreeMap<String, String>), TensorFileError> {
     let bytes = std::fs::read(path)
         .map_err(|source| TensorFileError::Io { path: path.to_owned(), source })?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| TensorFileError::Format {
-        path: path.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| TensorFileError::Format {
-        path: path.to_owned(),
-        reason: e.to_string(),
-    })?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| TensorFileError::Format { path: path.to_owned(), reason: e.to_string() })?;
+    let (_, meta) = SafeTensors::read_metadata(&bytes)
+        .map_err(|e| TensorFileError::Format { path: path.to_owned(), reason: e.to_string() })?;
     let metadata: BTreeMap<String, String> =
         meta.metadata().clone().unwrap_or_default().into_iter().collect();
     let mut out = Vec::new();
     for (name, view) in st.tensors() {
         let raw = view.data();
         let data: Vec<f32> = match view.dtype() {
-            Dtype::F32 => raw
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
+            Dtype::F32 => {
+                raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+            }
             Dtype::F16 => raw
                 .chunks_exact(2)
                 .map(|c| tiercheck_core::fp16::f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])))
@@ -150,11 +145,10 @@ pub fn write(
     }
     let meta: Option<HashMap<String, String>> =
         if metadata.is_empty() { None } else { Some(metadata.clone().into_iter().collect()) };
-    let bytes = safetensors::serialize(views, &meta).map_err(|e| TensorFileError::Content {
-        path: path.to_owned(),
-        problem: e.to_string(),
-    })?;
-    write_atomic(path, &bytes).map_err(|source| TensorFileError::Io { path: path.to_owned(), source })
+    let bytes = safetensors::serialize(views, &meta)
+        .map_err(|e| TensorFileError::Content { path: path.to_owned(), problem: e.to_string() })?;
+    write_atomic(path, &bytes)
+        .map_err(|source| TensorFileError::Io { path: path.to_owned(), source })
 }
 
 #[cfg(test)]
@@ -165,7 +159,11 @@ mod tests {
     fn round_trip_and_errors() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.safetensors");
-        let t = Tensor { name: "x".into(), shape: vec![2, 3], data: vec![1.0, -2.0, 3.5, 0.0, -0.0, 1e-40] };
+        let t = Tensor {
+            name: "x".into(),
+            shape: vec![2, 3],
+            data: vec![1.0, -2.0, 3.5, 0.0, -0.0, 1e-40],
+        };
         let meta = BTreeMap::from([("lane".to_string(), "ref".to_string())]);
         write(&p, std::slice::from_ref(&t), &meta).unwrap();
         let (back, m) = read(&p).unwrap();

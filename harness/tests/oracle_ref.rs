@@ -243,12 +243,12 @@ fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize) -> 
             GgmlType::Q4_K => {
                 set_half(blk, 0, h);
                 set_half(blk, 2, h ^ 0x8000);
-                let code = if variant % 2 == 0 { 0xFF } else { 0x00 };
+                let code = if variant.is_multiple_of(2) { 0xFF } else { 0x00 };
                 blk[4..16].fill(code);
             }
             GgmlType::Q6_K => {
                 set_half(blk, 208, h);
-                let code = if variant % 2 == 0 { 0x7F } else { 0x80 };
+                let code = if variant.is_multiple_of(2) { 0x7F } else { 0x80 };
                 blk[192..208].fill(code);
             }
             _ => {}

@@ -61,7 +61,7 @@ pub fn cast_blocks_mut<B: bytemuck::Pod>(
 /// Supports F32, F16, BF16, Q4_0, Q8_0, Q8_1, Q4_K, Q6_K and Q8_K.
 pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
     let unit = ty.type_size();
-    if bytes.len() % unit != 0 {
+    if !bytes.len().is_multiple_of(unit) {
         return Err(KernelError::BadLength { what: ty.name(), len: bytes.len(), unit });
     }
     let n = bytes.len() / unit * ty.block_size();

@@ -38,7 +38,7 @@ pub(crate) fn check_pair(
     act: &[u8],
 ) -> Result<(), KernelError> {
     let wunit = wtype.type_size();
-    if w_row.len() % wunit != 0 {
+    if !w_row.len().is_multiple_of(wunit) {
         return Err(KernelError::BadLength { what: wtype.name(), len: w_row.len(), unit: wunit });
     }
     let k = w_row.len() / wunit * wtype.block_size();

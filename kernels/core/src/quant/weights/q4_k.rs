@@ -64,7 +64,7 @@ fn make_qkx2_quants(
     let mut best_error = 0.0f32;
     for i in 0..n {
         let l = nearest_int(iscale * (x[i] - min));
-        let l = l.min(nmax).max(0);
+        let l = l.clamp(0, nmax);
         l_out[i] = l as u8;
         let diff = scale * l_out[i] as f32 + min - x[i];
         let diff = diff * diff;
@@ -79,7 +79,7 @@ fn make_qkx2_quants(
         let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
         for i in 0..n {
             let l = nearest_int(iscale * (x[i] - min));
-            let l = l.min(nmax).max(0);
+            let l = l.clamp(0, nmax);
             laux[i] = l as u8;
             let w = weights[i];
             let lf = l as f32;
@@ -169,7 +169,7 @@ pub(super) fn quantize(x: &[f32], out: &mut [BlockQ4K]) {
             let dm = half(y.dmin) * m as f32;
             for ii in 0..32 {
                 let l = nearest_int((xs[32 * j + ii] + dm) / d);
-                levels[j][ii] = l.min(15).max(0) as u8;
+                levels[j][ii] = l.clamp(0, 15) as u8;
             }
         }
 

@@ -38,7 +38,7 @@ fn make_qx_quants(x: &[f32], l_out: &mut [i8]) -> f32 {
     let mut sumlx = 0.0f32;
     let mut suml2 = 0.0f32;
     for (i, &v) in x.iter().enumerate() {
-        let l = nearest_int(iscale * v).min(nmax - 1).max(-nmax);
+        let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
         l_out[i] = (l + nmax) as i8;
         let w = v * v;
         let lf = l as f32;
@@ -55,7 +55,7 @@ fn make_qx_quants(x: &[f32], l_out: &mut [i8]) -> f32 {
         sumlx = 0.0;
         suml2 = 0.0;
         for &v in x {
-            let l = nearest_int(iscale * v).min(nmax - 1).max(-nmax);
+            let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
             let w = v * v;
             let lf = l as f32;
             sumlx += w * v * lf;
@@ -64,7 +64,7 @@ fn make_qx_quants(x: &[f32], l_out: &mut [i8]) -> f32 {
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
             for (i, &v) in x.iter().enumerate() {
                 let l = nearest_int(iscale * v);
-                l_out[i] = (nmax + l.min(nmax - 1).max(-nmax)) as i8;
+                l_out[i] = (nmax + l.clamp(-nmax, nmax - 1)) as i8;
             }
             scale = sumlx / suml2;
             best = scale * sumlx;
@@ -105,7 +105,7 @@ pub(super) fn quantize(x: &[f32], out: &mut [BlockQ6K]) {
                 continue;
             }
             for ii in 0..16 {
-                let l = nearest_int(xs[16 * j + ii] / d).min(31).max(-32);
+                let l = nearest_int(xs[16 * j + ii] / d).clamp(-32, 31);
                 levels[16 * j + ii] = (l + 32) as i8;
             }
         }
