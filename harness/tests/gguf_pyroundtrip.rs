@@ -5,15 +5,18 @@
 //! 2. a file from `gguf.GGUFWriter` (arch `qwen3`, assorted keys, custom alignment, f32, f16
 //!    and raw q8_0 tensors) is read by [`GgufFile`] identically to `gguf.GGUFReader`.
 //!
-//! Runs when `TIERCHECK_PYTHON` names a Python with `gguf` and `numpy` installed. Without
-//! it the test reports "skipped" on stderr and passes, unless `TIERCHECK_REQUIRE_ORACLE=1`,
-//! which makes a missing Python a failure.
+//! Needs a Python with `gguf` and `numpy` (the oracle stage's venv, found through
+//! `TIERCHECK_PYTHON` or `oracle.env`). Without it each trial is reported ignored with the
+//! reason; `TIERCHECK_REQUIRE_ORACLE=1` (as CI sets) makes that a failure.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitCode};
+
+use libtest_mimic::{Arguments, Completion, Trial};
 
 use serde_json::{json, Value};
 use tiercheck::gguf::{GgmlType, GgufFile, GgufWriter, MetaArray, MetaValue, MetaValueType};
+use tiercheck::oracle::OracleConfig;
 
 /// `dump PATH`: prints what `GGUFReader` sees as JSON. Floats are given as their IEEE bit
 /// patterns (f32 as u32, f64 as u64) so the comparison is exact. Nested arrays come out
@@ -91,24 +94,34 @@ def write(path):
 {"dump": dump, "write": write}[sys.argv[1]](sys.argv[2])
 "#;
 
-/// The Python to run, or `None` (after saying so) when the test is to be skipped.
-fn python() -> Option<PathBuf> {
-    match std::env::var_os("TIERCHECK_PYTHON") {
-        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
-        _ => {
-            if std::env::var("TIERCHECK_REQUIRE_ORACLE").as_deref() == Ok("1") {
-                panic!(
-                    "TIERCHECK_REQUIRE_ORACLE=1 but TIERCHECK_PYTHON is not set: point it at a \
-                     python with gguf==0.19.0 and numpy (e.g. ~/.cache/tiercheck/venv/bin/python)"
-                );
-            }
-            eprintln!(
-                "skipped: TIERCHECK_PYTHON not set (point it at a python with gguf==0.19.0 and \
-                 numpy; TIERCHECK_REQUIRE_ORACLE=1 turns this skip into a failure)"
-            );
-            None
+/// The Python with gguf-py, from the oracle configuration (`TIERCHECK_PYTHON` or the
+/// oracle.env that ci/oracle writes), or why there is none.
+fn python() -> Result<PathBuf, String> {
+    OracleConfig::from_env().require_python().map(Path::to_owned).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let trials = vec![
+        trial("gguf-py/gguf_py_writer_is_read_by_us", gguf_py_writer_is_read_by_us),
+        trial("gguf-py/our_writer_is_read_by_gguf_py", our_writer_is_read_by_gguf_py),
+    ];
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// A trial that needs gguf-py: ignored at run time with the reason when it is missing,
+/// a failure instead under `TIERCHECK_REQUIRE_ORACLE=1`.
+fn trial(name: &str, f: fn(&Path)) -> Trial {
+    Trial::ignorable_test(name, move || match python() {
+        Ok(py) => {
+            f(&py);
+            Ok(Completion::Completed)
         }
-    }
+        Err(why) if std::env::var("TIERCHECK_REQUIRE_ORACLE").as_deref() == Ok("1") => {
+            Err(format!("TIERCHECK_REQUIRE_ORACLE=1 but gguf-py is unavailable: {why}").into())
+        }
+        Err(why) => Ok(Completion::ignored_with(format!("gguf-py unavailable ({why}); run ci/oracle"))),
+    })
 }
 
 fn run_py(python: &Path, mode: &str, path: &Path) -> String {
@@ -234,9 +247,7 @@ fn bytes(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed)).collect()
 }
 
-#[test]
-fn our_writer_is_read_by_gguf_py() {
-    let Some(python) = python() else { return };
+fn our_writer_is_read_by_gguf_py(python: &Path) {
     let dir = tempfile::tempdir().unwrap();
     for (version, alignment) in [(3, None), (2, Some(128))] {
         let mut w = GgufWriter::new();
@@ -289,7 +300,7 @@ fn our_writer_is_read_by_gguf_py() {
 
         let path = dir.path().join(format!("ours_v{version}.gguf"));
         w.write_file(&path).unwrap();
-        let py = py_dump(&python, &path);
+        let py = py_dump(python, &path);
         let ours = GgufFile::open(&path).unwrap();
         // What we wrote is what we read back ...
         assert_eq!(ours.metadata(), w.metadata());
@@ -301,13 +312,11 @@ fn our_writer_is_read_by_gguf_py() {
     }
 }
 
-#[test]
-fn gguf_py_writer_is_read_by_us() {
-    let Some(python) = python() else { return };
+fn gguf_py_writer_is_read_by_us(python: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("py.gguf");
-    run_py(&python, "write", &path);
-    let py = py_dump(&python, &path);
+    run_py(python, "write", &path);
+    let py = py_dump(python, &path);
     let f = GgufFile::open(&path).unwrap();
     assert_same(&Expected::of(&f), &py);
 
