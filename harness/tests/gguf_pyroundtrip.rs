@@ -120,7 +120,9 @@ fn trial(name: &str, f: fn(&Path)) -> Trial {
         Err(why) if std::env::var("TIERCHECK_REQUIRE_ORACLE").as_deref() == Ok("1") => {
             Err(format!("TIERCHECK_REQUIRE_ORACLE=1 but gguf-py is unavailable: {why}").into())
         }
-        Err(why) => Ok(Completion::ignored_with(format!("gguf-py unavailable ({why}); run ci/oracle"))),
+        Err(why) => {
+            Ok(Completion::ignored_with(format!("gguf-py unavailable ({why}); run ci/oracle")))
+        }
     })
 }
 
