@@ -1,32 +1,51 @@
 //! Smoke test of the ggml oracle bindings (`tiercheck::oracle`) against the builds of
 //! `ci/oracle` and gguf-py's numpy codecs.
 //!
-//! Without the oracle each test prints `ignored: <reason>` and passes, unless
+//! Without the oracle each trial is reported ignored with the reason, unless
 //! `TIERCHECK_REQUIRE_ORACLE=1`, when it fails with that reason.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, ExitCode};
+
+use libtest_mimic::{Arguments, Completion, Trial};
 
 use tiercheck::oracle::{GgmlLib, OracleConfig, OracleError, Tier};
 use tiercheck_core::GgmlType;
 
 const Q8_0: u32 = GgmlType::Q8_0 as u32;
 
-/// The oracle configuration, or `None` (after saying why) when it is not built.
-fn oracle() -> Option<OracleConfig> {
-    let cfg = OracleConfig::from_env();
-    match cfg.missing_reason() {
-        None => Some(cfg),
-        Some(reason) => {
-            if std::env::var("TIERCHECK_REQUIRE_ORACLE").as_deref() == Ok("1") {
-                panic!("TIERCHECK_REQUIRE_ORACLE=1 but {reason}");
-            }
-            // Straight to stderr, past the test harness's output capture.
-            let _ = writeln!(std::io::stderr(), "ignored: {reason}");
-            None
-        }
-    }
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let tests: [(&str, fn(&OracleConfig)); 4] = [
+        ("q8_0_quantize_chunk_matches_gguf_py", q8_0_quantize_chunk_matches_gguf_py),
+        ("q4_k_vec_dot_of_both_tiers_is_close_to_f64", q4_k_vec_dot_of_both_tiers_is_close_to_f64),
+        (
+            "both_tiers_load_in_one_process_with_their_own_kernels",
+            both_tiers_load_in_one_process_with_their_own_kernels,
+        ),
+        ("wrong_inputs_are_errors_not_crashes", wrong_inputs_are_errors_not_crashes),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, f)| {
+            Trial::ignorable_test(format!("oracle/smoke/{name}"), move || {
+                let cfg = OracleConfig::from_env();
+                match cfg.missing_reason() {
+                    None => {
+                        f(&cfg);
+                        Ok(Completion::Completed)
+                    }
+                    Some(reason)
+                        if std::env::var("TIERCHECK_REQUIRE_ORACLE").as_deref() == Ok("1") =>
+                    {
+                        Err(format!("TIERCHECK_REQUIRE_ORACLE=1 but {reason}").into())
+                    }
+                    Some(reason) => Ok(Completion::ignored_with(reason)),
+                }
+            })
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
 }
 
 fn load(cfg: &OracleConfig, tier: Tier) -> GgmlLib {
@@ -104,9 +123,7 @@ fn decode_q8_k(bytes: &[u8]) -> Vec<f64> {
         .collect()
 }
 
-#[test]
-fn q8_0_quantize_chunk_matches_gguf_py() {
-    let Some(cfg) = oracle() else { return };
+fn q8_0_quantize_chunk_matches_gguf_py(cfg: &OracleConfig) {
     let python = cfg.require_python().unwrap();
     let (rows, n_per_row) = (5, 512);
     let mut rng = Rng(1);
@@ -120,7 +137,7 @@ fn q8_0_quantize_chunk_matches_gguf_py() {
     let expected = gguf_py(python, "quantize", "Q8_0", rows, &f32_bytes(&src));
     assert_eq!(expected.len(), rows * n_per_row / 32 * 34);
     for tier in Tier::ALL {
-        let lib = load(&cfg, tier);
+        let lib = load(cfg, tier);
         let got = lib.quantize_chunk(Q8_0, &src, rows, n_per_row).unwrap();
         assert!(got == expected, "{tier}: ggml_quantize_chunk(Q8_0) differs from gguf-py");
         // ggml's and gguf-py's dequantizers agree on those bytes too.
@@ -130,11 +147,9 @@ fn q8_0_quantize_chunk_matches_gguf_py() {
     }
 }
 
-#[test]
-fn q4_k_vec_dot_of_both_tiers_is_close_to_f64() {
-    let Some(cfg) = oracle() else { return };
+fn q4_k_vec_dot_of_both_tiers_is_close_to_f64(cfg: &OracleConfig) {
     let python = cfg.require_python().unwrap();
-    let (x64, haswell) = (load(&cfg, Tier::X64), load(&cfg, Tier::Haswell));
+    let (x64, haswell) = (load(cfg, Tier::X64), load(cfg, Tier::Haswell));
     let (q4_k, q8_k) = (GgmlType::Q4_K.id(), GgmlType::Q8_K.id());
     assert_eq!(x64.vec_dot_type(q4_k).unwrap(), q8_k);
     assert_eq!(haswell.vec_dot_type(q4_k).unwrap(), q8_k);
@@ -163,17 +178,15 @@ fn q4_k_vec_dot_of_both_tiers_is_close_to_f64() {
     }
 }
 
-#[test]
-fn both_tiers_load_in_one_process_with_their_own_kernels() {
-    let Some(cfg) = oracle() else { return };
-    let (x64, haswell) = (load(&cfg, Tier::X64), load(&cfg, Tier::Haswell));
+fn both_tiers_load_in_one_process_with_their_own_kernels(cfg: &OracleConfig) {
+    let (x64, haswell) = (load(cfg, Tier::X64), load(cfg, Tier::Haswell));
     assert_ne!(x64.lib_dir(), haswell.lib_dir());
     let (fx, fh) = (x64.cpu_features(), haswell.cpu_features());
     assert!(!fx.avx && !fx.avx2 && !fx.fma && !fx.f16c && !fx.avx512, "x64: {fx:?}");
     assert!(fh.avx2 && fh.fma && fh.f16c && fh.bmi2 && !fh.avx512, "haswell: {fh:?}");
     assert!(fx.llamafile && fh.llamafile);
     // Loading a tier again gives the instance already loaded.
-    assert_eq!(load(&cfg, Tier::X64).lib_dir(), x64.lib_dir());
+    assert_eq!(load(cfg, Tier::X64).lib_dir(), x64.lib_dir());
 
     let (q4_k, q8_k) = (GgmlType::Q4_K.id(), GgmlType::Q8_K.id());
     assert_eq!(x64.vec_dot_generic_symbol(q4_k).unwrap(), "ggml_vec_dot_q4_K_q8_K_generic");
@@ -199,10 +212,8 @@ fn both_tiers_load_in_one_process_with_their_own_kernels() {
     assert!(simd_differs > 0, "haswell AVX2 vec_dot never differed from the x64 kernel");
 }
 
-#[test]
-fn wrong_inputs_are_errors_not_crashes() {
-    let Some(cfg) = oracle() else { return };
-    let lib = load(&cfg, Tier::X64);
+fn wrong_inputs_are_errors_not_crashes(cfg: &OracleConfig) {
+    let lib = load(cfg, Tier::X64);
     let (q4_k, q8_k) = (GgmlType::Q4_K.id(), GgmlType::Q8_K.id());
     let x = lib.quantize_chunk(q4_k, &[0.25; 256], 1, 256).unwrap();
     let y = lib.from_float(q8_k, &[0.5; 256]).unwrap();
