@@ -16,7 +16,8 @@ const Q8_0: u32 = GgmlType::Q8_0 as u32;
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    let tests: [(&str, fn(&OracleConfig)); 4] = [
+    type Check = fn(&OracleConfig);
+    let tests: [(&str, Check); 4] = [
         ("q8_0_quantize_chunk_matches_gguf_py", q8_0_quantize_chunk_matches_gguf_py),
         ("q4_k_vec_dot_of_both_tiers_is_close_to_f64", q4_k_vec_dot_of_both_tiers_is_close_to_f64),
         (
