@@ -4,11 +4,11 @@
 //! - [`blocks`]: the quantized block formats, byte for byte, and their dequantizers;
 //! - [`quant`]: activation quantizers (named rules) and weight quantizers;
 //! - [`dot`]: dot-product kernels, one module per float schedule;
-//! - [`lane`]: lanes, their recipes and the [`Kernels`](lane::Kernels) trait;
+//! - [`mod@lane`]: lanes, their recipes and the [`lane::Kernels`] trait;
 //! - [`matrix`]: weight matrices and matmul shapes;
 //! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them.
 //!
-//! See the [`lane`] module for the model that ties these together.
+//! See the [`mod@lane`] module for the model that ties these together.
 
 // Kernels index with explicit loop counters on purpose: each loop mirrors the C
 // source it reproduces, so a reader can check one against the other line by line.

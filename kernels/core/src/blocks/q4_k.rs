@@ -40,9 +40,9 @@ impl BlockQ4K {
 
 /// `get_scale_min_k4`: the 6-bit (scale, min) of sub-block j (0..8).
 ///
-/// j < 4: sc = q[j] & 63, m = q[j+4] & 63. j >= 4: the low 4 bits come from q[j+4]
-/// (scale low nibble, min high nibble) and the top 2 bits from the top bits of
-/// q[j-4] (scale) and q[j] (min).
+/// `j < 4`: `sc = q[j] & 63`, `m = q[j+4] & 63`. `j >= 4`: the low 4 bits come from
+/// `q[j+4]` (scale low nibble, min high nibble) and the top 2 bits from the top bits of
+/// `q[j-4]` (scale) and `q[j]` (min).
 #[inline]
 pub fn scale_min_k4(j: usize, q: &[u8; K_SCALE_SIZE]) -> (u8, u8) {
     if j < 4 {

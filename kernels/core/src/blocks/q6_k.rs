@@ -3,8 +3,8 @@
 //!
 //! Two halves of 128 (n = 0, 1) use `ql[64n..]`, `qh[32n..]`, `scales[8n..]`. For
 //! l in 0..32 with is = l/16, the four values l, l+32, l+64, l+96 of a half take the
-//! low nibble of ql[l], low nibble of ql[l+32], high nibble of ql[l], high nibble of
-//! ql[l+32], with qh[l] bits (0-1, 2-3, 4-5, 6-7) on top, minus 32, and scales
+//! low nibble of `ql[l]`, low nibble of `ql[l+32]`, high nibble of `ql[l]`, high nibble
+//! of `ql[l+32]`, with `qh[l]` bits (0-1, 2-3, 4-5, 6-7) on top, minus 32, and scales
 //! is, is+2, is+4, is+6. Value = (d * sc) * q, left to right (`dequantize_row_q6_K`).
 
 use super::{half, QK_K};

@@ -8,10 +8,10 @@
 //! - `ggml_vec_dot_q4_K_q8_K_generic`: per superblock, an integer stage with eight i32
 //!   lanes: lane l accumulates, over the 32 runs of 8 values, scale_s * (q8 * q4) of
 //!   the run's l-th value (so lane l holds the values with index = l mod 8); and
-//!   sumi = sum over 16 groups of bsums[g] * min[g/2]. Float stage per superblock:
+//!   sumi = sum over 16 groups of `bsums[g] * min[g/2]`. Float stage per superblock:
 //!   d = f16(x.d) * y.d; `sums[l] += d * (float)aux32[l]` for l = 0..8;
 //!   dmin = f16(x.dmin) * y.d; `sumf -= dmin * (float)sumi`. After all superblocks:
-//!   `sumf += sums[0]`, then sums[1], ..., sums[7], in order.
+//!   `sumf += sums[0]`, then `sums[1]`, ..., `sums[7]`, in order.
 //! - `ggml_vec_dot_q6_K_q8_K_generic`: the same shape with q6 values (-32..31), 16
 //!   scales (one per 16 values, two runs of 8 each) and no min term.
 

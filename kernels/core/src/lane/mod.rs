@@ -4,7 +4,7 @@
 //! string (`ref`, `x86_64-avx2`, `aarch64-i8mm-repack`, ...). Its [`Recipe`] names
 //! the components that decide its bits:
 //!
-//! - the **activation quantizer** ([`ActRule`](crate::quant::ActRule)) for K-quant
+//! - the **activation quantizer** ([`crate::quant::ActRule`]) for K-quant
 //!   weights and for legacy (Q4_0/Q8_0) weights: output format, scale rule, rounding;
 //! - the **accumulation schedule** ([`Accumulation`]): lane widths, grouping of the
 //!   float sums and the horizontal reduction tree;

@@ -6,7 +6,7 @@
 //!   signed value that reached it (first occurrence wins: strict `>`). If amax == 0:
 //!   d = 0 and all quants 0; ggml leaves `bsums` unwritten there, and we define them
 //!   as 0. Otherwise iscale = -127/max, q = min(127, nearest_int(iscale*x)) (the
-//!   product rounded to f32, then round half to even), bsums[g] = sum of quants
+//!   product rounded to f32, then round half to even), `bsums[g]` = sum of quants
 //!   16g..16g+15, d = 1/iscale (f32). So d < 0 when max > 0, and the
 //!   largest-magnitude value always maps to -127.
 //! - **q8_0** (`quantize_row_q8_0_ref`): per 32 values, amax = max |x| (NaN ignored by
