@@ -2,17 +2,15 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use tiercheck_core::GgmlType;
 
 use super::error::GgufError;
 use super::value::{MetaArray, MetaValue, MAX_ARRAY_DEPTH};
 use super::{align_up, tensor_byte_size, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC};
+use crate::atomic_write::write_atomic_with;
 
 /// The `path` of errors raised while building, before any file is named.
 const WRITER_PATH: &str = "<gguf writer>";
@@ -245,33 +243,16 @@ impl<'a> GgufWriter<'a> {
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<(), GgufError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let io = |op: &'static str| {
-            let shown = shown.clone();
-            move |source| GgufError::Io { path: shown, op, source }
-        };
-        let file_name = path.file_name().ok_or_else(|| {
-            io("create")(io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))
-        })?;
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let (tmp, file) = create_temp(dir, file_name).map_err(io("create temporary file"))?;
-        let result = (|| {
-            let mut w = BufWriter::new(file);
-            self.write_to(&mut w, &shown)?;
-            let file = w.into_inner().map_err(|e| io("write")(e.into_error()))?;
-            file.sync_all().map_err(io("sync"))?;
-            drop(file);
-            fs::rename(&tmp, path).map_err(io("rename"))
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        } else if let Ok(d) = File::open(dir) {
-            // Persist the rename; failure here does not undo a completed write.
-            let _ = d.sync_all();
-        }
-        result
+        let io_err = |op: &'static str, source| GgufError::Io { path: shown.clone(), op, source };
+        write_atomic_with(
+            path,
+            |file| {
+                let mut w = BufWriter::new(file);
+                self.write_to(&mut w, &shown)?;
+                w.flush().map_err(|e| io_err("write", e))
+            },
+            io_err,
+        )
     }
 }
 
@@ -286,25 +267,6 @@ fn check_alignment(value: &MetaValue) -> Result<u32, GgufError> {
             Err(GgufError::AlignmentType { path: WRITER_PATH.into(), found: other.value_type() })
         }
     }
-}
-
-/// A new, exclusively created temporary file next to the destination.
-fn create_temp(dir: &Path, file_name: &std::ffi::OsStr) -> io::Result<(PathBuf, File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut last_err = None;
-    for _ in 0..64 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut name = OsString::from(".");
-        name.push(file_name);
-        name.push(format!(".{}.{n}.tmp", std::process::id()));
-        let tmp = dir.join(name);
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last_err.unwrap_or_else(|| io::Error::other("no free temporary file name")))
 }
 
 fn write_zeros<W: Write>(out: &mut W, mut n: u64) -> io::Result<()> {
