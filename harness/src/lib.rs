@@ -1,6 +1,7 @@
 //! tiercheck: GGUF I/O, comparisons, the golden store, the harness and the CLI.
 
 pub mod atomic_write;
+pub mod compare;
 pub mod gen;
 pub mod gguf;
 pub mod host;
