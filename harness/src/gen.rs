@@ -5,6 +5,8 @@
 //! dependency on a crate's choice of algorithm). Floats come from the top 24 bits
 //! (uniform) or Box-Muller in f64 rounded once to f32 (normal).
 
+use tiercheck_core::GgmlType;
+
 /// xoshiro256** with splitmix64 seeding.
 #[derive(Clone, Debug)]
 pub struct Rng {
@@ -95,11 +97,16 @@ pub enum RowKind {
     /// For q8_K: each 256-block's max is -127, so iscale = 1 and halves are exact ties;
     /// for q8_0: each 32-block's amax is 127, so id = 1 and halves are ties too.
     Ties,
+    /// Normal values where every other 32-block and one whole 256-block are zero.
+    ZeroBlocks,
+    /// Normal values with NaN, +Inf and -Inf planted (declared behaviour: every lane
+    /// reproduces its tier's bits for them, whatever they are).
+    NonFinite,
 }
 
 impl RowKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [RowKind; 8] = [
+    pub const ALL: [RowKind; 10] = [
         RowKind::Normal,
         RowKind::Zero,
         RowKind::Outlier,
@@ -108,6 +115,21 @@ impl RowKind {
         RowKind::BothSignsMax,
         RowKind::WideRange,
         RowKind::Ties,
+        RowKind::ZeroBlocks,
+        RowKind::NonFinite,
+    ];
+
+    /// Every kind whose values are all finite.
+    pub const FINITE: [RowKind; 9] = [
+        RowKind::Normal,
+        RowKind::Zero,
+        RowKind::Outlier,
+        RowKind::Constant,
+        RowKind::Tiny,
+        RowKind::BothSignsMax,
+        RowKind::WideRange,
+        RowKind::Ties,
+        RowKind::ZeroBlocks,
     ];
 
     /// Stable name.
@@ -121,6 +143,8 @@ impl RowKind {
             RowKind::BothSignsMax => "both-signs-max",
             RowKind::WideRange => "wide-range",
             RowKind::Ties => "ties",
+            RowKind::ZeroBlocks => "zero-blocks",
+            RowKind::NonFinite => "non-finite",
         }
     }
 
@@ -174,8 +198,87 @@ impl RowKind {
                 }
                 x
             }
+            RowKind::ZeroBlocks => {
+                let mut x = rng.normals(k, 1.0);
+                for (bi, b) in x.chunks_mut(32).enumerate() {
+                    if bi % 2 == 1 || bi / 8 == 1 {
+                        b.fill(0.0);
+                    }
+                }
+                x
+            }
+            RowKind::NonFinite => {
+                let mut x = rng.normals(k, 1.0);
+                for (bi, b) in x.chunks_mut(32).enumerate() {
+                    let i = rng.below(32) as usize;
+                    b[i] = match bi % 4 {
+                        0 => f32::NAN,
+                        1 => f32::INFINITY,
+                        2 => f32::NEG_INFINITY,
+                        _ => b[i],
+                    };
+                }
+                x
+            }
         }
     }
+}
+
+/// Random block bytes of `ty` with every f16 scale forced finite (a NaN/Inf scale is
+/// not a meaningful weight); subnormal, zero and negative scales stay.
+pub fn random_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n_blocks * ty.type_size()];
+    rng.fill_bytes(&mut b);
+    for blk in b.chunks_mut(ty.type_size()) {
+        for &o in half_offsets(ty) {
+            if blk[o + 1] & 0x7C == 0x7C {
+                blk[o + 1] &= !0x40;
+            }
+        }
+    }
+    b
+}
+
+/// Byte offsets of the f16 scale fields in a block of `ty`.
+fn half_offsets(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q8_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// Edge-case weight blocks of `ty`: random quants with, per `variant`, the smallest
+/// subnormal, the largest negative subnormal, zero or the most negative finite f16
+/// scale, and the maximum or zero scale codes (Q4_K, Q6_K).
+pub fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize) -> Vec<u8> {
+    let mut b = random_blocks(rng, ty, n_blocks);
+    let h: u16 = match variant % 4 {
+        0 => 0x0001,
+        1 => 0x83FF,
+        2 => 0x0000,
+        _ => 0xFBFF,
+    };
+    for blk in b.chunks_mut(ty.type_size()) {
+        let mut set_half = |o: usize, h: u16| blk[o..o + 2].copy_from_slice(&h.to_le_bytes());
+        match ty {
+            GgmlType::Q4_0 | GgmlType::Q8_0 => set_half(0, h),
+            GgmlType::Q4_K => {
+                set_half(0, h);
+                set_half(2, h ^ 0x8000);
+                let code = if variant.is_multiple_of(2) { 0xFF } else { 0x00 };
+                blk[4..16].fill(code);
+            }
+            GgmlType::Q6_K => {
+                set_half(208, h);
+                let code = if variant.is_multiple_of(2) { 0x7F } else { 0x80 };
+                blk[192..208].fill(code);
+            }
+            _ => {}
+        }
+    }
+    b
 }
 
 #[cfg(test)]

@@ -47,6 +47,13 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
     }
 }
 
+/// Whether `lane` has a native implementation in some build (on some target), so
+/// that the harness owes it native trials: ignored with the reason where this host
+/// cannot run them. `ref` is portable by definition.
+pub fn has_native(lane: &Lane) -> bool {
+    lane.name != "ref"
+}
+
 /// All known lanes.
 pub fn all() -> &'static [&'static Lane] {
     LANES

@@ -3,6 +3,7 @@
 pub mod atomic_write;
 pub mod compare;
 pub mod gen;
+pub mod golden;
 pub mod gguf;
 pub mod host;
 pub mod lanes;

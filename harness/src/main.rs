@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use tiercheck::gguf::GgufFile;
+use tiercheck::golden::{self, GoldenDir};
 use tiercheck::gguf::MetaValue;
 use tiercheck::lanes::{self, Impl};
 use tiercheck::model_quant::{quantize_file, Scheme};
@@ -32,6 +33,22 @@ enum Command {
     /// Inspect, dequantize and quantize GGUF files.
     #[command(subcommand)]
     Gguf(GgufCommand),
+    /// Shared inputs and per-lane expected outputs under golden/.
+    #[command(subcommand)]
+    Golden(GoldenCommand),
+    /// Refresh ("bless") the goldens of one lane or all lanes.
+    ///
+    /// Refused when CI is set. Each lane's outputs come from its own kernels (native where
+    /// this host runs them, else the portable twin) and must pass the tolerance check
+    /// against ref. Writes are atomic. Prints what changed per lane.
+    Bless {
+        /// Only this lane (default: every lane).
+        #[arg(long)]
+        lane: Option<String>,
+        /// Only cases whose name contains this text.
+        #[arg(long)]
+        filter: Option<String>,
+    },
     /// Replay one matmul on a lane: activations from safetensors, weights from a GGUF.
     ///
     /// The lane quantizes the activations with its own rule and multiplies them by the
@@ -57,6 +74,15 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum GoldenCommand {
+    /// Regenerate the shared kernel inputs (golden/inputs) from their fixed seeds.
+    /// The result is byte-identical to what is committed unless the generator changed.
+    GenInputs,
+    /// Check every golden file against its manifest and report any corruption.
+    Verify,
 }
 
 #[derive(Subcommand)]
@@ -112,10 +138,54 @@ fn run(cli: Cli) -> Result<()> {
         Command::Gguf(GgufCommand::Quantize { input, output, scheme }) => {
             cmd_quantize(&input, &output, &scheme)
         }
+        Command::Golden(GoldenCommand::GenInputs) => cmd_gen_inputs(),
+        Command::Golden(GoldenCommand::Verify) => cmd_verify(),
+        Command::Bless { lane, filter } => cmd_bless(lane.as_deref(), filter.as_deref()),
         Command::Matmul { lane, imp, gguf, tensor, input, out } => {
             cmd_matmul(&lane, imp, &gguf, &tensor, &input, &out)
         }
     }
+}
+
+fn cmd_gen_inputs() -> Result<()> {
+    let dir = GoldenDir::from_env();
+    let inputs = golden::cases::generate();
+    let bytes: usize = inputs.iter().map(|(_, i)| golden::store::input_bytes(i).len()).sum();
+    dir.write_inputs(&inputs)?;
+    eprintln!(
+        "wrote {} input tensors ({:.1} MB) to {}",
+        inputs.len(),
+        bytes as f64 / 1e6,
+        dir.root().join("inputs").display()
+    );
+    Ok(())
+}
+
+fn cmd_verify() -> Result<()> {
+    let dir = GoldenDir::from_env();
+    let report = golden::verify(&dir);
+    print!("{report}");
+    if !report.problems.is_empty() {
+        bail!("{} problem(s) in {}", report.problems.len(), dir.root().display());
+    }
+    Ok(())
+}
+
+fn cmd_bless(lane: Option<&str>, filter: Option<&str>) -> Result<()> {
+    if !golden::bless::allowed() {
+        bail!("refusing to refresh goldens under CI (the CI environment variable is set)");
+    }
+    let dir = GoldenDir::from_env();
+    let inputs = dir.load_inputs()?;
+    let selected: Vec<&'static tiercheck_core::Lane> = match lane {
+        Some(name) => vec![lanes::find(name).map_err(anyhow::Error::msg)?],
+        None => lanes::all().to_vec(),
+    };
+    for lane in selected {
+        let summary = golden::bless::bless_lane(&dir, lane, filter, &inputs)?;
+        print!("{summary}");
+    }
+    Ok(())
 }
 
 fn cmd_lanes() -> Result<()> {

@@ -48,6 +48,13 @@ pub trait Kernels: Sync + Send {
         self.act_rule(wtype)?.quantize(x)
     }
 
+    /// Dequantize `bytes` of type `ty` into `out`, as this tier computes it (ggml's CPU
+    /// `get_rows` path, used for the token embedding). The default is the reference
+    /// dequantizer, [`crate::blocks::dequantize`].
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        crate::blocks::dequantize(ty, bytes, out)
+    }
+
     /// Dot product of one weight row (`k` values of `wtype`, plain layout) with one
     /// quantized activation row in this lane's activation format for `wtype`.
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError>;
