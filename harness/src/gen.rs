@@ -251,7 +251,8 @@ fn half_offsets(ty: GgmlType) -> &'static [usize] {
 
 /// Edge-case weight blocks of `ty`: random quants with, per `variant`, the smallest
 /// subnormal, the largest negative subnormal, zero or the most negative finite f16
-/// scale, and the maximum or zero scale codes (Q4_K, Q6_K).
+/// scale, and the maximum scale codes, or maximum and zero codes interleaved (Q4_K),
+/// or the most positive or most negative scales (Q6_K).
 pub fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize) -> Vec<u8> {
     let mut b = random_blocks(rng, ty, n_blocks);
     let h: u16 = match variant % 4 {
@@ -267,8 +268,14 @@ pub fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize)
             GgmlType::Q4_K => {
                 set_half(0, h);
                 set_half(2, h ^ 0x8000);
-                let code = if variant.is_multiple_of(2) { 0xFF } else { 0x00 };
-                blk[4..16].fill(code);
+                if variant.is_multiple_of(2) {
+                    blk[4..16].fill(0xFF);
+                } else {
+                    // maximum and zero codes side by side
+                    for (i, b) in blk[4..16].iter_mut().enumerate() {
+                        *b = if i % 2 == 0 { 0xFF } else { 0x00 };
+                    }
+                }
             }
             GgmlType::Q6_K => {
                 set_half(208, h);

@@ -3,8 +3,8 @@
 pub mod atomic_write;
 pub mod compare;
 pub mod gen;
-pub mod golden;
 pub mod gguf;
+pub mod golden;
 pub mod host;
 pub mod lanes;
 pub mod model_quant;

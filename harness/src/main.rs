@@ -7,8 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use tiercheck::gguf::GgufFile;
-use tiercheck::golden::{self, GoldenDir};
 use tiercheck::gguf::MetaValue;
+use tiercheck::golden::{self, GoldenDir};
 use tiercheck::lanes::{self, Impl};
 use tiercheck::model_quant::{quantize_file, Scheme};
 use tiercheck::tensorfile::{self, Tensor};

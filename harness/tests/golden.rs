@@ -69,7 +69,8 @@ fn main() -> ExitCode {
     trials.push(Trial::test("golden/require-lanes", {
         let required = required.clone();
         move || {
-            let unknown: Vec<&String> = required.iter().filter(|l| lanes::find(l).is_err()).collect();
+            let unknown: Vec<&String> =
+                required.iter().filter(|l| lanes::find(l).is_err()).collect();
             if unknown.is_empty() {
                 Ok(())
             } else {
@@ -77,12 +78,16 @@ fn main() -> ExitCode {
             }
         }
     }));
-    let inputs: Arc<Result<Inputs, String>> = Arc::new(dir.load_inputs().map_err(|e| e.to_string()));
+    let inputs: Arc<Result<Inputs, String>> =
+        Arc::new(dir.load_inputs().map_err(|e| e.to_string()));
     for lane in lanes::all() {
-        let golden: Arc<Result<LaneGolden, String>> = Arc::new(dir.load_lane(lane.name).map_err(|e| match e {
-            GoldenError::Corrupt { .. } => format!("{e} (a damaged golden, not a kernel failure)"),
-            other => other.to_string(),
-        }));
+        let golden: Arc<Result<LaneGolden, String>> =
+            Arc::new(dir.load_lane(lane.name).map_err(|e| match e {
+                GoldenError::Corrupt { .. } => {
+                    format!("{e} (a damaged golden, not a kernel failure)")
+                }
+                other => other.to_string(),
+            }));
         for case in catalogue().into_iter().filter(|c| applicable(lane, c)) {
             let case = Arc::new(case);
             trials.push(Trial::test(format!("{}/{}", case.name, lane.name), {
@@ -97,23 +102,30 @@ fn main() -> ExitCode {
             }));
             if lanes::has_native(lane) {
                 let must_run = required.contains(lane.name);
-                trials.push(Trial::ignorable_test(format!("{}/{}/native", case.name, lane.name), {
-                    let (inputs, case) = (inputs.clone(), case.clone());
-                    move || {
-                        let native = match lanes::native(lane) {
-                            Ok(k) => k,
-                            Err(why) if must_run => {
-                                return Err(format!("TIERCHECK_REQUIRE_LANES requires {}: {why}", lane.name).into())
-                            }
-                            Err(why) => return Ok(Completion::ignored_with(why)),
-                        };
-                        let inputs = inputs.as_ref().as_ref()?;
-                        let n = run_case(lane, native, &case, inputs)?;
-                        let p = run_case(lane, lane.portable, &case, inputs)?;
-                        check_twin(lane.name, &case, &n, &p)?;
-                        Ok(Completion::Completed)
-                    }
-                }));
+                trials.push(Trial::ignorable_test(
+                    format!("{}/{}/native", case.name, lane.name),
+                    {
+                        let (inputs, case) = (inputs.clone(), case.clone());
+                        move || {
+                            let native = match lanes::native(lane) {
+                                Ok(k) => k,
+                                Err(why) if must_run => {
+                                    return Err(format!(
+                                        "TIERCHECK_REQUIRE_LANES requires {}: {why}",
+                                        lane.name
+                                    )
+                                    .into())
+                                }
+                                Err(why) => return Ok(Completion::ignored_with(why)),
+                            };
+                            let inputs = inputs.as_ref().as_ref()?;
+                            let n = run_case(lane, native, &case, inputs)?;
+                            let p = run_case(lane, lane.portable, &case, inputs)?;
+                            check_twin(lane.name, &case, &n, &p)?;
+                            Ok(Completion::Completed)
+                        }
+                    },
+                ));
             }
             trials.push(Trial::test(format!("{}/{}/tolerance", case.name, lane.name), {
                 let (inputs, case) = (inputs.clone(), case.clone());

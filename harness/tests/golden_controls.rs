@@ -117,7 +117,9 @@ fn a_damaged_outputs_file_or_inputs_file_is_reported_by_verify() {
     bytes[100_000] ^= 1;
     std::fs::write(&ipath, &bytes).unwrap();
     match dir.load_inputs() {
-        Err(GoldenError::Corrupt { problem, .. }) => assert!(problem.contains("gen-inputs"), "{problem}"),
+        Err(GoldenError::Corrupt { problem, .. }) => {
+            assert!(problem.contains("gen-inputs"), "{problem}")
+        }
         other => panic!("expected corruption, got {other:?}"),
     }
 }
@@ -127,7 +129,9 @@ fn one_lanes_manifest_is_never_accepted_as_another_lanes() {
     let (_tmp, dir) = scratch();
     copy_dir(&dir.lane_dir("ref"), &dir.lane_dir("x86_64-avx2"));
     match dir.load_lane("x86_64-avx2") {
-        Err(GoldenError::Corrupt { problem, .. }) => assert!(problem.contains("lane `ref`"), "{problem}"),
+        Err(GoldenError::Corrupt { problem, .. }) => {
+            assert!(problem.contains("lane `ref`"), "{problem}")
+        }
         other => panic!("expected corruption, got {other:?}"),
     }
 }
@@ -171,10 +175,11 @@ fn bless_refuses_a_lane_that_fails_its_tolerance_and_writes_nothing() {
     match bless_lane(&dir, &SKEWED, Some("q4_K/gemv"), &inputs) {
         Err(BlessError::Tolerance { lane, count, first }) => {
             assert_eq!(lane, "test-skewed");
-            // 10 of the 16 q4_K gemv cases: the others have all-zero outputs (edge blocks
-            // with a zero scale) or cancel so deeply that 1% of the result is below the
-            // rigorous bound (which is relative to the sum of absolute terms).
-            assert_eq!(count, 10, "{first}");
+            // 13 of the 16 q4_K gemv cases: two have all-zero outputs (edge blocks with a
+            // zero scale, where 1.01 * 0 = 0), and in k=17408 case0 the dot cancels so
+            // deeply (|result| = 1.6e-3 of the sum of absolute terms) that 1% of it is
+            // below the rigorous bound, which is relative to that sum.
+            assert_eq!(count, 13, "{first}");
             assert!(first.contains("outside the error bound"), "{first}");
         }
         other => panic!("expected a tolerance refusal, got {other:?}"),

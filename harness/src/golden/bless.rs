@@ -50,7 +50,9 @@ impl std::fmt::Display for BlessSummary {
             self.removed.len(),
             self.unchanged
         )?;
-        for (tag, list) in [("changed", &self.changed), ("added", &self.added), ("removed", &self.removed)] {
+        for (tag, list) in
+            [("changed", &self.changed), ("added", &self.added), ("removed", &self.removed)]
+        {
             for c in list.iter().take(20) {
                 writeln!(f, "  {tag}: {c}")?;
             }
@@ -203,7 +205,12 @@ pub fn bless_lane(
             }
         }
     }
-    let manifest = Manifest { format: FORMAT, lane: lane.name.to_string(), outputs_file: String::new(), entries };
+    let manifest = Manifest {
+        format: FORMAT,
+        lane: lane.name.to_string(),
+        outputs_file: String::new(),
+        entries,
+    };
     dir.write_lane(lane.name, manifest, &outputs)?;
     Ok(summary)
 }

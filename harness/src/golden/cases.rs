@@ -125,8 +125,15 @@ const QUANTIZE_KINDS: [RowKind; 8] = [
 const VEC_DOT_K: [usize; 5] = [256, 512, 4096, 5120, 17408];
 const GEMV_SHAPES: [(usize, usize); 8] =
     [(256, 1), (256, 3), (512, 4), (512, 7), (4096, 8), (4096, 9), (5120, 16), (17408, 3)];
-const GEMM_SHAPES: [(usize, usize, usize); 7] =
-    [(256, 4, 2), (256, 9, 3), (512, 8, 4), (512, 7, 5), (4096, 16, 8), (5120, 33, 5), (17408, 1, 2)];
+const GEMM_SHAPES: [(usize, usize, usize); 7] = [
+    (256, 4, 2),
+    (256, 9, 3),
+    (512, 8, 4),
+    (512, 7, 5),
+    (4096, 16, 8),
+    (5120, 33, 5),
+    (17408, 1, 2),
+];
 const DEQUANT_SHAPES: [(usize, usize); 3] = [(256, 1), (512, 3), (4096, 4)];
 
 /// Every case, sorted by name.

@@ -34,7 +34,12 @@ use crate::compare::{bitwise_bytes, bitwise_f32, failure_message, tolerance, wit
 pub const MATMUL_NMSE_VS_REF: f64 = 5e-4;
 
 /// Bitwise check of `got` against the lane's golden for `case`.
-pub fn check_golden(lane: &str, case: &Case, got: &Output, golden: &LaneGolden) -> Result<(), String> {
+pub fn check_golden(
+    lane: &str,
+    case: &Case,
+    got: &Output,
+    golden: &LaneGolden,
+) -> Result<(), String> {
     let (entry, want) = match golden.expected(&case.name) {
         Ok(Some(x)) => x,
         Ok(None) => {
@@ -44,7 +49,9 @@ pub fn check_golden(lane: &str, case: &Case, got: &Output, golden: &LaneGolden) 
                 bless_command(lane, Some(&case.name))
             ))
         }
-        Err(corruption) => return Err(format!("{corruption} (a damaged golden, not a kernel failure)")),
+        Err(corruption) => {
+            return Err(format!("{corruption} (a damaged golden, not a kernel failure)"))
+        }
     };
     if got.sha256() == entry.sha256 {
         return Ok(());
@@ -79,16 +86,31 @@ pub fn diff_message(case: &str, lane: &str, got: &Output, want: &Output, refresh
         (Output::Blocks { ty, data: g }, Output::Blocks { data: w, .. }) => {
             failure_message(case, lane, &bitwise_bytes(g, w, ty.type_size()), refresh)
         }
-        _ => format!("case `{case}` on lane `{lane}`: output kind {} differs from the golden's {}", got.dtype(), want.dtype()),
+        _ => format!(
+            "case `{case}` on lane `{lane}`: output kind {} differs from the golden's {}",
+            got.dtype(),
+            want.dtype()
+        ),
     }
 }
 
 /// Bitwise check of a native output against the portable twin's.
-pub fn check_twin(lane: &str, case: &Case, native: &Output, portable: &Output) -> Result<(), String> {
+pub fn check_twin(
+    lane: &str,
+    case: &Case,
+    native: &Output,
+    portable: &Output,
+) -> Result<(), String> {
     if native.sha256() == portable.sha256() {
         return Ok(());
     }
-    let msg = diff_message(&case.name, lane, native, portable, "(none: the native kernel and its portable twin must agree; fix one of them)");
+    let msg = diff_message(
+        &case.name,
+        lane,
+        native,
+        portable,
+        "(none: the native kernel and its portable twin must agree; fix one of them)",
+    );
     Err(format!("native != portable twin\n{msg}"))
 }
 
@@ -114,7 +136,11 @@ pub fn check_tolerance(
                 return fail("outside the error bound of the exact result", &report);
             }
             let stats = tolerance(&g, &reference.values());
-            if !(stats.nmse <= MATMUL_NMSE_VS_REF) || stats.nan_mismatch > 0 || stats.inf_mismatch > 0 {
+            if stats.nmse.is_nan()
+                || stats.nmse > MATMUL_NMSE_VS_REF
+                || stats.nan_mismatch > 0
+                || stats.inf_mismatch > 0
+            {
                 return fail(&format!("NMSE against ref above {MATMUL_NMSE_VS_REF:e}"), &stats);
             }
             Ok(())
@@ -128,11 +154,15 @@ pub fn check_tolerance(
             if report.is_ok() {
                 Ok(())
             } else {
-                fail("dequantized values differ from ref by more than 2^-22 of the block scale", &report)
+                fail(
+                    "dequantized values differ from ref by more than 2^-22 of the block scale",
+                    &report,
+                )
             }
         }
         Op::Quantize(fmt) => {
-            let (Output::Blocks { data: g, .. }, Output::Blocks { data: r, .. }) = (got, reference) else {
+            let (Output::Blocks { data: g, .. }, Output::Blocks { data: r, .. }) = (got, reference)
+            else {
                 return Err("quantize outputs must be blocks".into());
             };
             let (gv, rv) = (got.values(), reference.values());
@@ -142,7 +172,8 @@ pub fn check_tolerance(
             for i in 0..rv.len().min(gv.len()) {
                 if !rv[i].is_finite() || !gv[i].is_finite() {
                     // Must match in kind: compare as equal-or-both-NaN with zero slack.
-                    let same = rv[i].to_bits() == gv[i].to_bits() || (rv[i].is_nan() && gv[i].is_nan());
+                    let same =
+                        rv[i].to_bits() == gv[i].to_bits() || (rv[i].is_nan() && gv[i].is_nan());
                     want.push(if same { gv[i] as f64 } else { rv[i] as f64 });
                     bound.push(0.0);
                 } else {

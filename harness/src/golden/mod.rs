@@ -48,17 +48,26 @@ impl std::fmt::Display for VerifyReport {
 pub fn verify(dir: &GoldenDir) -> VerifyReport {
     let mut r = VerifyReport::default();
     match dir.load_inputs() {
-        Ok(inputs) => r.checked.push(format!("inputs: {} tensors match their manifest", inputs.len())),
+        Ok(inputs) => {
+            r.checked.push(format!("inputs: {} tensors match their manifest", inputs.len()))
+        }
         Err(e) => r.problems.push(e.to_string()),
     }
     let lanes_dir = dir.root().join("lanes");
     let mut names: Vec<String> = std::fs::read_dir(&lanes_dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     names.sort();
     for name in names {
         if tiercheck_core::lane(&name).is_none() {
-            r.problems.push(format!("{}: folder for unknown lane `{name}`", lanes_dir.join(&name).display()));
+            r.problems.push(format!(
+                "{}: folder for unknown lane `{name}`",
+                lanes_dir.join(&name).display()
+            ));
             continue;
         }
         match dir.load_lane(&name) {
@@ -71,7 +80,10 @@ pub fn verify(dir: &GoldenDir) -> VerifyReport {
                     }
                 }
                 if bad == 0 {
-                    r.checked.push(format!("lane {name}: {} entries match their outputs", g.manifest.entries.len()));
+                    r.checked.push(format!(
+                        "lane {name}: {} entries match their outputs",
+                        g.manifest.entries.len()
+                    ));
                 }
             }
             Err(e) => r.problems.push(e.to_string()),

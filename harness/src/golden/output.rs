@@ -44,7 +44,7 @@ impl Output {
             Output::Blocks { ty, .. } => ty.name().into(),
         }
     }
-    /// Logical shape: the f32 shape, or [bytes] for blocks.
+    /// Logical shape: the f32 shape, or `[bytes]` for blocks.
     pub fn shape(&self) -> Vec<usize> {
         self.stored_shape()
     }
@@ -100,16 +100,28 @@ impl Output {
         }
     }
     /// Rebuild from a stored tensor and the manifest's dtype.
-    pub(crate) fn from_stored(dtype: Dtype, shape: &[usize], raw: &[u8], declared: &str) -> Result<Output, String> {
+    pub(crate) fn from_stored(
+        dtype: Dtype,
+        shape: &[usize],
+        raw: &[u8],
+        declared: &str,
+    ) -> Result<Output, String> {
         match (dtype, declared) {
             (Dtype::F32, "f32") => Ok(Output::F32 {
                 shape: shape.to_vec(),
-                data: raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                data: raw
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
             }),
             (Dtype::U8, name) => {
-                let ty = GgmlType::from_name(name).ok_or_else(|| format!("unknown block type {name:?}"))?;
-                if raw.len() % ty.type_size() != 0 {
-                    return Err(format!("{} bytes is not a whole number of {name} blocks", raw.len()));
+                let ty = GgmlType::from_name(name)
+                    .ok_or_else(|| format!("unknown block type {name:?}"))?;
+                if !raw.len().is_multiple_of(ty.type_size()) {
+                    return Err(format!(
+                        "{} bytes is not a whole number of {name} blocks",
+                        raw.len()
+                    ));
                 }
                 Ok(Output::Blocks { ty, data: raw.to_vec() })
             }

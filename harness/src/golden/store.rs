@@ -204,14 +204,27 @@ impl GoldenDir {
             let input = match view.dtype() {
                 Dtype::F32 => Input::F32 {
                     shape: view.shape().to_vec(),
-                    data: raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                    data: raw
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
                 },
                 Dtype::U8 => {
-                    let ty = type_of_case(&name)
-                        .ok_or_else(|| corrupt(&file, format!("tensor {name}: no block type in its name")))?;
-                    Input::Blocks { ty, rows: view.shape().first().copied().unwrap_or(0), data: raw.to_vec() }
+                    let ty = type_of_case(&name).ok_or_else(|| {
+                        corrupt(&file, format!("tensor {name}: no block type in its name"))
+                    })?;
+                    Input::Blocks {
+                        ty,
+                        rows: view.shape().first().copied().unwrap_or(0),
+                        data: raw.to_vec(),
+                    }
                 }
-                other => return Err(corrupt(&file, format!("tensor {name}: unexpected dtype {other:?}"))),
+                other => {
+                    return Err(corrupt(
+                        &file,
+                        format!("tensor {name}: unexpected dtype {other:?}"),
+                    ))
+                }
             };
             out.insert(name, input);
         }
@@ -238,11 +251,17 @@ impl GoldenDir {
         if manifest.lane != lane {
             return Err(corrupt(
                 &mpath,
-                format!("manifest is for lane `{}`, found in the folder of lane `{lane}`", manifest.lane),
+                format!(
+                    "manifest is for lane `{}`, found in the folder of lane `{lane}`",
+                    manifest.lane
+                ),
             ));
         }
         if manifest.outputs_file.contains('/') || manifest.outputs_file.contains("..") {
-            return Err(corrupt(&mpath, format!("bad outputs file name {:?}", manifest.outputs_file)));
+            return Err(corrupt(
+                &mpath,
+                format!("bad outputs file name {:?}", manifest.outputs_file),
+            ));
         }
         let opath = dir.join(&manifest.outputs_file);
         let bytes = fs::read(&opath).map_err(io(&opath))?;
@@ -278,7 +297,9 @@ impl GoldenDir {
             .collect();
         let views: Vec<(String, TensorView<'_>)> = raws
             .iter()
-            .map(|(n, dt, s, raw)| (n.clone(), TensorView::new(*dt, s.clone(), raw).expect("consistent")))
+            .map(|(n, dt, s, raw)| {
+                (n.clone(), TensorView::new(*dt, s.clone(), raw).expect("consistent"))
+            })
             .collect();
         let bytes = safetensors::serialize(views, &None).expect("outputs serialize");
         let name = format!("outputs-{}.safetensors", &sha256_hex(&bytes)[..12]);
@@ -313,7 +334,10 @@ impl LaneGolden {
     /// own `check` and the stored bits' sha256. The output is the stored part: the whole
     /// output, or the leading sample of a large one (`entry.stored < ` its length).
     /// `Ok(None)` when the lane has no entry.
-    pub fn expected(&self, case: &str) -> Result<Option<(&super::manifest::Entry, &Output)>, GoldenError> {
+    pub fn expected(
+        &self,
+        case: &str,
+    ) -> Result<Option<(&super::manifest::Entry, &Output)>, GoldenError> {
         let Some(entry) = self.manifest.entries.get(case) else { return Ok(None) };
         if entry.check != entry.expected_check(case) {
             return Err(corrupt(
@@ -327,7 +351,10 @@ impl LaneGolden {
             .ok_or_else(|| corrupt(&self.outputs_path, format!("no stored output for `{case}`")))?;
         let digest = out.sha256();
         let full = entry.stored == out.len() && out.shape() == entry.shape;
-        if digest != entry.stored_sha256 || (full && digest != entry.sha256) || out.len() != entry.stored {
+        if digest != entry.stored_sha256
+            || (full && digest != entry.sha256)
+            || out.len() != entry.stored
+        {
             return Err(corrupt(
                 &self.outputs_path,
                 format!(
