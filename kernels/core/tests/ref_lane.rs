@@ -212,3 +212,36 @@ fn q8_k_dequantizes_to_d_times_q() {
         }
     }
 }
+
+/// Declared behaviour for non-finite activations: no special case; the bits are what
+/// ggml's reference functions produce (the oracle trials check them against ggml for
+/// NaN and +-Inf rows). Pinned here: the facts that follow from the C code.
+#[test]
+fn non_finite_activations_follow_ggml_reference_semantics() {
+    // q8_K, one +Inf: amax = max = +Inf, iscale = -127/Inf = -0, so every finite value
+    // rounds to code 0; -0 * Inf = NaN, and nearest_int's bit trick maps that NaN to 0;
+    // d = 1/iscale = -Inf.
+    let mut x = vec![1.0f32; 256];
+    x[7] = f32::INFINITY;
+    let b = &q8k(&x)[0];
+    assert_eq!(b.d(), f32::NEG_INFINITY);
+    assert!((0..256).all(|j| b.q(j) == 0));
+    // q8_K, one NaN: NaN never wins the strict `>` of the max search, so the block is
+    // quantized from its finite values, and the NaN itself becomes code 0.
+    let mut x: Vec<f32> = (0..256).map(|i| i as f32 - 100.0).collect();
+    x[3] = f32::NAN;
+    let b = &q8k(&x)[0];
+    assert_eq!(b.q(3), 0);
+    assert_eq!(b.q(255), -127); // 155 is the largest magnitude
+    // q8_0: `MAX(amax, |v|)` keeps a NaN only until the next comparison, so a NaN at
+    // the end of a block poisons d, one in the middle does not.
+    let mut x = vec![1.0f32; 32];
+    x[31] = f32::NAN;
+    let q: Vec<BlockQ8_0> = bytemuck::cast_slice(&ActRule::Q8_0Ref.quantize(&x).unwrap()).to_vec();
+    assert!(q[0].d().is_nan());
+    x[31] = 1.0;
+    x[10] = f32::NAN;
+    let q: Vec<BlockQ8_0> = bytemuck::cast_slice(&ActRule::Q8_0Ref.quantize(&x).unwrap()).to_vec();
+    assert_eq!(q[0].d(), half::f16::from_f32(1.0 / 127.0).to_f32());
+    assert_eq!(q[0].q(10), 0, "roundf(NaN) converts to code 0, as cvttss2si's low byte");
+}
