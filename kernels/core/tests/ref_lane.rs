@@ -232,7 +232,8 @@ fn non_finite_activations_follow_ggml_reference_semantics() {
     x[3] = f32::NAN;
     let b = &q8k(&x)[0];
     assert_eq!(b.q(3), 0);
-    assert_eq!(b.q(255), -127); // 155 is the largest magnitude
+    // 155 (the last value) has the largest magnitude.
+    assert_eq!(b.q(255), -127);
     // q8_0: `MAX(amax, |v|)` keeps a NaN only until the next comparison, so a NaN at
     // the end of a block poisons d, one in the middle does not.
     let mut x = vec![1.0f32; 32];
