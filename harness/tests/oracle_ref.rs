@@ -61,6 +61,18 @@ fn main() -> ExitCode {
         }));
     }
     trials.push(python_trial("oracle/gguf-py/dequant", check_dequant_gguf_py));
+    // x86_64-avx2 (portable twin) against the haswell tier.
+    let avx2 = lane("x86_64-avx2").expect("lane");
+    for (ty, rule) in [(GgmlType::Q8_K, avx2.recipe.act_k), (GgmlType::Q8_0, avx2.recipe.act_legacy)] {
+        trials.push(tier_trial(Tier::Haswell, format!("oracle/haswell/from_float/{}/x86_64-avx2", ty.name()), move |lib| {
+            check_from_float(lib, ty, rule)
+        }));
+    }
+    for &ty in weights::QUANTIZABLE {
+        trials.push(tier_trial(Tier::Haswell, format!("oracle/haswell/vec_dot/{}/x86_64-avx2", ty.name()), move |lib| {
+            check_vec_dot_lane(lib, ty, "x86_64-avx2")
+        }));
+    }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
     libtest_mimic::run(&args, trials).exit_code()
 }
@@ -82,9 +94,21 @@ fn x64_trial(
     name: String,
     check: impl FnOnce(&GgmlLib) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
+    tier_trial(Tier::X64, name, check)
+}
+
+/// A trial that runs `check` against `tier`'s library.
+fn tier_trial(
+    tier: Tier,
+    name: String,
+    check: impl FnOnce(&GgmlLib) -> Result<usize, String> + Send + 'static,
+) -> Trial {
     Trial::ignorable_test(name, move || {
         let cfg = OracleConfig::from_env();
-        let lib = match load_tier(&cfg, Tier::X64) {
+        if tier == Tier::Haswell && !std::arch::is_x86_feature_detected!("avx2") {
+            return Ok(Completion::ignored_with("cpu lacks avx2: the haswell tier cannot run here"));
+        }
+        let lib = match load_tier(&cfg, tier) {
             Ok(lib) => lib,
             Err(e) => return unavailable(e.to_string()),
         };
@@ -206,7 +230,12 @@ fn check_quantize(lib: &GgmlLib, ty: GgmlType) -> Result<usize, String> {
 }
 
 fn check_vec_dot(lib: &GgmlLib, ty: GgmlType) -> Result<usize, String> {
-    let reflane = lane("ref").expect("ref lane");
+    check_vec_dot_lane(lib, ty, "ref")
+}
+
+/// `lane`'s portable vec_dot against the tier's, on activations quantized by the tier.
+fn check_vec_dot_lane(lib: &GgmlLib, ty: GgmlType, lane_name: &str) -> Result<usize, String> {
+    let reflane = lane(lane_name).expect("lane");
     let act_ty = reflane.portable.act_rule(ty).map_err(|e| e.to_string())?.format();
     let ggml_act = lib.vec_dot_type(ty.id()).map_err(|e| e.to_string())?;
     if ggml_act != act_ty.id() {

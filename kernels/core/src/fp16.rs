@@ -22,6 +22,20 @@ pub fn f32_to_f16_bits(x: f32) -> u16 {
     }
 }
 
+/// f32 -> binary16 bits as the hardware converts (F16C `vcvtps2ph` with rounding mode
+/// 0, NEON `fcvt`): round to nearest even, and a NaN keeps its sign and the top bits of
+/// its payload, with the quiet bit set. This is ggml's `GGML_CPU_FP32_TO_FP16` on
+/// builds with F16C or NEON; it differs from [`f32_to_f16_bits`] only for NaN payloads.
+#[inline]
+pub fn f32_to_f16_bits_hw(x: f32) -> u16 {
+    if x.is_nan() {
+        let b = x.to_bits();
+        (((b >> 16) & 0x8000) | 0x7E00 | ((b >> 13) & 0x03FF)) as u16
+    } else {
+        f16::from_f32(x).to_bits()
+    }
+}
+
 /// IEEE binary16 bits -> f32, as `GGML_FP16_TO_FP32`.
 #[inline]
 pub fn f16_bits_to_f32(h: u16) -> f32 {

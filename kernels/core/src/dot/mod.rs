@@ -4,4 +4,5 @@
 //! `ref` lane's schedule. Lanes added later put their portable twins beside it, one
 //! module per schedule, with the same function names.
 
+pub mod avx2;
 pub mod generic;

@@ -25,9 +25,11 @@
 
 mod recipe;
 mod reference;
+mod x86_64_avx2;
 
 pub use recipe::{Accumulation, Contraction, MatmulPath, Recipe, WeightLayout};
 pub use reference::{RefKernels, REF};
+pub use x86_64_avx2::{Avx2Twin, X86_64_AVX2};
 
 use crate::error::KernelError;
 use crate::matrix::{check_activations, WeightMatrix};
@@ -98,7 +100,7 @@ impl core::fmt::Debug for Lane {
 }
 
 /// Every lane with a portable implementation, in a stable order.
-pub static LANES: &[&Lane] = &[&REF];
+pub static LANES: &[&Lane] = &[&REF, &X86_64_AVX2];
 
 /// The lane with this name.
 pub fn lane(name: &str) -> Option<&'static Lane> {

@@ -28,6 +28,9 @@ pub enum Accumulation {
     /// float partial sums, one per value index mod 8, added to the min term at the end
     /// in order (K-quants). See [`crate::dot::generic`].
     GgmlGeneric,
+    /// ggml's AVX2 kernels: eight float lanes (plus four min lanes for q4_K), one FMA per
+    /// block or superblock per lane, `hsum_float_8` at the end. See [`crate::dot::avx2`].
+    X86Avx2,
 }
 
 /// Fused multiply-add usage.
@@ -36,6 +39,9 @@ pub enum Accumulation {
 pub enum Contraction {
     /// No multiply-add is fused (x86-64 baseline builds: no FMA instruction).
     None,
+    /// Every accumulation `acc = d * q + acc` is one fused multiply-add (the x86 SIMD
+    /// kernels' `_mm256_fmadd_ps`); nothing else is fused.
+    FusedAccumulate,
 }
 
 /// Weight layout.
@@ -60,6 +66,7 @@ impl Accumulation {
     pub fn name(self) -> &'static str {
         match self {
             Accumulation::GgmlGeneric => "ggml-generic",
+            Accumulation::X86Avx2 => "avx2-8-lanes-hsum",
         }
     }
 }
@@ -69,6 +76,7 @@ impl Contraction {
     pub fn name(self) -> &'static str {
         match self {
             Contraction::None => "unfused",
+            Contraction::FusedAccumulate => "fma-accumulate",
         }
     }
 }

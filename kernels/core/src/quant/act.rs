@@ -33,6 +33,10 @@ pub enum ActRule {
     Q8_0Ref,
     /// q8_1, `quantize_row_q8_1_ref`: as [`ActRule::Q8_0Ref`] plus s = f16(d * sum q).
     Q8_1Ref,
+    /// q8_0 as ggml's AVX2/AVX `quantize_row_q8_0` (`arch/x86/quants.c`): amax by a
+    /// `maxps` tree, d = amax/127 rounded to f16 by F16C, **id = 127/amax** (not 1/d),
+    /// `_mm256_round_ps` to nearest even, then `cvtps_epi32` and two saturating packs.
+    Q8_0X86,
 }
 
 impl ActRule {
@@ -43,6 +47,7 @@ impl ActRule {
             ActRule::Q8KFusedNearest => "q8_K/fused-nearest-even",
             ActRule::Q8_0Ref => "q8_0/ref-round-away",
             ActRule::Q8_1Ref => "q8_1/ref-round-away",
+            ActRule::Q8_0X86 => "q8_0/x86-127-over-max-nearest-even",
         }
     }
 
@@ -50,7 +55,7 @@ impl ActRule {
     pub fn format(self) -> GgmlType {
         match self {
             ActRule::Q8KRef | ActRule::Q8KFusedNearest => GgmlType::Q8_K,
-            ActRule::Q8_0Ref => GgmlType::Q8_0,
+            ActRule::Q8_0Ref | ActRule::Q8_0X86 => GgmlType::Q8_0,
             ActRule::Q8_1Ref => GgmlType::Q8_1,
         }
     }
@@ -90,6 +95,7 @@ impl ActRule {
             }
             ActRule::Q8_0Ref => quantize_q8_0(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8_1Ref => quantize_q8_1(x, cast_blocks_mut(ty, out)?),
+            ActRule::Q8_0X86 => quantize_q8_0_x86(x, cast_blocks_mut(ty, out)?),
         }
         Ok(())
     }
@@ -173,5 +179,48 @@ fn quantize_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
             sum += y.qs[QK / 2 + j] as i8 as i32;
         }
         y.s = to_half(sum as f32 * d);
+    }
+}
+
+/// `_mm_max_ps` for one lane: `a > b ? a : b` (the second operand when either is NaN).
+#[inline]
+fn maxps(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// `_mm256_cvtps_epi32` then `packs_epi32` and `packs_epi16`: NaN and out-of-range give
+/// the integer indefinite 0x80000000, and the packs saturate to i16 then i8.
+#[inline]
+fn cvt_pack_i8(r: f32) -> i8 {
+    let i = if r.is_nan() || r >= 2147483648.0 || r < -2147483648.0 { i32::MIN } else { r as i32 };
+    i.clamp(i16::MIN as i32, i16::MAX as i32).clamp(i8::MIN as i32, i8::MAX as i32) as i8
+}
+
+/// Twin of ggml's AVX2 `quantize_row_q8_0`. The absolute maximum is a `maxps` tree:
+/// lane l of eight takes x[l], x[8+l], x[16+l], x[24+l] in that order, then
+/// max(lane 4+i, lane i), then (0 with 2, 1 with 3), then (0 with 1).
+fn quantize_q8_0_x86(x: &[f32], out: &mut [BlockQ8_0]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let mut m = [0.0f32; 8];
+        for (l, ml) in m.iter_mut().enumerate() {
+            let mut v = xb[l].abs();
+            for r in 1..4 {
+                v = maxps(v, xb[8 * r + l].abs());
+            }
+            *ml = v;
+        }
+        let m4: [f32; 4] = core::array::from_fn(|i| maxps(m[4 + i], m[i]));
+        let m2 = [maxps(m4[0], m4[2]), maxps(m4[1], m4[3])];
+        let max_scalar = maxps(m2[0], m2[1]);
+        let d = max_scalar / 127.0;
+        y.d = crate::fp16::f32_to_f16_bits_hw(d).to_le_bytes();
+        let id = if max_scalar != 0.0 { 127.0 / max_scalar } else { 0.0 };
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = cvt_pack_i8((v * id).round_ties_even()) as u8;
+        }
     }
 }

@@ -1,0 +1,64 @@
+//! The `x86_64-avx2` lane: ggml's haswell tier (AVX2 + FMA + F16C, no AVX-512), plain
+//! (not repacked) weights. Activations: q8_K by the reference quantizer (the x86
+//! `quantize_row_q8_K` calls it, and ggml-base is built without FMA), q8_0 by the AVX2
+//! quantizer ([`ActRule::Q8_0X86`]: id = 127/max, nearest even). Dot products: the
+//! AVX2 `ggml_vec_dot_*` kernels ([`crate::dot::avx2`]). Matmul: vec_dot per (weight
+//! row, activation row) for every row count. This is what ggml runs for Q4_0/Q8_0 at
+//! any m (llamafile's tinyBLAS_Q0_AVX gives the same bits) and for K-quants at m < 8;
+//! at m >= 8 ggml's x86 K-quant matmul takes a tiled path this lane does not reproduce
+//! (it equals ggml run with `GGML_CPU_TILED_MM=0`).
+
+use super::reference::check_pair;
+use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
+use crate::blocks::cast_blocks;
+use crate::dot::avx2;
+use crate::error::KernelError;
+use crate::quant::ActRule;
+use crate::GgmlType;
+
+/// Portable twin of the `x86_64-avx2` lane.
+#[derive(Debug, Default)]
+pub struct Avx2Twin;
+
+/// The `x86_64-avx2` lane.
+pub static X86_64_AVX2: Lane = Lane {
+    name: "x86_64-avx2",
+    summary: "ggml haswell tier: AVX2+FMA vec_dot, x86 q8_0 activations, plain weights",
+    recipe: Recipe {
+        act_k: ActRule::Q8KRef,
+        act_legacy: ActRule::Q8_0X86,
+        accumulation: Accumulation::X86Avx2,
+        contraction: Contraction::FusedAccumulate,
+        layout: WeightLayout::Plain,
+        matmul: MatmulPath::VecDotPerRow,
+    },
+    portable: &Avx2Twin,
+};
+
+/// The activation rule of a lane for `wtype` (K-quant or legacy family).
+pub(crate) fn family_rule(recipe: &Recipe, wtype: GgmlType, lane: &'static str) -> Result<ActRule, KernelError> {
+    match wtype {
+        GgmlType::Q4_K | GgmlType::Q6_K => Ok(recipe.act_k),
+        GgmlType::Q4_0 | GgmlType::Q8_0 => Ok(recipe.act_legacy),
+        other => Err(KernelError::Unsupported { op: lane, ty: other.name() }),
+    }
+}
+
+impl Kernels for Avx2Twin {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        family_rule(&X86_64_AVX2.recipe, wtype, "x86_64-avx2 matmul")
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        let atype = self.act_rule(wtype)?.format();
+        check_pair(wtype, w_row, atype, act)?;
+        let (w, a) = (w_row, act);
+        Ok(match wtype {
+            GgmlType::Q4_0 => avx2::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+            GgmlType::Q8_0 => avx2::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+            GgmlType::Q4_K => avx2::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+            GgmlType::Q6_K => avx2::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+            other => return Err(KernelError::Unsupported { op: "x86_64-avx2 vec_dot", ty: other.name() }),
+        })
+    }
+}
