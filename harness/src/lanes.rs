@@ -43,6 +43,15 @@ impl Chosen {
 pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
     match lane.name {
         "ref" => Err("`ref` is the specification: it has only the portable form".to_string()),
+        #[cfg(target_arch = "x86_64")]
+        "x86_64-avx2" => match tiercheck_x86_64::avx2::kernels() {
+            Some(k) => Ok(k),
+            None => Err(tiercheck_x86_64::avx2::unavailable_reason()
+                .unwrap_or_else(|| "cpu lacks avx2".to_string())),
+        },
+        other if other.starts_with("x86_64-") && !cfg!(target_arch = "x86_64") => {
+            Err(format!("`{other}` is native on x86_64 only (this is {})", std::env::consts::ARCH))
+        }
         other => Err(format!("no native implementation of `{other}` in this build")),
     }
 }

@@ -63,15 +63,21 @@ fn main() -> ExitCode {
     trials.push(python_trial("oracle/gguf-py/dequant", check_dequant_gguf_py));
     // x86_64-avx2 (portable twin) against the haswell tier.
     let avx2 = lane("x86_64-avx2").expect("lane");
-    for (ty, rule) in [(GgmlType::Q8_K, avx2.recipe.act_k), (GgmlType::Q8_0, avx2.recipe.act_legacy)] {
-        trials.push(tier_trial(Tier::Haswell, format!("oracle/haswell/from_float/{}/x86_64-avx2", ty.name()), move |lib| {
-            check_from_float(lib, ty, rule)
-        }));
+    for (ty, rule) in
+        [(GgmlType::Q8_K, avx2.recipe.act_k), (GgmlType::Q8_0, avx2.recipe.act_legacy)]
+    {
+        trials.push(tier_trial(
+            Tier::Haswell,
+            format!("oracle/haswell/from_float/{}/x86_64-avx2", ty.name()),
+            move |lib| check_from_float(lib, ty, rule),
+        ));
     }
     for &ty in weights::QUANTIZABLE {
-        trials.push(tier_trial(Tier::Haswell, format!("oracle/haswell/vec_dot/{}/x86_64-avx2", ty.name()), move |lib| {
-            check_vec_dot_lane(lib, ty, "x86_64-avx2")
-        }));
+        trials.push(tier_trial(
+            Tier::Haswell,
+            format!("oracle/haswell/vec_dot/{}/x86_64-avx2", ty.name()),
+            move |lib| check_vec_dot_lane(lib, ty, "x86_64-avx2"),
+        ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
     libtest_mimic::run(&args, trials).exit_code()
@@ -106,7 +112,9 @@ fn tier_trial(
     Trial::ignorable_test(name, move || {
         let cfg = OracleConfig::from_env();
         if tier == Tier::Haswell && !std::arch::is_x86_feature_detected!("avx2") {
-            return Ok(Completion::ignored_with("cpu lacks avx2: the haswell tier cannot run here"));
+            return Ok(Completion::ignored_with(
+                "cpu lacks avx2: the haswell tier cannot run here",
+            ));
         }
         let lib = match load_tier(&cfg, tier) {
             Ok(lib) => lib,

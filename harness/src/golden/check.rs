@@ -5,7 +5,14 @@
 //! Tolerances, by op (each a bound derived from the arithmetic, never fitted):
 //! - **vec_dot, gemv, gemm**: every output within `gamma_{k/16+67} * S` of the exact
 //!   value of the lane's own quantized operands (see [`super::exact`] for the
-//!   derivation), and NMSE against `ref` at most [`MATMUL_NMSE_VS_REF`];
+//!   derivation); within `|exact - exact_ref| + bound + bound_ref` of `ref`'s output
+//!   (the difference the activation codes make, plus both rounding bounds); and NMSE at
+//!   most [`NMSE_SAME_CODES`] against `ref` when the lane quantizes activations by
+//!   `ref`'s rule, or against `ref`'s kernel run on the lane's own codes when only the
+//!   rounding rule differs. (A raw NMSE against `ref` across different rounding rules is
+//!   not bounded: on rows made of exact ties it reaches 3.8e-2 over 4096-long rows, and
+//!   on a single deeply cancelling dot any relative difference; the calibration example
+//!   prints it.)
 //! - **dequantize**: |lane - ref| <= 2^-22 * B per element, B = the block's largest
 //!   |value| plus |dmin| * 63 (q4_K). A fused `d1*q - m1` differs from the unfused one
 //!   by the skipped rounding of `d1*q`, at most u * |d1*q| <= u * B; 4u leaves room for
@@ -13,8 +20,8 @@
 //! - **activation quantize**: every dequantized value within one quantization step
 //!   (max of the two blocks' |d|, times 1 + 2^-10 for an f16 scale's last bit) of
 //!   `ref`'s: lanes may differ in the scale's last ulp and in rounding at ties, never by
-//!   more than one code. Non-finite values must match in kind (NaN with NaN, inf with the
-//!   same inf).
+//!   more than one code. Blocks whose inputs hold NaN or infinities are excluded: there
+//!   each lane reproduces its own tier's bits (checked bitwise), and tiers differ.
 
 use tiercheck_core::blocks::{BlockQ4K, BlockQ8K, BlockQ8_0, BlockQ8_1};
 use tiercheck_core::{GgmlType, Kernels, Lane};
@@ -26,12 +33,12 @@ use super::run::quantized_activation;
 use super::store::{bless_command, Inputs, LaneGolden};
 use crate::compare::{bitwise_bytes, bitwise_f32, failure_message, tolerance, within_bounds};
 
-/// NMSE limit of a lane's matmul against `ref`: ggml's own limit for MUL_MAT in
-/// test-backend-ops (5e-4), which compares backends whose activation quantization
-/// differs in exactly the ways our lanes do (rounding rule at ties, scale computed as
-/// 127/max or 1/d). Lanes that share `ref`'s activation codes sit near 1e-14 (float
-/// reordering only).
-pub const MATMUL_NMSE_VS_REF: f64 = 5e-4;
+/// NMSE limit between a lane's dot products and `ref`'s when both multiply the *same*
+/// activation codes, so that only the float schedule differs (accumulation order,
+/// fusing). Calibrated (`cargo run --release -p tiercheck --example calibrate_bounds`):
+/// the worst case over 100 seeds x 9 row kinds x 4 weight types is 1.2e-8 (x86_64-avx2,
+/// q4_K, constant rows); the limit leaves a factor of ~80.
+pub const NMSE_SAME_CODES: f64 = 1e-6;
 
 /// Bitwise check of `got` against the lane's golden for `case`.
 pub fn check_golden(
@@ -135,13 +142,42 @@ pub fn check_tolerance(
             if !report.is_ok() {
                 return fail("outside the error bound of the exact result", &report);
             }
-            let stats = tolerance(&g, &reference.values());
+            let ref_lane = tiercheck_core::lane("ref").ok_or("no ref lane")?;
+            let rule = kernels.act_rule(ty).map_err(|e| e.to_string())?;
+            let ref_rule = ref_lane.portable.act_rule(ty).map_err(|e| e.to_string())?;
+            // Max-abs bound against ref: both sides are within their rigorous bounds of
+            // the exact values of their own codes, so they differ by at most the exact
+            // difference the codes make plus both bounds.
+            let (ref_exact, ref_bound) = exact_matmul(ref_lane.portable, case, ty, inputs)?;
+            let explained: Vec<f64> = (0..exact.len())
+                .map(|i| (exact[i] - ref_exact[i]).abs() + bound[i] + ref_bound[i])
+                .collect();
+            let ref_vals: Vec<f64> = reference.values().iter().map(|&v| v as f64).collect();
+            let report = within_bounds(&g, &ref_vals, &explained);
+            if !report.is_ok() {
+                return fail(
+                    "further from ref than activation codes and rounding explain",
+                    &report,
+                );
+            }
+            // NMSE with only the float schedule differing.
+            let (against, what) = if rule == ref_rule {
+                (reference.values(), "ref")
+            } else if rule.format() == ref_rule.format() {
+                (
+                    ref_kernel_on_lane_codes(kernels, ref_lane.portable, case, ty, inputs)?,
+                    "ref's kernel on this lane's activation codes",
+                )
+            } else {
+                return Ok(()); // different activation formats: the bounds above are the check
+            };
+            let stats = tolerance(&g, &against);
             if stats.nmse.is_nan()
-                || stats.nmse > MATMUL_NMSE_VS_REF
+                || stats.nmse > NMSE_SAME_CODES
                 || stats.nan_mismatch > 0
                 || stats.inf_mismatch > 0
             {
-                return fail(&format!("NMSE against ref above {MATMUL_NMSE_VS_REF:e}"), &stats);
+                return fail(&format!("NMSE against {what} above {NMSE_SAME_CODES:e}"), &stats);
             }
             Ok(())
         }
@@ -165,23 +201,27 @@ pub fn check_tolerance(
             else {
                 return Err("quantize outputs must be blocks".into());
             };
+            let xname = case.activation_input().ok_or("case has no activations")?;
+            let Some(Input::F32 { data: x, .. }) = inputs.get(&xname) else {
+                return Err(format!("input {xname} missing or not f32"));
+            };
             let (gv, rv) = (got.values(), reference.values());
             let (gs, rs) = (block_steps(fmt, g), block_steps(fmt, r));
-            let mut want = Vec::with_capacity(rv.len());
-            let mut bound = Vec::with_capacity(rv.len());
-            for i in 0..rv.len().min(gv.len()) {
-                if !rv[i].is_finite() || !gv[i].is_finite() {
-                    // Must match in kind: compare as equal-or-both-NaN with zero slack.
-                    let same =
-                        rv[i].to_bits() == gv[i].to_bits() || (rv[i].is_nan() && gv[i].is_nan());
-                    want.push(if same { gv[i] as f64 } else { rv[i] as f64 });
-                    bound.push(0.0);
-                } else {
+            let per_block = fmt.block_size();
+            let (mut gsel, mut want, mut bound) = (Vec::new(), Vec::new(), Vec::new());
+            for (bi, xb) in x.chunks(per_block).enumerate() {
+                // Blocks with NaN or infinite inputs: each tier does its own thing there
+                // (checked bitwise against the tier and the golden), so no tolerance.
+                if xb.iter().any(|v| !v.is_finite()) {
+                    continue;
+                }
+                for i in bi * per_block..((bi + 1) * per_block).min(rv.len()).min(gv.len()) {
+                    gsel.push(gv[i]);
                     want.push(rv[i] as f64);
                     bound.push(gs[i].max(rs[i]) * (1.0 + 1.0 / 1024.0));
                 }
             }
-            let report = within_bounds(&gv, &want, &bound);
+            let report = within_bounds(&gsel, &want, &bound);
             if report.is_ok() && gv.len() == rv.len() {
                 Ok(())
             } else {
@@ -197,6 +237,32 @@ fn weight_input<'a>(case: &Case, inputs: &'a Inputs) -> Result<&'a [u8], String>
         Some(Input::Blocks { data, .. }) => Ok(data),
         _ => Err(format!("input {name} missing or not blocks")),
     }
+}
+
+/// `ref`'s vec_dot of every (weight row, activation row) pair, on the activation codes
+/// that `kernels` produced.
+fn ref_kernel_on_lane_codes(
+    kernels: &dyn Kernels,
+    reference: &dyn Kernels,
+    case: &Case,
+    ty: GgmlType,
+    inputs: &Inputs,
+) -> Result<Vec<f32>, String> {
+    let w = weight_input(case, inputs)?;
+    let xname = case.activation_input().ok_or("case has no activations")?;
+    let Some(Input::F32 { data: x, .. }) = inputs.get(&xname) else {
+        return Err(format!("input {xname} missing or not f32"));
+    };
+    let row_bytes = ty.row_bytes(case.k).ok_or("bad row length")?;
+    let mut out = Vec::new();
+    for i in 0..case.m {
+        let act = quantized_activation(kernels, ty, &x[i * case.k..(i + 1) * case.k])?;
+        for j in 0..case.n {
+            let row = &w[j * row_bytes..(j + 1) * row_bytes];
+            out.push(reference.vec_dot(ty, row, &act).map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(out)
 }
 
 /// Exact values and bounds of every output of a dot-product case.

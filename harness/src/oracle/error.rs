@@ -91,6 +91,31 @@ pub enum OracleError {
         got: usize,
     },
 
+    /// The `mulmat` driver found no repack layout for this weight type and row count in its
+    /// tier's build, so ggml would not place such a weight in the `CPU_REPACK` buffer
+    /// (driver exit code 3).
+    #[error("no repack layout for {ty} with n = {n} in this build: {detail}")]
+    NoRepackLayout {
+        /// The weight type name.
+        ty: &'static str,
+        /// The number of weight rows (output features).
+        n: usize,
+        /// The driver's message.
+        detail: String,
+    },
+
+    /// An oracle driver program failed (any exit other than success and the outcomes
+    /// that have their own variant).
+    #[error("{driver} failed ({status}): {stderr}")]
+    Driver {
+        /// The driver program.
+        driver: PathBuf,
+        /// How it ended: an exit code or a signal.
+        status: String,
+        /// What it wrote to stderr.
+        stderr: String,
+    },
+
     /// An I/O error while reading configuration or library files.
     #[error("{context}: {source}")]
     Io {

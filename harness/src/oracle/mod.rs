@@ -15,8 +15,11 @@
 //! [`GgmlLib::load`] for how symbol clashes between them are avoided.
 //! [`OracleConfig::from_env`] finds the builds (environment variables, or the
 //! `oracle.env` file `ci/oracle` writes) and says what is missing when they are not
-//! there. The venv that `ci/oracle` also builds holds gguf-py, llama.cpp's own numpy
-//! codecs, a second independent reference for the Q4_0..Q8_0 formats.
+//! there. [`MulmatDriver`] runs one `ggml_mul_mat` node through ggml's CPU backend, with
+//! the weight in the plain CPU buffer or repacked (`CPU_REPACK`), using the small C driver
+//! `ci/oracle` builds per tier (`ci/oracle-driver/mulmat.c`). The venv that `ci/oracle`
+//! also builds holds gguf-py, llama.cpp's own numpy codecs, a second independent
+//! reference for the Q4_0..Q8_0 formats.
 //!
 //! Type arguments are ggml type ids (`enum ggml_type`, e.g.
 //! [`GgmlType::Q4_K`](tiercheck_core::GgmlType::Q4_K)`.id()`).
@@ -24,10 +27,12 @@
 mod config;
 mod error;
 mod ggml;
+mod mulmat;
 
 pub use config::{parse_env_file, OracleConfig, Tier, CACHE_ENV, ENV_FILE_NAME, PYTHON_ENV};
 pub use error::OracleError;
 pub use ggml::{CpuFeatures, GgmlLib};
+pub use mulmat::{MulmatDriver, MulmatMode, MulmatResult};
 
 /// Loads the library of `tier` named by `config`.
 pub fn load_tier(config: &OracleConfig, tier: Tier) -> Result<GgmlLib, OracleError> {

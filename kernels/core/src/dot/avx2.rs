@@ -119,7 +119,8 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         // _mm_hadd_epi16 of bsums[0..8] and bsums[8..16]: wrapping i16 pair sums.
         let s: [i16; 8] = core::array::from_fn(|j| yb.bsum(2 * j).wrapping_add(yb.bsum(2 * j + 1)));
         for i in 0..4 {
-            let prod = mn[2 * i] as i32 * s[2 * i] as i32 + mn[2 * i + 1] as i32 * s[2 * i + 1] as i32;
+            let prod =
+                mn[2 * i] as i32 * s[2 * i] as i32 + mn[2 * i + 1] as i32 * s[2 * i + 1] as i32;
             acc_m[i] = dmin.mul_add(prod as f32, acc_m[i]);
         }
         let mut sumi = [0i32; 8];
@@ -132,11 +133,14 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
                 let mut ph = 0i32;
                 for p in 0..2 {
                     let b = 4 * t + 2 * p;
-                    pl += maddubs_pair(q4[b] & 0xF, q8l[b] as i8, q4[b + 1] & 0xF, q8l[b + 1] as i8) as i32;
-                    ph += maddubs_pair(q4[b] >> 4, q8h[b] as i8, q4[b + 1] >> 4, q8h[b + 1] as i8) as i32;
+                    pl += maddubs_pair(q4[b] & 0xF, q8l[b] as i8, q4[b + 1] & 0xF, q8l[b + 1] as i8)
+                        as i32;
+                    ph += maddubs_pair(q4[b] >> 4, q8h[b] as i8, q4[b + 1] >> 4, q8h[b + 1] as i8)
+                        as i32;
                 }
                 // madd_epi16(scale, p16): each i16 pair times the scale, summed.
-                sumi[t] = sumi[t].wrapping_add((sc[2 * j] as i32 * pl).wrapping_add(sc[2 * j + 1] as i32 * ph));
+                sumi[t] = sumi[t]
+                    .wrapping_add((sc[2 * j] as i32 * pl).wrapping_add(sc[2 * j + 1] as i32 * ph));
             }
         }
         for t in 0..8 {
@@ -155,8 +159,9 @@ pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         let d = yb.d() * xb.d();
         let sc: [i32; 16] = core::array::from_fn(|i| xb.scale(i) as i32);
         // q8sclsub: madd(bsums, scales) << 5
-        let sub: [i32; 8] =
-            core::array::from_fn(|t| (yb.bsum(2 * t) as i32 * sc[2 * t] + yb.bsum(2 * t + 1) as i32 * sc[2 * t + 1]) << 5);
+        let sub: [i32; 8] = core::array::from_fn(|t| {
+            (yb.bsum(2 * t) as i32 * sc[2 * t] + yb.bsum(2 * t + 1) as i32 * sc[2 * t + 1]) << 5
+        });
         let mut sumi = [0i32; 8];
         for j in 0..2 {
             let ql = &xb.ql[64 * j..64 * j + 64];

@@ -36,7 +36,11 @@ pub static X86_64_AVX2: Lane = Lane {
 };
 
 /// The activation rule of a lane for `wtype` (K-quant or legacy family).
-pub(crate) fn family_rule(recipe: &Recipe, wtype: GgmlType, lane: &'static str) -> Result<ActRule, KernelError> {
+pub(crate) fn family_rule(
+    recipe: &Recipe,
+    wtype: GgmlType,
+    lane: &'static str,
+) -> Result<ActRule, KernelError> {
     match wtype {
         GgmlType::Q4_K | GgmlType::Q6_K => Ok(recipe.act_k),
         GgmlType::Q4_0 | GgmlType::Q8_0 => Ok(recipe.act_legacy),
@@ -54,11 +58,24 @@ impl Kernels for Avx2Twin {
         check_pair(wtype, w_row, atype, act)?;
         let (w, a) = (w_row, act);
         Ok(match wtype {
-            GgmlType::Q4_0 => avx2::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
-            GgmlType::Q8_0 => avx2::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
-            GgmlType::Q4_K => avx2::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
-            GgmlType::Q6_K => avx2::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
-            other => return Err(KernelError::Unsupported { op: "x86_64-avx2 vec_dot", ty: other.name() }),
+            GgmlType::Q4_0 => {
+                avx2::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q8_0 => {
+                avx2::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q4_K => {
+                avx2::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q6_K => {
+                avx2::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            other => {
+                return Err(KernelError::Unsupported {
+                    op: "x86_64-avx2 vec_dot",
+                    ty: other.name(),
+                })
+            }
         })
     }
 }

@@ -196,7 +196,7 @@ fn maxps(a: f32, b: f32) -> f32 {
 /// the integer indefinite 0x80000000, and the packs saturate to i16 then i8.
 #[inline]
 fn cvt_pack_i8(r: f32) -> i8 {
-    let i = if r.is_nan() || r >= 2147483648.0 || r < -2147483648.0 { i32::MIN } else { r as i32 };
+    let i = if (-2147483648.0..2147483648.0).contains(&r) { r as i32 } else { i32::MIN };
     i.clamp(i16::MIN as i32, i16::MAX as i32).clamp(i8::MIN as i32, i8::MAX as i32) as i8
 }
 

@@ -1,0 +1,119 @@
+//! The native `x86_64-avx2` lane: ggml's haswell-tier kernels with AVX2, FMA and F16C
+//! intrinsics. Portable twin: `tiercheck_core::lane::X86_64_AVX2`.
+
+pub mod quantize;
+pub mod vec_dot;
+
+use tiercheck_core::blocks::cast_blocks;
+use tiercheck_core::lane::{Avx2Twin, X86_64_AVX2};
+use tiercheck_core::quant::ActRule;
+use tiercheck_core::{GgmlType, KernelError, Kernels};
+
+use crate::detect::Cached;
+
+static AVAILABLE: Cached = Cached::new();
+
+/// Whether this CPU has AVX2, FMA and F16C (detected once).
+pub fn is_available() -> bool {
+    AVAILABLE.get(|| {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+    })
+}
+
+/// Why the lane cannot run here, or `None` when it can.
+pub fn unavailable_reason() -> Option<String> {
+    let missing: Vec<&str> = [
+        ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+        ("fma", std::arch::is_x86_feature_detected!("fma")),
+        ("f16c", std::arch::is_x86_feature_detected!("f16c")),
+    ]
+    .into_iter()
+    .filter(|(_, present)| !present)
+    .map(|(n, _)| n)
+    .collect();
+    (!missing.is_empty()).then(|| format!("cpu lacks {}", missing.join(", ")))
+}
+
+/// The native kernels. Only [`kernels`] hands one out, and only where the CPU has the
+/// features, so holding one proves the instructions are legal.
+#[derive(Debug)]
+pub struct Avx2Native {
+    _proof: (),
+}
+
+static NATIVE: Avx2Native = Avx2Native { _proof: () };
+
+/// The native `x86_64-avx2` kernels, if this CPU can run them.
+pub fn kernels() -> Option<&'static Avx2Native> {
+    is_available().then_some(&NATIVE)
+}
+
+impl Kernels for Avx2Native {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        Avx2Twin.act_rule(wtype)
+    }
+
+    fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
+        let rule = self.act_rule(wtype)?;
+        if rule != ActRule::Q8_0X86 {
+            // q8_K: the x86 tier calls the scalar reference quantizer.
+            return rule.quantize(x);
+        }
+        let ty = rule.format();
+        let bytes = ty.row_bytes(x.len()).ok_or(KernelError::BadRowLength {
+            ty: ty.name(),
+            k: x.len(),
+            block: ty.block_size(),
+        })?;
+        let mut out = vec![0u8; bytes];
+        let blocks = tiercheck_core::blocks::cast_blocks_mut(ty, &mut out)?;
+        // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+        unsafe { quantize::quantize_row_q8_0(x, blocks) };
+        Ok(out)
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        // Validate exactly as the twin does (lengths, types).
+        let atype = self.act_rule(wtype)?.format();
+        let k = w_row.len() / wtype.type_size() * wtype.block_size();
+        if !w_row.len().is_multiple_of(wtype.type_size()) || atype.row_bytes(k) != Some(act.len()) {
+            return Avx2Twin.vec_dot(wtype, w_row, act); // returns the precise error
+        }
+        let (w, a) = (w_row, act);
+        Ok(match wtype {
+            GgmlType::Q4_0 => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q4_0_q8_0(x, y) }
+            }
+            GgmlType::Q8_0 => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q8_0_q8_0(x, y) }
+            }
+            GgmlType::Q4_K => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q4_k_q8_k(x, y) }
+            }
+            GgmlType::Q6_K => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q6_k_q8_k(x, y) }
+            }
+            other => {
+                return Err(KernelError::Unsupported {
+                    op: "x86_64-avx2 vec_dot",
+                    ty: other.name(),
+                })
+            }
+        })
+    }
+}
+
+/// The lane this module implements.
+pub fn lane() -> &'static tiercheck_core::Lane {
+    &X86_64_AVX2
+}
