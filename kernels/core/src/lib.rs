@@ -22,6 +22,7 @@ pub mod ggml_type;
 pub mod lane;
 pub mod matrix;
 pub mod quant;
+pub mod repack;
 
 pub use error::KernelError;
 pub use ggml_type::GgmlType;

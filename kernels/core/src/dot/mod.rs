@@ -5,4 +5,6 @@
 //! module per schedule, with the same function names.
 
 pub mod avx2;
+pub mod avx512;
+pub mod avx2_repack;
 pub mod generic;

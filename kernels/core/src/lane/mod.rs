@@ -26,10 +26,17 @@
 mod recipe;
 mod reference;
 mod x86_64_avx2;
+mod x86_64_avx512;
+mod x86_64_avx2_repack;
 
 pub use recipe::{Accumulation, Contraction, MatmulPath, Recipe, WeightLayout};
 pub use reference::{RefKernels, REF};
 pub use x86_64_avx2::{Avx2Twin, X86_64_AVX2};
+pub use x86_64_avx512::{Avx512Twin, X86_64_AVX512};
+pub use x86_64_avx2_repack::{
+    prepare_x86, repacked_act_rule, row_path, x86_layout, Avx2RepackTwin, RowPath,
+    X86_64_AVX2_REPACK,
+};
 
 use crate::error::KernelError;
 use crate::matrix::{check_activations, WeightMatrix};
@@ -55,6 +62,35 @@ pub trait Kernels: Sync + Send {
     /// dequantizer, [`crate::blocks::dequantize`].
     fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
         crate::blocks::dequantize(ty, bytes, out)
+    }
+
+    /// Prepare weights for this lane's matmul on `target`: the tier's repack decision.
+    /// The default keeps plain blocks (lanes whose tier does not repack, and every
+    /// weight bound for a GPU).
+    fn prepare<'a>(
+        &self,
+        w: WeightMatrix<'a>,
+        target: crate::repack::Target,
+    ) -> Result<crate::repack::Prepared<'a>, KernelError> {
+        let _ = target;
+        Ok(crate::repack::Prepared::Plain(w))
+    }
+
+    /// Matmul on prepared weights. The default accepts plain weights only: a lane that
+    /// cannot read a repacked layout refuses it with an error.
+    fn matmul_prepared(
+        &self,
+        w: &crate::repack::Prepared<'_>,
+        x: &[f32],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        match w {
+            crate::repack::Prepared::Plain(w) => self.matmul(w, x, m),
+            crate::repack::Prepared::Repacked(r) => Err(KernelError::Unsupported {
+                op: "matmul on repacked weights",
+                ty: r.layout().name(),
+            }),
+        }
     }
 
     /// Dot product of one weight row (`k` values of `wtype`, plain layout) with one
@@ -100,7 +136,7 @@ impl core::fmt::Debug for Lane {
 }
 
 /// Every lane with a portable implementation, in a stable order.
-pub static LANES: &[&Lane] = &[&REF, &X86_64_AVX2];
+pub static LANES: &[&Lane] = &[&REF, &X86_64_AVX2, &X86_64_AVX2_REPACK, &X86_64_AVX512];
 
 /// The lane with this name.
 pub fn lane(name: &str) -> Option<&'static Lane> {

@@ -31,6 +31,11 @@ pub enum Accumulation {
     /// ggml's AVX2 kernels: eight float lanes (plus four min lanes for q4_K), one FMA per
     /// block or superblock per lane, `hsum_float_8` at the end. See [`crate::dot::avx2`].
     X86Avx2,
+    /// Our AVX-512 VNNI schedule: sixteen float lanes (block pairs for legacy types,
+    /// sixteen min lanes beside the scale lanes for q4_K), one FMA per block pair or
+    /// superblock per lane, a 512 -> 256 halving and then the `hsum_float_8` tree. See
+    /// [`crate::dot::avx512`].
+    X86Avx512,
 }
 
 /// Fused multiply-add usage.
@@ -50,6 +55,9 @@ pub enum Contraction {
 pub enum WeightLayout {
     /// ggml's plain blocks, one row after another.
     Plain,
+    /// x86 AVX2 repack: Q4_K as `q4_K_8x8`, Q4_0 as `q4_0_8x8` when the row count is a
+    /// multiple of 8; everything else plain (see [`crate::repack`]).
+    X86Repack8x8,
 }
 
 /// Which kernel runs for one activation row and for several.
@@ -59,6 +67,15 @@ pub enum MatmulPath {
     /// `vec_dot` per (weight row, activation row) for any number of rows: gemv and
     /// gemm give the same bits per row.
     VecDotPerRow,
+    /// ggml's repacked matmul (`forward_mul_mat` in `ggml-cpu/repack.cpp`): activation
+    /// rows in groups of four go through the gemm kernel with activations quantized by
+    /// `gemm_act` (interleaved four rows at a time); the remaining m % 4 rows through the
+    /// gemv kernel with the lane's plain activation rule. Weights that were not repacked
+    /// take the lane's plain vec_dot path.
+    RepackedGemmGemv {
+        /// Activation rule of the gemm rows for K-quant weights.
+        gemm_act: crate::quant::ActRule,
+    },
 }
 
 impl Accumulation {
@@ -67,6 +84,7 @@ impl Accumulation {
         match self {
             Accumulation::GgmlGeneric => "ggml-generic",
             Accumulation::X86Avx2 => "avx2-8-lanes-hsum",
+            Accumulation::X86Avx512 => "avx512-16-lanes",
         }
     }
 }
@@ -86,6 +104,7 @@ impl WeightLayout {
     pub fn name(self) -> &'static str {
         match self {
             WeightLayout::Plain => "plain",
+            WeightLayout::X86Repack8x8 => "x86-repack-8x8",
         }
     }
 }
@@ -95,6 +114,7 @@ impl MatmulPath {
     pub fn name(self) -> &'static str {
         match self {
             MatmulPath::VecDotPerRow => "vec_dot-per-row",
+            MatmulPath::RepackedGemmGemv { .. } => "repack-gemm4-gemv",
         }
     }
 }

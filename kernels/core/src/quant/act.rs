@@ -37,6 +37,12 @@ pub enum ActRule {
     /// `maxps` tree, d = amax/127 rounded to f16 by F16C, **id = 127/amax** (not 1/d),
     /// `_mm256_round_ps` to nearest even, then `cvtps_epi32` and two saturating packs.
     Q8_0X86,
+    /// q8_K as ggml's AVX2 `ggml_quantize_mat_q8_K_4x8` (`arch/x86/repack.cpp`), the
+    /// activations of the repacked gemm: amax by a `maxps` tree; iscale = -127/amax if
+    /// some value equals +amax, else +127/amax (not the first maximum's sign); q =
+    /// `round_ps` to nearest even of x*iscale, converted and packed with saturation;
+    /// d = 1/iscale; bsums from the quants.
+    Q8KX86x4,
 }
 
 impl ActRule {
@@ -48,13 +54,14 @@ impl ActRule {
             ActRule::Q8_0Ref => "q8_0/ref-round-away",
             ActRule::Q8_1Ref => "q8_1/ref-round-away",
             ActRule::Q8_0X86 => "q8_0/x86-127-over-max-nearest-even",
+            ActRule::Q8KX86x4 => "q8_K/x86-4x8-positive-max-sign",
         }
     }
 
     /// The block format this rule produces.
     pub fn format(self) -> GgmlType {
         match self {
-            ActRule::Q8KRef | ActRule::Q8KFusedNearest => GgmlType::Q8_K,
+            ActRule::Q8KRef | ActRule::Q8KFusedNearest | ActRule::Q8KX86x4 => GgmlType::Q8_K,
             ActRule::Q8_0Ref | ActRule::Q8_0X86 => GgmlType::Q8_0,
             ActRule::Q8_1Ref => GgmlType::Q8_1,
         }
@@ -96,6 +103,7 @@ impl ActRule {
             ActRule::Q8_0Ref => quantize_q8_0(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8_1Ref => quantize_q8_1(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8_0X86 => quantize_q8_0_x86(x, cast_blocks_mut(ty, out)?),
+            ActRule::Q8KX86x4 => quantize_q8_k_x86x4(x, cast_blocks_mut(ty, out)?),
         }
         Ok(())
     }
@@ -221,6 +229,61 @@ fn quantize_q8_0_x86(x: &[f32], out: &mut [BlockQ8_0]) {
         let id = if max_scalar != 0.0 { 127.0 / max_scalar } else { 0.0 };
         for (q, &v) in y.qs.iter_mut().zip(xb) {
             *q = cvt_pack_i8((v * id).round_ties_even()) as u8;
+        }
+    }
+}
+
+/// `_mm256_cmp_ps(a, b, _CMP_EQ_OQ)` for one lane: false when either is NaN.
+#[inline]
+fn eq_oq(a: f32, b: f32) -> bool {
+    a == b
+}
+
+/// Twin of ggml's AVX2 `ggml_quantize_mat_q8_K_4x8` for one row (each of the four
+/// rows it interleaves is quantized independently). Per 256 values, eight `maxps`
+/// lanes l see x[32sb + 8r + l] for sb = 0..8, r = 0..4 in that order; each lane keeps
+/// a flag "its maximum is attained by a value equal to +max" (reset when the lane's
+/// maximum changes); the block's sign is negative (iscale = -127/amax) when a lane
+/// holding the overall maximum has its flag set.
+fn quantize_q8_k_x86x4(x: &[f32], out: &mut [BlockQ8K]) {
+    for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let mut max_abs = [0.0f32; 8];
+        let mut flag = [false; 8];
+        for l in 0..8 {
+            let v = |sb: usize, r: usize| xb[32 * sb + 8 * r + l];
+            let mut m = maxps(v(0, 0).abs(), v(0, 1).abs());
+            m = maxps(m, v(0, 2).abs());
+            m = maxps(m, v(0, 3).abs());
+            let mut f = (0..4).any(|r| eq_oq(m, v(0, r)));
+            for sb in 1..8 {
+                let prev = m;
+                for r in 0..4 {
+                    m = maxps(m, v(sb, r).abs());
+                }
+                f &= eq_oq(prev, m);
+                f |= (0..4).any(|r| eq_oq(m, v(sb, r)));
+            }
+            max_abs[l] = m;
+            flag[l] = f;
+        }
+        let m4: [f32; 4] = core::array::from_fn(|i| maxps(max_abs[4 + i], max_abs[i]));
+        let m2 = [maxps(m4[0], m4[2]), maxps(m4[1], m4[3])];
+        let max_scalar = maxps(m2[0], m2[1]);
+        let positive = (0..8).any(|l| flag[l] && eq_oq(max_scalar, max_abs[l]));
+        let mut iscale = if max_scalar != 0.0 { 127.0 / max_scalar } else { 0.0 };
+        if positive {
+            iscale = if max_scalar != 0.0 { -127.0 / max_scalar } else { 0.0 };
+        }
+        let d = if max_scalar != 0.0 { 1.0 / iscale } else { 0.0 };
+        y.d = d.to_le_bytes();
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = cvt_pack_i8((v * iscale).round_ties_even()) as u8;
+        }
+        for g in 0..QK_K / 16 {
+            let sum: i32 = y.qs[16 * g..16 * g + 16].iter().map(|&q| q as i8 as i32).sum();
+            let b = (sum as i16).to_le_bytes();
+            y.bsums[2 * g] = b[0];
+            y.bsums[2 * g + 1] = b[1];
         }
     }
 }

@@ -1,0 +1,321 @@
+//! Repacked (interleaved) weight layouts of ggml's CPU "extra" buffer
+//! (`ggml-cpu/repack.h`, builders `make_block_q4_Kx8` / `make_block_q4_0x8` in
+//! `repack.cpp`), and their exact inverses.
+//!
+//! A repacked weight is its own type, [`RepackedMatrix`]: only a CPU lane that reads
+//! the layout accepts it, and preparing weights takes the target device as an input
+//! ([`Target`]): weights staged for a GPU are never repacked (ggml's repack buffer is
+//! CPU-only: it has no `get_tensor` and cannot be copied to a device).
+//!
+//! Layouts (every 8 consecutive weight rows form one group; a group's superblock or
+//! block i of each of the 8 rows becomes one interleaved block):
+//! - `q4_K_8x8` (`block_q4_Kx8`, 1152 bytes): d[8], dmin[8] (f16), scales[96], qs[1024].
+//!   qs chunk c (8 bytes) is bytes [(c/8)*8, (c/8)*8 + 8) of row c % 8's `qs`. scales:
+//!   for each of the 8 sub-blocks s, 12 bytes packing the 8 rows' 6-bit (scale, min) of
+//!   sub-block s in the `get_scale_min_k4` encoding, "row" in the role of its index.
+//! - `q4_0_8x8` (`block_q4_0x8`, 144 bytes): d[8] (f16), qs[128]; qs chunk c (8 bytes) is
+//!   bytes [(c/8)*8, (c/8)*8 + 8) of row c % 8's `qs`, each byte XOR 0x88 (offset-8
+//!   nibbles become two's complement nibbles).
+//!
+//! Repacking is a pure byte permutation (plus a fixed XOR), so [`RepackedMatrix::to_plain`]
+//! restores the original bytes exactly.
+
+use crate::blocks::q4_k::scale_min_k4;
+use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0};
+use crate::error::KernelError;
+use crate::matrix::WeightMatrix;
+use crate::GgmlType;
+
+/// Where prepared weights will be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A CPU lane: repacking allowed where the lane's tier does it.
+    Cpu,
+    /// A GPU device: weights stay in plain blocks (ggml never repacks them).
+    Gpu,
+}
+
+/// An interleaved layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RepackLayout {
+    /// `block_q4_Kx8` with 8-byte interleave.
+    Q4K8x8,
+    /// `block_q4_0x8` with 8-byte interleave.
+    Q4_0_8x8,
+}
+
+impl RepackLayout {
+    /// ggml's name for the layout (`q4_K_8x8`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            RepackLayout::Q4K8x8 => "q4_K_8x8",
+            RepackLayout::Q4_0_8x8 => "q4_0_8x8",
+        }
+    }
+    /// The plain block type it interleaves.
+    pub fn source(self) -> GgmlType {
+        match self {
+            RepackLayout::Q4K8x8 => GgmlType::Q4_K,
+            RepackLayout::Q4_0_8x8 => GgmlType::Q4_0,
+        }
+    }
+    /// Bytes of one interleaved block (8 source blocks).
+    pub fn block_bytes(self) -> usize {
+        8 * self.source().type_size()
+    }
+}
+
+/// `block_q4_Kx8` (1152 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockQ4Kx8 {
+    /// Eight f16 scales.
+    pub d: [[u8; 2]; 8],
+    /// Eight f16 min scales.
+    pub dmin: [[u8; 2]; 8],
+    /// 8 sub-blocks x 12 bytes of packed 6-bit scales and mins.
+    pub scales: [u8; 96],
+    /// Interleaved quants.
+    pub qs: [u8; 1024],
+}
+const _: () = assert!(core::mem::size_of::<BlockQ4Kx8>() == 1152);
+
+/// `block_q4_0x8` (144 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockQ4_0x8 {
+    /// Eight f16 scales.
+    pub d: [[u8; 2]; 8],
+    /// Interleaved quants, XOR 0x88.
+    pub qs: [u8; 128],
+}
+const _: () = assert!(core::mem::size_of::<BlockQ4_0x8>() == 144);
+
+impl BlockQ4Kx8 {
+    /// (scale, min) of row `r` (0..8), sub-block `s` (0..8).
+    #[inline]
+    pub fn scale_min(&self, r: usize, s: usize) -> (u8, u8) {
+        let q: &[u8; 12] = self.scales[12 * s..12 * s + 12].try_into().expect("12 bytes");
+        scale_min_k4(r, q)
+    }
+    /// The plain `qs` byte `o` (0..128) of row `r`.
+    #[inline]
+    pub fn q(&self, r: usize, o: usize) -> u8 {
+        self.qs[((o / 8) * 8 + r) * 8 + o % 8]
+    }
+}
+
+impl BlockQ4_0x8 {
+    /// The plain `qs` byte `o` (0..16) of row `r` (the XOR undone).
+    #[inline]
+    pub fn q(&self, r: usize, o: usize) -> u8 {
+        self.qs[((o / 8) * 8 + r) * 8 + o % 8] ^ 0x88
+    }
+}
+
+/// Encode 8 (scale, min) pairs, one per row, as one 12-byte `get_scale_min_k4` group.
+fn pack_scale_min(s: [u8; 8], m: [u8; 8]) -> [u8; 12] {
+    let mut q = [0u8; 12];
+    for r in 0..4 {
+        q[r] = (s[r] & 63) | ((s[r + 4] & 48) << 2);
+        q[r + 4] = (m[r] & 63) | ((m[r + 4] & 48) << 2);
+        q[r + 8] = (s[r + 4] & 15) | ((m[r + 4] & 15) << 4);
+    }
+    q
+}
+
+/// Weights repacked for a CPU lane.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepackedMatrix {
+    layout: RepackLayout,
+    n: usize,
+    k: usize,
+    data: Vec<u8>,
+}
+
+impl RepackedMatrix {
+    /// Repack `w` (plain blocks) into `layout`. Requires the layout's source type and a
+    /// row count divisible by 8 (as ggml's `ggml_repack_get_optimal_repack_type`).
+    pub fn from_plain(w: &WeightMatrix<'_>, layout: RepackLayout) -> Result<Self, KernelError> {
+        if w.ty() != layout.source() {
+            return Err(KernelError::Unsupported { op: layout.name(), ty: w.ty().name() });
+        }
+        if !w.n().is_multiple_of(8) {
+            return Err(KernelError::ShapeMismatch {
+                what: "rows to repack (a multiple of 8)",
+                expected: w.n().div_ceil(8) * 8,
+                got: w.n(),
+            });
+        }
+        let nb = w.k() / layout.source().block_size();
+        let mut data = Vec::with_capacity(w.n() / 8 * nb * layout.block_bytes());
+        for g in 0..w.n() / 8 {
+            match layout {
+                RepackLayout::Q4K8x8 => {
+                    let rows: Vec<&[BlockQ4K]> = (0..8)
+                        .map(|r| cast_blocks(GgmlType::Q4_K, w.row(8 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let mut out = BlockQ4Kx8 {
+                            d: [[0; 2]; 8],
+                            dmin: [[0; 2]; 8],
+                            scales: [0; 96],
+                            qs: [0; 1024],
+                        };
+                        for r in 0..8 {
+                            out.d[r] = rows[r][b].d;
+                            out.dmin[r] = rows[r][b].dmin;
+                        }
+                        for c in 0..128 {
+                            let (r, off) = (c % 8, (c / 8) * 8);
+                            out.qs[8 * c..8 * c + 8].copy_from_slice(&rows[r][b].qs[off..off + 8]);
+                        }
+                        for s in 0..8 {
+                            let mut sc = [0u8; 8];
+                            let mut mn = [0u8; 8];
+                            for r in 0..8 {
+                                (sc[r], mn[r]) = scale_min_k4(s, &rows[r][b].scales);
+                            }
+                            out.scales[12 * s..12 * s + 12]
+                                .copy_from_slice(&pack_scale_min(sc, mn));
+                        }
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
+                RepackLayout::Q4_0_8x8 => {
+                    let rows: Vec<&[BlockQ4_0]> = (0..8)
+                        .map(|r| cast_blocks(GgmlType::Q4_0, w.row(8 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let mut out = BlockQ4_0x8 { d: [[0; 2]; 8], qs: [0; 128] };
+                        for r in 0..8 {
+                            out.d[r] = rows[r][b].d;
+                        }
+                        for c in 0..16 {
+                            let (r, off) = (c % 8, (c / 8) * 8);
+                            for i in 0..8 {
+                                out.qs[8 * c + i] = rows[r][b].qs[off + i] ^ 0x88;
+                            }
+                        }
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
+            }
+        }
+        Ok(RepackedMatrix { layout, n: w.n(), k: w.k(), data })
+    }
+
+    /// The exact inverse: the plain block bytes this was made from.
+    pub fn to_plain(&self) -> Vec<u8> {
+        let nb = self.k / self.layout.source().block_size();
+        let row_bytes = nb * self.layout.source().type_size();
+        let mut out = vec![0u8; self.n * row_bytes];
+        let tsz = self.layout.source().type_size();
+        for g in 0..self.n / 8 {
+            for b in 0..nb {
+                let blk = &self.data[(g * nb + b) * self.layout.block_bytes()..]
+                    [..self.layout.block_bytes()];
+                for r in 0..8 {
+                    let dst = &mut out[(8 * g + r) * row_bytes + b * tsz..][..tsz];
+                    match self.layout {
+                        RepackLayout::Q4K8x8 => {
+                            let x: &BlockQ4Kx8 = bytemuck::from_bytes(blk);
+                            let mut pb = BlockQ4K {
+                                d: x.d[r],
+                                dmin: x.dmin[r],
+                                scales: [0; 12],
+                                qs: [0; 128],
+                            };
+                            for o in 0..128 {
+                                pb.qs[o] = x.q(r, o);
+                            }
+                            // Re-encode this row's 8 (scale, min) pairs in q4_K's packing.
+                            let sm: Vec<(u8, u8)> = (0..8).map(|s| x.scale_min(r, s)).collect();
+                            for j in 0..4 {
+                                pb.scales[j] = sm[j].0 | ((sm[j + 4].0 >> 4) << 6);
+                                pb.scales[j + 4] = sm[j].1 | ((sm[j + 4].1 >> 4) << 6);
+                                pb.scales[j + 8] = (sm[j + 4].0 & 15) | ((sm[j + 4].1 & 15) << 4);
+                            }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                        RepackLayout::Q4_0_8x8 => {
+                            let x: &BlockQ4_0x8 = bytemuck::from_bytes(blk);
+                            let mut pb = BlockQ4_0 { d: x.d[r], qs: [0; 16] };
+                            for o in 0..16 {
+                                pb.qs[o] = x.q(r, o);
+                            }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> RepackLayout {
+        self.layout
+    }
+    /// Rows.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Values per row.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Interleaved blocks of row group `g` (rows 8g..8g+8), as bytes.
+    pub fn group(&self, g: usize) -> &[u8] {
+        let per = self.k / self.layout.source().block_size() * self.layout.block_bytes();
+        &self.data[g * per..(g + 1) * per]
+    }
+    /// All bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// Weights ready for a lane's matmul: plain blocks or a repacked layout.
+#[derive(Clone, Debug)]
+pub enum Prepared<'a> {
+    /// ggml's plain blocks.
+    Plain(WeightMatrix<'a>),
+    /// An interleaved layout (CPU lanes that read it only).
+    Repacked(RepackedMatrix),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::weights;
+
+    fn sample(ty: GgmlType, n: usize, k: usize) -> Vec<u8> {
+        let x: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.01).collect();
+        weights::quantize(ty, &x, n, k).unwrap()
+    }
+
+    #[test]
+    fn repack_is_an_exact_permutation_with_an_inverse() {
+        for (ty, layout) in
+            [(GgmlType::Q4_K, RepackLayout::Q4K8x8), (GgmlType::Q4_0, RepackLayout::Q4_0_8x8)]
+        {
+            let (n, k) = (16, 512);
+            let bytes = sample(ty, n, k);
+            let w = WeightMatrix::new(ty, n, k, &bytes).unwrap();
+            let r = RepackedMatrix::from_plain(&w, layout).unwrap();
+            assert_eq!(r.data().len(), bytes.len());
+            assert_eq!(r.to_plain(), bytes);
+            // a permutation: same multiset of quant bytes (XOR undone for q4_0)
+            assert_ne!(r.data(), &bytes[..]);
+        }
+    }
+
+    #[test]
+    fn repack_checks_type_and_row_count() {
+        let bytes = sample(GgmlType::Q4_K, 12, 256);
+        let w = WeightMatrix::new(GgmlType::Q4_K, 12, 256, &bytes).unwrap();
+        assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4K8x8).is_err());
+        assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4_0_8x8).is_err());
+    }
+}
