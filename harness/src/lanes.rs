@@ -49,6 +49,18 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
             None => Err(tiercheck_x86_64::avx2::unavailable_reason()
                 .unwrap_or_else(|| "cpu lacks avx2".to_string())),
         },
+        #[cfg(target_arch = "x86_64")]
+        "x86_64-avx2-repack" => match tiercheck_x86_64::avx2_repack::kernels() {
+            Some(k) => Ok(k),
+            None => Err(tiercheck_x86_64::avx2::unavailable_reason()
+                .unwrap_or_else(|| "cpu lacks avx2".to_string())),
+        },
+        #[cfg(target_arch = "x86_64")]
+        "x86_64-avx512" => match tiercheck_x86_64::avx512::kernels() {
+            Some(k) => Ok(k),
+            None => Err(tiercheck_x86_64::avx512::unavailable_reason()
+                .unwrap_or_else(|| "cpu lacks avx512f, avx512bw, avx512vnni".to_string())),
+        },
         other if other.starts_with("x86_64-") && !cfg!(target_arch = "x86_64") => {
             Err(format!("`{other}` is native on x86_64 only (this is {})", std::env::consts::ARCH))
         }

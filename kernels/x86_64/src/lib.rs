@@ -15,5 +15,7 @@
 #![cfg(target_arch = "x86_64")]
 
 pub mod avx2;
+pub mod avx512;
+pub mod avx2_repack;
 
 mod detect;
