@@ -73,6 +73,9 @@ enum Command {
         /// Output safetensors file, one f32 tensor "output" [m, n].
         #[arg(long)]
         out: PathBuf,
+        /// Threads (work split by output columns only: never changes a bit).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
     },
 }
 
@@ -141,8 +144,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Golden(GoldenCommand::GenInputs) => cmd_gen_inputs(),
         Command::Golden(GoldenCommand::Verify) => cmd_verify(),
         Command::Bless { lane, filter } => cmd_bless(lane.as_deref(), filter.as_deref()),
-        Command::Matmul { lane, imp, gguf, tensor, input, out } => {
-            cmd_matmul(&lane, imp, &gguf, &tensor, &input, &out)
+        Command::Matmul { lane, imp, gguf, tensor, input, out, threads } => {
+            cmd_matmul(&lane, imp, &gguf, &tensor, &input, &out, threads)
         }
     }
 }
@@ -289,6 +292,7 @@ fn cmd_matmul(
     tensor: &str,
     input: &Path,
     out: &Path,
+    threads: usize,
 ) -> Result<()> {
     let lane = lanes::find(lane).map_err(anyhow::Error::msg)?;
     let chosen = lanes::choose(lane, imp).map_err(anyhow::Error::msg)?;
@@ -330,7 +334,18 @@ fn cmd_matmul(
         t.ty.name(),
         if m == 1 { "gemv" } else { "gemm" }
     );
-    let y = chosen.kernels.matmul(&w, &x.data, m)?;
+    let prepared = chosen.kernels.prepare(w, tiercheck_core::repack::Target::Cpu)?;
+    let layout = match &prepared {
+        tiercheck_core::repack::Prepared::Plain(_) => "plain".to_string(),
+        tiercheck_core::repack::Prepared::Repacked(r) => r.layout().name().to_string(),
+    };
+    let y = tiercheck_core::lane::parallel::matmul_parallel(
+        chosen.kernels,
+        &prepared,
+        &x.data,
+        m,
+        threads,
+    )?;
     let mut meta = provenance::base();
     meta.insert("lane".into(), lane.name.to_string());
     meta.insert("impl".into(), chosen.impl_name().to_string());
@@ -339,6 +354,8 @@ fn cmd_matmul(
     meta.insert("weight_type".into(), t.ty.name().to_string());
     meta.insert("input_file".into(), input.display().to_string());
     meta.insert("path".into(), if m == 1 { "gemv" } else { "gemm" }.to_string());
+    meta.insert("weight_layout".into(), layout);
+    meta.insert("threads".into(), threads.to_string());
     tensorfile::write(out, &[Tensor { name: "output".into(), shape: vec![m, n], data: y }], &meta)?;
     eprintln!("wrote {}", out.display());
     Ok(())

@@ -56,6 +56,24 @@ impl<'a> WeightMatrix<'a> {
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
+    /// Rows `start..end` as their own matrix (a view, no copy).
+    pub fn rows(&self, start: usize, end: usize) -> Result<WeightMatrix<'a>, KernelError> {
+        if start > end || end > self.n {
+            return Err(KernelError::ShapeMismatch {
+                what: "weight row range",
+                expected: self.n,
+                got: end,
+            });
+        }
+        Ok(WeightMatrix {
+            ty: self.ty,
+            n: end - start,
+            k: self.k,
+            row_bytes: self.row_bytes,
+            data: &self.data[start * self.row_bytes..end * self.row_bytes],
+        })
+    }
+
     /// Bytes of row `j`.
     pub fn row(&self, j: usize) -> &'a [u8] {
         &self.data[j * self.row_bytes..(j + 1) * self.row_bytes]

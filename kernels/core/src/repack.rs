@@ -274,6 +274,24 @@ impl RepackedMatrix {
     pub fn data(&self) -> &[u8] {
         &self.data
     }
+
+    /// Rows `start..end` (both multiples of 8) as their own matrix.
+    pub fn rows(&self, start: usize, end: usize) -> Result<RepackedMatrix, KernelError> {
+        if !start.is_multiple_of(8) || !end.is_multiple_of(8) || start > end || end > self.n {
+            return Err(KernelError::ShapeMismatch {
+                what: "repacked row range",
+                expected: self.n,
+                got: end,
+            });
+        }
+        let per = self.k / self.layout.source().block_size() * self.layout.block_bytes();
+        Ok(RepackedMatrix {
+            layout: self.layout,
+            n: end - start,
+            k: self.k,
+            data: self.data[start / 8 * per..end / 8 * per].to_vec(),
+        })
+    }
 }
 
 /// Weights ready for a lane's matmul: plain blocks or a repacked layout.
