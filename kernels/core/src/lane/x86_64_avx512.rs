@@ -1,0 +1,68 @@
+//! The `x86_64-avx512` lane: an AVX-512 (F + BW + VNNI) schedule of our own design. It
+//! reproduces no ggml tier; it multiplies the same quantized operands as
+//! `x86_64-avx2` with exact integer lanes and sixteen float lanes instead of eight, to
+//! show how a wider accumulator alone changes the bits. Activations: x86 rules, q8_K
+//! by the reference quantizer and q8_0 by the AVX2 quantizer ([`ActRule::Q8_0X86`]).
+//! Dot products: [`crate::dot::avx512`] (block pairs, 16 lanes, one FMA per lane per
+//! block pair or superblock, a 512 -> 256 halving and then `hsum_float_8`). Matmul:
+//! vec_dot per (weight row, activation row) for every row count.
+
+use super::reference::check_pair;
+use super::x86_64_avx2::family_rule;
+use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
+use crate::blocks::cast_blocks;
+use crate::dot::avx512;
+use crate::error::KernelError;
+use crate::quant::ActRule;
+use crate::GgmlType;
+
+/// Portable twin of the `x86_64-avx512` lane.
+#[derive(Debug, Default)]
+pub struct Avx512Twin;
+
+/// The `x86_64-avx512` lane.
+pub static X86_64_AVX512: Lane = Lane {
+    name: "x86_64-avx512",
+    summary: "our AVX-512 VNNI schedule: exact dpbusd lanes, 16 float lanes, x86 activations",
+    recipe: Recipe {
+        act_k: ActRule::Q8KRef,
+        act_legacy: ActRule::Q8_0X86,
+        accumulation: Accumulation::X86Avx512,
+        contraction: Contraction::FusedAccumulate,
+        layout: WeightLayout::Plain,
+        matmul: MatmulPath::VecDotPerRow,
+    },
+    portable: &Avx512Twin,
+};
+
+impl Kernels for Avx512Twin {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        family_rule(&X86_64_AVX512.recipe, wtype, "x86_64-avx512 matmul")
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        let atype = self.act_rule(wtype)?.format();
+        check_pair(wtype, w_row, atype, act)?;
+        let (w, a) = (w_row, act);
+        Ok(match wtype {
+            GgmlType::Q4_0 => {
+                avx512::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q8_0 => {
+                avx512::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q4_K => {
+                avx512::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q6_K => {
+                avx512::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            other => {
+                return Err(KernelError::Unsupported {
+                    op: "x86_64-avx512 vec_dot",
+                    ty: other.name(),
+                })
+            }
+        })
+    }
+}
