@@ -23,6 +23,7 @@
 //! Adding a lane means adding one module with its [`Lane`] constant and one line in
 //! [`LANES`]; no existing lane changes.
 
+pub mod parallel;
 mod recipe;
 mod reference;
 mod x86_64_avx2;
