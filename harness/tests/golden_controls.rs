@@ -175,12 +175,12 @@ fn bless_refuses_a_lane_that_fails_its_tolerance_and_writes_nothing() {
     match bless_lane(&dir, &SKEWED, Some("q4_K/gemv"), &inputs) {
         Err(BlessError::Tolerance { lane, count, first }) => {
             assert_eq!(lane, "test-skewed");
-            // 13 of the 16 q4_K gemv cases: two have all-zero outputs (edge blocks with a
-            // zero scale, where 1.01 * 0 = 0), and in k=17408 case0 the dot cancels so
-            // deeply (|result| = 1.6e-3 of the sum of absolute terms) that 1% of it is
-            // below the rigorous bound, which is relative to that sum.
-            assert_eq!(count, 13, "{first}");
-            assert!(first.contains("outside the error bound"), "{first}");
+            // 14 of the 16 q4_K gemv cases: the other two have all-zero outputs (edge
+            // blocks with a zero scale, where 1.01 * 0 = 0). (In k=17408 case0 the dot
+            // cancels so deeply that 1% of it is below the rigorous bound; the NMSE check
+            // against ref on the same activation codes catches it.)
+            assert_eq!(count, 14, "{first}");
+            assert!(first.contains("outside the error bound") || first.contains("NMSE against ref"), "{first}");
         }
         other => panic!("expected a tolerance refusal, got {other:?}"),
     }

@@ -9,11 +9,11 @@
 //!
 //! Layouts (every 8 consecutive weight rows form one group; a group's superblock or
 //! block i of each of the 8 rows becomes one interleaved block):
-//! - `q4_K_8x8` (`block_q4_Kx8`, 1152 bytes): d[8], dmin[8] (f16), scales[96], qs[1024].
+//! - `q4_K_8x8` (`block_q4_Kx8`, 1152 bytes): `d[8]`, `dmin[8]` (f16), `scales[96]`, `qs[1024]`.
 //!   qs chunk c (8 bytes) is bytes [(c/8)*8, (c/8)*8 + 8) of row c % 8's `qs`. scales:
 //!   for each of the 8 sub-blocks s, 12 bytes packing the 8 rows' 6-bit (scale, min) of
 //!   sub-block s in the `get_scale_min_k4` encoding, "row" in the role of its index.
-//! - `q4_0_8x8` (`block_q4_0x8`, 144 bytes): d[8] (f16), qs[128]; qs chunk c (8 bytes) is
+//! - `q4_0_8x8` (`block_q4_0x8`, 144 bytes): `d[8]` (f16), `qs[128]`; qs chunk c (8 bytes) is
 //!   bytes [(c/8)*8, (c/8)*8 + 8) of row c % 8's `qs`, each byte XOR 0x88 (offset-8
 //!   nibbles become two's complement nibbles).
 //!

@@ -5,7 +5,7 @@
 //!
 //! - `ggml_gemv_q4_K_8x8_q8_K` (one row, plain q8_K activations): per superblock,
 //!   isum_j = sum over sub-blocks s of sc_js * dot_s, imin_j = sum over s of
-//!   m_js * S_s (S_s = bsums[2s] + bsums[2s+1], i16); then
+//!   m_js * S_s (S_s = `bsums[2s] + bsums[2s+1]`, i16); then
 //!   A_j = fma(float(isum_j), f16(d_j) * d_y, A_j) and
 //!   M_j = fma(float(imin_j), f16(dmin_j) * d_y, M_j); output A_j - M_j.
 //! - `ggml_gemm_q4_K_8x8_q8_K` (four rows, q8_K activations from
@@ -40,7 +40,7 @@ pub fn q4_kx8_dots(x: &BlockQ4Kx8, y: &BlockQ8K) -> [[i32; 8]; 8] {
     dot
 }
 
-/// `S_s` = bsums[2s] + bsums[2s+1] as i16 (the `_mm_hadd_epi16` of the kernels).
+/// `S_s` = `bsums[2s] + bsums[2s+1]` as i16 (the `_mm_hadd_epi16` of the kernels).
 #[inline]
 pub fn sub_block_sums(y: &BlockQ8K) -> [i16; 8] {
     core::array::from_fn(|s| y.bsum(2 * s).wrapping_add(y.bsum(2 * s + 1)))
