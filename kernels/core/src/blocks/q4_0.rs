@@ -18,6 +18,7 @@ const _: () = assert!(core::mem::size_of::<BlockQ4_0>() == 18);
 
 impl BlockQ4_0 {
     /// The scale as f32.
+    #[inline]
     pub fn d(&self) -> f32 {
         half(self.d)
     }

@@ -29,10 +29,12 @@ const _: () = assert!(core::mem::size_of::<BlockQ4K>() == 144);
 
 impl BlockQ4K {
     /// `d` as f32.
+    #[inline]
     pub fn d(&self) -> f32 {
         half(self.d)
     }
     /// `dmin` as f32.
+    #[inline]
     pub fn dmin(&self) -> f32 {
         half(self.dmin)
     }

@@ -26,6 +26,7 @@ const _: () = assert!(core::mem::size_of::<BlockQ6K>() == 210);
 
 impl BlockQ6K {
     /// `d` as f32.
+    #[inline]
     pub fn d(&self) -> f32 {
         half(self.d)
     }

@@ -15,6 +15,7 @@ const _: () = assert!(core::mem::size_of::<BlockQ8_0>() == 34);
 
 impl BlockQ8_0 {
     /// The scale as f32.
+    #[inline]
     pub fn d(&self) -> f32 {
         half(self.d)
     }

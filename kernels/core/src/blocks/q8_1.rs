@@ -20,6 +20,7 @@ const _: () = assert!(core::mem::size_of::<BlockQ8_1>() == 36);
 
 impl BlockQ8_1 {
     /// The scale as f32.
+    #[inline]
     pub fn d(&self) -> f32 {
         half(self.d)
     }
