@@ -82,8 +82,15 @@ pub fn mul_sum_i8_pairs(x: &[i8; 32], y: &[i8; 32]) -> [i32; 8] {
 /// `f32::mul_add` instead.
 #[inline(always)]
 pub fn fma_lanes<const N: usize>(a: f32, x: &[f32; N], acc: &mut [f32; N]) {
+    fma_lanes_in::<N, false>(a, x, acc)
+}
+
+/// [`fma_lanes`]; with `FUSED`, always `f32::mul_add` (for code compiled with FMA
+/// enabled, where it is one instruction).
+#[inline(always)]
+fn fma_lanes_in<const N: usize, const FUSED: bool>(a: f32, x: &[f32; N], acc: &mut [f32; N]) {
     #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
-    {
+    if !FUSED {
         let r: [f64; N] = core::array::from_fn(|t| a as f64 * x[t] as f64 + acc[t] as f64);
         let mut fallback = false;
         for v in r {
@@ -142,6 +149,16 @@ fn small_u8_i8_products(u: &[u8; 32], s: &[u8; 32]) -> [i16; 32] {
 
 /// `ggml_vec_dot_q4_0_q8_0`, AVX2 path.
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if wide::available() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { wide::vec_dot_q4_0_q8_0(x, y) };
+    }
+    vec_dot_q4_0_q8_0_in::<false>(x, y)
+}
+
+#[inline(always)]
+fn vec_dot_q4_0_q8_0_in<const FUSED: bool>(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = xb.d() * yb.d();
@@ -152,26 +169,46 @@ pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         }
         let qy: [i8; 32] = core::array::from_fn(|j| yb.qs[j] as i8);
         let q = mul_sum_i8_lanes(&qx, &qy);
-        fma_lanes(d, &q.map(|v| v as f32), &mut acc);
+        fma_lanes_in::<8, FUSED>(d, &q.map(|v| v as f32), &mut acc);
     }
     hsum_float_8(acc)
 }
 
 /// `ggml_vec_dot_q8_0_q8_0`, AVX2 path.
 pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if wide::available() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { wide::vec_dot_q8_0_q8_0(x, y) };
+    }
+    vec_dot_q8_0_q8_0_in::<false>(x, y)
+}
+
+#[inline(always)]
+fn vec_dot_q8_0_q8_0_in<const FUSED: bool>(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = xb.d() * yb.d();
         let qx: [i8; 32] = core::array::from_fn(|j| xb.qs[j] as i8);
         let qy: [i8; 32] = core::array::from_fn(|j| yb.qs[j] as i8);
         let q = mul_sum_i8_lanes(&qx, &qy);
-        fma_lanes(d, &q.map(|v| v as f32), &mut acc);
+        fma_lanes_in::<8, FUSED>(d, &q.map(|v| v as f32), &mut acc);
     }
     hsum_float_8(acc)
 }
 
 /// `ggml_vec_dot_q4_K_q8_K`, AVX2 path.
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if wide::available() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { wide::vec_dot_q4_k_q8_k(x, y) };
+    }
+    vec_dot_q4_k_q8_k_in::<false>(x, y)
+}
+
+#[inline(always)]
+fn vec_dot_q4_k_q8_k_in<const FUSED: bool>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let mut acc = [0.0f32; 8];
     let mut acc_m = [0.0f32; 4];
     for (xb, yb) in x.iter().zip(y) {
@@ -189,7 +226,7 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let prod: [f32; 4] = core::array::from_fn(|i| {
             (mn[2 * i] as i32 * s[2 * i] as i32 + mn[2 * i + 1] as i32 * s[2 * i + 1] as i32) as f32
         });
-        fma_lanes(dmin, &prod, &mut acc_m);
+        fma_lanes_in::<4, FUSED>(dmin, &prod, &mut acc_m);
         // Integer stage per byte position b of the 32-byte runs: the products of run j's
         // low and high nibbles with their q8 bytes, times the runs' scales (the i16 lanes
         // of `maddubs`, then `madd_epi16`), summed over the runs; lane t is then bytes
@@ -211,7 +248,7 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
             let q = &by_byte[4 * t..4 * t + 4];
             q[0].wrapping_add(q[1]).wrapping_add(q[2]).wrapping_add(q[3])
         });
-        fma_lanes(d, &sumi.map(|v| v as f32), &mut acc);
+        fma_lanes_in::<8, FUSED>(d, &sumi.map(|v| v as f32), &mut acc);
     }
     let m01 = acc_m[0] + acc_m[2];
     let m23 = acc_m[1] + acc_m[3];
@@ -220,6 +257,16 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 
 /// `ggml_vec_dot_q6_K_q8_K`, AVX2 path.
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if wide::available() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { wide::vec_dot_q6_k_q8_k(x, y) };
+    }
+    vec_dot_q6_k_q8_k_in::<false>(x, y)
+}
+
+#[inline(always)]
+fn vec_dot_q6_k_q8_k_in<const FUSED: bool>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();
@@ -269,9 +316,46 @@ pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
             q[0].wrapping_add(q[1]).wrapping_add(q[2]).wrapping_add(q[3])
         });
         let lanes: [f32; 8] = core::array::from_fn(|t| sumi[t].wrapping_sub(sub[t]) as f32);
-        fma_lanes(d, &lanes, &mut acc);
+        fma_lanes_in::<8, FUSED>(d, &lanes, &mut acc);
     }
     hsum_float_8(acc)
+}
+
+/// The kernels above compiled a second time with AVX2 and FMA enabled, for CPUs that
+/// have them: the same Rust, so the same float operations in the same order (Rust
+/// neither contracts nor reassociates float arithmetic, whatever the target features),
+/// and `f32::mul_add` is then one instruction instead of the binary64 route. Only the
+/// code generation differs (wider autovectorization of the integer stage). CPUs
+/// without them (and every other architecture) run the baseline build.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use super::*;
+
+    /// Whether this CPU has AVX2 and FMA (std caches the detection).
+    #[inline]
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        super::vec_dot_q4_0_q8_0_in::<true>(x, y)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+        super::vec_dot_q8_0_q8_0_in::<true>(x, y)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        super::vec_dot_q4_k_q8_k_in::<true>(x, y)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        super::vec_dot_q6_k_q8_k_in::<true>(x, y)
+    }
 }
 
 #[cfg(test)]
@@ -617,6 +701,8 @@ mod tests {
         y
     }
 
+    /// The public kernels (the AVX2 + FMA build where this CPU has them) and the
+    /// baseline build, against the literal forms.
     #[test]
     fn kernels_equal_instruction_literal_forms() {
         let mut r = Bytes(0x1234_5678_9ABC_DEF1);
@@ -628,13 +714,17 @@ mod tests {
             let mut y: Vec<BlockQ8_0> = blocks(&mut r, 8 * n, extreme);
             x.iter_mut().for_each(|b| b.d = r.half());
             y.iter_mut().for_each(|b| b.d = r.half());
-            let (a, b) = (vec_dot_q8_0_q8_0(&x, &y), literal::vec_dot_q8_0_q8_0(&x, &y));
-            assert!(same(a, b), "q8_0 case {case}: {a:e} vs {b:e}");
+            let b = literal::vec_dot_q8_0_q8_0(&x, &y);
+            for a in [vec_dot_q8_0_q8_0(&x, &y), vec_dot_q8_0_q8_0_in::<false>(&x, &y)] {
+                assert!(same(a, b), "q8_0 case {case}: {a:e} vs {b:e}");
+            }
 
             let mut x4: Vec<BlockQ4_0> = blocks(&mut r, 8 * n, extreme);
             x4.iter_mut().for_each(|b| b.d = r.half());
-            let (a, b) = (vec_dot_q4_0_q8_0(&x4, &y), literal::vec_dot_q4_0_q8_0(&x4, &y));
-            assert!(same(a, b), "q4_0 case {case}: {a:e} vs {b:e}");
+            let b = literal::vec_dot_q4_0_q8_0(&x4, &y);
+            for a in [vec_dot_q4_0_q8_0(&x4, &y), vec_dot_q4_0_q8_0_in::<false>(&x4, &y)] {
+                assert!(same(a, b), "q4_0 case {case}: {a:e} vs {b:e}");
+            }
 
             let yk = q8k_blocks(&mut r, n, extreme);
             let mut xk: Vec<BlockQ4K> = blocks(&mut r, n, extreme);
@@ -642,13 +732,17 @@ mod tests {
                 b.d = r.half();
                 b.dmin = r.half();
             }
-            let (a, b) = (vec_dot_q4_k_q8_k(&xk, &yk), literal::vec_dot_q4_k_q8_k(&xk, &yk));
-            assert!(same(a, b), "q4_K case {case}: {a:e} vs {b:e}");
+            let b = literal::vec_dot_q4_k_q8_k(&xk, &yk);
+            for a in [vec_dot_q4_k_q8_k(&xk, &yk), vec_dot_q4_k_q8_k_in::<false>(&xk, &yk)] {
+                assert!(same(a, b), "q4_K case {case}: {a:e} vs {b:e}");
+            }
 
             let mut x6: Vec<BlockQ6K> = blocks(&mut r, n, extreme);
             x6.iter_mut().for_each(|b| b.d = r.half());
-            let (a, b) = (vec_dot_q6_k_q8_k(&x6, &yk), literal::vec_dot_q6_k_q8_k(&x6, &yk));
-            assert!(same(a, b), "q6_K case {case}: {a:e} vs {b:e}");
+            let b = literal::vec_dot_q6_k_q8_k(&x6, &yk);
+            for a in [vec_dot_q6_k_q8_k(&x6, &yk), vec_dot_q6_k_q8_k_in::<false>(&x6, &yk)] {
+                assert!(same(a, b), "q6_K case {case}: {a:e} vs {b:e}");
+            }
         }
     }
 }
