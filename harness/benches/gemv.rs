@@ -627,8 +627,9 @@ fn main() {
 
     println!();
     println!(
-        "gemv, 1 thread, m = 1 (`Kernels::matmul`, activation quantization included); \
-         GB/s of weight bytes; cache {}; probe {:.1} GB/s",
+        "gemv, 1 thread, m = 1 (`Kernels::matmul_prepared` after `prepare`, activation \
+         quantization included); GB/s of weight bytes; cache {}; probe {:.1} GB/s; \
+         twin/native = portable GB/s over native GB/s",
         if opts.hot { "hot (not flushed)" } else { "flushed before every run" },
         probe.best_gbps
     );
