@@ -9,16 +9,23 @@
 //! i32 lanes; lane t sums bytes 4t..4t+3.
 //!
 //! Float order:
-//! - `ggml_vec_dot_q4_0_q8_0` / `ggml_vec_dot_q8_0_q8_0`: per block, d = f16(x.d) *
-//!   f16(y.d) (one rounding), then on eight lanes acc[t] = fma(d, float(lane_t), acc[t]);
-//!   at the end [`hsum_float_8`].
-//! - `ggml_vec_dot_q4_K_q8_K`: per superblock d = y.d * f16(x.d), dmin = -y.d *
-//!   f16(x.dmin); four min lanes acc_m[i] = fma(dmin, float(m_2i*S_2i + m_2i+1*S_2i+1),
-//!   acc_m[i]) with S_j the sub-block sums from bsums; eight scale lanes acc[t] =
-//!   fma(d, float(sumi_t), acc[t]). End: hsum_float_8(acc) + ((m0 + m2) + (m1 + m3)).
+//! - `ggml_vec_dot_q4_0_q8_0` / `ggml_vec_dot_q8_0_q8_0`: per block, `d = f16(x.d) *
+//!   f16(y.d)` (one rounding), then on eight lanes `acc[t] = fma(d, float(lane_t),
+//!   acc[t])`; at the end [`hsum_float_8`].
+//! - `ggml_vec_dot_q4_K_q8_K`: per superblock `d = y.d * f16(x.d)`, `dmin = -y.d *
+//!   f16(x.dmin)`; four min lanes `acc_m[i] = fma(dmin, float(m_2i*S_2i +
+//!   m_2i+1*S_2i+1), acc_m[i])` with S_j the sub-block sums from bsums; eight scale
+//!   lanes `acc[t] = fma(d, float(sumi_t), acc[t])`. End: `hsum_float_8(acc) + ((m0 +
+//!   m2) + (m1 + m3))`.
 //! - `ggml_vec_dot_q6_K_q8_K`: quants taken unsigned (0..63); the -32 offset enters as
-//!   32 * (bsum_2t * sc_2t + bsum_2t+1 * sc_2t+1) subtracted from integer lane t; then
-//!   acc[t] = fma(y.d * f16(x.d), float(lane_t), acc[t]); end hsum_float_8(acc).
+//!   `32 * (bsum_2t * sc_2t + bsum_2t+1 * sc_2t+1)` subtracted from integer lane t; then
+//!   `acc[t] = fma(y.d * f16(x.d), float(lane_t), acc[t])`; end `hsum_float_8(acc)`.
+//!
+//! The kernels compute the integer stage regrouped per byte position (see
+//! `vec_dot_q4_k_q8_k`): equal to the instructions' results because no `maddubs` pair
+//! sum can saturate on their inputs and the rest is exact (wrapping) integer addition,
+//! which any grouping gives alike; the tests keep the instruction-by-instruction forms
+//! as the oracle. The float operations are the ones above, in that order.
 
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
