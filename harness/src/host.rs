@@ -48,3 +48,9 @@ pub fn arch() -> &'static str {
 pub fn qemu_cpu() -> Option<String> {
     std::env::var("QEMU_CPU").ok().filter(|s| !s.is_empty())
 }
+
+/// Whether this CPU has the x86 feature `name` (false on other architectures and for
+/// names this function does not know).
+pub fn x86_has(name: &str) -> bool {
+    cpu_features().iter().any(|(n, on)| *on && *n == name) && cfg!(target_arch = "x86_64")
+}

@@ -111,7 +111,7 @@ fn tier_trial(
 ) -> Trial {
     Trial::ignorable_test(name, move || {
         let cfg = OracleConfig::from_env();
-        if tier == Tier::Haswell && !std::arch::is_x86_feature_detected!("avx2") {
+        if tier == Tier::Haswell && !tiercheck::host::x86_has("avx2") {
             return Ok(Completion::ignored_with(
                 "cpu lacks avx2: the haswell tier cannot run here",
             ));

@@ -49,7 +49,7 @@ fn trial(
 ) -> Trial {
     Trial::ignorable_test(name, move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
-        if !std::arch::is_x86_feature_detected!("avx2") {
+        if !tiercheck::host::x86_has("avx2") {
             return Ok(Completion::ignored_with(
                 "cpu lacks avx2: the haswell tier cannot run here",
             ));
