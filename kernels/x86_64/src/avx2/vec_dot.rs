@@ -17,6 +17,14 @@ fn hsum_float_8(x: __m256) -> f32 {
     _mm_cvtss_f32(res)
 }
 
+/// An f16 scale to f32 with F16C (`vcvtph2ps`, exact), as the tier's
+/// `GGML_CPU_FP16_TO_FP32` does.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f16c(h: [u8; 2]) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(h) as i32)))
+}
+
 /// `mul_sum_i8_pairs_float`: madd(1, maddubs(|x|, sign(y, x))) as floats.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -56,12 +64,12 @@ fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
 /// `ggml_vec_dot_q4_0_q8_0`, AVX2 path.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (xb, yb) in x.iter().zip(y) {
-        let d = _mm256_set1_ps(xb.d() * yb.d());
+        let d = _mm256_set1_ps(f16c(xb.d) * f16c(yb.d));
         let qx = _mm256_sub_epi8(bytes_from_nibbles_32(&xb.qs), _mm256_set1_epi8(8));
         let qy = load256(&yb.qs);
         let q = mul_sum_i8_pairs_float(qx, qy);
@@ -73,12 +81,12 @@ pub unsafe fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 /// `ggml_vec_dot_q8_0_q8_0`, AVX2 path.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (xb, yb) in x.iter().zip(y) {
-        let d = _mm256_set1_ps(xb.d() * yb.d());
+        let d = _mm256_set1_ps(f16c(xb.d) * f16c(yb.d));
         let qx = load256(&xb.qs);
         let qy = load256(&yb.qs);
         let q = mul_sum_i8_pairs_float(qx, qy);
@@ -117,15 +125,15 @@ fn scale_shuffle_k4(i: usize) -> __m256i {
 /// `ggml_vec_dot_q4_K_q8_K`, AVX2 path.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let m4 = _mm256_set1_epi8(0xF);
     let mut acc = _mm256_setzero_ps();
     let mut acc_m = _mm_setzero_ps();
     for (xb, yb) in x.iter().zip(y) {
-        let d = yb.d() * xb.d();
-        let dmin = -yb.d() * xb.dmin();
+        let d = yb.d() * f16c(xb.d);
+        let dmin = -yb.d() * f16c(xb.dmin);
         let utmp = unpack_q4_k_scales(&xb.scales);
         let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
             utmp[3] as i32,
@@ -174,14 +182,14 @@ fn scale_shuffle(i: usize) -> __m128i {
 /// `ggml_vec_dot_q6_K_q8_K`, AVX2 path.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let m3 = _mm256_set1_epi8(3);
     let m15 = _mm256_set1_epi8(15);
     let mut acc = _mm256_setzero_ps();
     for (xb, yb) in x.iter().zip(y) {
-        let d = yb.d() * xb.d();
+        let d = yb.d() * f16c(xb.d);
         let q8sums = load256(&yb.bsums);
         let scales = load128(&xb.scales);
         let scales_16 = _mm256_cvtepi8_epi16(scales);
