@@ -61,6 +61,9 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
             None => Err(tiercheck_x86_64::avx512::unavailable_reason()
                 .unwrap_or_else(|| "cpu lacks avx512f, avx512bw, avx512vnni".to_string())),
         },
+        other if other.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") => {
+            Err(format!("`{other}` is native on aarch64 only (this is {})", std::env::consts::ARCH))
+        }
         other if other.starts_with("x86_64-") && !cfg!(target_arch = "x86_64") => {
             Err(format!("`{other}` is native on x86_64 only (this is {})", std::env::consts::ARCH))
         }

@@ -8,3 +8,4 @@ pub mod avx2;
 pub mod avx512;
 pub mod avx2_repack;
 pub mod generic;
+pub mod neon;

@@ -23,21 +23,23 @@
 //! Adding a lane means adding one module with its [`Lane`] constant and one line in
 //! [`LANES`]; no existing lane changes.
 
+mod aarch64_neon;
 pub mod parallel;
 mod recipe;
 mod reference;
 mod x86_64_avx2;
-mod x86_64_avx512;
 mod x86_64_avx2_repack;
+mod x86_64_avx512;
 
+pub use aarch64_neon::{dequantize_q4_k_fused, NeonTwin, AARCH64_NEON};
 pub use recipe::{Accumulation, Contraction, MatmulPath, Recipe, WeightLayout};
 pub use reference::{RefKernels, REF};
 pub use x86_64_avx2::{Avx2Twin, X86_64_AVX2};
-pub use x86_64_avx512::{Avx512Twin, X86_64_AVX512};
 pub use x86_64_avx2_repack::{
     prepare_x86, repacked_act_rule, row_path, x86_layout, Avx2RepackTwin, RowPath,
     X86_64_AVX2_REPACK,
 };
+pub use x86_64_avx512::{Avx512Twin, X86_64_AVX512};
 
 use crate::error::KernelError;
 use crate::matrix::{check_activations, WeightMatrix};
@@ -137,7 +139,8 @@ impl core::fmt::Debug for Lane {
 }
 
 /// Every lane with a portable implementation, in a stable order.
-pub static LANES: &[&Lane] = &[&REF, &X86_64_AVX2, &X86_64_AVX2_REPACK, &X86_64_AVX512];
+pub static LANES: &[&Lane] =
+    &[&REF, &X86_64_AVX2, &X86_64_AVX2_REPACK, &X86_64_AVX512, &AARCH64_NEON];
 
 /// The lane with this name.
 pub fn lane(name: &str) -> Option<&'static Lane> {

@@ -31,6 +31,10 @@ pub enum Accumulation {
     /// ggml's AVX2 kernels: eight float lanes (plus four min lanes for q4_K), one FMA per
     /// block or superblock per lane, `hsum_float_8` at the end. See [`crate::dot::avx2`].
     X86Avx2,
+    /// ggml's NEON kernels with `nrc == 1`: K-quants one serial float sum per
+    /// superblock; Q4_0/Q8_0 two 4-lane accumulators (even and odd blocks) reduced by
+    /// `vaddvq`. See [`crate::dot::neon`].
+    NeonSerial,
     /// Our AVX-512 VNNI schedule: sixteen float lanes (block pairs for legacy types,
     /// sixteen min lanes beside the scale lanes for q4_K), one FMA per block pair or
     /// superblock per lane, a 512 -> 256 halving and then the `hsum_float_8` tree. See
@@ -47,6 +51,9 @@ pub enum Contraction {
     /// Every accumulation `acc = d * q + acc` is one fused multiply-add (the x86 SIMD
     /// kernels' `_mm256_fmadd_ps`); nothing else is fused.
     FusedAccumulate,
+    /// GCC on aarch64 with `-ffp-contract=fast`: C expressions `a + b*c` fused (fmadd,
+    /// fmsub), `vmlaq` intrinsics not fused.
+    GccAarch64,
 }
 
 /// Weight layout.
@@ -84,6 +91,7 @@ impl Accumulation {
         match self {
             Accumulation::GgmlGeneric => "ggml-generic",
             Accumulation::X86Avx2 => "avx2-8-lanes-hsum",
+            Accumulation::NeonSerial => "neon-serial",
             Accumulation::X86Avx512 => "avx512-16-lanes",
         }
     }
@@ -95,6 +103,7 @@ impl Contraction {
         match self {
             Contraction::None => "unfused",
             Contraction::FusedAccumulate => "fma-accumulate",
+            Contraction::GccAarch64 => "gcc-aarch64-contract",
         }
     }
 }

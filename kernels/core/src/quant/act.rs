@@ -43,6 +43,10 @@ pub enum ActRule {
     /// `round_ps` to nearest even of x*iscale, converted and packed with saturation;
     /// d = 1/iscale; bsums from the quants.
     Q8KX86x4,
+    /// q8_0 as ggml's NEON `quantize_row_q8_0` (`arch/arm/quants.c`): amax by a `fmax`
+    /// tree (NaN propagates), d = amax/127, id = 1/d, q = `vcvtnq_s32_f32(x*id)` (round to
+    /// nearest even; NaN converts to 0), stored as the low byte; d to f16 by the hardware.
+    Q8_0Neon,
 }
 
 impl ActRule {
@@ -55,6 +59,7 @@ impl ActRule {
             ActRule::Q8_1Ref => "q8_1/ref-round-away",
             ActRule::Q8_0X86 => "q8_0/x86-127-over-max-nearest-even",
             ActRule::Q8KX86x4 => "q8_K/x86-4x8-positive-max-sign",
+            ActRule::Q8_0Neon => "q8_0/neon-1-over-d-nearest-even",
         }
     }
 
@@ -62,7 +67,7 @@ impl ActRule {
     pub fn format(self) -> GgmlType {
         match self {
             ActRule::Q8KRef | ActRule::Q8KFusedNearest | ActRule::Q8KX86x4 => GgmlType::Q8_K,
-            ActRule::Q8_0Ref | ActRule::Q8_0X86 => GgmlType::Q8_0,
+            ActRule::Q8_0Ref | ActRule::Q8_0X86 | ActRule::Q8_0Neon => GgmlType::Q8_0,
             ActRule::Q8_1Ref => GgmlType::Q8_1,
         }
     }
@@ -104,6 +109,7 @@ impl ActRule {
             ActRule::Q8_1Ref => quantize_q8_1(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8_0X86 => quantize_q8_0_x86(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8KX86x4 => quantize_q8_k_x86x4(x, cast_blocks_mut(ty, out)?),
+            ActRule::Q8_0Neon => quantize_q8_0_neon(x, cast_blocks_mut(ty, out)?),
         }
         Ok(())
     }
@@ -284,6 +290,51 @@ fn quantize_q8_k_x86x4(x: &[f32], out: &mut [BlockQ8K]) {
             let b = (sum as i16).to_le_bytes();
             y.bsums[2 * g] = b[0];
             y.bsums[2 * g + 1] = b[1];
+        }
+    }
+}
+
+/// AArch64 `FMAX` for one lane: NaN if either operand is NaN, else the larger.
+#[inline]
+fn fmax(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// `vcvtnq_s32_f32` for one lane: round to nearest even, saturate, NaN to 0.
+#[inline]
+fn fcvtns(v: f32) -> i32 {
+    if v.is_nan() {
+        0
+    } else {
+        v.round_ties_even() as i32 // `as` saturates, like the instruction
+    }
+}
+
+/// Twin of ggml's NEON `quantize_row_q8_0`. The amax tree: eight 4-lane vectors
+/// (x[4j..4j+4]) of absolute values, vmaxq pairs (0,1),(2,3),(4,5),(6,7), then (0,2),
+/// (4,6), then (0,4), then `vmaxvq` over the four lanes (all `fmax`).
+fn quantize_q8_0_neon(x: &[f32], out: &mut [BlockQ8_0]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let a = |j: usize, l: usize| xb[4 * j + l].abs();
+        let m: [f32; 4] = core::array::from_fn(|l| {
+            let p0 = fmax(a(0, l), a(1, l));
+            let p2 = fmax(a(2, l), a(3, l));
+            let p4 = fmax(a(4, l), a(5, l));
+            let p6 = fmax(a(6, l), a(7, l));
+            fmax(fmax(p0, p2), fmax(p4, p6))
+        });
+        let amax = fmax(fmax(m[0], m[1]), fmax(m[2], m[3]));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        y.d = crate::fp16::f32_to_f16_bits_hw(d).to_le_bytes();
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = fcvtns(v * id) as i8 as u8;
         }
     }
 }

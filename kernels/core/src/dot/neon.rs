@@ -1,0 +1,153 @@
+//! Portable twin of ggml's NEON vec_dot kernels with `nrc == 1` (the decode path), as
+//! GCC 12 builds them for aarch64 with ggml's flags (`-O3`, no `-ffp-contract`, so
+//! `fast`): plain C expressions `a + b*c` are contracted into one fused multiply-add,
+//! while the `vmlaq_n_f32` intrinsic stays a separate multiply and add (GCC implements
+//! it as such). Integer parts (`sdot` over 16-byte vectors, `vaddvq_s32`) are exact.
+//! Native counterpart: `tiercheck-aarch64` (`neon::vec_dot`), same names.
+//!
+//! Float order:
+//! - `ggml_vec_dot_q4_0_q8_0`, `ggml_vec_dot_q8_0_q8_0`: blocks in pairs; for the pair
+//!   (2i, 2i+1), four i32 lanes per block (lane t: bytes 4t..4t+3 of each 16-byte half),
+//!   `sumv0[t] = sumv0[t] + round(float(p0[t]) * d0)` and the same for `sumv1` with the
+//!   odd block, d = f16(x.d) * f16(y.d); then `sumf = vaddvq(sumv0) + vaddvq(sumv1)`
+//!   with `vaddvq(v) = (v0 + v1) + (v2 + v3)`. An odd last block:
+//!   `sumf = fma(float(sumi) * d_x, d_y, sumf)` (q4_0) or
+//!   `sumf = fma(float(sumi), d_x * d_y, sumf)` (q8_0), as GCC contracts the scalar tail.
+//! - `ggml_vec_dot_q4_K_q8_K`: per superblock, serially: `sumf = fma(-dmin,
+//!   float(minsum), sumf)` (fmsub), then `sumf = fma(d, float(sumi1 + sumi2), sumf)`
+//!   (fmadd), d = y.d * f16(x.d), dmin = y.d * f16(x.dmin).
+//! - `ggml_vec_dot_q6_K_q8_K`: per superblock `sum = fma(f16(x.d) * y.d, float(isum -
+//!   32 * isum_mins), sum)`.
+
+use crate::blocks::q4_k::scale_min_k4;
+use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+
+/// `vaddvq_f32`: pairwise, (v0 + v1) + (v2 + v3).
+#[inline]
+pub fn vaddvq_f32(v: [f32; 4]) -> f32 {
+    (v[0] + v[1]) + (v[2] + v[3])
+}
+
+/// `sdot` lanes of two 32-byte halves: lane t sums bytes 4t..4t+3 of both halves.
+#[inline]
+fn sdot_lanes(xl: &[i8; 16], yl: &[i8], xh: &[i8; 16], yh: &[i8]) -> [i32; 4] {
+    core::array::from_fn(|t| {
+        (4 * t..4 * t + 4).map(|b| xl[b] as i32 * yl[b] as i32 + xh[b] as i32 * yh[b] as i32).sum()
+    })
+}
+
+fn q4_0_halves(b: &BlockQ4_0) -> ([i8; 16], [i8; 16]) {
+    (
+        core::array::from_fn(|j| (b.qs[j] & 0xF) as i8 - 8),
+        core::array::from_fn(|j| (b.qs[j] >> 4) as i8 - 8),
+    )
+}
+
+fn q8_halves(b: &BlockQ8_0) -> ([i8; 16], [i8; 16]) {
+    (core::array::from_fn(|j| b.qs[j] as i8), core::array::from_fn(|j| b.qs[16 + j] as i8))
+}
+
+/// `ggml_vec_dot_q4_0_q8_0`, NEON path, nrc = 1.
+pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let nb = x.len().min(y.len());
+    let mut sumv0 = [0.0f32; 4];
+    let mut sumv1 = [0.0f32; 4];
+    let mut ib = 0;
+    let mut sumf = 0.0f32;
+    if nb >= 2 {
+        while ib + 1 < nb {
+            for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
+                let (xl, xh) = q4_0_halves(&x[b]);
+                let (yl, yh) = q8_halves(&y[b]);
+                let p = sdot_lanes(&xl, &yl, &xh, &yh);
+                let d = x[b].d() * y[b].d();
+                for t in 0..4 {
+                    sumv[t] += p[t] as f32 * d;
+                }
+            }
+            ib += 2;
+        }
+        sumf = vaddvq_f32(sumv0) + vaddvq_f32(sumv1);
+    }
+    for b in ib..nb {
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            sumi += ((x[b].qs[j] & 0xF) as i32 - 8) * y[b].q(j) as i32;
+            sumi += ((x[b].qs[j] >> 4) as i32 - 8) * y[b].q(j + 16) as i32;
+        }
+        sumf = (sumi as f32 * x[b].d()).mul_add(y[b].d(), sumf);
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q8_0_q8_0`, NEON path, nrc = 1.
+pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let nb = x.len().min(y.len());
+    let mut sumv0 = [0.0f32; 4];
+    let mut sumv1 = [0.0f32; 4];
+    let mut ib = 0;
+    let mut sumf = 0.0f32;
+    if nb >= 2 {
+        while ib + 1 < nb {
+            for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
+                let (xl, xh) = q8_halves(&x[b]);
+                let (yl, yh) = q8_halves(&y[b]);
+                let p = sdot_lanes(&xl, &yl, &xh, &yh);
+                let d = x[b].d() * y[b].d();
+                for t in 0..4 {
+                    sumv[t] += p[t] as f32 * d;
+                }
+            }
+            ib += 2;
+        }
+        sumf = vaddvq_f32(sumv0) + vaddvq_f32(sumv1);
+    }
+    for b in ib..nb {
+        let sumi: i32 = (0..32).map(|j| x[b].q(j) as i32 * y[b].q(j) as i32).sum();
+        sumf = (sumi as f32).mul_add(x[b].d() * y[b].d(), sumf);
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q4_K_q8_K`, NEON path, nrc = 1.
+pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let d = yb.d() * xb.d();
+        let dmin = yb.d() * xb.dmin();
+        let mut minsum = 0i32;
+        for s in 0..8 {
+            let (_, m) = scale_min_k4(s, &xb.scales);
+            minsum += (yb.bsum(2 * s) as i32 + yb.bsum(2 * s + 1) as i32) * m as i32;
+        }
+        sumf = (-dmin).mul_add(minsum as f32, sumf);
+        let (mut sumi1, mut sumi2) = (0i32, 0i32);
+        for c in 0..4 {
+            let q4 = &xb.qs[32 * c..32 * c + 32];
+            let lo: i32 = (0..32).map(|l| (q4[l] & 0xF) as i32 * yb.q(64 * c + l) as i32).sum();
+            let hi: i32 = (0..32).map(|l| (q4[l] >> 4) as i32 * yb.q(64 * c + 32 + l) as i32).sum();
+            sumi1 += lo * scale_min_k4(2 * c, &xb.scales).0 as i32;
+            sumi2 += hi * scale_min_k4(2 * c + 1, &xb.scales).0 as i32;
+        }
+        sumf = d.mul_add((sumi1 + sumi2) as f32, sumf);
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q6_K_q8_K`, NEON path, nrc = 1.
+pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let d_all = xb.d();
+        let isum_mins: i32 = (0..16).map(|g| yb.bsum(g) as i32 * xb.scale(g) as i32).sum();
+        let q = xb.quants();
+        let mut isum = 0i32;
+        for g in 0..16 {
+            // quants() is value - 32; the kernel multiplies the unsigned 6-bit values.
+            let dot: i32 = (16 * g..16 * g + 16).map(|i| (q[i] as i32 + 32) * yb.q(i) as i32).sum();
+            isum += dot * xb.scale(g) as i32;
+        }
+        sum = (d_all * yb.d()).mul_add((isum - 32 * isum_mins) as f32, sum);
+    }
+    sum
+}

@@ -1,0 +1,106 @@
+//! The `aarch64-neon` lane: ggml built by GCC for aarch64 with NEON and dotprod
+//! (`-march=armv8.2-a+dotprod`), plain weights, `nrc == 1` vec_dot (the decode path):
+//!
+//! - activations: q8_K by `quantize_row_q8_K_ref` as GCC compiles it on aarch64, with
+//!   `nearest_int(iscale * x)` fused into one multiply-add ([`ActRule::Q8KFusedNearest`]);
+//!   q8_0 by the NEON quantizer ([`ActRule::Q8_0Neon`]);
+//! - dot products: the NEON kernels with GCC's contractions ([`crate::dot::neon`]);
+//! - dequantize: `dequantize_row_q4_K` contracted to `fma(d1, q, -m1)` by GCC (the other
+//!   formats have nothing to contract and equal `ref`).
+//!
+//! On i8mm builds ggml runs these vec_dots two rows at a time (smmla) when both row
+//! counts are even; that is the `aarch64-i8mm` family's business, not this lane's.
+
+use super::reference::check_pair;
+use super::x86_64_avx2::family_rule;
+use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
+use crate::blocks::{cast_blocks, BlockQ4K, QK_K};
+use crate::dot::neon;
+use crate::error::KernelError;
+use crate::quant::ActRule;
+use crate::GgmlType;
+
+/// Portable twin of the `aarch64-neon` lane.
+#[derive(Debug, Default)]
+pub struct NeonTwin;
+
+/// The `aarch64-neon` lane.
+pub static AARCH64_NEON: Lane = Lane {
+    name: "aarch64-neon",
+    summary: "ggml aarch64 (GCC, dotprod): NEON vec_dot nrc=1 with GCC's fused multiply-adds",
+    recipe: Recipe {
+        act_k: ActRule::Q8KFusedNearest,
+        act_legacy: ActRule::Q8_0Neon,
+        accumulation: Accumulation::NeonSerial,
+        contraction: Contraction::GccAarch64,
+        layout: WeightLayout::Plain,
+        matmul: MatmulPath::VecDotPerRow,
+    },
+    portable: &NeonTwin,
+};
+
+/// `dequantize_row_q4_K` as GCC contracts it on aarch64: y = fma(d1, q, -m1).
+pub fn dequantize_q4_k_fused(blocks: &[BlockQ4K], out: &mut [f32]) {
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let (d, min) = (b.d(), b.dmin());
+        for c in 0..4 {
+            let (sc, m) = crate::blocks::q4_k::scale_min_k4(2 * c, &b.scales);
+            let (d1, m1) = (d * sc as f32, min * m as f32);
+            let (sc, m) = crate::blocks::q4_k::scale_min_k4(2 * c + 1, &b.scales);
+            let (d2, m2) = (d * sc as f32, min * m as f32);
+            for l in 0..32 {
+                let q = b.qs[32 * c + l];
+                y[64 * c + l] = d1.mul_add((q & 0xF) as f32, -m1);
+                y[64 * c + 32 + l] = d2.mul_add((q >> 4) as f32, -m2);
+            }
+        }
+    }
+}
+
+impl Kernels for NeonTwin {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        family_rule(&AARCH64_NEON.recipe, wtype, "aarch64-neon matmul")
+    }
+
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        if ty != GgmlType::Q4_K {
+            return crate::blocks::dequantize(ty, bytes, out);
+        }
+        let blocks: &[BlockQ4K] = cast_blocks(ty, bytes)?;
+        if out.len() != blocks.len() * QK_K {
+            return Err(KernelError::ShapeMismatch {
+                what: "dequantize output",
+                expected: blocks.len() * QK_K,
+                got: out.len(),
+            });
+        }
+        dequantize_q4_k_fused(blocks, out);
+        Ok(())
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        let atype = self.act_rule(wtype)?.format();
+        check_pair(wtype, w_row, atype, act)?;
+        let (w, a) = (w_row, act);
+        Ok(match wtype {
+            GgmlType::Q4_0 => {
+                neon::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q8_0 => {
+                neon::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q4_K => {
+                neon::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q6_K => {
+                neon::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            other => {
+                return Err(KernelError::Unsupported {
+                    op: "aarch64-neon vec_dot",
+                    ty: other.name(),
+                })
+            }
+        })
+    }
+}
