@@ -180,7 +180,10 @@ fn bless_refuses_a_lane_that_fails_its_tolerance_and_writes_nothing() {
             // cancels so deeply that 1% of it is below the rigorous bound; the NMSE check
             // against ref on the same activation codes catches it.)
             assert_eq!(count, 14, "{first}");
-            assert!(first.contains("outside the error bound") || first.contains("NMSE against ref"), "{first}");
+            assert!(
+                first.contains("outside the error bound") || first.contains("NMSE against ref"),
+                "{first}"
+            );
         }
         other => panic!("expected a tolerance refusal, got {other:?}"),
     }

@@ -67,7 +67,10 @@ pub fn run_case(
     Ok(match run_case_raw(lane, kernels, case, inputs)? {
         Output::F32 { shape, data } => Output::F32 {
             shape,
-            data: data.into_iter().map(|v| if v.is_nan() { f32::from_bits(0x7FC0_0000) } else { v }).collect(),
+            data: data
+                .into_iter()
+                .map(|v| if v.is_nan() { f32::from_bits(0x7FC0_0000) } else { v })
+                .collect(),
         },
         blocks => blocks,
     })

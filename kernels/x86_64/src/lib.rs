@@ -15,7 +15,7 @@
 #![cfg(target_arch = "x86_64")]
 
 pub mod avx2;
-pub mod avx512;
 pub mod avx2_repack;
+pub mod avx512;
 
 mod detect;

@@ -5,7 +5,7 @@
 //! module per schedule, with the same function names.
 
 pub mod avx2;
-pub mod avx512;
 pub mod avx2_repack;
+pub mod avx512;
 pub mod generic;
 pub mod neon;
