@@ -61,6 +61,11 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
             None => Err(tiercheck_x86_64::avx512::unavailable_reason()
                 .unwrap_or_else(|| "cpu lacks avx512f, avx512bw, avx512vnni".to_string())),
         },
+        #[cfg(target_arch = "aarch64")]
+        "aarch64-neon" => match tiercheck_aarch64::neon::kernels() {
+            Some(k) => Ok(k),
+            None => Err("cpu lacks neon".to_string()),
+        },
         other if other.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") => {
             Err(format!("`{other}` is native on aarch64 only (this is {})", std::env::consts::ARCH))
         }

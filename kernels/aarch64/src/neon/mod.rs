@@ -1,0 +1,86 @@
+//! The native `aarch64-neon` lane. Twin: `tiercheck_core::lane::AARCH64_NEON`.
+
+pub mod vec_dot;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use tiercheck_core::blocks::cast_blocks;
+use tiercheck_core::lane::NeonTwin;
+use tiercheck_core::quant::ActRule;
+use tiercheck_core::{GgmlType, KernelError, Kernels};
+
+static DOTPROD: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the CPU has the dotprod extension (detected once).
+pub fn has_dotprod() -> bool {
+    match DOTPROD.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let present = std::arch::is_aarch64_feature_detected!("dotprod");
+            DOTPROD.store(if present { 2 } else { 1 }, Ordering::Relaxed);
+            present
+        }
+    }
+}
+
+/// Native kernels; only [`kernels`] hands them out. NEON is part of every aarch64 CPU
+/// that Rust targets, so they are always available; `dotprod` selects the integer path.
+#[derive(Debug)]
+pub struct NeonNative {
+    _proof: (),
+}
+
+static NATIVE: NeonNative = NeonNative { _proof: () };
+
+/// The native `aarch64-neon` kernels.
+pub fn kernels() -> Option<&'static NeonNative> {
+    std::arch::is_aarch64_feature_detected!("neon").then_some(&NATIVE)
+}
+
+impl Kernels for NeonNative {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        NeonTwin.act_rule(wtype)
+    }
+
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        NeonTwin.dequantize(ty, bytes, out)
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        let atype = self.act_rule(wtype)?.format();
+        let k = w_row.len() / wtype.type_size() * wtype.block_size();
+        if !w_row.len().is_multiple_of(wtype.type_size()) || atype.row_bytes(k) != Some(act.len()) {
+            return NeonTwin.vec_dot(wtype, w_row, act); // the precise error
+        }
+        let dot = has_dotprod();
+        Ok(match wtype {
+            GgmlType::Q4_0 => {
+                let (x, y) = (cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?);
+                // SAFETY: NEON is present (checked by `kernels`); `dot` was detected.
+                unsafe { vec_dot::vec_dot_q4_0_q8_0(x, y, dot) }
+            }
+            GgmlType::Q8_0 => {
+                let (x, y) = (cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?);
+                // SAFETY: as above.
+                unsafe { vec_dot::vec_dot_q8_0_q8_0(x, y, dot) }
+            }
+            GgmlType::Q4_K => {
+                let (x, y) = (cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?);
+                // SAFETY: as above.
+                unsafe { vec_dot::vec_dot_q4_k_q8_k(x, y, dot) }
+            }
+            GgmlType::Q6_K => {
+                let (x, y) = (cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?);
+                // SAFETY: as above.
+                unsafe { vec_dot::vec_dot_q6_k_q8_k(x, y, dot) }
+            }
+            other => {
+                return Err(KernelError::Unsupported {
+                    op: "aarch64-neon vec_dot",
+                    ty: other.name(),
+                })
+            }
+        })
+    }
+}
