@@ -24,11 +24,13 @@
 //! Type arguments are ggml type ids (`enum ggml_type`, e.g.
 //! [`GgmlType::Q4_K`](tiercheck_core::GgmlType::Q4_K)`.id()`).
 
+mod arm;
 mod config;
 mod error;
 mod ggml;
 mod mulmat;
 
+pub use arm::{ArmDriver, ArmFeatures, ArmTier, ArmTraits, MulmatJob};
 pub use config::{parse_env_file, OracleConfig, Tier, CACHE_ENV, ENV_FILE_NAME, PYTHON_ENV};
 pub use error::OracleError;
 pub use ggml::{CpuFeatures, GgmlLib};

@@ -226,7 +226,7 @@ impl MulmatDriver {
 }
 
 /// Parses the driver's report line `repacked=<0|1> buft=<name>[ layout=<name>]`.
-fn parse_report(stdout: &str) -> Option<(bool, String, Option<String>)> {
+pub(super) fn parse_report(stdout: &str) -> Option<(bool, String, Option<String>)> {
     let line = stdout.lines().find(|l| l.starts_with("repacked="))?;
     let (mut repacked, mut buft, mut layout) = (None, None, None);
     for field in line.split_whitespace() {
