@@ -1,0 +1,152 @@
+//! The aarch64 lanes against ggml built by GCC for aarch64 (`ci/oracle`'s
+//! `arm-dotprod` flavour, `-march=armv8.2-a+dotprod`), run under qemu-user with the
+//! matching CPU model, bitwise:
+//!
+//! - `oracle/arm-dotprod/from_float/{q8_K,q8_0}/aarch64-neon`: the lane's activation
+//!   rules against the tier's `from_float`, 240 rows each (ties, both-sign maxima, tiny,
+//!   wide range, NaN/Inf, ...);
+//! - `oracle/arm-dotprod/vec_dot/<type>/aarch64-neon`: the lane's vec_dot (twin, and
+//!   native on aarch64 hosts) against the tier's `vec_dot` with nrc = 1, on activations
+//!   quantized by the tier, weights quantized by the reference quantizer, random and
+//!   edge blocks; k includes odd block counts (the scalar tail of the legacy kernels).
+//!
+//! Ignored with the reason without the oracle; failures under
+//! `TIERCHECK_REQUIRE_ORACLE=1`.
+
+use std::process::ExitCode;
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use tiercheck::gen::{edge_blocks, random_blocks, Rng, RowKind};
+use tiercheck::lanes;
+use tiercheck::oracle::{ArmDriver, ArmTier, OracleConfig};
+use tiercheck_core::quant::weights;
+use tiercheck_core::{GgmlType, Kernels};
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let mut trials = Vec::new();
+    let neon = lanes::find("aarch64-neon").expect("lane");
+    for (ty, rule) in
+        [(GgmlType::Q8_K, neon.recipe.act_k), (GgmlType::Q8_0, neon.recipe.act_legacy)]
+    {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/from_float/{}/aarch64-neon", ty.name()),
+            move |d| {
+                let mut rng = Rng::new(0xA4C4 + ty.id() as u64);
+                let mut rows = Vec::new();
+                for k in [256usize, 512, 4096] {
+                    for kind in RowKind::ALL {
+                        for _ in 0..8 {
+                            rows.push((k, kind.row(&mut rng, k)));
+                        }
+                    }
+                }
+                let mut bad = Vec::new();
+                for (i, (k, x)) in rows.iter().enumerate() {
+                    let theirs = d.from_float(ty.id(), *k, x).map_err(|e| e.to_string())?;
+                    let ours = rule.quantize(x).map_err(|e| e.to_string())?;
+                    if ours != theirs {
+                        bad.push(format!("row {i} (k={k})"));
+                    }
+                }
+                report(rows.len(), bad)
+            },
+        ));
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/vec_dot/{}/aarch64-neon", ty.name()),
+            move |d| check_vec_dot(d, ty, "aarch64-neon"),
+        ));
+    }
+    trials.sort_by(|a, b| a.name().cmp(b.name()));
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn report(cases: usize, bad: Vec<String>) -> Result<usize, String> {
+    if bad.is_empty() {
+        Ok(cases)
+    } else {
+        Err(format!(
+            "{} of {cases} cases differ from ggml: {}",
+            bad.len(),
+            bad.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
+        ))
+    }
+}
+
+fn trial(
+    name: String,
+    f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
+) -> Trial {
+    Trial::ignorable_test(name, move || {
+        let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
+        let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), ArmTier::Dotprod) {
+            Ok(d) => d,
+            Err(e) if required => {
+                return Err(Failed::from(format!("TIERCHECK_REQUIRE_ORACLE=1 but {e}")))
+            }
+            Err(e) => {
+                return Ok(Completion::ignored_with(format!(
+                    "oracle unavailable ({e}); run ci/oracle"
+                )))
+            }
+        };
+        let n = f(&driver)?;
+        if n < 200 {
+            return Err(format!("only {n} cases ran").into());
+        }
+        Ok(Completion::Completed)
+    })
+}
+
+fn check_vec_dot(d: &ArmDriver, ty: GgmlType, lane_name: &str) -> Result<usize, String> {
+    let lane = lanes::find(lane_name)?;
+    let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
+    if let Ok(native) = lanes::native(lane) {
+        impls.push(("native", native));
+    }
+    let act_ty = lane.portable.act_rule(ty).map_err(|e| e.to_string())?.format();
+    let sizes: &[usize] =
+        if ty.block_size() == 256 { &[256, 512, 1024, 4096] } else { &[32, 96, 160, 512, 4096] };
+    let mut rng = Rng::new(0xD0D0 + ty.id() as u64);
+    let mut cases = 0;
+    let mut bad = Vec::new();
+    for &k in sizes {
+        let nb = k / ty.block_size();
+        // One batch per k: weights and tier-quantized activations for every kind x variant.
+        let (mut xs, mut ys, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+        for kind in RowKind::FINITE {
+            let a = kind.row(&mut rng, k.max(32));
+            let act = d.from_float(act_ty.id(), k, &a[..k]).map_err(|e| e.to_string())?;
+            for variant in 0..6 {
+                let w = match variant {
+                    0 | 1 => {
+                        let wx =
+                            RowKind::FINITE[(variant * 4 + kind as usize) % 9].row(&mut rng, k);
+                        weights::quantize(ty, &wx, 1, k).map_err(|e| e.to_string())?
+                    }
+                    2 | 3 => random_blocks(&mut rng, ty, nb),
+                    v => edge_blocks(&mut rng, ty, nb, v),
+                };
+                xs.extend_from_slice(&w);
+                ys.extend_from_slice(&act);
+                labels.push((kind.name(), variant, w, act.clone()));
+            }
+        }
+        let theirs = d.vec_dot(ty.id(), k, 1, &xs, &ys).map_err(|e| e.to_string())?;
+        for ((kind, variant, w, act), want) in labels.iter().zip(&theirs) {
+            for (name, kernels) in &impls {
+                let got = kernels.vec_dot(ty, w, act).map_err(|e| e.to_string())?;
+                cases += 1;
+                // NaN results: compare as NaN (generated-NaN bits are not portable).
+                if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
+                    bad.push(format!(
+                        "{name} k={k} act={kind} weights#{variant}: got {got:e}, want {want:e}"
+                    ));
+                }
+            }
+        }
+    }
+    report(cases, bad)
+}
