@@ -1,5 +1,5 @@
 //! The native `x86_64-avx2-repack` lane: repacked q4_K / q4_0 8x8 gemv and gemm with
-//! AVX2 intrinsics ([`kernels`]); plain weights take the native `x86_64-avx2` path.
+//! AVX2 intrinsics ([`mod@kernels`]); plain weights take the native `x86_64-avx2` path.
 //! The repack itself and the gemm rows' q8_K quantizer (`ActRule::Q8KX86x4`) are the
 //! shared portable code in both implementations. Twin:
 //! `tiercheck_core::lane::X86_64_AVX2_REPACK`.
