@@ -10,4 +10,5 @@ pub mod lanes;
 pub mod model_quant;
 pub mod oracle;
 pub mod provenance;
+pub mod targets;
 pub mod tensorfile;

@@ -49,6 +49,15 @@ enum Command {
         #[arg(long)]
         filter: Option<String>,
     },
+    /// Show a target table (targets/<triple>.toml): its lanes and CPU models.
+    Targets {
+        /// Target triple (default: the one this binary was built for).
+        #[arg(long)]
+        triple: Option<String>,
+        /// One line per model, tab-separated: name, QEMU_CPU, required lanes (for scripts).
+        #[arg(long)]
+        shell: bool,
+    },
     /// Replay one matmul on a lane: activations from safetensors, weights from a GGUF.
     ///
     /// The lane quantizes the activations with its own rule and multiplies them by the
@@ -144,6 +153,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Golden(GoldenCommand::GenInputs) => cmd_gen_inputs(),
         Command::Golden(GoldenCommand::Verify) => cmd_verify(),
         Command::Bless { lane, filter } => cmd_bless(lane.as_deref(), filter.as_deref()),
+        Command::Targets { triple, shell } => cmd_targets(triple.as_deref(), shell),
         Command::Matmul { lane, imp, gguf, tensor, input, out, threads } => {
             cmd_matmul(&lane, imp, &gguf, &tensor, &input, &out, threads)
         }
@@ -187,6 +197,35 @@ fn cmd_bless(lane: Option<&str>, filter: Option<&str>) -> Result<()> {
     for lane in selected {
         let summary = golden::bless::bless_lane(&dir, lane, filter, &inputs)?;
         print!("{summary}");
+    }
+    Ok(())
+}
+
+fn cmd_targets(triple: Option<&str>, shell: bool) -> Result<()> {
+    let triple = triple.unwrap_or(tiercheck::targets::TRIPLE);
+    let t = tiercheck::targets::load(&tiercheck::targets::targets_dir(), triple)?;
+    if shell {
+        for m in &t.models {
+            println!("{}\t{}\t{}", m.name, m.qemu_cpu, m.require.join(","));
+        }
+        return Ok(());
+    }
+    println!("target {}", t.triple);
+    if let Some(r) = &t.runner {
+        println!("runner: {r}");
+    }
+    println!("lanes: {}", t.lanes.join(", "));
+    for m in &t.models {
+        let cpu = if m.qemu_cpu.is_empty() { "host" } else { m.qemu_cpu.as_str() };
+        println!(
+            "  model {:<10} QEMU_CPU={:<16} requires: {}",
+            m.name,
+            cpu,
+            if m.require.is_empty() { "-".to_string() } else { m.require.join(", ") }
+        );
+        if let Some(n) = &m.note {
+            println!("  {:<16} {n}", "");
+        }
     }
     Ok(())
 }
