@@ -54,7 +54,7 @@ enum Command {
         /// Target triple (default: the one this binary was built for).
         #[arg(long)]
         triple: Option<String>,
-        /// One line per model, tab-separated: name, QEMU_CPU, required lanes (for scripts).
+        /// One line per model, `name|QEMU_CPU|required lanes` (for scripts).
         #[arg(long)]
         shell: bool,
     },
@@ -206,7 +206,7 @@ fn cmd_targets(triple: Option<&str>, shell: bool) -> Result<()> {
     let t = tiercheck::targets::load(&tiercheck::targets::targets_dir(), triple)?;
     if shell {
         for m in &t.models {
-            println!("{}\t{}\t{}", m.name, m.qemu_cpu, m.require.join(","));
+            println!("{}|{}|{}", m.name, m.qemu_cpu, m.require.join(","));
         }
         return Ok(());
     }
