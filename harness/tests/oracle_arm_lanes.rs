@@ -9,6 +9,14 @@
 //!   native on aarch64 hosts) against the tier's `vec_dot` with nrc = 1, on activations
 //!   quantized by the tier, weights quantized by the reference quantizer, random and
 //!   edge blocks; k includes odd block counts (the scalar tail of the legacy kernels).
+//! - `oracle/arm-dotprod/matmul-repack/<type>/aarch64-neon-repack`: the lane's matmul
+//!   (twin, and native on aarch64 hosts) against one `ggml_mul_mat` node with the weight
+//!   in the `CPU_REPACK` buffer, k in {256, 512}, m in {1, 2, 3, 4, 5, 7, 8} (gemm groups
+//!   and gemv leftovers), n in {8, 16, 24} (and 12 for the 4-row layouts), several
+//!   activation kinds; weights from the reference quantizer (passed as bytes: ggml's
+//!   aarch64 quantizer differs for q4_K). Row counts ggml does not repack (12 for q4_K,
+//!   10 for q4_0/q8_0) must be refused by the repack buffer and match the plain matmul
+//!   (q4_0/q8_0 at m = 1 only: with more rows ggml runs llamafile's tinyBLAS).
 //!
 //! Ignored with the reason without the oracle; failures under
 //! `TIERCHECK_REQUIRE_ORACLE=1`.
@@ -18,9 +26,9 @@ use std::process::ExitCode;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tiercheck::gen::{edge_blocks, random_blocks, Rng, RowKind};
 use tiercheck::lanes;
-use tiercheck::oracle::{ArmDriver, ArmTier, OracleConfig};
+use tiercheck::oracle::{ArmDriver, ArmTier, MulmatJob, MulmatMode, OracleConfig, OracleError};
 use tiercheck_core::quant::weights;
-use tiercheck_core::{GgmlType, Kernels};
+use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
@@ -57,6 +65,12 @@ fn main() -> ExitCode {
         trials.push(trial(
             format!("oracle/arm-dotprod/vec_dot/{}/aarch64-neon", ty.name()),
             move |d| check_vec_dot(d, ty, "aarch64-neon"),
+        ));
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/matmul-repack/{}/aarch64-neon-repack", ty.name()),
+            move |d| check_matmul_repack(d, ty),
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
@@ -149,4 +163,134 @@ fn check_vec_dot(d: &ArmDriver, ty: GgmlType, lane_name: &str) -> Result<usize, 
         }
     }
     report(cases, bad)
+}
+
+/// One repacked-matmul case: weights (reference quantizer), activations, and the mode
+/// ggml runs it in.
+struct MatmulCase {
+    label: String,
+    mode: MulmatMode,
+    k: usize,
+    n: usize,
+    m: usize,
+    w: Vec<u8>,
+    x: Vec<f32>,
+    /// The layout ggml must report (`None`: the repack buffer must refuse the weight).
+    layout: Option<&'static str>,
+}
+
+fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
+    let lane = &tiercheck_core::lane::AARCH64_NEON_REPACK;
+    let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
+    if let Ok(native) = lanes::native(lane) {
+        impls.push(("native", native));
+    }
+    let layout = tiercheck_core::lane::arm_dotprod_layout(ty).expect("a repacked type");
+    let mut rng = Rng::new(0x4E9A + ty.id() as u64);
+    let mut cases = Vec::new();
+    let mut ns = vec![8usize, 16, 24];
+    if layout.cols() == 4 {
+        ns.push(12);
+    }
+    let kinds =
+        [RowKind::Normal, RowKind::Outlier, RowKind::Ties, RowKind::ZeroBlocks, RowKind::Tiny];
+    for k in [256usize, 512] {
+        for &n in &ns {
+            for m in [1usize, 2, 3, 4, 5, 7, 8] {
+                for (v, kind) in kinds.iter().enumerate() {
+                    let wkind = RowKind::FINITE[(v + n + m) % RowKind::FINITE.len()];
+                    let wx: Vec<f32> = (0..n).flat_map(|_| wkind.row(&mut rng, k)).collect();
+                    let w = weights::quantize(ty, &wx, n, k).map_err(|e| e.to_string())?;
+                    let x: Vec<f32> = (0..m).flat_map(|_| kind.row(&mut rng, k)).collect();
+                    cases.push(MatmulCase {
+                        label: format!("k={k} n={n} m={m} act={} w={}", kind.name(), wkind.name()),
+                        mode: MulmatMode::Repack,
+                        k,
+                        n,
+                        m,
+                        w,
+                        x,
+                        layout: Some(layout.name()),
+                    });
+                }
+            }
+        }
+        // Row counts without a layout: refused by the repack buffer, plain in ggml.
+        let (n, ms): (usize, &[usize]) =
+            if layout.cols() == 8 { (12, &[1, 2, 3, 4, 5, 7]) } else { (10, &[1]) };
+        for &m in ms {
+            for kind in [RowKind::Normal, RowKind::Ties] {
+                let wx: Vec<f32> = (0..n).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
+                let w = weights::quantize(ty, &wx, n, k).map_err(|e| e.to_string())?;
+                let x: Vec<f32> = (0..m).flat_map(|_| kind.row(&mut rng, k)).collect();
+                for mode in [MulmatMode::Repack, MulmatMode::Plain] {
+                    cases.push(MatmulCase {
+                        label: format!("k={k} n={n} m={m} act={} {mode:?}", kind.name()),
+                        mode,
+                        k,
+                        n,
+                        m,
+                        w: w.clone(),
+                        x: x.clone(),
+                        layout: None,
+                    });
+                }
+            }
+        }
+    }
+    let jobs: Vec<MulmatJob<'_>> = cases
+        .iter()
+        .map(|c| MulmatJob {
+            mode: c.mode,
+            ty: ty.id(),
+            k: c.k,
+            n: c.n,
+            m: c.m,
+            threads: 1 + c.m % 2,
+            weights: &c.w,
+            acts: &c.x,
+        })
+        .collect();
+    let results = d.mulmat_batch(&jobs).map_err(|e| e.to_string())?;
+    let mut count = 0;
+    let mut bad = Vec::new();
+    for (c, res) in cases.iter().zip(results) {
+        let want = match (c.mode, c.layout, res) {
+            (MulmatMode::Repack, None, Err(OracleError::NoRepackLayout { .. })) => continue,
+            (MulmatMode::Repack, None, other) => {
+                bad.push(format!("{}: expected no repack layout, got {other:?}", c.label));
+                continue;
+            }
+            (_, _, Err(e)) => return Err(format!("{}: {e}", c.label)),
+            (_, want_layout, Ok(r)) => {
+                if want_layout.is_some() && (!r.repacked || r.layout.as_deref() != want_layout) {
+                    bad.push(format!("{}: expected layout {want_layout:?}, got {r:?}", c.label));
+                    continue;
+                }
+                r.out
+            }
+        };
+        let w = WeightMatrix::new(ty, c.n, c.k, &c.w).map_err(|e| e.to_string())?;
+        for (name, kernels) in &impls {
+            let got = kernels.matmul(&w, &c.x, c.m).map_err(|e| e.to_string())?;
+            count += 1;
+            let diff = got
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
+            if got.len() != want.len() {
+                bad.push(format!("{name} {}: {} outputs, want {}", c.label, got.len(), want.len()));
+            } else if let Some(i) = diff {
+                bad.push(format!(
+                    "{name} {}: output {i} (row {}, col {}) got {:e}, want {:e}",
+                    c.label,
+                    i / c.n,
+                    i % c.n,
+                    got[i],
+                    want[i]
+                ));
+            }
+        }
+    }
+    report(count, bad)
 }

@@ -16,12 +16,21 @@
 //! - `q4_0_8x8` (`block_q4_0x8`, 144 bytes): `d[8]` (f16), `qs[128]`; qs chunk c (8 bytes) is
 //!   bytes [(c/8)*8, (c/8)*8 + 8) of row c % 8's `qs`, each byte XOR 0x88 (offset-8
 //!   nibbles become two's complement nibbles).
+//! - `q4_K_8x4` (ARM dotprod): `block_q4_Kx8` with a 4-byte interleave: qs chunk c
+//!   (4 bytes) is bytes [(c/8)*4, (c/8)*4 + 4) of row c % 8's `qs`; scales as `q4_K_8x8`.
+//! - `q4_0_4x4` (`block_q4_0x4`, 72 bytes, ARM dotprod): groups of 4 rows; `d[4]`, `qs[64]`;
+//!   qs chunk c (4 bytes) is bytes [(c/4)*4, (c/4)*4 + 4) of row c % 4's `qs`, XOR 0x88.
+//! - `q8_0_4x4` (`block_q8_0x4`, 136 bytes, ARM dotprod): groups of 4 rows; `d[4]`,
+//!   `qs[128]`; qs chunk c (4 bytes) is bytes [(c/4)*4, (c/4)*4 + 4) of row c % 4's `qs`.
+//!
+//! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K and
+//! `q4_0_8x8` layouts, 4 for `q4_0_4x4` and `q8_0_4x4`.
 //!
 //! Repacking is a pure byte permutation (plus a fixed XOR), so [`RepackedMatrix::to_plain`]
 //! restores the original bytes exactly.
 
 use crate::blocks::q4_k::scale_min_k4;
-use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0};
+use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ8_0};
 use crate::error::KernelError;
 use crate::matrix::WeightMatrix;
 use crate::GgmlType;
@@ -42,6 +51,12 @@ pub enum RepackLayout {
     Q4K8x8,
     /// `block_q4_0x8` with 8-byte interleave.
     Q4_0_8x8,
+    /// `block_q4_Kx8` with 4-byte interleave (ARM dotprod).
+    Q4K8x4,
+    /// `block_q4_0x4` with 4-byte interleave (ARM dotprod).
+    Q4_0_4x4,
+    /// `block_q8_0x4` with 4-byte interleave (ARM dotprod).
+    Q8_0_4x4,
 }
 
 impl RepackLayout {
@@ -50,6 +65,9 @@ impl RepackLayout {
         match self {
             RepackLayout::Q4K8x8 => "q4_K_8x8",
             RepackLayout::Q4_0_8x8 => "q4_0_8x8",
+            RepackLayout::Q4K8x4 => "q4_K_8x4",
+            RepackLayout::Q4_0_4x4 => "q4_0_4x4",
+            RepackLayout::Q8_0_4x4 => "q8_0_4x4",
         }
     }
     /// The plain block type it interleaves.
@@ -57,11 +75,28 @@ impl RepackLayout {
         match self {
             RepackLayout::Q4K8x8 => GgmlType::Q4_K,
             RepackLayout::Q4_0_8x8 => GgmlType::Q4_0,
+            RepackLayout::Q4K8x4 => GgmlType::Q4_K,
+            RepackLayout::Q4_0_4x4 => GgmlType::Q4_0,
+            RepackLayout::Q8_0_4x4 => GgmlType::Q8_0,
         }
     }
-    /// Bytes of one interleaved block (8 source blocks).
+    /// Rows interleaved into one block (ggml's `NB_COLS`).
+    pub fn cols(self) -> usize {
+        match self {
+            RepackLayout::Q4K8x8 | RepackLayout::Q4_0_8x8 | RepackLayout::Q4K8x4 => 8,
+            RepackLayout::Q4_0_4x4 | RepackLayout::Q8_0_4x4 => 4,
+        }
+    }
+    /// Bytes taken from one row at a time (the interleave, ggml's `blck_size_interleave`).
+    pub fn interleave(self) -> usize {
+        match self {
+            RepackLayout::Q4K8x8 | RepackLayout::Q4_0_8x8 => 8,
+            RepackLayout::Q4K8x4 | RepackLayout::Q4_0_4x4 | RepackLayout::Q8_0_4x4 => 4,
+        }
+    }
+    /// Bytes of one interleaved block ([`RepackLayout::cols`] source blocks).
     pub fn block_bytes(self) -> usize {
-        8 * self.source().type_size()
+        self.cols() * self.source().type_size()
     }
 }
 
@@ -91,6 +126,35 @@ pub struct BlockQ4_0x8 {
 }
 const _: () = assert!(core::mem::size_of::<BlockQ4_0x8>() == 144);
 
+/// `block_q4_0x4` (72 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockQ4_0x4 {
+    /// Four f16 scales.
+    pub d: [[u8; 2]; 4],
+    /// Interleaved quants (4-byte interleave), XOR 0x88.
+    pub qs: [u8; 64],
+}
+const _: () = assert!(core::mem::size_of::<BlockQ4_0x4>() == 72);
+
+/// `block_q8_0x4` (136 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockQ8_0x4 {
+    /// Four f16 scales.
+    pub d: [[u8; 2]; 4],
+    /// Interleaved quants (4-byte interleave).
+    pub qs: [u8; 128],
+}
+const _: () = assert!(core::mem::size_of::<BlockQ8_0x4>() == 136);
+
+/// Index in an interleaved `qs` of plain byte `o` of row `r`, for `cols` rows and an
+/// interleave of `il` bytes.
+#[inline]
+pub fn interleaved_index(cols: usize, il: usize, r: usize, o: usize) -> usize {
+    ((o / il) * cols + r) * il + o % il
+}
+
 impl BlockQ4Kx8 {
     /// (scale, min) of row `r` (0..8), sub-block `s` (0..8).
     #[inline]
@@ -102,6 +166,27 @@ impl BlockQ4Kx8 {
     #[inline]
     pub fn q(&self, r: usize, o: usize) -> u8 {
         self.qs[((o / 8) * 8 + r) * 8 + o % 8]
+    }
+    /// The plain `qs` byte `o` (0..128) of row `r` in the 4-byte interleave (`q4_K_8x4`).
+    #[inline]
+    pub fn q_il4(&self, r: usize, o: usize) -> u8 {
+        self.qs[interleaved_index(8, 4, r, o)]
+    }
+}
+
+impl BlockQ4_0x4 {
+    /// The plain `qs` byte `o` (0..16) of row `r` (0..4), the XOR undone.
+    #[inline]
+    pub fn q(&self, r: usize, o: usize) -> u8 {
+        self.qs[interleaved_index(4, 4, r, o)] ^ 0x88
+    }
+}
+
+impl BlockQ8_0x4 {
+    /// The plain quant `o` (0..32) of row `r` (0..4).
+    #[inline]
+    pub fn q(&self, r: usize, o: usize) -> i8 {
+        self.qs[interleaved_index(4, 4, r, o)] as i8
     }
 }
 
@@ -135,23 +220,26 @@ pub struct RepackedMatrix {
 
 impl RepackedMatrix {
     /// Repack `w` (plain blocks) into `layout`. Requires the layout's source type and a
-    /// row count divisible by 8 (as ggml's `ggml_repack_get_optimal_repack_type`).
+    /// row count divisible by [`RepackLayout::cols`] (as ggml's
+    /// `ggml_repack_get_optimal_repack_type`).
     pub fn from_plain(w: &WeightMatrix<'_>, layout: RepackLayout) -> Result<Self, KernelError> {
         if w.ty() != layout.source() {
             return Err(KernelError::Unsupported { op: layout.name(), ty: w.ty().name() });
         }
-        if !w.n().is_multiple_of(8) {
+        let cols = layout.cols();
+        if !w.n().is_multiple_of(cols) {
             return Err(KernelError::ShapeMismatch {
-                what: "rows to repack (a multiple of 8)",
-                expected: w.n().div_ceil(8) * 8,
+                what: "rows to repack (a multiple of the layout's row group)",
+                expected: w.n().div_ceil(cols) * cols,
                 got: w.n(),
             });
         }
         let nb = w.k() / layout.source().block_size();
-        let mut data = Vec::with_capacity(w.n() / 8 * nb * layout.block_bytes());
-        for g in 0..w.n() / 8 {
+        let il = layout.interleave();
+        let mut data = Vec::with_capacity(w.n() / cols * nb * layout.block_bytes());
+        for g in 0..w.n() / cols {
             match layout {
-                RepackLayout::Q4K8x8 => {
+                RepackLayout::Q4K8x8 | RepackLayout::Q4K8x4 => {
                     let rows: Vec<&[BlockQ4K]> = (0..8)
                         .map(|r| cast_blocks(GgmlType::Q4_K, w.row(8 * g + r)))
                         .collect::<Result<_, _>>()?;
@@ -166,9 +254,10 @@ impl RepackedMatrix {
                             out.d[r] = rows[r][b].d;
                             out.dmin[r] = rows[r][b].dmin;
                         }
-                        for c in 0..128 {
-                            let (r, off) = (c % 8, (c / 8) * 8);
-                            out.qs[8 * c..8 * c + 8].copy_from_slice(&rows[r][b].qs[off..off + 8]);
+                        for c in 0..1024 / il {
+                            let (r, off) = (c % 8, (c / 8) * il);
+                            out.qs[il * c..il * c + il]
+                                .copy_from_slice(&rows[r][b].qs[off..off + il]);
                         }
                         for s in 0..8 {
                             let mut sc = [0u8; 8];
@@ -200,6 +289,36 @@ impl RepackedMatrix {
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
+                RepackLayout::Q4_0_4x4 => {
+                    let rows: Vec<&[BlockQ4_0]> = (0..4)
+                        .map(|r| cast_blocks(GgmlType::Q4_0, w.row(4 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let mut out = BlockQ4_0x4 { d: [[0; 2]; 4], qs: [0; 64] };
+                        for r in 0..4 {
+                            out.d[r] = rows[r][b].d;
+                            for o in 0..16 {
+                                out.qs[interleaved_index(4, 4, r, o)] = rows[r][b].qs[o] ^ 0x88;
+                            }
+                        }
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
+                RepackLayout::Q8_0_4x4 => {
+                    let rows: Vec<&[BlockQ8_0]> = (0..4)
+                        .map(|r| cast_blocks(GgmlType::Q8_0, w.row(4 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let mut out = BlockQ8_0x4 { d: [[0; 2]; 4], qs: [0; 128] };
+                        for r in 0..4 {
+                            out.d[r] = rows[r][b].d;
+                            for o in 0..32 {
+                                out.qs[interleaved_index(4, 4, r, o)] = rows[r][b].qs[o];
+                            }
+                        }
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
             }
         }
         Ok(RepackedMatrix { layout, n: w.n(), k: w.k(), data })
@@ -211,14 +330,15 @@ impl RepackedMatrix {
         let row_bytes = nb * self.layout.source().type_size();
         let mut out = vec![0u8; self.n * row_bytes];
         let tsz = self.layout.source().type_size();
-        for g in 0..self.n / 8 {
+        let cols = self.layout.cols();
+        for g in 0..self.n / cols {
             for b in 0..nb {
                 let blk = &self.data[(g * nb + b) * self.layout.block_bytes()..]
                     [..self.layout.block_bytes()];
-                for r in 0..8 {
-                    let dst = &mut out[(8 * g + r) * row_bytes + b * tsz..][..tsz];
+                for r in 0..cols {
+                    let dst = &mut out[(cols * g + r) * row_bytes + b * tsz..][..tsz];
                     match self.layout {
-                        RepackLayout::Q4K8x8 => {
+                        RepackLayout::Q4K8x8 | RepackLayout::Q4K8x4 => {
                             let x: &BlockQ4Kx8 = bytemuck::from_bytes(blk);
                             let mut pb = BlockQ4K {
                                 d: x.d[r],
@@ -227,7 +347,11 @@ impl RepackedMatrix {
                                 qs: [0; 128],
                             };
                             for o in 0..128 {
-                                pb.qs[o] = x.q(r, o);
+                                pb.qs[o] = if self.layout == RepackLayout::Q4K8x8 {
+                                    x.q(r, o)
+                                } else {
+                                    x.q_il4(r, o)
+                                };
                             }
                             // Re-encode this row's 8 (scale, min) pairs in q4_K's packing.
                             let sm: Vec<(u8, u8)> = (0..8).map(|s| x.scale_min(r, s)).collect();
@@ -243,6 +367,22 @@ impl RepackedMatrix {
                             let mut pb = BlockQ4_0 { d: x.d[r], qs: [0; 16] };
                             for o in 0..16 {
                                 pb.qs[o] = x.q(r, o);
+                            }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                        RepackLayout::Q4_0_4x4 => {
+                            let x: &BlockQ4_0x4 = bytemuck::from_bytes(blk);
+                            let mut pb = BlockQ4_0 { d: x.d[r], qs: [0; 16] };
+                            for o in 0..16 {
+                                pb.qs[o] = x.q(r, o);
+                            }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                        RepackLayout::Q8_0_4x4 => {
+                            let x: &BlockQ8_0x4 = bytemuck::from_bytes(blk);
+                            let mut pb = BlockQ8_0 { d: x.d[r], qs: [0; 32] };
+                            for o in 0..32 {
+                                pb.qs[o] = x.q(r, o) as u8;
                             }
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
                         }
@@ -265,7 +405,8 @@ impl RepackedMatrix {
     pub fn k(&self) -> usize {
         self.k
     }
-    /// Interleaved blocks of row group `g` (rows 8g..8g+8), as bytes.
+    /// Interleaved blocks of row group `g` (rows `cols*g..cols*(g+1)`, cols =
+    /// [`RepackLayout::cols`]), as bytes.
     pub fn group(&self, g: usize) -> &[u8] {
         let per = self.k / self.layout.source().block_size() * self.layout.block_bytes();
         &self.data[g * per..(g + 1) * per]
@@ -275,9 +416,10 @@ impl RepackedMatrix {
         &self.data
     }
 
-    /// Rows `start..end` (both multiples of 8) as their own matrix.
+    /// Rows `start..end` (both multiples of [`RepackLayout::cols`]) as their own matrix.
     pub fn rows(&self, start: usize, end: usize) -> Result<RepackedMatrix, KernelError> {
-        if !start.is_multiple_of(8) || !end.is_multiple_of(8) || start > end || end > self.n {
+        let cols = self.layout.cols();
+        if !start.is_multiple_of(cols) || !end.is_multiple_of(cols) || start > end || end > self.n {
             return Err(KernelError::ShapeMismatch {
                 what: "repacked row range",
                 expected: self.n,
@@ -289,7 +431,7 @@ impl RepackedMatrix {
             layout: self.layout,
             n: end - start,
             k: self.k,
-            data: self.data[start / 8 * per..end / 8 * per].to_vec(),
+            data: self.data[start / cols * per..end / cols * per].to_vec(),
         })
     }
 }
@@ -315,9 +457,13 @@ mod tests {
 
     #[test]
     fn repack_is_an_exact_permutation_with_an_inverse() {
-        for (ty, layout) in
-            [(GgmlType::Q4_K, RepackLayout::Q4K8x8), (GgmlType::Q4_0, RepackLayout::Q4_0_8x8)]
-        {
+        for (ty, layout) in [
+            (GgmlType::Q4_K, RepackLayout::Q4K8x8),
+            (GgmlType::Q4_0, RepackLayout::Q4_0_8x8),
+            (GgmlType::Q4_K, RepackLayout::Q4K8x4),
+            (GgmlType::Q4_0, RepackLayout::Q4_0_4x4),
+            (GgmlType::Q8_0, RepackLayout::Q8_0_4x4),
+        ] {
             let (n, k) = (16, 512);
             let bytes = sample(ty, n, k);
             let w = WeightMatrix::new(ty, n, k, &bytes).unwrap();
@@ -335,5 +481,50 @@ mod tests {
         let w = WeightMatrix::new(GgmlType::Q4_K, 12, 256, &bytes).unwrap();
         assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4K8x8).is_err());
         assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4_0_8x8).is_err());
+        assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4K8x4).is_err());
+        // 4-row layouts take 12 rows, not 6
+        for (ty, layout) in
+            [(GgmlType::Q4_0, RepackLayout::Q4_0_4x4), (GgmlType::Q8_0, RepackLayout::Q8_0_4x4)]
+        {
+            let bytes = sample(ty, 12, 256);
+            let w = WeightMatrix::new(ty, 12, 256, &bytes).unwrap();
+            let r = RepackedMatrix::from_plain(&w, layout).unwrap();
+            assert_eq!(r.to_plain(), bytes);
+            assert_eq!(r.rows(4, 12).unwrap().to_plain(), &bytes[bytes.len() / 3..]);
+            let bytes = sample(ty, 6, 256);
+            let w = WeightMatrix::new(ty, 6, 256, &bytes).unwrap();
+            assert!(RepackedMatrix::from_plain(&w, layout).is_err());
+        }
+    }
+
+    #[test]
+    fn arm_layouts_match_ggml_builders() {
+        // make_block_q4_0x4 / make_block_q8_0x4 / make_block_q4_Kx8 with interleave 4:
+        // output chunk i is bytes [(i/N)*4, +4) of source block i % N.
+        for (ty, layout) in [
+            (GgmlType::Q4_K, RepackLayout::Q4K8x4),
+            (GgmlType::Q4_0, RepackLayout::Q4_0_4x4),
+            (GgmlType::Q8_0, RepackLayout::Q8_0_4x4),
+        ] {
+            let n = layout.cols();
+            let bytes = sample(ty, n, ty.block_size());
+            let w = WeightMatrix::new(ty, n, ty.block_size(), &bytes).unwrap();
+            let r = RepackedMatrix::from_plain(&w, layout).unwrap();
+            let tsz = ty.type_size();
+            let (dsz, qoff) = match ty {
+                GgmlType::Q4_K => (4 * n, 4),
+                _ => (2 * n, 2),
+            };
+            let qs_len = tsz - qoff - if ty == GgmlType::Q4_K { 12 } else { 0 };
+            let qs_src = qoff + if ty == GgmlType::Q4_K { 12 } else { 0 };
+            let qs_dst = dsz + if ty == GgmlType::Q4_K { 96 } else { 0 };
+            let xor = if ty == GgmlType::Q4_0 { 0x88 } else { 0 };
+            for i in 0..qs_len * n / 4 {
+                for b in 0..4 {
+                    let src = bytes[(i % n) * tsz + qs_src + (i / n) * 4 + b];
+                    assert_eq!(r.data()[qs_dst + 4 * i + b], src ^ xor, "{layout:?} chunk {i}");
+                }
+            }
+        }
     }
 }

@@ -9,3 +9,4 @@ pub mod avx2_repack;
 pub mod avx512;
 pub mod generic;
 pub mod neon;
+pub mod neon_repack;

@@ -24,6 +24,7 @@
 //! [`LANES`]; no existing lane changes.
 
 mod aarch64_neon;
+mod aarch64_neon_repack;
 pub mod parallel;
 mod recipe;
 mod reference;
@@ -32,6 +33,10 @@ mod x86_64_avx2_repack;
 mod x86_64_avx512;
 
 pub use aarch64_neon::{dequantize_q4_k_fused, NeonTwin, AARCH64_NEON};
+pub use aarch64_neon_repack::{
+    arm_dotprod_layout, neon_repack_group, neon_repack_matmul, prepare_arm_dotprod, NeonRepackTwin,
+    AARCH64_NEON_REPACK,
+};
 pub use recipe::{Accumulation, Contraction, MatmulPath, Recipe, WeightLayout};
 pub use reference::{RefKernels, REF};
 pub use x86_64_avx2::{Avx2Twin, X86_64_AVX2};

@@ -65,6 +65,9 @@ pub enum WeightLayout {
     /// x86 AVX2 repack: Q4_K as `q4_K_8x8`, Q4_0 as `q4_0_8x8` when the row count is a
     /// multiple of 8; everything else plain (see [`crate::repack`]).
     X86Repack8x8,
+    /// aarch64 dotprod repack: Q4_K as `q4_K_8x4` (rows a multiple of 8), Q4_0 as
+    /// `q4_0_4x4` and Q8_0 as `q8_0_4x4` (rows a multiple of 4); everything else plain.
+    ArmDotprodRepack,
 }
 
 /// Which kernel runs for one activation row and for several.
@@ -114,6 +117,7 @@ impl WeightLayout {
         match self {
             WeightLayout::Plain => "plain",
             WeightLayout::X86Repack8x8 => "x86-repack-8x8",
+            WeightLayout::ArmDotprodRepack => "arm-dotprod-repack-8x4-4x4",
         }
     }
 }

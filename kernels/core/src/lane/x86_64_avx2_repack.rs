@@ -82,6 +82,9 @@ pub fn repacked_act_rule(layout: RepackLayout, path: RowPath) -> ActRule {
         (RepackLayout::Q4K8x8, RowPath::Gemm) => ActRule::Q8KX86x4,
         (RepackLayout::Q4K8x8, RowPath::Gemv) => ActRule::Q8KRef,
         (RepackLayout::Q4_0_8x8, _) => ActRule::Q8_0X86,
+        // aarch64 dotprod layouts: one rule for gemm and gemv rows.
+        (RepackLayout::Q4K8x4, _) => ActRule::Q8KFusedNearest,
+        (RepackLayout::Q4_0_4x4 | RepackLayout::Q8_0_4x4, _) => ActRule::Q8_0Neon,
     }
 }
 
@@ -111,6 +114,12 @@ impl Avx2RepackTwin {
                     RepackLayout::Q4_0_8x8 => {
                         let blocks: &[BlockQ4_0x8] = bytemuck::cast_slice(r.group(g));
                         avx2_repack::gemv_q4_0_8x8(blocks, cast_blocks(GgmlType::Q8_0, &act)?)
+                    }
+                    other => {
+                        return Err(KernelError::Unsupported {
+                            op: "x86_64-avx2-repack matmul",
+                            ty: other.name(),
+                        })
                     }
                 };
                 out[i * n + 8 * g..i * n + 8 * g + 8].copy_from_slice(&cols);

@@ -71,6 +71,12 @@ impl Avx2RepackNative {
                         // SAFETY: this struct exists only when AVX2, FMA and F16C are present.
                         unsafe { kernels::gemv_q4_0_8x8(blocks, y) }
                     }
+                    other => {
+                        return Err(KernelError::Unsupported {
+                            op: "x86_64-avx2-repack matmul",
+                            ty: other.name(),
+                        })
+                    }
                 };
                 out[i * n + 8 * g..i * n + 8 * g + 8].copy_from_slice(&cols);
             }

@@ -1,0 +1,108 @@
+//! Portable twin of ggml's NEON dotprod repacked kernels (`ggml-cpu/arch/arm/repack.cpp`,
+//! built by GCC with `-march=armv8.2-a+dotprod`): q4_K 8x4, q4_0 4x4 and q8_0 4x4 gemv
+//! and gemm. Integer parts (`sdot` by lane, `vmlal_s16`, `vmulq_s32`) are exact for
+//! these operand ranges. GCC keeps `vmlaq_f32` / `vmlsq_f32` unfused (`arm_neon.h`
+//! implements them with `__builtin_aarch64_float_mla/mls`), `vfmaq_f32` is one fused
+//! multiply-add. Per output column j the float order is:
+//!
+//! - `ggml_gemv_q4_K_8x4_q8_K` and, per activation row, `ggml_gemm_q4_K_8x4_q8_K`: per
+//!   superblock, s = f16(d_j) * d_y and m = f16(dmin_j) * d_y; for each pair p (0..4) of
+//!   sub-blocks acc = fma(s, float(sc_2p * dot_2p + sc_2p+1 * dot_2p+1), acc); then
+//!   acc = acc - round(float(bias) * m) (`vmlsq_f32`, unfused), bias = sum over the 8
+//!   sub-blocks of min_s * S_s (S_s = `bsums[2s] + bsums[2s+1]`).
+//! - `ggml_gemv_q4_0_4x4_q8_0` and `ggml_gemm_q4_0_4x4_q8_0` (inline assembly, the same
+//!   `fmul` + `fmla` per block): acc = fma(float(isum), f16(d_y) * f16(d_j), acc).
+//! - `ggml_gemv_q8_0_4x4_q8_0`: acc = fma(float(isum), f16(d_y) * f16(d_j), acc).
+//! - `ggml_gemm_q8_0_4x4_q8_0`: acc = acc + round((f16(d_j) * f16(d_y)) * float(isum))
+//!   (`vmlaq_f32`, unfused).
+//!
+//! The gemm rows' activations: q8_0 by `ggml_quantize_mat_q8_0_4x4` (NEON), which equals
+//! the NEON row quantizer row by row; q8_K by the generic `ggml_quantize_mat_q8_K_4x4`,
+//! whose `nearest_int(x * iscale)` GCC contracts as in `quantize_row_q8_K_ref`, so it
+//! equals the aarch64 row rule row by row (checked against the oracle).
+//! Native counterpart: `tiercheck-aarch64` (`neon_repack::kernels`), same names.
+
+use crate::blocks::{BlockQ8K, BlockQ8_0};
+use crate::fp16::f16_bits_to_f32;
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+
+#[inline]
+fn f16(b: [u8; 2]) -> f32 {
+    f16_bits_to_f32(u16::from_le_bytes(b))
+}
+
+/// `ggml_gemv_q4_K_8x4_q8_K` for one group of 8 columns (and, per activation row,
+/// `ggml_gemm_q4_K_8x4_q8_K`, whose arithmetic per row is the same).
+pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        let s: [i32; 8] =
+            core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        for (j, a) in acc.iter_mut().enumerate() {
+            let scale = f16(x.d[j]) * yb.d();
+            let min = f16(x.dmin[j]) * yb.d();
+            let mut bias = 0i32;
+            for p in 0..4 {
+                let (mut lo, mut hi) = (0i32, 0i32);
+                for l in 0..32 {
+                    let q = x.q_il4(j, 32 * p + l);
+                    lo += (q & 0xF) as i32 * yb.q(64 * p + l) as i32;
+                    hi += (q >> 4) as i32 * yb.q(64 * p + 32 + l) as i32;
+                }
+                let (sc0, m0) = x.scale_min(j, 2 * p);
+                let (sc1, m1) = x.scale_min(j, 2 * p + 1);
+                *a = scale.mul_add((sc0 as i32 * lo + sc1 as i32 * hi) as f32, *a);
+                bias += m0 as i32 * s[2 * p] + m1 as i32 * s[2 * p + 1];
+            }
+            *a -= bias as f32 * min;
+        }
+    }
+    acc
+}
+
+/// `ggml_gemv_q4_0_4x4_q8_0` (and, per row, `ggml_gemm_q4_0_4x4_q8_0`) for one group of
+/// 4 columns.
+pub fn gemv_q4_0_4x4(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [0.0f32; 4];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let mut isum = 0i32;
+            for o in 0..16 {
+                let q = x.q(j, o);
+                isum += ((q & 0xF) as i32 - 8) * yb.q(o) as i32;
+                isum += ((q >> 4) as i32 - 8) * yb.q(o + 16) as i32;
+            }
+            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
+        }
+    }
+    acc
+}
+
+fn q8_0x4_isum(x: &BlockQ8_0x4, j: usize, yb: &BlockQ8_0) -> i32 {
+    (0..32).map(|o| x.q(j, o) as i32 * yb.q(o) as i32).sum()
+}
+
+/// `ggml_gemv_q8_0_4x4_q8_0` for one group of 4 columns.
+pub fn gemv_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [0.0f32; 4];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let isum = q8_0x4_isum(x, j, yb);
+            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
+        }
+    }
+    acc
+}
+
+/// `ggml_gemm_q8_0_4x4_q8_0` for one group of 4 columns and one activation row (the
+/// kernel computes four rows at once; each row's arithmetic is independent).
+pub fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [0.0f32; 4];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let isum = q8_0x4_isum(x, j, yb);
+            *a += (f16(x.d[j]) * yb.d()) * isum as f32;
+        }
+    }
+    acc
+}
