@@ -66,6 +66,12 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
             Some(k) => Ok(k),
             None => Err("cpu lacks neon".to_string()),
         },
+        #[cfg(target_arch = "aarch64")]
+        "aarch64-neon-repack" => match tiercheck_aarch64::neon_repack::kernels() {
+            Some(k) => Ok(k),
+            None => Err(tiercheck_aarch64::neon_repack::unavailable_reason()
+                .unwrap_or_else(|| "cpu lacks dotprod".to_string())),
+        },
         other if other.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") => {
             Err(format!("`{other}` is native on aarch64 only (this is {})", std::env::consts::ARCH))
         }

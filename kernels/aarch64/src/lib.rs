@@ -12,3 +12,4 @@
 #![cfg(target_arch = "aarch64")]
 
 pub mod neon;
+pub mod neon_repack;

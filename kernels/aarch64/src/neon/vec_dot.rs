@@ -12,7 +12,7 @@ use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0}
 /// `sdot` (dotprod) through inline assembly: acc[t] += sum of a[4t..4t+4] * b[4t..4t+4].
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn sdot_asm(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(crate) unsafe fn sdot_asm(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let mut acc = acc;
     // SAFETY: the caller guarantees dotprod; the instruction only reads/writes registers.
     unsafe {

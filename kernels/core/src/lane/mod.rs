@@ -145,7 +145,7 @@ impl core::fmt::Debug for Lane {
 
 /// Every lane with a portable implementation, in a stable order.
 pub static LANES: &[&Lane] =
-    &[&REF, &X86_64_AVX2, &X86_64_AVX2_REPACK, &X86_64_AVX512, &AARCH64_NEON];
+    &[&REF, &X86_64_AVX2, &X86_64_AVX2_REPACK, &X86_64_AVX512, &AARCH64_NEON, &AARCH64_NEON_REPACK];
 
 /// The lane with this name.
 pub fn lane(name: &str) -> Option<&'static Lane> {

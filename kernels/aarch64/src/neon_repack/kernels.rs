@@ -1,0 +1,191 @@
+//! ggml's NEON dotprod repacked kernels (`ggml-cpu/arch/arm/repack.cpp`: q4_K 8x4,
+//! q4_0 4x4, q8_0 4x4), natively. Twin: `tiercheck_core::dot::neon_repack` (same
+//! names; its docs give the float order). `sdot` by lane is `sdot` against the lane
+//! broadcast; `vfmaq_f32` where ggml fuses, `vmulq_f32` + `vaddq_f32`/`vsubq_f32` where
+//! it uses `vmlaq_f32`/`vmlsq_f32` (GCC keeps those unfused).
+
+use core::arch::aarch64::*;
+
+use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
+use tiercheck_core::fp16::f16_bits_to_f32;
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+
+use crate::neon::vec_dot::sdot_asm;
+
+#[inline]
+fn f16(b: [u8; 2]) -> f32 {
+    f16_bits_to_f32(u16::from_le_bytes(b))
+}
+
+/// `vdotq_laneq_s32(acc, a, b, L)`: `sdot` of `a` against the 4 bytes of lane L of `b`.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn sdot_lane<const L: i32>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let bl = vreinterpretq_s8_s32(vdupq_laneq_s32::<L>(vreinterpretq_s32_s8(b)));
+    // SAFETY: the caller guarantees dotprod.
+    unsafe { sdot_asm(acc, a, bl) }
+}
+
+/// Four `sdot`s of `a[0..4]` against lanes 0..3 of `b`.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn sdot4(acc: int32x4_t, a: [int8x16_t; 4], b: int8x16_t) -> int32x4_t {
+    // SAFETY: the caller guarantees dotprod.
+    unsafe {
+        let acc = sdot_lane::<0>(acc, a[0], b);
+        let acc = sdot_lane::<1>(acc, a[1], b);
+        let acc = sdot_lane::<2>(acc, a[2], b);
+        sdot_lane::<3>(acc, a[3], b)
+    }
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld(p: &[u8]) -> uint8x16_t {
+    assert!(p.len() >= 16);
+    // SAFETY: 16 readable bytes (asserted).
+    unsafe { vld1q_u8(p.as_ptr()) }
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn ldf(v: [f32; 4]) -> float32x4_t {
+    // SAFETY: 4 floats.
+    unsafe { vld1q_f32(v.as_ptr()) }
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn ldi(v: [i32; 4]) -> int32x4_t {
+    // SAFETY: 4 ints.
+    unsafe { vld1q_s32(v.as_ptr()) }
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn st(v: float32x4_t) -> [f32; 4] {
+    let mut o = [0.0f32; 4];
+    // SAFETY: 4 writable floats.
+    unsafe { vst1q_f32(o.as_mut_ptr(), v) };
+    o
+}
+
+/// `ggml_gemv_q4_K_8x4_q8_K` (and, per row, the gemm) for one group of 8 columns.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let m4b = vdupq_n_u8(0x0F);
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        let q8d = vdupq_n_f32(yb.d());
+        let mut bias = [[0i32; 4]; 2];
+        let s: [i32; 8] =
+            core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        for sb in 0..4 {
+            let q8: [int8x16_t; 4] =
+                core::array::from_fn(|i| vreinterpretq_s8_u8(ld(&yb.qs[sb * 64 + 16 * i..])));
+            for c in 0..2 {
+                let cols: [uint8x16_t; 8] =
+                    core::array::from_fn(|i| ld(&x.qs[sb * 256 + i * 32 + 16 * c..]));
+                let lo: [int8x16_t; 8] =
+                    core::array::from_fn(|i| vreinterpretq_s8_u8(vandq_u8(cols[i], m4b)));
+                let hi: [int8x16_t; 8] =
+                    core::array::from_fn(|i| vreinterpretq_s8_u8(vshrq_n_u8::<4>(cols[i])));
+                // SAFETY: dotprod is guaranteed by the caller.
+                let (acc_lo, acc_hi) = unsafe {
+                    let l = sdot4(vdupq_n_s32(0), [lo[0], lo[1], lo[2], lo[3]], q8[0]);
+                    let l = sdot4(l, [lo[4], lo[5], lo[6], lo[7]], q8[1]);
+                    let h = sdot4(vdupq_n_s32(0), [hi[0], hi[1], hi[2], hi[3]], q8[2]);
+                    (l, sdot4(h, [hi[4], hi[5], hi[6], hi[7]], q8[3]))
+                };
+                let sc_lo = ldi(core::array::from_fn(|t| x.scale_min(4 * c + t, 2 * sb).0 as i32));
+                let sc_hi =
+                    ldi(core::array::from_fn(|t| x.scale_min(4 * c + t, 2 * sb + 1).0 as i32));
+                let sumf =
+                    vcvtq_f32_s32(vaddq_s32(vmulq_s32(sc_lo, acc_lo), vmulq_s32(sc_hi, acc_hi)));
+                let scale = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * c + t]))), q8d);
+                acc[c] = vfmaq_f32(acc[c], scale, sumf);
+                for (t, b) in bias[c].iter_mut().enumerate() {
+                    let (_, m0) = x.scale_min(4 * c + t, 2 * sb);
+                    let (_, m1) = x.scale_min(4 * c + t, 2 * sb + 1);
+                    *b += m0 as i32 * s[2 * sb] + m1 as i32 * s[2 * sb + 1];
+                }
+            }
+        }
+        for c in 0..2 {
+            let min = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * c + t]))), q8d);
+            acc[c] = vsubq_f32(acc[c], vmulq_f32(vcvtq_f32_s32(ldi(bias[c])), min));
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// `ggml_gemv_q4_0_4x4_q8_0` (and, per row, the gemm) for one group of 4 columns.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_q4_0_4x4(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mhi = vdupq_n_s8(0xF0u8 as i8);
+    let mut acc = vdupq_n_f32(0.0);
+    for (x, yb) in blocks.iter().zip(y) {
+        let b: [int8x16_t; 4] = core::array::from_fn(|i| vreinterpretq_s8_u8(ld(&x.qs[16 * i..])));
+        let a0 = vreinterpretq_s8_u8(ld(&yb.qs[..]));
+        let a1 = vreinterpretq_s8_u8(ld(&yb.qs[16..]));
+        let lo: [int8x16_t; 4] = core::array::from_fn(|i| vshlq_n_s8::<4>(b[i]));
+        let hi: [int8x16_t; 4] = core::array::from_fn(|i| vandq_s8(b[i], mhi));
+        // SAFETY: dotprod is guaranteed by the caller.
+        let ret = unsafe { sdot4(sdot4(vdupq_n_s32(0), lo, a0), hi, a1) };
+        let d = vmulq_f32(vdupq_n_f32(yb.d()), ldf(core::array::from_fn(|j| f16(x.d[j]))));
+        acc = vfmaq_f32(acc, vcvtq_n_f32_s32::<4>(ret), d);
+    }
+    st(acc)
+}
+
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn q8_0x4_isum(x: &BlockQ8_0x4, yb: &BlockQ8_0) -> int32x4_t {
+    let b: [int8x16_t; 8] = core::array::from_fn(|i| vreinterpretq_s8_u8(ld(&x.qs[16 * i..])));
+    let a0 = vreinterpretq_s8_u8(ld(&yb.qs[..]));
+    let a1 = vreinterpretq_s8_u8(ld(&yb.qs[16..]));
+    // SAFETY: dotprod is guaranteed by the caller.
+    unsafe {
+        let r = sdot4(vdupq_n_s32(0), [b[0], b[1], b[2], b[3]], a0);
+        sdot4(r, [b[4], b[5], b[6], b[7]], a1)
+    }
+}
+
+/// `ggml_gemv_q8_0_4x4_q8_0` for one group of 4 columns.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = vdupq_n_f32(0.0);
+    for (x, yb) in blocks.iter().zip(y) {
+        // SAFETY: dotprod is guaranteed by the caller.
+        let ret = unsafe { q8_0x4_isum(x, yb) };
+        let d = vmulq_f32(vdupq_n_f32(yb.d()), ldf(core::array::from_fn(|j| f16(x.d[j]))));
+        acc = vfmaq_f32(acc, vcvtq_f32_s32(ret), d);
+    }
+    st(acc)
+}
+
+/// `ggml_gemm_q8_0_4x4_q8_0` for one group of 4 columns and one activation row.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = vdupq_n_f32(0.0);
+    for (x, yb) in blocks.iter().zip(y) {
+        // SAFETY: dotprod is guaranteed by the caller.
+        let ret = unsafe { q8_0x4_isum(x, yb) };
+        let d = vmulq_f32(ldf(core::array::from_fn(|j| f16(x.d[j]))), vdupq_n_f32(yb.d()));
+        acc = vaddq_f32(acc, vmulq_f32(d, vcvtq_f32_s32(ret)));
+    }
+    st(acc)
+}
