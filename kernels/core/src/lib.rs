@@ -18,6 +18,7 @@ pub mod blocks;
 pub mod dot;
 pub mod error;
 pub mod fp16;
+pub mod interleave;
 pub mod ggml_type;
 pub mod lane;
 pub mod matrix;
