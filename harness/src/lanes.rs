@@ -72,6 +72,12 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
             None => Err(tiercheck_aarch64::neon_repack::unavailable_reason()
                 .unwrap_or_else(|| "cpu lacks dotprod".to_string())),
         },
+        #[cfg(target_arch = "aarch64")]
+        "aarch64-i8mm-repack" => match tiercheck_aarch64::i8mm_repack::kernels() {
+            Some(k) => Ok(k),
+            None => Err(tiercheck_aarch64::i8mm_repack::unavailable_reason()
+                .unwrap_or_else(|| "cpu lacks i8mm".to_string())),
+        },
         other if other.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") => {
             Err(format!("`{other}` is native on aarch64 only (this is {})", std::env::consts::ARCH))
         }

@@ -18,6 +18,13 @@
 //!   10 for q4_0/q8_0) must be refused by the repack buffer and match the plain matmul
 //!   (q4_0/q8_0 at m = 1 only: with more rows ggml runs llamafile's tinyBLAS).
 //!
+//! - `oracle/arm-i8mm/matmul-repack/<type>/aarch64-i8mm-repack`: the same against the
+//!   `arm-i8mm` flavour (`-march=armv8.6-a+dotprod+i8mm`, qemu `max,sve=off`), layouts
+//!   q4_K_8x8, q4_0_4x8, q8_0_4x8. Row counts without a layout (12 for q4_K, 10 for
+//!   q4_0/q8_0) at odd m only (that build has no llamafile; at even m and even n its
+//!   plain vec_dot runs two rows at a time, `nrc == 2`, which the lane does not
+//!   reproduce).
+//!
 //! Ignored with the reason without the oracle; failures under
 //! `TIERCHECK_REQUIRE_ORACLE=1`.
 
@@ -73,6 +80,13 @@ fn main() -> ExitCode {
             move |d| check_matmul_repack(d, ty),
         ));
     }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+        trials.push(trial_on(
+            ArmTier::I8mm,
+            format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),
+            move |d| check_matmul_repack_i8mm(d, ty),
+        ));
+    }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
     libtest_mimic::run(&args, trials).exit_code()
 }
@@ -93,9 +107,17 @@ fn trial(
     name: String,
     f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
+    trial_on(ArmTier::Dotprod, name, f)
+}
+
+fn trial_on(
+    tier: ArmTier,
+    name: String,
+    f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
+) -> Trial {
     Trial::ignorable_test(name, move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
-        let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), ArmTier::Dotprod) {
+        let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), tier) {
             Ok(d) => d,
             Err(e) if required => {
                 return Err(Failed::from(format!("TIERCHECK_REQUIRE_ORACLE=1 but {e}")))
@@ -180,13 +202,29 @@ struct MatmulCase {
 }
 
 fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
-    let lane = &tiercheck_core::lane::AARCH64_NEON_REPACK;
+    let layout = tiercheck_core::lane::arm_dotprod_layout(ty).expect("a repacked type");
+    let plain_ms: &[usize] = if layout.cols() == 8 { &[1, 2, 3, 4, 5, 7] } else { &[1] };
+    check_repack_lane(d, ty, &tiercheck_core::lane::AARCH64_NEON_REPACK, layout, plain_ms)
+}
+
+fn check_matmul_repack_i8mm(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
+    let layout = tiercheck_core::lane::arm_i8mm_layout(ty).expect("a repacked type");
+    let lane = &tiercheck_core::lane::AARCH64_I8MM_REPACK;
+    check_repack_lane(d, ty, lane, layout, &[1, 3, 5, 7])
+}
+
+fn check_repack_lane(
+    d: &ArmDriver,
+    ty: GgmlType,
+    lane: &'static tiercheck_core::lane::Lane,
+    layout: tiercheck_core::repack::RepackLayout,
+    plain_ms: &[usize],
+) -> Result<usize, String> {
     let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
     if let Ok(native) = lanes::native(lane) {
         impls.push(("native", native));
     }
-    let layout = tiercheck_core::lane::arm_dotprod_layout(ty).expect("a repacked type");
-    let mut rng = Rng::new(0x4E9A + ty.id() as u64);
+    let mut rng = Rng::new(0x4E9A + ty.id() as u64 + 0x100 * (layout.interleave() as u64 - 4));
     let mut cases = Vec::new();
     let mut ns = vec![8usize, 16, 24];
     if layout.cols() == 4 {
@@ -216,9 +254,8 @@ fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
             }
         }
         // Row counts without a layout: refused by the repack buffer, plain in ggml.
-        let (n, ms): (usize, &[usize]) =
-            if layout.cols() == 8 { (12, &[1, 2, 3, 4, 5, 7]) } else { (10, &[1]) };
-        for &m in ms {
+        let n = if layout.cols() == 8 { 12 } else { 10 };
+        for &m in plain_ms {
             for kind in [RowKind::Normal, RowKind::Ties] {
                 let wx: Vec<f32> = (0..n).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
                 let w = weights::quantize(ty, &wx, n, k).map_err(|e| e.to_string())?;

@@ -11,5 +11,6 @@
 
 #![cfg(target_arch = "aarch64")]
 
+pub mod i8mm_repack;
 pub mod neon;
 pub mod neon_repack;

@@ -23,8 +23,14 @@
 //! - `q8_0_4x4` (`block_q8_0x4`, 136 bytes, ARM dotprod): groups of 4 rows; `d[4]`,
 //!   `qs[128]`; qs chunk c (4 bytes) is bytes [(c/4)*4, (c/4)*4 + 4) of row c % 4's `qs`.
 //!
+//! - `q4_0_4x8` (`block_q4_0x4`, ARM i8mm): as `q4_0_4x4` with an 8-byte interleave: qs
+//!   chunk c (8 bytes) is bytes [(c/4)*8, (c/4)*8 + 8) of row c % 4's `qs`, XOR 0x88.
+//! - `q8_0_4x8` (`block_q8_0x4`, ARM i8mm): as `q8_0_4x4` with an 8-byte interleave: qs
+//!   chunk c (8 bytes) is bytes [(c/4)*8, (c/4)*8 + 8) of row c % 4's `qs`.
+//! - ARM i8mm's `q4_K_8x8` is the x86 `q4_K_8x8` above, byte for byte.
+//!
 //! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K and
-//! `q4_0_8x8` layouts, 4 for `q4_0_4x4` and `q8_0_4x4`.
+//! `q4_0_8x8` layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8` and `q8_0_4x8`.
 //!
 //! Repacking is a pure byte permutation (plus a fixed XOR), so [`RepackedMatrix::to_plain`]
 //! restores the original bytes exactly.
@@ -57,6 +63,10 @@ pub enum RepackLayout {
     Q4_0_4x4,
     /// `block_q8_0x4` with 4-byte interleave (ARM dotprod).
     Q8_0_4x4,
+    /// `block_q4_0x4` with 8-byte interleave (ARM i8mm).
+    Q4_0_4x8,
+    /// `block_q8_0x4` with 8-byte interleave (ARM i8mm).
+    Q8_0_4x8,
 }
 
 impl RepackLayout {
@@ -68,6 +78,8 @@ impl RepackLayout {
             RepackLayout::Q4K8x4 => "q4_K_8x4",
             RepackLayout::Q4_0_4x4 => "q4_0_4x4",
             RepackLayout::Q8_0_4x4 => "q8_0_4x4",
+            RepackLayout::Q4_0_4x8 => "q4_0_4x8",
+            RepackLayout::Q8_0_4x8 => "q8_0_4x8",
         }
     }
     /// The plain block type it interleaves.
@@ -78,19 +90,27 @@ impl RepackLayout {
             RepackLayout::Q4K8x4 => GgmlType::Q4_K,
             RepackLayout::Q4_0_4x4 => GgmlType::Q4_0,
             RepackLayout::Q8_0_4x4 => GgmlType::Q8_0,
+            RepackLayout::Q4_0_4x8 => GgmlType::Q4_0,
+            RepackLayout::Q8_0_4x8 => GgmlType::Q8_0,
         }
     }
     /// Rows interleaved into one block (ggml's `NB_COLS`).
     pub fn cols(self) -> usize {
         match self {
             RepackLayout::Q4K8x8 | RepackLayout::Q4_0_8x8 | RepackLayout::Q4K8x4 => 8,
-            RepackLayout::Q4_0_4x4 | RepackLayout::Q8_0_4x4 => 4,
+            RepackLayout::Q4_0_4x4
+            | RepackLayout::Q8_0_4x4
+            | RepackLayout::Q4_0_4x8
+            | RepackLayout::Q8_0_4x8 => 4,
         }
     }
     /// Bytes taken from one row at a time (the interleave, ggml's `blck_size_interleave`).
     pub fn interleave(self) -> usize {
         match self {
-            RepackLayout::Q4K8x8 | RepackLayout::Q4_0_8x8 => 8,
+            RepackLayout::Q4K8x8
+            | RepackLayout::Q4_0_8x8
+            | RepackLayout::Q4_0_4x8
+            | RepackLayout::Q8_0_4x8 => 8,
             RepackLayout::Q4K8x4 | RepackLayout::Q4_0_4x4 | RepackLayout::Q8_0_4x4 => 4,
         }
     }
@@ -180,6 +200,11 @@ impl BlockQ4_0x4 {
     pub fn q(&self, r: usize, o: usize) -> u8 {
         self.qs[interleaved_index(4, 4, r, o)] ^ 0x88
     }
+    /// As [`BlockQ4_0x4::q`] in the 8-byte interleave (`q4_0_4x8`).
+    #[inline]
+    pub fn q_il8(&self, r: usize, o: usize) -> u8 {
+        self.qs[interleaved_index(4, 8, r, o)] ^ 0x88
+    }
 }
 
 impl BlockQ8_0x4 {
@@ -187,6 +212,11 @@ impl BlockQ8_0x4 {
     #[inline]
     pub fn q(&self, r: usize, o: usize) -> i8 {
         self.qs[interleaved_index(4, 4, r, o)] as i8
+    }
+    /// As [`BlockQ8_0x4::q`] in the 8-byte interleave (`q8_0_4x8`).
+    #[inline]
+    pub fn q_il8(&self, r: usize, o: usize) -> i8 {
+        self.qs[interleaved_index(4, 8, r, o)] as i8
     }
 }
 
@@ -289,7 +319,7 @@ impl RepackedMatrix {
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
-                RepackLayout::Q4_0_4x4 => {
+                RepackLayout::Q4_0_4x4 | RepackLayout::Q4_0_4x8 => {
                     let rows: Vec<&[BlockQ4_0]> = (0..4)
                         .map(|r| cast_blocks(GgmlType::Q4_0, w.row(4 * g + r)))
                         .collect::<Result<_, _>>()?;
@@ -298,13 +328,13 @@ impl RepackedMatrix {
                         for r in 0..4 {
                             out.d[r] = rows[r][b].d;
                             for o in 0..16 {
-                                out.qs[interleaved_index(4, 4, r, o)] = rows[r][b].qs[o] ^ 0x88;
+                                out.qs[interleaved_index(4, il, r, o)] = rows[r][b].qs[o] ^ 0x88;
                             }
                         }
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
-                RepackLayout::Q8_0_4x4 => {
+                RepackLayout::Q8_0_4x4 | RepackLayout::Q8_0_4x8 => {
                     let rows: Vec<&[BlockQ8_0]> = (0..4)
                         .map(|r| cast_blocks(GgmlType::Q8_0, w.row(4 * g + r)))
                         .collect::<Result<_, _>>()?;
@@ -313,7 +343,7 @@ impl RepackedMatrix {
                         for r in 0..4 {
                             out.d[r] = rows[r][b].d;
                             for o in 0..32 {
-                                out.qs[interleaved_index(4, 4, r, o)] = rows[r][b].qs[o];
+                                out.qs[interleaved_index(4, il, r, o)] = rows[r][b].qs[o];
                             }
                         }
                         data.extend_from_slice(bytemuck::bytes_of(&out));
@@ -370,19 +400,27 @@ impl RepackedMatrix {
                             }
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
                         }
-                        RepackLayout::Q4_0_4x4 => {
+                        RepackLayout::Q4_0_4x4 | RepackLayout::Q4_0_4x8 => {
                             let x: &BlockQ4_0x4 = bytemuck::from_bytes(blk);
                             let mut pb = BlockQ4_0 { d: x.d[r], qs: [0; 16] };
                             for o in 0..16 {
-                                pb.qs[o] = x.q(r, o);
+                                pb.qs[o] = if self.layout == RepackLayout::Q4_0_4x4 {
+                                    x.q(r, o)
+                                } else {
+                                    x.q_il8(r, o)
+                                };
                             }
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
                         }
-                        RepackLayout::Q8_0_4x4 => {
+                        RepackLayout::Q8_0_4x4 | RepackLayout::Q8_0_4x8 => {
                             let x: &BlockQ8_0x4 = bytemuck::from_bytes(blk);
                             let mut pb = BlockQ8_0 { d: x.d[r], qs: [0; 32] };
                             for o in 0..32 {
-                                pb.qs[o] = x.q(r, o) as u8;
+                                pb.qs[o] = if self.layout == RepackLayout::Q8_0_4x4 {
+                                    x.q(r, o)
+                                } else {
+                                    x.q_il8(r, o)
+                                } as u8;
                             }
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
                         }
@@ -463,6 +501,8 @@ mod tests {
             (GgmlType::Q4_K, RepackLayout::Q4K8x4),
             (GgmlType::Q4_0, RepackLayout::Q4_0_4x4),
             (GgmlType::Q8_0, RepackLayout::Q8_0_4x4),
+            (GgmlType::Q4_0, RepackLayout::Q4_0_4x8),
+            (GgmlType::Q8_0, RepackLayout::Q8_0_4x8),
         ] {
             let (n, k) = (16, 512);
             let bytes = sample(ty, n, k);
@@ -483,9 +523,12 @@ mod tests {
         assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4_0_8x8).is_err());
         assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4K8x4).is_err());
         // 4-row layouts take 12 rows, not 6
-        for (ty, layout) in
-            [(GgmlType::Q4_0, RepackLayout::Q4_0_4x4), (GgmlType::Q8_0, RepackLayout::Q8_0_4x4)]
-        {
+        for (ty, layout) in [
+            (GgmlType::Q4_0, RepackLayout::Q4_0_4x4),
+            (GgmlType::Q8_0, RepackLayout::Q8_0_4x4),
+            (GgmlType::Q4_0, RepackLayout::Q4_0_4x8),
+            (GgmlType::Q8_0, RepackLayout::Q8_0_4x8),
+        ] {
             let bytes = sample(ty, 12, 256);
             let w = WeightMatrix::new(ty, 12, 256, &bytes).unwrap();
             let r = RepackedMatrix::from_plain(&w, layout).unwrap();
@@ -499,14 +542,17 @@ mod tests {
 
     #[test]
     fn arm_layouts_match_ggml_builders() {
-        // make_block_q4_0x4 / make_block_q8_0x4 / make_block_q4_Kx8 with interleave 4:
-        // output chunk i is bytes [(i/N)*4, +4) of source block i % N.
+        // make_block_q4_0x4 / make_block_q8_0x4 / make_block_q4_Kx8 with interleave il:
+        // output chunk i is bytes [(i/N)*il, +il) of source block i % N.
         for (ty, layout) in [
             (GgmlType::Q4_K, RepackLayout::Q4K8x4),
             (GgmlType::Q4_0, RepackLayout::Q4_0_4x4),
             (GgmlType::Q8_0, RepackLayout::Q8_0_4x4),
+            (GgmlType::Q4_K, RepackLayout::Q4K8x8),
+            (GgmlType::Q4_0, RepackLayout::Q4_0_4x8),
+            (GgmlType::Q8_0, RepackLayout::Q8_0_4x8),
         ] {
-            let n = layout.cols();
+            let (n, il) = (layout.cols(), layout.interleave());
             let bytes = sample(ty, n, ty.block_size());
             let w = WeightMatrix::new(ty, n, ty.block_size(), &bytes).unwrap();
             let r = RepackedMatrix::from_plain(&w, layout).unwrap();
@@ -519,10 +565,10 @@ mod tests {
             let qs_src = qoff + if ty == GgmlType::Q4_K { 12 } else { 0 };
             let qs_dst = dsz + if ty == GgmlType::Q4_K { 96 } else { 0 };
             let xor = if ty == GgmlType::Q4_0 { 0x88 } else { 0 };
-            for i in 0..qs_len * n / 4 {
-                for b in 0..4 {
-                    let src = bytes[(i % n) * tsz + qs_src + (i / n) * 4 + b];
-                    assert_eq!(r.data()[qs_dst + 4 * i + b], src ^ xor, "{layout:?} chunk {i}");
+            for i in 0..qs_len * n / il {
+                for b in 0..il {
+                    let src = bytes[(i % n) * tsz + qs_src + (i / n) * il + b];
+                    assert_eq!(r.data()[qs_dst + il * i + b], src ^ xor, "{layout:?} chunk {i}");
                 }
             }
         }

@@ -8,5 +8,6 @@ pub mod avx2;
 pub mod avx2_repack;
 pub mod avx512;
 pub mod generic;
+pub mod i8mm_repack;
 pub mod neon;
 pub mod neon_repack;

@@ -23,6 +23,7 @@
 //! Adding a lane means adding one module with its [`Lane`] constant and one line in
 //! [`LANES`]; no existing lane changes.
 
+mod aarch64_i8mm_repack;
 mod aarch64_neon;
 mod aarch64_neon_repack;
 pub mod parallel;
@@ -32,6 +33,9 @@ mod x86_64_avx2;
 mod x86_64_avx2_repack;
 mod x86_64_avx512;
 
+pub use aarch64_i8mm_repack::{
+    arm_i8mm_layout, i8mm_repack_group, prepare_arm_i8mm, I8mmRepackTwin, AARCH64_I8MM_REPACK,
+};
 pub use aarch64_neon::{dequantize_q4_k_fused, NeonTwin, AARCH64_NEON};
 pub use aarch64_neon_repack::{
     arm_dotprod_layout, neon_repack_group, neon_repack_matmul, prepare_arm_dotprod, NeonRepackTwin,
@@ -144,8 +148,15 @@ impl core::fmt::Debug for Lane {
 }
 
 /// Every lane with a portable implementation, in a stable order.
-pub static LANES: &[&Lane] =
-    &[&REF, &X86_64_AVX2, &X86_64_AVX2_REPACK, &X86_64_AVX512, &AARCH64_NEON, &AARCH64_NEON_REPACK];
+pub static LANES: &[&Lane] = &[
+    &REF,
+    &X86_64_AVX2,
+    &X86_64_AVX2_REPACK,
+    &X86_64_AVX512,
+    &AARCH64_NEON,
+    &AARCH64_NEON_REPACK,
+    &AARCH64_I8MM_REPACK,
+];
 
 /// The lane with this name.
 pub fn lane(name: &str) -> Option<&'static Lane> {

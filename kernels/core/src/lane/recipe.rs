@@ -68,6 +68,9 @@ pub enum WeightLayout {
     /// aarch64 dotprod repack: Q4_K as `q4_K_8x4` (rows a multiple of 8), Q4_0 as
     /// `q4_0_4x4` and Q8_0 as `q8_0_4x4` (rows a multiple of 4); everything else plain.
     ArmDotprodRepack,
+    /// aarch64 i8mm repack: Q4_K as `q4_K_8x8` (rows a multiple of 8), Q4_0 as
+    /// `q4_0_4x8` and Q8_0 as `q8_0_4x8` (rows a multiple of 4); everything else plain.
+    ArmI8mmRepack,
 }
 
 /// Which kernel runs for one activation row and for several.
@@ -118,6 +121,7 @@ impl WeightLayout {
             WeightLayout::Plain => "plain",
             WeightLayout::X86Repack8x8 => "x86-repack-8x8",
             WeightLayout::ArmDotprodRepack => "arm-dotprod-repack-8x4-4x4",
+            WeightLayout::ArmI8mmRepack => "arm-i8mm-repack-8x8-4x8",
         }
     }
 }

@@ -84,7 +84,13 @@ pub fn repacked_act_rule(layout: RepackLayout, path: RowPath) -> ActRule {
         (RepackLayout::Q4_0_8x8, _) => ActRule::Q8_0X86,
         // aarch64 dotprod layouts: one rule for gemm and gemv rows.
         (RepackLayout::Q4K8x4, _) => ActRule::Q8KFusedNearest,
-        (RepackLayout::Q4_0_4x4 | RepackLayout::Q8_0_4x4, _) => ActRule::Q8_0Neon,
+        (
+            RepackLayout::Q4_0_4x4
+            | RepackLayout::Q8_0_4x4
+            | RepackLayout::Q4_0_4x8
+            | RepackLayout::Q8_0_4x8,
+            _,
+        ) => ActRule::Q8_0Neon,
     }
 }
 

@@ -1,0 +1,259 @@
+//! ggml's aarch64 i8mm repacked kernels (`ggml-cpu/arch/arm/repack.cpp`: q4_K 8x8,
+//! q4_0 4x8, q8_0 4x8), natively. Twin: `tiercheck_core::dot::i8mm_repack` (same names;
+//! its docs give the float order). The gemm kernels' integer sums go through `smmla`
+//! 2x2 tiles (one activation row duplicated into both tile rows), the q4_K gemv through
+//! `sdot` as in ggml; `vfmaq_f32` where ggml fuses, `vmulq_f32` + `vaddq_f32`/`vsubq_f32`
+//! where it uses `vmlaq_f32`/`vmlsq_f32` (GCC keeps those unfused).
+
+use core::arch::aarch64::*;
+
+use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
+use tiercheck_core::fp16::f16_bits_to_f32;
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+
+use crate::neon::vec_dot::sdot_asm;
+
+#[inline]
+fn f16(b: [u8; 2]) -> f32 {
+    f16_bits_to_f32(u16::from_le_bytes(b))
+}
+
+/// `smmla` through inline assembly: acc (2x2, row-major) += a (2x8) * b (2x8)^T.
+#[inline]
+#[target_feature(enable = "neon,i8mm")]
+unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    // SAFETY: the caller guarantees i8mm; the instruction only reads/writes registers.
+    unsafe {
+        core::arch::asm!(
+            "smmla {0:v}.4s, {1:v}.16b, {2:v}.16b",
+            inout(vreg) acc,
+            in(vreg) a,
+            in(vreg) b,
+            options(pure, nomem, nostack)
+        );
+    }
+    acc
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld(p: &[u8]) -> uint8x16_t {
+    assert!(p.len() >= 16);
+    // SAFETY: 16 readable bytes (asserted).
+    unsafe { vld1q_u8(p.as_ptr()) }
+}
+
+/// 8 bytes of `p`, twice.
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld_dup8(p: &[u8]) -> int8x16_t {
+    let v = u64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
+    vreinterpretq_s8_u64(vdupq_n_u64(v))
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn ldf(v: [f32; 4]) -> float32x4_t {
+    // SAFETY: 4 floats.
+    unsafe { vld1q_f32(v.as_ptr()) }
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn ldi(v: [i32; 4]) -> int32x4_t {
+    // SAFETY: 4 ints.
+    unsafe { vld1q_s32(v.as_ptr()) }
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn st(v: float32x4_t) -> [f32; 4] {
+    let mut o = [0.0f32; 4];
+    // SAFETY: 4 writable floats.
+    unsafe { vst1q_f32(o.as_mut_ptr(), v) };
+    o
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn sti(v: int32x4_t) -> [i32; 4] {
+    let mut o = [0i32; 4];
+    // SAFETY: 4 writable ints.
+    unsafe { vst1q_s32(o.as_mut_ptr(), v) };
+    o
+}
+
+fn q4_k_bias(x: &BlockQ4Kx8, yb: &BlockQ8K) -> [i32; 8] {
+    let s: [i32; 8] =
+        core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+    core::array::from_fn(|j| (0..8).map(|t| x.scale_min(j, t).1 as i32 * s[t]).sum())
+}
+
+/// `ggml_gemv_q4_K_8x8_q8_K` for one group of 8 columns (dotprod, as ggml on i8mm CPUs).
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let m4b = vdupq_n_u8(0x0F);
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        let q8d = vdupq_n_f32(yb.d());
+        let scale: [float32x4_t; 2] = core::array::from_fn(|h| {
+            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * h + t]))), q8d)
+        });
+        let min: [float32x4_t; 2] = core::array::from_fn(|h| {
+            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * h + t]))), q8d)
+        });
+        for sb in 0..4 {
+            let q8: [int8x16_t; 8] = core::array::from_fn(|i| ld_dup8(&yb.qs[sb * 64 + 8 * i..]));
+            let base = &x.qs[sb * 256..];
+            // lo[cp] / hi[cp]: columns 2cp, 2cp+1 (two lanes each).
+            let mut lo = [vdupq_n_s32(0); 4];
+            let mut hi = [vdupq_n_s32(0); 4];
+            for cp in 0..4 {
+                for i in 0..4 {
+                    let q = ld(&base[16 * cp + 64 * i..]);
+                    let l = vreinterpretq_s8_u8(vandq_u8(q, m4b));
+                    let h = vreinterpretq_s8_u8(vshrq_n_u8::<4>(q));
+                    // SAFETY: dotprod is guaranteed by the caller.
+                    unsafe {
+                        lo[cp] = sdot_asm(lo[cp], l, q8[i]);
+                        hi[cp] = sdot_asm(hi[cp], h, q8[4 + i]);
+                    }
+                }
+            }
+            for (h, a) in acc.iter_mut().enumerate() {
+                let p = 2 * h;
+                let sc_lo = ldi(core::array::from_fn(|t| x.scale_min(4 * h + t, 2 * sb).0 as i32));
+                let sc_hi =
+                    ldi(core::array::from_fn(|t| x.scale_min(4 * h + t, 2 * sb + 1).0 as i32));
+                let s0 = vcvtq_f32_s32(vmulq_s32(sc_lo, vpaddq_s32(lo[p], lo[p + 1])));
+                *a = vfmaq_f32(*a, scale[h], s0);
+                let s1 = vcvtq_f32_s32(vmulq_s32(sc_hi, vpaddq_s32(hi[p], hi[p + 1])));
+                *a = vfmaq_f32(*a, scale[h], s1);
+            }
+        }
+        let bias = q4_k_bias(x, yb);
+        for (h, a) in acc.iter_mut().enumerate() {
+            let b = vcvtq_f32_s32(ldi(core::array::from_fn(|t| bias[4 * h + t])));
+            *a = vsubq_f32(*a, vmulq_f32(b, min[h]));
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// `ggml_gemm_q4_K_8x8_q8_K` for one group of 8 columns and one activation row (i8mm).
+///
+/// # Safety
+/// The CPU must support NEON and i8mm.
+#[target_feature(enable = "neon,i8mm")]
+pub unsafe fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let m4b = vdupq_n_u8(0x0F);
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        // isum[cp]: lanes (c0, c1, c0, c1) of columns 2cp, 2cp+1 (both tile rows equal).
+        let mut isum = [vdupq_n_s32(0); 4];
+        for sb in 0..4 {
+            let q8: [int8x16_t; 8] = core::array::from_fn(|i| ld_dup8(&yb.qs[sb * 64 + 8 * i..]));
+            let base = &x.qs[sb * 256..];
+            for (cp, is) in isum.iter_mut().enumerate() {
+                let (mut lo, mut hi) = (vdupq_n_s32(0), vdupq_n_s32(0));
+                for i in 0..4 {
+                    let q = ld(&base[16 * cp + 64 * i..]);
+                    let l = vreinterpretq_s8_u8(vandq_u8(q, m4b));
+                    let h = vreinterpretq_s8_u8(vshrq_n_u8::<4>(q));
+                    // SAFETY: i8mm is guaranteed by the caller.
+                    unsafe {
+                        lo = smmla(lo, q8[i], l);
+                        hi = smmla(hi, q8[4 + i], h);
+                    }
+                }
+                let sc = |s: usize| {
+                    let (a, b) =
+                        (x.scale_min(2 * cp, s).0 as i32, x.scale_min(2 * cp + 1, s).0 as i32);
+                    ldi([a, b, a, b])
+                };
+                *is = vmlaq_s32(*is, lo, sc(2 * sb));
+                *is = vmlaq_s32(*is, hi, sc(2 * sb + 1));
+            }
+        }
+        let sums: [[i32; 4]; 4] = core::array::from_fn(|cp| sti(isum[cp]));
+        let bias = q4_k_bias(x, yb);
+        let q8d = vdupq_n_f32(yb.d());
+        for (h, a) in acc.iter_mut().enumerate() {
+            let dmins = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * h + t]))), q8d);
+            let scale = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * h + t]))), q8d);
+            let b = vcvtq_f32_s32(ldi(core::array::from_fn(|t| bias[4 * h + t])));
+            let s = vcvtq_f32_s32(ldi(core::array::from_fn(|t| {
+                let j = 4 * h + t;
+                sums[j / 2][j % 2]
+            })));
+            *a = vsubq_f32(*a, vmulq_f32(b, dmins));
+            *a = vaddq_f32(*a, vmulq_f32(s, scale));
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// `ggml_gemv_q4_0_4x8_q8_0` / `ggml_gemm_q4_0_4x8_q8_0` for one group of 4 columns and
+/// one activation row (`smmla` tiles).
+///
+/// # Safety
+/// The CPU must support NEON and i8mm.
+#[target_feature(enable = "neon,i8mm")]
+pub unsafe fn gemv_q4_0_4x8(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mhi = vdupq_n_s8(0xF0u8 as i8);
+    let mut acc = vdupq_n_f32(0.0);
+    for (x, yb) in blocks.iter().zip(y) {
+        let b: [int8x16_t; 4] = core::array::from_fn(|i| vreinterpretq_s8_u8(ld(&x.qs[16 * i..])));
+        let a: [int8x16_t; 4] = core::array::from_fn(|i| ld_dup8(&yb.qs[8 * i..]));
+        // t01: columns 0,1; t23: columns 2,3 (b[0]/b[2]: bytes 0..8/8..16 of rows 0,1).
+        let (mut t01, mut t23) = (vdupq_n_s32(0), vdupq_n_s32(0));
+        // SAFETY: i8mm is guaranteed by the caller.
+        unsafe {
+            t01 = smmla(t01, a[0], vshlq_n_s8::<4>(b[0]));
+            t23 = smmla(t23, a[0], vshlq_n_s8::<4>(b[1]));
+            t01 = smmla(t01, a[1], vshlq_n_s8::<4>(b[2]));
+            t23 = smmla(t23, a[1], vshlq_n_s8::<4>(b[3]));
+            t01 = smmla(t01, a[2], vandq_s8(b[0], mhi));
+            t23 = smmla(t23, a[2], vandq_s8(b[1], mhi));
+            t01 = smmla(t01, a[3], vandq_s8(b[2], mhi));
+            t23 = smmla(t23, a[3], vandq_s8(b[3], mhi));
+        }
+        let ret = vcombine_s32(vget_low_s32(t01), vget_low_s32(t23));
+        let d = vmulq_f32(vdupq_n_f32(yb.d()), ldf(core::array::from_fn(|j| f16(x.d[j]))));
+        acc = vfmaq_f32(acc, vcvtq_n_f32_s32::<4>(ret), d);
+    }
+    st(acc)
+}
+
+/// `ggml_gemv_q8_0_4x8_q8_0` / `ggml_gemm_q8_0_4x8_q8_0` for one group of 4 columns and
+/// one activation row (`smmla` tiles).
+///
+/// # Safety
+/// The CPU must support NEON and i8mm.
+#[target_feature(enable = "neon,i8mm")]
+pub unsafe fn gemv_q8_0_4x8(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = vdupq_n_f32(0.0);
+    for (x, yb) in blocks.iter().zip(y) {
+        let (mut t01, mut t23) = (vdupq_n_s32(0), vdupq_n_s32(0));
+        for chunk in 0..4 {
+            let a = ld_dup8(&yb.qs[8 * chunk..]);
+            let b01 = vreinterpretq_s8_u8(ld(&x.qs[32 * chunk..]));
+            let b23 = vreinterpretq_s8_u8(ld(&x.qs[32 * chunk + 16..]));
+            // SAFETY: i8mm is guaranteed by the caller.
+            unsafe {
+                t01 = smmla(t01, a, b01);
+                t23 = smmla(t23, a, b23);
+            }
+        }
+        let ret = vcombine_s32(vget_low_s32(t01), vget_low_s32(t23));
+        let d = vmulq_f32(vdupq_n_f32(yb.d()), ldf(core::array::from_fn(|j| f16(x.d[j]))));
+        acc = vfmaq_f32(acc, vcvtq_f32_s32(ret), d);
+    }
+    st(acc)
+}

@@ -1,0 +1,128 @@
+//! Portable twin of ggml's aarch64 i8mm repacked kernels (`ggml-cpu/arch/arm/repack.cpp`,
+//! built by GCC with `-march=armv8.6-a+dotprod+i8mm`): q4_K 8x8, q4_0 4x8 and q8_0 4x8
+//! gemv and gemm. The integer parts (`sdot`, `smmla` 2x2 tiles, `vmlaq_s32`,
+//! `vmlal_s16`) are exact for these operand ranges, so only the float order matters.
+//! GCC keeps `vmlaq_f32` / `vmlsq_f32` unfused; `vfmaq_f32` (and the `fmla` of the
+//! inline-assembly kernels) is one fused multiply-add. Per output column j the float
+//! order is:
+//!
+//! - `ggml_gemv_q4_K_8x8_q8_K` (dotprod even on i8mm machines): per superblock,
+//!   s = f16(d_j) * d_y and m = f16(dmin_j) * d_y; for each pair p (0..4) of sub-blocks
+//!   acc = fma(s, float(sc_2p * dot_2p), acc), then acc = fma(s, float(sc_2p+1 *
+//!   dot_2p+1), acc) (two fused steps, unlike the 8x4 kernel); then acc = acc -
+//!   round(float(bias) * m) (`vmlsq_f32`), bias = sum over the 8 sub-blocks of
+//!   min_s * S_s (S_s = `bsums[2s] + bsums[2s+1]`).
+//! - `ggml_gemm_q4_K_8x8_q8_K` (i8mm, per activation row): per superblock the whole
+//!   superblock's i32 sum isum = sum over the 8 sub-blocks of sc_s * dot_s and bias as
+//!   above; acc = acc - round(float(bias) * m) (`vmlsq_f32`), then
+//!   acc = acc + round(float(isum) * s) (`vmlaq_f32`), once per superblock.
+//! - `ggml_gemv_q4_0_4x8_q8_0` and `ggml_gemm_q4_0_4x8_q8_0` (inline assembly, `fmul` of
+//!   the scales then `fmla`): acc = fma(float(isum), f16(d_y) * f16(d_j), acc).
+//! - `ggml_gemv_q8_0_4x8_q8_0` and `ggml_gemm_q8_0_4x8_q8_0` (`vfmaq_f32`):
+//!   acc = fma(float(isum), f16(d_y) * f16(d_j), acc).
+//!
+//! The gemm rows' activations: q8_0 by `ggml_quantize_mat_q8_0_4x8` (NEON, the same
+//! arithmetic as the NEON row quantizer, row by row); q8_K by the generic
+//! `ggml_quantize_mat_q8_K_4x8`, whose per-row arithmetic is the 4x4 one's (the aarch64
+//! row rule). Native counterpart: `tiercheck-aarch64` (`i8mm_repack::kernels`).
+
+use crate::blocks::{BlockQ8K, BlockQ8_0};
+use crate::fp16::f16_bits_to_f32;
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+
+#[inline]
+fn f16(b: [u8; 2]) -> f32 {
+    f16_bits_to_f32(u16::from_le_bytes(b))
+}
+
+/// Integer dot products of row `j`'s 8 sub-blocks with the activation block.
+fn q4_k_8x8_dots(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> [i32; 8] {
+    let mut dots = [0i32; 8];
+    for p in 0..4 {
+        let (mut lo, mut hi) = (0i32, 0i32);
+        for l in 0..32 {
+            let q = x.q(j, 32 * p + l);
+            lo += (q & 0xF) as i32 * yb.q(64 * p + l) as i32;
+            hi += (q >> 4) as i32 * yb.q(64 * p + 32 + l) as i32;
+        }
+        dots[2 * p] = lo;
+        dots[2 * p + 1] = hi;
+    }
+    dots
+}
+
+fn q4_k_bias(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> i32 {
+    (0..8)
+        .map(|s| {
+            let sum = yb.bsum(2 * s).wrapping_add(yb.bsum(2 * s + 1)) as i32;
+            x.scale_min(j, s).1 as i32 * sum
+        })
+        .sum()
+}
+
+/// `ggml_gemv_q4_K_8x8_q8_K` for one group of 8 columns.
+pub fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let scale = f16(x.d[j]) * yb.d();
+            let min = f16(x.dmin[j]) * yb.d();
+            let dots = q4_k_8x8_dots(x, j, yb);
+            for (s, dot) in dots.iter().enumerate() {
+                let sc = x.scale_min(j, s).0 as i32;
+                *a = scale.mul_add((sc * dot) as f32, *a);
+            }
+            *a -= q4_k_bias(x, j, yb) as f32 * min;
+        }
+    }
+    acc
+}
+
+/// `ggml_gemm_q4_K_8x8_q8_K` for one group of 8 columns and one activation row (the
+/// kernel computes four rows at once; each row's arithmetic is independent).
+pub fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let dots = q4_k_8x8_dots(x, j, yb);
+            let isum: i32 =
+                dots.iter().enumerate().map(|(s, d)| x.scale_min(j, s).0 as i32 * d).sum();
+            let min = f16(x.dmin[j]) * yb.d();
+            let scale = f16(x.d[j]) * yb.d();
+            *a -= q4_k_bias(x, j, yb) as f32 * min;
+            *a += isum as f32 * scale;
+        }
+    }
+    acc
+}
+
+/// `ggml_gemv_q4_0_4x8_q8_0` (and, per row, `ggml_gemm_q4_0_4x8_q8_0`) for one group of
+/// 4 columns.
+pub fn gemv_q4_0_4x8(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [0.0f32; 4];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let mut isum = 0i32;
+            for o in 0..16 {
+                let q = x.q_il8(j, o);
+                isum += ((q & 0xF) as i32 - 8) * yb.q(o) as i32;
+                isum += ((q >> 4) as i32 - 8) * yb.q(o + 16) as i32;
+            }
+            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
+        }
+    }
+    acc
+}
+
+/// `ggml_gemv_q8_0_4x8_q8_0` (and, per row, `ggml_gemm_q8_0_4x8_q8_0`) for one group of
+/// 4 columns.
+pub fn gemv_q8_0_4x8(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [0.0f32; 4];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let isum: i32 = (0..32).map(|o| x.q_il8(j, o) as i32 * yb.q(o) as i32).sum();
+            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
+        }
+    }
+    acc
+}
