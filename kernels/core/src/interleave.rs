@@ -13,7 +13,7 @@
 
 use crate::blocks::{BlockQ8K, BlockQ8_0, QK, QK_K};
 
-/// `block_q8_Kx4` (1168 bytes): d[4] (f32), qs[1024], bsums[64] (i16).
+/// `block_q8_Kx4` (1168 bytes): `d[4]` (f32), `qs[1024]`, `bsums[64]` (i16).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BlockQ8Kx4 {
@@ -26,7 +26,7 @@ pub struct BlockQ8Kx4 {
 }
 const _: () = assert!(core::mem::size_of::<BlockQ8Kx4>() == 1168);
 
-/// `block_q8_0x4` (136 bytes): d[4] (f16), qs[128].
+/// `block_q8_0x4` (136 bytes): `d[4]` (f16), `qs[128]`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BlockQ8_0x4 {
