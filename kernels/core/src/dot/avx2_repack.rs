@@ -24,18 +24,22 @@ use crate::repack::{BlockQ4Kx8, BlockQ4_0x8};
 /// sub-block s, `dot[j][s]` = sum of q4 * q8 over the sub-block's 32 values.
 #[inline]
 pub fn q4_kx8_dots(x: &BlockQ4Kx8, y: &BlockQ8K) -> [[i32; 8]; 8] {
+    // Integer sums are exact, so the bytes are visited in memory order: interleaved
+    // chunk i (8 bytes) is column i % 8, plain bytes [(i/8)*8, (i/8)*8 + 8).
     let mut dot = [[0i32; 8]; 8];
-    for (j, dj) in dot.iter_mut().enumerate() {
-        for c in 0..4 {
-            let (mut lo, mut hi) = (0i32, 0i32);
-            for l in 0..32 {
-                let q = x.q(j, 32 * c + l);
-                lo += (q & 0xF) as i32 * y.q(64 * c + l) as i32;
-                hi += (q >> 4) as i32 * y.q(64 * c + 32 + l) as i32;
-            }
-            dj[2 * c] = lo;
-            dj[2 * c + 1] = hi;
+    let yq: &[i8; 256] = bytemuck::cast_ref(&y.qs);
+    for (i, chunk) in x.qs.chunks_exact(8).enumerate() {
+        let (j, o) = (i % 8, (i / 8) * 8);
+        let (c, l0) = (o / 32, o % 32);
+        let ylo = &yq[64 * c + l0..64 * c + l0 + 8];
+        let yhi = &yq[64 * c + 32 + l0..64 * c + 32 + l0 + 8];
+        let (mut lo, mut hi) = (0i32, 0i32);
+        for b in 0..8 {
+            lo += (chunk[b] & 0xF) as i32 * ylo[b] as i32;
+            hi += (chunk[b] >> 4) as i32 * yhi[b] as i32;
         }
+        dot[j][2 * c] += lo;
+        dot[j][2 * c + 1] += hi;
     }
     dot
 }
