@@ -11,7 +11,7 @@
 //! On i8mm builds ggml runs these vec_dots two rows at a time (smmla) when both row
 //! counts are even; that is the `aarch64-i8mm` family's business, not this lane's.
 
-use super::reference::check_pair;
+use super::reference::{dispatch_vec_dot, VecDotFns};
 use super::x86_64_avx2::family_rule;
 use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
 use crate::blocks::{cast_blocks, BlockQ4K, QK_K};
@@ -79,28 +79,12 @@ impl Kernels for NeonTwin {
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        let atype = self.act_rule(wtype)?.format();
-        check_pair(wtype, w_row, atype, act)?;
-        let (w, a) = (w_row, act);
-        Ok(match wtype {
-            GgmlType::Q4_0 => {
-                neon::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q8_0 => {
-                neon::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q4_K => {
-                neon::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q6_K => {
-                neon::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            other => {
-                return Err(KernelError::Unsupported {
-                    op: "aarch64-neon vec_dot",
-                    ty: other.name(),
-                })
-            }
-        })
+        let fns = VecDotFns {
+            q4_0: neon::vec_dot_q4_0_q8_0,
+            q8_0: neon::vec_dot_q8_0_q8_0,
+            q4_k: neon::vec_dot_q4_k_q8_k,
+            q6_k: neon::vec_dot_q6_k_q8_k,
+        };
+        dispatch_vec_dot(self, &fns, "aarch64-neon vec_dot", wtype, w_row, act)
     }
 }

@@ -5,7 +5,7 @@
 //! ([`crate::dot::generic`]) for every (weight row, activation row) pair.
 
 use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
-use crate::blocks::cast_blocks;
+use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use crate::dot::generic;
 use crate::error::KernelError;
 use crate::quant::ActRule;
@@ -57,6 +57,35 @@ pub(crate) fn check_pair(
     Ok(())
 }
 
+/// One schedule's four vec_dot kernels, as plain function pointers.
+pub(crate) struct VecDotFns {
+    pub q4_0: fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32,
+    pub q8_0: fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32,
+    pub q4_k: fn(&[BlockQ4K], &[BlockQ8K]) -> f32,
+    pub q6_k: fn(&[BlockQ6K], &[BlockQ8K]) -> f32,
+}
+
+/// Validate a (weight row, activation row) pair for `kernels`' activation format and
+/// run the schedule's kernel for `wtype`; `op` names the lane in errors.
+pub(crate) fn dispatch_vec_dot(
+    kernels: &dyn Kernels,
+    fns: &VecDotFns,
+    op: &'static str,
+    wtype: GgmlType,
+    w: &[u8],
+    a: &[u8],
+) -> Result<f32, KernelError> {
+    let atype = kernels.act_rule(wtype)?.format();
+    check_pair(wtype, w, atype, a)?;
+    Ok(match wtype {
+        GgmlType::Q4_0 => (fns.q4_0)(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+        GgmlType::Q8_0 => (fns.q8_0)(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+        GgmlType::Q4_K => (fns.q4_k)(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+        GgmlType::Q6_K => (fns.q6_k)(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
+        other => return Err(KernelError::Unsupported { op, ty: other.name() }),
+    })
+}
+
 impl Kernels for RefKernels {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
         match wtype {
@@ -67,22 +96,12 @@ impl Kernels for RefKernels {
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        let atype = self.act_rule(wtype)?.format();
-        check_pair(wtype, w_row, atype, act)?;
-        Ok(match wtype {
-            GgmlType::Q4_0 => {
-                generic::vec_dot_q4_0_q8_0(cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?)
-            }
-            GgmlType::Q8_0 => {
-                generic::vec_dot_q8_0_q8_0(cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?)
-            }
-            GgmlType::Q4_K => {
-                generic::vec_dot_q4_k_q8_k(cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?)
-            }
-            GgmlType::Q6_K => {
-                generic::vec_dot_q6_k_q8_k(cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?)
-            }
-            other => return Err(KernelError::Unsupported { op: "ref vec_dot", ty: other.name() }),
-        })
+        let fns = VecDotFns {
+            q4_0: generic::vec_dot_q4_0_q8_0,
+            q8_0: generic::vec_dot_q8_0_q8_0,
+            q4_k: generic::vec_dot_q4_k_q8_k,
+            q6_k: generic::vec_dot_q6_k_q8_k,
+        };
+        dispatch_vec_dot(self, &fns, "ref vec_dot", wtype, w_row, act)
     }
 }

@@ -8,9 +8,8 @@
 //! at m >= 8 ggml's x86 K-quant matmul takes a tiled path this lane does not reproduce
 //! (it equals ggml run with `GGML_CPU_TILED_MM=0`).
 
-use super::reference::check_pair;
+use super::reference::{dispatch_vec_dot, VecDotFns};
 use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
-use crate::blocks::cast_blocks;
 use crate::dot::avx2;
 use crate::error::KernelError;
 use crate::quant::ActRule;
@@ -54,28 +53,12 @@ impl Kernels for Avx2Twin {
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        let atype = self.act_rule(wtype)?.format();
-        check_pair(wtype, w_row, atype, act)?;
-        let (w, a) = (w_row, act);
-        Ok(match wtype {
-            GgmlType::Q4_0 => {
-                avx2::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q8_0 => {
-                avx2::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q4_K => {
-                avx2::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q6_K => {
-                avx2::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            other => {
-                return Err(KernelError::Unsupported {
-                    op: "x86_64-avx2 vec_dot",
-                    ty: other.name(),
-                })
-            }
-        })
+        let fns = VecDotFns {
+            q4_0: avx2::vec_dot_q4_0_q8_0,
+            q8_0: avx2::vec_dot_q8_0_q8_0,
+            q4_k: avx2::vec_dot_q4_k_q8_k,
+            q6_k: avx2::vec_dot_q6_k_q8_k,
+        };
+        dispatch_vec_dot(self, &fns, "x86_64-avx2 vec_dot", wtype, w_row, act)
     }
 }

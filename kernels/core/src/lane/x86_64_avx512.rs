@@ -7,10 +7,9 @@
 //! block pair or superblock, a 512 -> 256 halving and then `hsum_float_8`). Matmul:
 //! vec_dot per (weight row, activation row) for every row count.
 
-use super::reference::check_pair;
+use super::reference::{dispatch_vec_dot, VecDotFns};
 use super::x86_64_avx2::family_rule;
 use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
-use crate::blocks::cast_blocks;
 use crate::dot::avx512;
 use crate::error::KernelError;
 use crate::quant::ActRule;
@@ -41,28 +40,12 @@ impl Kernels for Avx512Twin {
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        let atype = self.act_rule(wtype)?.format();
-        check_pair(wtype, w_row, atype, act)?;
-        let (w, a) = (w_row, act);
-        Ok(match wtype {
-            GgmlType::Q4_0 => {
-                avx512::vec_dot_q4_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q8_0 => {
-                avx512::vec_dot_q8_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q4_K => {
-                avx512::vec_dot_q4_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            GgmlType::Q6_K => {
-                avx512::vec_dot_q6_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
-            }
-            other => {
-                return Err(KernelError::Unsupported {
-                    op: "x86_64-avx512 vec_dot",
-                    ty: other.name(),
-                })
-            }
-        })
+        let fns = VecDotFns {
+            q4_0: avx512::vec_dot_q4_0_q8_0,
+            q8_0: avx512::vec_dot_q8_0_q8_0,
+            q4_k: avx512::vec_dot_q4_k_q8_k,
+            q6_k: avx512::vec_dot_q6_k_q8_k,
+        };
+        dispatch_vec_dot(self, &fns, "x86_64-avx512 vec_dot", wtype, w_row, act)
     }
 }
