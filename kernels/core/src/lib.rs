@@ -6,6 +6,7 @@
 //! - [`dot`]: dot-product kernels, one module per float schedule;
 //! - [`mod@lane`]: lanes, their recipes and the [`lane::Kernels`] trait;
 //! - [`matrix`]: weight matrices and matmul shapes;
+//! - [`elem`]: the decoder's elementwise and attention float kernels per tier;
 //! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them.
 //!
 //! See the [`mod@lane`] module for the model that ties these together.
@@ -16,6 +17,7 @@
 
 pub mod blocks;
 pub mod dot;
+pub mod elem;
 pub mod error;
 pub mod fp16;
 pub mod ggml_type;

@@ -35,6 +35,7 @@ pub static AARCH64_NEON: Lane = Lane {
         contraction: Contraction::GccAarch64,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        elem: crate::elem::ElemFlavour::Neon,
     },
     portable: &NeonTwin,
 };

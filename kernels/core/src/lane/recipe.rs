@@ -18,6 +18,8 @@ pub struct Recipe {
     pub layout: WeightLayout,
     /// Kernel variant per activation-row count.
     pub matmul: MatmulPath,
+    /// The decoder's elementwise and attention loops (softmax, SwiGLU, f32 dots, RoPE).
+    pub elem: crate::elem::ElemFlavour,
 }
 
 /// Float accumulation schedule.
@@ -138,7 +140,7 @@ impl MatmulPath {
 
 impl Recipe {
     /// `(component, value)` pairs, in a fixed order, for reports.
-    pub fn components(&self) -> [(&'static str, &'static str); 6] {
+    pub fn components(&self) -> [(&'static str, &'static str); 7] {
         [
             ("act_k", self.act_k.name()),
             ("act_legacy", self.act_legacy.name()),
@@ -146,6 +148,7 @@ impl Recipe {
             ("contraction", self.contraction.name()),
             ("layout", self.layout.name()),
             ("matmul", self.matmul.name()),
+            ("elem", self.elem.name()),
         ]
     }
 }

@@ -26,6 +26,7 @@ pub static REF: Lane = Lane {
         contraction: Contraction::None,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        elem: crate::elem::ElemFlavour::X64,
     },
     portable: &RefKernels,
 };

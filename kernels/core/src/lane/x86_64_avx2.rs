@@ -30,6 +30,7 @@ pub static X86_64_AVX2: Lane = Lane {
         contraction: Contraction::FusedAccumulate,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        elem: crate::elem::ElemFlavour::Avx2,
     },
     portable: &Avx2Twin,
 };

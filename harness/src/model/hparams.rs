@@ -1,0 +1,214 @@
+//! Hyper-parameters of a qwen3 GGUF model, read from its metadata and checked against
+//! its tensors.
+
+use tiercheck_core::GgmlType;
+
+use super::ModelError;
+use crate::gguf::{GgufFile, MetaValue};
+
+/// What the decoder needs to know about a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HParams {
+    /// `general.architecture` (only `qwen3` is supported).
+    pub arch: String,
+    /// Hidden size.
+    pub n_embd: usize,
+    /// Number of layers.
+    pub n_layer: usize,
+    /// Attention heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention).
+    pub n_head_kv: usize,
+    /// Size of one head (key and value length).
+    pub head_dim: usize,
+    /// Feed-forward width.
+    pub n_ff: usize,
+    /// Vocabulary size (rows of `token_embd.weight`).
+    pub n_vocab: usize,
+    /// Training context length.
+    pub n_ctx_train: usize,
+    /// RoPE frequency base.
+    pub rope_base: f32,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+}
+
+fn bad(path: &str, problem: impl Into<String>) -> ModelError {
+    ModelError::Invalid { path: path.to_string(), problem: problem.into() }
+}
+
+fn get_usize(f: &GgufFile, key: &str) -> Result<Option<usize>, ModelError> {
+    match f.get(key) {
+        None => Ok(None),
+        Some(v) => match v.to_u64() {
+            Some(x) if x > 0 && x <= (1 << 24) => Ok(Some(x as usize)),
+            Some(x) => Err(bad(f.path(), format!("metadata '{key}' = {x} is out of range"))),
+            None => Err(bad(
+                f.path(),
+                format!("metadata '{key}' is {}, expected an integer", v.value_type().name()),
+            )),
+        },
+    }
+}
+
+fn need_usize(f: &GgufFile, key: &str) -> Result<usize, ModelError> {
+    get_usize(f, key)?.ok_or_else(|| bad(f.path(), format!("missing metadata key '{key}'")))
+}
+
+fn get_float(f: &GgufFile, key: &str) -> Result<Option<f32>, ModelError> {
+    match f.get(key) {
+        None => Ok(None),
+        Some(MetaValue::F32(x)) => Ok(Some(*x)),
+        Some(MetaValue::F64(x)) => Ok(Some(*x as f32)),
+        Some(v) => Err(bad(
+            f.path(),
+            format!("metadata '{key}' is {}, expected a float", v.value_type().name()),
+        )),
+    }
+}
+
+impl HParams {
+    /// Read and validate the hyper-parameters of `f`.
+    pub fn from_gguf(f: &GgufFile) -> Result<HParams, ModelError> {
+        let p = f.path();
+        let arch = f
+            .get_str("general.architecture")
+            .map_err(|_| bad(p, "missing or non-string 'general.architecture'"))?
+            .to_string();
+        if arch != "qwen3" {
+            return Err(bad(
+                p,
+                format!(
+                    "architecture '{arch}' is not supported (the decoder runs qwen3; llama would \
+                     need the interleaved RoPE, whose GCC contraction differs and is not reproduced)"
+                ),
+            ));
+        }
+        let k = |s: &str| format!("{arch}.{s}");
+        let n_embd = need_usize(f, &k("embedding_length"))?;
+        let n_layer = need_usize(f, &k("block_count"))?;
+        let n_head = need_usize(f, &k("attention.head_count"))?;
+        let n_head_kv = get_usize(f, &k("attention.head_count_kv"))?.unwrap_or(n_head);
+        let n_ff = need_usize(f, &k("feed_forward_length"))?;
+        let n_ctx_train = need_usize(f, &k("context_length"))?;
+        if !n_embd.is_multiple_of(n_head) && f.get(&k("attention.key_length")).is_none() {
+            return Err(bad(p, format!("embedding_length {n_embd} is not a multiple of head_count {n_head} and no key_length is given")));
+        }
+        let head_dim = get_usize(f, &k("attention.key_length"))?.unwrap_or(n_embd / n_head);
+        let v_len = get_usize(f, &k("attention.value_length"))?.unwrap_or(head_dim);
+        if v_len != head_dim {
+            return Err(bad(p, format!("key_length {head_dim} != value_length {v_len}")));
+        }
+        if !n_head.is_multiple_of(n_head_kv) {
+            return Err(bad(
+                p,
+                format!("head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"),
+            ));
+        }
+        if !head_dim.is_multiple_of(4) {
+            return Err(bad(p, format!("head size {head_dim} is not a multiple of 4")));
+        }
+        let rope_base = get_float(f, &k("rope.freq_base"))?.unwrap_or(10000.0);
+        let rms_eps = get_float(f, &k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| {
+            bad(p, format!("missing metadata key '{}'", k("attention.layer_norm_rms_epsilon")))
+        })?;
+        if !(rope_base.is_finite() && rope_base > 0.0) {
+            return Err(bad(p, format!("rope.freq_base {rope_base} is not a positive number")));
+        }
+        if !(rms_eps.is_finite() && rms_eps >= 0.0) {
+            return Err(bad(p, format!("layer_norm_rms_epsilon {rms_eps} is invalid")));
+        }
+        let embd = f
+            .tensor("token_embd.weight")
+            .ok_or_else(|| bad(p, "missing tensor 'token_embd.weight'"))?;
+        if embd.dims.len() != 2 || embd.dims[0] as usize != n_embd {
+            return Err(bad(
+                p,
+                format!("token_embd.weight has dims {:?}, expected [{n_embd}, n_vocab]", embd.dims),
+            ));
+        }
+        let n_vocab = embd.dims[1] as usize;
+        if let Some(v) = get_usize(f, &k("vocab_size"))? {
+            if v != n_vocab {
+                return Err(bad(p, format!("{arch}.vocab_size {v} != token_embd rows {n_vocab}")));
+            }
+        }
+        let hp = HParams {
+            arch,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim,
+            n_ff,
+            n_vocab,
+            n_ctx_train,
+            rope_base,
+            rms_eps,
+        };
+        hp.check_tensors(f)?;
+        Ok(hp)
+    }
+
+    /// Every tensor the decoder reads, with its expected dims `[ne0, ne1]` (or `[ne0]`).
+    pub fn expected_tensors(&self) -> Vec<(String, Vec<u64>)> {
+        let (e, q, kv, ff) = (
+            self.n_embd as u64,
+            (self.n_head * self.head_dim) as u64,
+            (self.n_head_kv * self.head_dim) as u64,
+            self.n_ff as u64,
+        );
+        let hd = self.head_dim as u64;
+        let mut v = vec![("token_embd.weight".to_string(), vec![e, self.n_vocab as u64])];
+        for l in 0..self.n_layer {
+            let b = |s: &str| format!("blk.{l}.{s}.weight");
+            v.push((b("attn_norm"), vec![e]));
+            v.push((b("attn_q"), vec![e, q]));
+            v.push((b("attn_k"), vec![e, kv]));
+            v.push((b("attn_v"), vec![e, kv]));
+            v.push((b("attn_output"), vec![q, e]));
+            v.push((b("attn_q_norm"), vec![hd]));
+            v.push((b("attn_k_norm"), vec![hd]));
+            v.push((b("ffn_norm"), vec![e]));
+            v.push((b("ffn_gate"), vec![e, ff]));
+            v.push((b("ffn_up"), vec![e, ff]));
+            v.push((b("ffn_down"), vec![ff, e]));
+        }
+        v.push(("output_norm.weight".to_string(), vec![e]));
+        v
+    }
+
+    fn check_tensors(&self, f: &GgufFile) -> Result<(), ModelError> {
+        let p = f.path();
+        let mut want = self.expected_tensors();
+        if f.tensor("output.weight").is_some() {
+            want.push(("output.weight".to_string(), vec![self.n_embd as u64, self.n_vocab as u64]));
+        }
+        for (name, dims) in want {
+            let t = f.tensor(&name).ok_or_else(|| bad(p, format!("missing tensor '{name}'")))?;
+            if t.dims != dims {
+                return Err(bad(
+                    p,
+                    format!("tensor '{name}' has dims {:?}, expected {dims:?}", t.dims),
+                ));
+            }
+            let ok = if dims.len() == 1 {
+                t.ty == GgmlType::F32
+            } else {
+                name == "token_embd.weight"
+                    || tiercheck_core::lane::WEIGHT_TYPES.contains(&t.ty)
+                    || t.ty == GgmlType::F32
+            };
+            if !ok {
+                return Err(bad(
+                    p,
+                    format!(
+                        "tensor '{name}' is {}; the decoder multiplies q4_0, q8_0, q4_K, q6_K (or f32) weights and reads f32 norms",
+                        t.ty.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,521 @@
+//! The decoder's elementwise and attention float kernels, per tier: ggml's CPU
+//! `ggml_vec_soft_max_f32`, `ggml_vec_swiglu_f32` (its SIMD `ggml_v_expf` /
+//! `ggml_v_silu`), `ggml_vec_dot_f32` (the attention `K·Q` and, for one token, `V·softmax`)
+//! and llamafile's tinyBLAS f32 tile (`V·softmax` for a batch of tokens), and the NeoX
+//! RoPE rotation `rotate_pairs` with the multiply-adds GCC fuses.
+//!
+//! Three flavours exist, because ggml compiles these loops differently per ISA:
+//!
+//! - [`ElemFlavour::X64`] — ggml's x64 tier (baseline x86-64: SSE2, no FMA, no SSE3), the
+//!   `ref` lane. `ggml_v_expf` in its `__SSE2__` form, four floats per vector, every
+//!   multiply-add rounded twice (`MADD128` = mul then add); the softmax sums each vector
+//!   as `(v0+v1)+(v2+v3)` (the shuffle / movehl path); `ggml_vec_dot_f32` is the scalar
+//!   loop (no `GGML_SIMD` without SSE3): each product rounded to f32, summed in f64; no
+//!   tinyBLAS for f32 (llamafile needs AVX or NEON); RoPE unfused.
+//! - [`ElemFlavour::Avx2`] — the haswell tier (AVX2+FMA): `ggml_v_expf` on eight floats
+//!   with fused multiply-adds; softmax vector sums `((v0+v4)+(v2+v6))+((v1+v5)+(v3+v7))`
+//!   (extract-high plus low, movehl, movehdup); `ggml_vec_dot_f32` with four 8-float FMA
+//!   accumulators over 32-float steps, reduced `(a0+a2)+(a1+a3)`, then low+high halves
+//!   and two `hadd`s; tinyBLAS `<8, __m256>` from two tokens on (one 8-float FMA
+//!   accumulator per output, the same 8-float horizontal sum as the softmax); RoPE with
+//!   the cos products fused (`fma(x0, cos, -(x1*sin))`, `fma(x1, cos, x0*sin)`, read off
+//!   the disassembly of the haswell library).
+//! - [`ElemFlavour::Neon`] — GCC-built aarch64: `ggml_v_expf` on four floats with
+//!   `vfmaq`/`vfmsq`; vector sums by `vaddvq_f32`, `(v0+v1)+(v2+v3)`; `ggml_vec_dot_f32`
+//!   with four 4-float FMA accumulators over 16-float steps, reduced `(a0+a2)+(a1+a3)` then
+//!   `vaddvq`; tinyBLAS `<4, float32x4_t>` from four tokens on; RoPE fused as on haswell
+//!   (the scalar NeoX loop of the aarch64 library: `fnmsub`/`fmadd`).
+//!
+//! Elements that do not fill a vector go through the scalar tail: `expf` from the C
+//! library (Rust's `f32::exp` calls the same glibc function ggml does). The decoder pads
+//! attention rows the way llama.cpp pads its KV cache (multiples of 256), so softmax and
+//! the attention dot products never reach a tail; SwiGLU reaches one only when the
+//! feed-forward width is not a multiple of the vector width.
+//!
+//! This module is the portable form of every flavour. Native SIMD versions live in the
+//! architecture crates and must give the same bits (see their tests).
+
+use crate::fp16;
+
+/// Which tier's elementwise loops to reproduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemFlavour {
+    /// ggml's x64 tier (SSE2, no FMA): the specification.
+    X64,
+    /// ggml's haswell tier (AVX2 + FMA).
+    Avx2,
+    /// GCC-built ggml for aarch64 (NEON, fused multiply-adds).
+    Neon,
+}
+
+impl ElemFlavour {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemFlavour::X64 => "x64-sse2",
+            ElemFlavour::Avx2 => "avx2-fma",
+            ElemFlavour::Neon => "neon-fma",
+        }
+    }
+
+    /// Floats per vector in `ggml_v_expf` / `ggml_v_silu`.
+    pub fn width(self) -> usize {
+        match self {
+            ElemFlavour::Avx2 => 8,
+            ElemFlavour::X64 | ElemFlavour::Neon => 4,
+        }
+    }
+
+    /// Whether the tier fuses multiply-adds in these loops.
+    pub fn fused(self) -> bool {
+        !matches!(self, ElemFlavour::X64)
+    }
+
+    /// Fewest activation rows (tokens) for which the tier multiplies f32 matrices with
+    /// llamafile's tinyBLAS instead of `ggml_vec_dot_f32`; `None` when it never does.
+    pub fn sgemm_min_rows(self) -> Option<usize> {
+        match self {
+            ElemFlavour::X64 => None,
+            ElemFlavour::Avx2 => Some(2),
+            ElemFlavour::Neon => Some(4),
+        }
+    }
+}
+
+/// The decoder's elementwise kernels of one flavour. Native implementations override
+/// the vector loops; [`PortableElem`] is the specification of each flavour.
+pub trait ElemOps: Sync + Send {
+    /// The flavour reproduced.
+    fn flavour(&self) -> ElemFlavour;
+
+    /// `ggml_vec_soft_max_f32`: `y[i] = exp(x[i] - max)`, returning the f64 sum.
+    fn soft_max(&self, y: &mut [f32], x: &[f32], max: f32) -> f64;
+
+    /// `ggml_vec_swiglu_f32`: `y[i] = silu(x[i]) * g[i]`.
+    fn swiglu(&self, y: &mut [f32], x: &[f32], g: &[f32]);
+
+    /// `ggml_vec_dot_f32` of two equally long rows.
+    fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32;
+
+    /// One output of llamafile's tinyBLAS f32 tile: the dot product of two rows whose
+    /// length is a multiple of the vector width. Only called where
+    /// [`ElemFlavour::sgemm_min_rows`] says the tier uses it.
+    fn sgemm_dot(&self, a: &[f32], b: &[f32]) -> f32;
+}
+
+/// The portable form of one flavour.
+#[derive(Debug)]
+pub struct PortableElem(pub ElemFlavour);
+
+/// Portable x64 elementwise kernels.
+pub static PORTABLE_X64: PortableElem = PortableElem(ElemFlavour::X64);
+/// Portable haswell elementwise kernels.
+pub static PORTABLE_AVX2: PortableElem = PortableElem(ElemFlavour::Avx2);
+/// Portable aarch64 elementwise kernels.
+pub static PORTABLE_NEON: PortableElem = PortableElem(ElemFlavour::Neon);
+
+/// The portable kernels of `flavour`.
+pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
+    match flavour {
+        ElemFlavour::X64 => &PORTABLE_X64,
+        ElemFlavour::Avx2 => &PORTABLE_AVX2,
+        ElemFlavour::Neon => &PORTABLE_NEON,
+    }
+}
+
+// The constants of ggml_v_expf (hex floats in the C source), as bit patterns; a unit
+// test recomputes each from its hex-float spelling.
+/// `0x1.8p23f`: adding it rounds to an integer in the low mantissa bits.
+pub const EXP_SHIFT: f32 = 12582912.0;
+/// `0x1.715476p+0f` (log2 e).
+pub const EXP_LOG2E: f32 = f32::from_bits(0x3FB8_AA3B);
+/// `0x1.62e4p-1f` (ln 2, high part).
+pub const EXP_LN2_HI: f32 = f32::from_bits(0x3F31_7200);
+/// `0x1.7f7d1cp-20f` (ln 2, low part).
+pub const EXP_LN2_LO: f32 = f32::from_bits(0x35BF_BE8E);
+/// `0x1.ffffecp-1f`.
+pub const EXP_C1: f32 = f32::from_bits(0x3F7F_FFF6);
+/// `0x1.fffdb6p-2f`.
+pub const EXP_C2: f32 = f32::from_bits(0x3EFF_FEDB);
+/// `0x1.555e66p-3f`.
+pub const EXP_C3: f32 = f32::from_bits(0x3E2A_AF33);
+/// `0x1.573e2ep-5f`.
+pub const EXP_C4: f32 = f32::from_bits(0x3D2B_9F17);
+/// `0x1.0e4020p-7f`.
+pub const EXP_C5: f32 = f32::from_bits(0x3C07_2010);
+
+#[inline(always)]
+fn madd(a: f32, b: f32, c: f32, fused: bool) -> f32 {
+    if fused {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// `c - a*b`, fused (`fnmadd` / `vfmsq`) or not.
+#[inline(always)]
+fn nmadd(a: f32, b: f32, c: f32, fused: bool) -> f32 {
+    if fused {
+        (-a).mul_add(b, c)
+    } else {
+        c - a * b
+    }
+}
+
+/// One lane of ggml's SIMD `ggml_v_expf` ("adapted from arm limited optimized
+/// routine"), in the operation order of the C source. `fused` selects the FMA forms
+/// (AVX2, NEON) or the SSE2 mul-then-add form. Lanes of one vector never interact, so
+/// this per-lane form gives the vector's bits (the vector-wide early return for "no
+/// lane out of range" computes `fma(j, k, k)`, which is also what the blended path
+/// keeps for in-range lanes).
+#[inline]
+pub fn v_expf(x: f32, fused: bool) -> f32 {
+    let z = madd(x, EXP_LOG2E, EXP_SHIFT, fused);
+    let n = z - EXP_SHIFT;
+    let b = nmadd(n, EXP_LN2_LO, nmadd(n, EXP_LN2_HI, x, fused), fused);
+    let e = z.to_bits().wrapping_shl(23);
+    let k = f32::from_bits(e.wrapping_add(1.0f32.to_bits()));
+    let u = b * b;
+    let j = madd(
+        madd(madd(EXP_C5, b, EXP_C4, fused), u, madd(EXP_C3, b, EXP_C2, fused), fused),
+        u,
+        EXP_C1 * b,
+        fused,
+    );
+    // |n| > 126 (an ordered compare: false for NaN).
+    if !(n.abs() > 126.0) {
+        return madd(j, k, k, fused);
+    }
+    let g: u32 = if n <= 0.0 { 0x8200_0000 } else { 0 };
+    let s1 = f32::from_bits(g.wrapping_add(0x7f00_0000));
+    let s2 = f32::from_bits(e.wrapping_sub(g));
+    if n.abs() > 192.0 {
+        s1 * s1
+    } else {
+        madd(s2, j, s2, fused) * s1
+    }
+}
+
+/// One lane of `ggml_v_silu`: `x / (1 + expf(0 - x))` with the vector `expf`.
+#[inline]
+pub fn v_silu(x: f32, fused: bool) -> f32 {
+    let e = v_expf(0.0 - x, fused);
+    x / (1.0 + e)
+}
+
+/// The scalar tail's `ggml_silu_f32`: `x / (1 + expf(-x))` with the C library's `expf`.
+#[inline]
+pub fn silu_scalar(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// Horizontal sum of one vector in the tier's order.
+#[inline]
+fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
+    match flavour {
+        // SSE2 shuffle/movehl (x64) and vaddvq (NEON): (v0+v1)+(v2+v3).
+        ElemFlavour::X64 | ElemFlavour::Neon => (v[0] + v[1]) + (v[2] + v[3]),
+        // _mm256: high + low, then movehl, then movehdup.
+        ElemFlavour::Avx2 => {
+            let w = [v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]];
+            (w[0] + w[2]) + (w[1] + w[3])
+        }
+    }
+}
+
+impl ElemOps for PortableElem {
+    fn flavour(&self) -> ElemFlavour {
+        self.0
+    }
+
+    fn soft_max(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
+        let flavour = self.0;
+        let w = flavour.width();
+        let fused = flavour.fused();
+        assert_eq!(y.len(), x.len(), "soft_max: lengths differ");
+        let n = x.len();
+        let mut sum = 0.0f64;
+        let mut i = 0;
+        let mut v = [0.0f32; 8];
+        while i + w <= n {
+            for l in 0..w {
+                v[l] = v_expf(x[i + l] - max, fused);
+                y[i + l] = v[l];
+            }
+            sum += hsum(flavour, &v[..w]) as f64;
+            i += w;
+        }
+        while i < n {
+            let val = (x[i] - max).exp();
+            sum += val as f64;
+            y[i] = val;
+            i += 1;
+        }
+        sum
+    }
+
+    fn swiglu(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
+        let w = self.0.width();
+        let fused = self.0.fused();
+        assert!(y.len() == x.len() && x.len() == g.len(), "swiglu: lengths differ");
+        let n = x.len();
+        let vec_end = n - n % w;
+        for i in 0..vec_end {
+            y[i] = v_silu(x[i], fused) * g[i];
+        }
+        for i in vec_end..n {
+            y[i] = silu_scalar(x[i]) * g[i];
+        }
+    }
+
+    fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
+        assert_eq!(x.len(), y.len(), "dot_f32: lengths differ");
+        match self.0 {
+            ElemFlavour::X64 => {
+                // No GGML_SIMD: each product rounded to f32, summed in f64.
+                let mut s = 0.0f64;
+                for (a, b) in x.iter().zip(y) {
+                    s += (a * b) as f64;
+                }
+                s as f32
+            }
+            ElemFlavour::Avx2 => dot_f32_simd::<8>(x, y, |acc| {
+                // acc[0]+=acc[2], acc[1]+=acc[3], acc[0]+=acc[1]; low + high halves;
+                // hadd, hadd.
+                let a: [f32; 8] =
+                    core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
+                let t = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
+                (t[0] + t[1]) + (t[2] + t[3])
+            }),
+            ElemFlavour::Neon => dot_f32_simd::<4>(x, y, |acc| {
+                let a: [f32; 4] =
+                    core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
+                (a[0] + a[1]) + (a[2] + a[3])
+            }),
+        }
+    }
+
+    fn sgemm_dot(&self, a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len(), "sgemm_dot: lengths differ");
+        let w = self.0.width();
+        assert!(a.len().is_multiple_of(w), "sgemm_dot: length not a multiple of {w}");
+        let mut acc = [0.0f32; 8];
+        for (ca, cb) in a.chunks_exact(w).zip(b.chunks_exact(w)) {
+            for l in 0..w {
+                acc[l] = ca[l].mul_add(cb[l], acc[l]);
+            }
+        }
+        match self.0 {
+            // X64 has no tinyBLAS; the x86 SSE form of hsum(__m128) is given for
+            // completeness and never reached through the decoder.
+            ElemFlavour::X64 | ElemFlavour::Neon => hsum(ElemFlavour::Neon, &acc[..4]),
+            ElemFlavour::Avx2 => hsum(ElemFlavour::Avx2, &acc),
+        }
+    }
+}
+
+/// `ggml_vec_dot_f32` with `GGML_F32_ARR = 4` accumulators of `W` floats over steps of
+/// `4*W` floats (`sum[j] = fma(x, y, sum[j])`), `reduce` for the accumulators, then the
+/// leftovers added one fused product at a time in f32 (GCC contracts
+/// `sumf += x[i]*y[i]` on these tiers).
+#[inline]
+fn dot_f32_simd<const W: usize>(
+    x: &[f32],
+    y: &[f32],
+    reduce: impl Fn(&[[f32; W]; 4]) -> f32,
+) -> f32 {
+    let step = 4 * W;
+    let n = x.len();
+    let np = n - n % step;
+    let mut acc = [[0.0f32; W]; 4];
+    let mut i = 0;
+    while i < np {
+        for j in 0..4 {
+            for l in 0..W {
+                let o = i + j * W + l;
+                acc[j][l] = x[o].mul_add(y[o], acc[j][l]);
+            }
+        }
+        i += step;
+    }
+    let mut s = reduce(&acc);
+    for o in np..n {
+        s = x[o].mul_add(y[o], s);
+    }
+    s
+}
+
+/// RMSNorm of one row as ggml's `rms_norm_f32` computes it, times `w` (the fused or
+/// separate `ggml_mul`, same bits): `sum += (f64)(x*x)` with the product in f32,
+/// `mean = (f32)(sum/n)`, `scale = 1/sqrtf(mean + eps)`, `y = x*scale*w`.
+pub fn rms_norm_mul(y: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
+    assert!(y.len() == x.len() && x.len() == w.len(), "rms_norm: lengths differ");
+    let mut sum = 0.0f64;
+    for &v in x {
+        sum += (v * v) as f64;
+    }
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0f32 / (mean + eps).sqrt();
+    for i in 0..x.len() {
+        y[i] = x[i] * scale * w[i];
+    }
+}
+
+/// ggml's RoPE cache for one position (`ggml_rope_cache_init` with no frequency
+/// factors, no YaRN, `mscale = 1`): `theta` starts at the position and is multiplied by
+/// `theta_scale = powf(base, -2/n_dims)` after each pair; `cos`/`sin` come from the C
+/// library (`sincosf`, which equals `cosf`/`sinf`). Returns `[cos, sin]` pairs.
+pub fn rope_cache(pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
+    let theta_scale = freq_base.powf(-2.0f32 / n_dims as f32);
+    let mut theta = pos as f32;
+    let mut cache = Vec::with_capacity(n_dims / 2);
+    for _ in 0..n_dims / 2 {
+        // rope_yarn with ext_factor 0 and freq_scale 1: theta_interp = 1*theta.
+        let t = 1.0f32 * theta;
+        cache.push([t.cos() * 1.0, t.sin() * 1.0]);
+        theta *= theta_scale;
+    }
+    cache
+}
+
+/// NeoX rotation of one head (`rotate_pairs` with `n_offset = n_dims/2`), in place.
+/// `fused` reproduces GCC's contraction on FMA targets: the cos products are fused,
+/// the sin products rounded.
+pub fn rope_neox(x: &mut [f32], cache: &[[f32; 2]], fused: bool) {
+    let half = x.len() / 2;
+    assert_eq!(cache.len(), half, "rope: cache/head size mismatch");
+    for ic in 0..half {
+        let [c, s] = cache[ic];
+        let x0 = x[ic];
+        let x1 = x[ic + half];
+        if fused {
+            x[ic] = x0.mul_add(c, -(x1 * s));
+            x[ic + half] = x1.mul_add(c, x0 * s);
+        } else {
+            x[ic] = x0 * c - x1 * s;
+            x[ic + half] = x0 * s + x1 * c;
+        }
+    }
+}
+
+/// Round an f32 to bf16 and back (ggml's `GGML_FP32_TO_BF16`: round to nearest even,
+/// NaN quieted), for a bf16 residual stream.
+pub fn round_bf16(x: f32) -> f32 {
+    fp16::bf16_bits_to_f32(fp16::f32_to_bf16_bits(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `mant24 * 2^(exp - 24)` for a hex float `0x1.<6 hex digits>p<exp>`.
+    fn hexf(mant: u32, exp: i32) -> f32 {
+        let v = ((1u64 << 24) | mant as u64) as f64 * 2f64.powi(exp - 24);
+        let f = v as f32;
+        assert_eq!(f as f64, v, "hex float not exact in f32");
+        f
+    }
+
+    #[test]
+    fn expf_constants_match_their_hex_spelling() {
+        assert_eq!(EXP_SHIFT, hexf(0x800000, 23));
+        assert_eq!(EXP_LOG2E, hexf(0x715476, 0));
+        assert_eq!(EXP_LN2_HI, hexf(0x62e400, -1));
+        assert_eq!(EXP_LN2_LO, hexf(0x7f7d1c, -20));
+        assert_eq!(EXP_C1, hexf(0xffffec, -1));
+        assert_eq!(EXP_C2, hexf(0xfffdb6, -2));
+        assert_eq!(EXP_C3, hexf(0x555e66, -3));
+        assert_eq!(EXP_C4, hexf(0x573e2e, -5));
+        assert_eq!(EXP_C5, hexf(0x0e4020, -7));
+    }
+
+    #[test]
+    fn v_expf_is_close_to_exp_and_handles_ranges() {
+        for fused in [false, true] {
+            // Normal results only (below -87.3 they are subnormal and lose relative
+            // precision by design).
+            let mut x = -87.0f32;
+            while x < 88.0 {
+                let got = v_expf(x, fused) as f64;
+                let want = (x as f64).exp();
+                // "the maximum error is 1.45358 plus 0.5 ulps": allow 2 ulps relative.
+                assert!(
+                    ((got - want) / want).abs() <= 2.0 * f32::EPSILON as f64,
+                    "x={x} got={got} want={want} fused={fused}"
+                );
+                x += 0.0137;
+            }
+            assert_eq!(v_expf(f32::NEG_INFINITY, fused), 0.0);
+            assert_eq!(v_expf(-200.0, fused), 0.0);
+            assert_eq!(v_expf(200.0, fused), f32::INFINITY);
+            assert_eq!(v_expf(0.0, fused), 1.0);
+        }
+    }
+
+    #[test]
+    fn fused_and_unfused_expf_differ_somewhere() {
+        // The SSE2 (x64) and FMA forms are different functions: a lane that claimed
+        // one while computing the other would be caught by this difference.
+        let mut differ = 0;
+        let mut x = -20.0f32;
+        while x < 20.0 {
+            if v_expf(x, true).to_bits() != v_expf(x, false).to_bits() {
+                differ += 1;
+            }
+            x += 0.001;
+        }
+        assert!(differ > 0);
+    }
+
+    #[test]
+    fn dot_flavours_agree_with_exact_within_rounding() {
+        let x: Vec<f32> = (0..100).map(|i| ((i * 37 % 17) as f32 - 8.0) * 0.13).collect();
+        let y: Vec<f32> = (0..100).map(|i| ((i * 11 % 13) as f32 - 6.0) * 0.07).collect();
+        let exact: f64 = x.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
+        let abs: f64 = x.iter().zip(&y).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+        for f in [ElemFlavour::X64, ElemFlavour::Avx2, ElemFlavour::Neon] {
+            let got = portable(f).dot_f32(&x, &y) as f64;
+            assert!((got - exact).abs() <= 100.0 * f32::EPSILON as f64 * abs, "{f:?}");
+        }
+        let g = portable(ElemFlavour::Avx2).sgemm_dot(&x[..96], &y[..96]) as f64;
+        let e: f64 = x[..96].iter().zip(&y[..96]).map(|(a, b)| *a as f64 * *b as f64).sum();
+        assert!((g - e).abs() <= 100.0 * f32::EPSILON as f64 * abs);
+    }
+
+    #[test]
+    fn softmax_sums_match_the_outputs() {
+        let x: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 5.0).collect();
+        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for f in [ElemFlavour::X64, ElemFlavour::Avx2, ElemFlavour::Neon] {
+            let mut y = vec![0.0; x.len()];
+            let s = portable(f).soft_max(&mut y, &x, max);
+            let direct: f64 = y.iter().map(|&v| v as f64).sum();
+            assert!((s - direct).abs() <= 1e-6 * direct, "{f:?}");
+            assert!(y.iter().all(|&v| v > 0.0 && v <= 1.0));
+        }
+    }
+
+    #[test]
+    fn rms_norm_of_constant_row_is_near_weight() {
+        let x = vec![3.0f32; 64];
+        let w: Vec<f32> = (0..64).map(|i| 1.0 + i as f32 * 0.01).collect();
+        let mut y = vec![0.0; 64];
+        rms_norm_mul(&mut y, &x, &w, 1e-6);
+        for (a, b) in y.iter().zip(&w) {
+            assert!((a - b).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn rope_at_position_zero_is_identity_and_preserves_norm() {
+        let mut x: Vec<f32> = (0..64).map(|i| i as f32 * 0.1 - 3.0).collect();
+        let orig = x.clone();
+        rope_neox(&mut x, &rope_cache(0, 64, 1e6), true);
+        assert_eq!(x, orig);
+        rope_neox(&mut x, &rope_cache(17, 64, 1e6), false);
+        let n0: f64 = orig.iter().map(|v| (*v as f64).powi(2)).sum();
+        let n1: f64 = x.iter().map(|v| (*v as f64).powi(2)).sum();
+        assert!((n0 - n1).abs() < 1e-4 * n0);
+    }
+}
