@@ -15,6 +15,7 @@
 pub mod decoder;
 pub mod hparams;
 pub mod run;
+pub mod tapdiff;
 
 use std::path::{Path, PathBuf};
 
