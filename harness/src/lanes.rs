@@ -121,3 +121,31 @@ pub fn choose(lane: &'static Lane, imp: Impl) -> Result<Chosen, String> {
         }),
     }
 }
+
+/// The elementwise and attention kernels of a chosen lane implementation: the portable
+/// form of the lane's [`tiercheck_core::elem::ElemFlavour`], or its native SIMD form
+/// where the architecture crate has one and the CPU runs it.
+pub fn elem_ops(chosen: &Chosen) -> &'static dyn tiercheck_core::elem::ElemOps {
+    let flavour = chosen.lane.recipe.elem;
+    if chosen.native {
+        if let Some(n) = native_elem(flavour) {
+            return n;
+        }
+    }
+    tiercheck_core::elem::portable(flavour)
+}
+
+/// The native elementwise kernels of `flavour` where this build has them and the CPU
+/// runs them (runtime detection in the architecture crate).
+fn native_elem(
+    flavour: tiercheck_core::elem::ElemFlavour,
+) -> Option<&'static dyn tiercheck_core::elem::ElemOps> {
+    use tiercheck_core::elem::{ElemFlavour, ElemOps};
+    match flavour {
+        #[cfg(target_arch = "x86_64")]
+        ElemFlavour::Avx2 => tiercheck_x86_64::elem::kernels().map(|k| k as &'static dyn ElemOps),
+        #[cfg(target_arch = "aarch64")]
+        ElemFlavour::Neon => tiercheck_aarch64::elem::kernels().map(|k| k as &'static dyn ElemOps),
+        _ => None,
+    }
+}

@@ -2,11 +2,14 @@
 
 pub mod atomic_write;
 pub mod compare;
+pub mod embedded;
 pub mod gen;
 pub mod gguf;
 pub mod golden;
 pub mod host;
 pub mod lanes;
+pub mod matrix;
+pub mod model;
 pub mod model_quant;
 pub mod oracle;
 pub mod provenance;

@@ -3,9 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod cli_model;
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use tiercheck::embedded;
 use tiercheck::gguf::GgufFile;
 use tiercheck::gguf::MetaValue;
 use tiercheck::golden::{self, GoldenDir};
@@ -28,6 +31,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: run the decoder on every lane and print how each agrees with `ref`.
+    ///
+    /// Every lane runs natively where this host can, under qemu-aarch64 for aarch64 lanes
+    /// when qemu and the cross-built binary are there, else as its portable twin (the
+    /// table says which). One row per lane: per prompt, the greedy tokens agreeing with
+    /// `ref`, the first divergent step and ref's top-1/top-2 gap there; wall time.
+    Matrix(cli_model::MatrixArgs),
+    /// Run the decoder on one lane and write per-step, per-layer traces.
+    Run(cli_model::RunArgs),
     /// List the known lanes, which ones this host runs natively, and its CPU features.
     Lanes,
     /// Inspect, dequantize and quantize GGUF files.
@@ -40,7 +52,10 @@ enum Command {
     ///
     /// Refused when CI is set. Each lane's outputs come from its own kernels (native where
     /// this host runs them, else the portable twin) and must pass the tolerance check
-    /// against ref. Writes are atomic. Prints what changed per lane.
+    /// against ref. Without --filter, the lane's model golden (the embedded model's tokens
+    /// and tap digests, golden/model/lanes/) is refreshed too, and only when the native
+    /// kernels and the portable twin agree bitwise. Writes are atomic. Prints what changed
+    /// per lane.
     Bless {
         /// Only this lane (default: every lane).
         #[arg(long)]
@@ -95,6 +110,24 @@ enum GoldenCommand {
     GenInputs,
     /// Check every golden file against its manifest and report any corruption.
     Verify,
+    /// Build the embedded model (golden/model/recipe.toml) into the cache and print its path.
+    ///
+    /// The file goes to <cache>/model/<sha256>.gguf and must have the sha256 the recipe
+    /// records; a verified cached file is reused. Writes are atomic.
+    Model {
+        /// Cache folder (default: $TIERCHECK_CACHE, else ~/.cache/tiercheck).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Recipe file (default: golden/model/recipe.toml).
+        #[arg(long)]
+        recipe: Option<PathBuf>,
+        /// Regenerate even when a verified file is cached.
+        #[arg(long)]
+        force: bool,
+        /// Record the generated file's sha256 in the recipe (refused when CI is set).
+        #[arg(long)]
+        bless: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -142,6 +175,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Matrix(a) => cli_model::cmd_matrix(a),
+        Command::Run(a) => cli_model::cmd_run(a),
         Command::Lanes => cmd_lanes(),
         Command::Gguf(GgufCommand::Info { file, full }) => cmd_info(&file, full),
         Command::Gguf(GgufCommand::Dequant { file, tensor, out }) => {
@@ -152,6 +187,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Golden(GoldenCommand::GenInputs) => cmd_gen_inputs(),
         Command::Golden(GoldenCommand::Verify) => cmd_verify(),
+        Command::Golden(GoldenCommand::Model { cache, recipe, force, bless }) => {
+            cmd_model(embedded::BuildOptions { recipe, cache, force, bless })
+        }
         Command::Bless { lane, filter } => cmd_bless(lane.as_deref(), filter.as_deref()),
         Command::Targets { triple, shell } => cmd_targets(triple.as_deref(), shell),
         Command::Matmul { lane, imp, gguf, tensor, input, out, threads } => {
@@ -184,6 +222,29 @@ fn cmd_verify() -> Result<()> {
     Ok(())
 }
 
+fn cmd_model(opts: embedded::BuildOptions) -> Result<()> {
+    let bless = opts.bless;
+    let built = embedded::build(&opts)?;
+    if built.generated {
+        eprintln!(
+            "generated {} ({:.1} MB) in {:.1} s",
+            built.path.display(),
+            built.bytes as f64 / 1e6,
+            built.seconds
+        );
+    } else {
+        eprintln!("reused {} (sha256 verified)", built.path.display());
+    }
+    match &built.blessed_from {
+        Some(Some(old)) => eprintln!("recipe sha256: {old} -> {}", built.sha256),
+        Some(None) => eprintln!("recipe sha256 recorded: {}", built.sha256),
+        None if bless => eprintln!("recipe sha256 already up to date"),
+        None => {}
+    }
+    println!("{}", built.path.display());
+    Ok(())
+}
+
 fn cmd_bless(lane: Option<&str>, filter: Option<&str>) -> Result<()> {
     if !golden::bless::allowed() {
         bail!("refusing to refresh goldens under CI (the CI environment variable is set)");
@@ -197,6 +258,9 @@ fn cmd_bless(lane: Option<&str>, filter: Option<&str>) -> Result<()> {
     for lane in selected {
         let summary = golden::bless::bless_lane(&dir, lane, filter, &inputs)?;
         print!("{summary}");
+        if filter.is_none() {
+            print!("{}", golden::model::bless_lane(dir.root(), lane)?);
+        }
     }
     Ok(())
 }

@@ -197,6 +197,18 @@ pub fn quantize_file(
     out: &Path,
     scheme: Scheme,
 ) -> Result<Vec<TensorPlan>, QuantizeError> {
+    let (w, plans) = quantize(input, scheme)?;
+    w.write_file(out)?;
+    Ok(plans)
+}
+
+/// Quantize `input` in memory: the writer of the result (unwritten; tensors kept as they
+/// are borrow from `input`) and the plan that was applied. [`quantize_file`] is this
+/// followed by an atomic write.
+pub fn quantize(
+    input: &GgufFile,
+    scheme: Scheme,
+) -> Result<(GgufWriter<'_>, Vec<TensorPlan>), QuantizeError> {
     let plans = plan(input, scheme)?;
     let mut w = GgufWriter::new();
     w.set_version(input.version())?;
@@ -230,8 +242,7 @@ pub fn quantize_file(
             })?;
         w.add_tensor(t.name.clone(), &t.dims, p.to, q)?;
     }
-    w.write_file(out)?;
-    Ok(plans)
+    Ok((w, plans))
 }
 
 #[cfg(test)]

@@ -261,3 +261,66 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
     assert!(e.contains("bad.safetensors"), "{e}");
     assert!(!Path::new(&f.p("y.safetensors")).exists());
 }
+
+/// A small valid embedded-model recipe without a sha256.
+const TINY_RECIPE: &str = r#"
+architecture = "qwen3"
+name = "tiny"
+n_embd = 512
+n_layer = 1
+n_head = 8
+n_head_kv = 2
+head_dim = 64
+n_ff = 256
+n_vocab = 64
+context_length = 64
+rope_freq_base = 1000000.0
+rms_eps = 1e-6
+seed = 3
+embd_std = 0.5
+norm_noise_std = 0.05
+logit_std = 3.0
+quantization = "q4_k_m"
+sha256 = ""
+"#;
+
+#[test]
+fn golden_model_blesses_builds_and_reuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.toml");
+    std::fs::write(&recipe, TINY_RECIPE).unwrap();
+    let cache = dir.path().join("cache");
+    let args = ["golden", "model", "--recipe", recipe.to_str().unwrap()];
+    let args: Vec<&str> = args.into_iter().chain(["--cache", cache.to_str().unwrap()]).collect();
+    let run = |extra: &[&str], ci: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tiercheck"));
+        c.args(&args).args(extra);
+        match ci {
+            Some(v) => c.env("CI", v),
+            None => c.env_remove("CI"),
+        };
+        c.output().expect("run tiercheck")
+    };
+    let err = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    let out = run(&[], None);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("no sha256 recorded") && err(&out).contains("--bless"));
+    let out = run(&["--bless"], Some("1"));
+    assert!(!out.status.success());
+    assert!(err(&out).contains("refusing to rewrite"), "{}", err(&out));
+
+    let out = run(&["--bless"], None);
+    assert!(out.status.success(), "{}", err(&out));
+    let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    let sha = text.lines().find_map(|l| l.strip_prefix("sha256 = \"")).unwrap();
+    let sha = sha.trim_end_matches('"');
+    assert_eq!(path, cache.join("model").join(format!("{sha}.gguf")));
+    assert_eq!(GgufFile::open(&path).unwrap().get_str("general.name").unwrap(), "tiny");
+
+    let out = run(&[], Some("1"));
+    assert!(out.status.success(), "{}", err(&out));
+    assert!(err(&out).contains("reused"), "{}", err(&out));
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), path.to_str().unwrap());
+}

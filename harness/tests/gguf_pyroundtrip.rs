@@ -15,6 +15,7 @@ use std::process::{Command, ExitCode};
 use libtest_mimic::{Arguments, Completion, Trial};
 
 use serde_json::{json, Value};
+use tiercheck::embedded;
 use tiercheck::gguf::{GgmlType, GgufFile, GgufWriter, MetaArray, MetaValue, MetaValueType};
 use tiercheck::oracle::OracleConfig;
 
@@ -24,6 +25,9 @@ use tiercheck::oracle::OracleConfig;
 /// `.types` present them.
 ///
 /// `write PATH`: writes a reference file with `GGUFWriter`.
+///
+/// `model PATH`: metadata keys, scalar values and, per tensor, type, dims and the sha256
+/// of its bytes and of its values dequantized by gguf-py (little-endian f32).
 const SCRIPT: &str = r#"
 import json, struct, sys
 import numpy as np
@@ -91,7 +95,26 @@ def write(path):
     w.write_tensors_to_file()
     w.close()
 
-{"dump": dump, "write": write}[sys.argv[1]](sys.argv[2])
+def model(path):
+    import hashlib
+    r = gguf.GGUFReader(path)
+    tensors = []
+    for t in r.tensors:
+        values = gguf.quants.dequantize(t.data, t.tensor_type).astype("<f4", copy=False)
+        tensors.append({
+            "name": t.name,
+            "type": int(t.tensor_type),
+            "dims": [int(d) for d in t.shape],
+            "n_bytes": int(t.n_bytes),
+            "data_sha256": hashlib.sha256(t.data.tobytes()).hexdigest(),
+            "f32_sha256": hashlib.sha256(values.tobytes()).hexdigest(),
+        })
+    keys = [name for name in r.fields if not name.startswith("GGUF.")]
+    scalars = {k: r.fields[k].contents() for k in keys
+               if isinstance(r.fields[k].contents(), (int, float, str))}
+    json.dump({"keys": keys, "scalars": scalars, "tensors": tensors}, sys.stdout)
+
+{"dump": dump, "write": write, "model": model}[sys.argv[1]](sys.argv[2])
 "#;
 
 /// The Python with gguf-py, from the oracle configuration (`TIERCHECK_PYTHON` or the
@@ -105,6 +128,7 @@ fn main() -> ExitCode {
     let trials = vec![
         trial("gguf-py/gguf_py_writer_is_read_by_us", gguf_py_writer_is_read_by_us),
         trial("gguf-py/our_writer_is_read_by_gguf_py", our_writer_is_read_by_gguf_py),
+        trial("gguf-py/embedded_model_is_read_by_gguf_py", embedded_model_is_read_by_gguf_py),
     ];
     libtest_mimic::run(&args, trials).exit_code()
 }
@@ -361,5 +385,47 @@ fn gguf_py_writer_is_read_by_us(python: &Path) {
     assert_eq!(f.tensor_data(q), &expect[..]);
     for t in f.tensors() {
         assert!((f.data_offset() + t.offset).is_multiple_of(64));
+    }
+}
+
+/// The embedded model (built into the cache by `ensure_model`) reads in gguf-py with our
+/// keys, scalar values, types, shapes and bytes, and gguf-py's dequantization of every
+/// tensor equals ours bit for bit.
+fn embedded_model_is_read_by_gguf_py(python: &Path) {
+    let path = embedded::ensure_model(None).unwrap();
+    let ours = GgufFile::open(&path).unwrap();
+    let py: Value = serde_json::from_str(&run_py(python, "model", &path)).expect("JSON");
+    let keys: Vec<&str> = ours.metadata().iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(py["keys"], json!(keys));
+    for (key, value) in ours.metadata() {
+        let want = match value {
+            MetaValue::String(s) => json!(s),
+            MetaValue::F32(x) => json!(f64::from(*x)),
+            v => match v.to_u64() {
+                Some(n) => json!(n),
+                None => continue,
+            },
+        };
+        assert_eq!(py["scalars"][key], want, "{key}");
+    }
+    let tensors = py["tensors"].as_array().expect("tensors");
+    assert_eq!(tensors.len(), ours.tensors().len());
+    for (t, info) in tensors.iter().zip(ours.tensors()) {
+        let name = &info.name;
+        assert_eq!(t["name"], json!(name));
+        assert_eq!(t["type"], json!(info.ty.id()), "type of {name}");
+        // `ReaderTensor.shape` is in ggml order, ne0 first.
+        assert_eq!(t["dims"], json!(info.dims), "dims of {name}");
+        let data = ours.tensor_data(info);
+        assert_eq!(t["n_bytes"], json!(data.len()), "n_bytes of {name}");
+        assert_eq!(t["data_sha256"], json!(embedded::sha256_hex(data)), "bytes of {name}");
+        let mut values = vec![0f32; info.n_elements() as usize];
+        tiercheck_core::blocks::dequantize(info.ty, data, &mut values).unwrap();
+        let f32_bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(
+            t["f32_sha256"],
+            json!(embedded::sha256_hex(&f32_bytes)),
+            "dequantized values of {name}"
+        );
     }
 }

@@ -159,6 +159,7 @@ static SKEWED: Lane = Lane {
         contraction: Contraction::None,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        elem: tiercheck_core::elem::ElemFlavour::X64,
     },
     portable: &Skewed,
 };

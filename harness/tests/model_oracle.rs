@@ -56,7 +56,7 @@ fn forced_ids(n: usize) -> Vec<u32> {
     let mut x = 12345u32;
     while ids.len() < n {
         x = x.wrapping_mul(1103515245).wrapping_add(12345);
-        ids.push((x >> 8) % recipe.n_vocab as u32);
+        ids.push((x >> 8) % recipe.n_vocab);
     }
     ids
 }

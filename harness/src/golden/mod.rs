@@ -7,13 +7,15 @@
 //! - [`run`]: running one case on one lane implementation;
 //! - [`check`]: the bitwise, twin and tolerance checks;
 //! - [`exact`]: exact dot products and rigorous float error bounds;
-//! - [`bless`]: refreshing goldens ("bless").
+//! - [`bless`]: refreshing goldens ("bless");
+//! - [`model`]: the decoder's per-lane goldens (tokens and tap digests).
 
 pub mod bless;
 pub mod cases;
 pub mod check;
 pub mod exact;
 pub mod manifest;
+pub mod model;
 pub mod output;
 pub mod run;
 pub mod store;

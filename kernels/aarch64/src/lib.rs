@@ -11,6 +11,7 @@
 
 #![cfg(target_arch = "aarch64")]
 
+pub mod elem;
 pub mod i8mm_repack;
 pub mod neon;
 pub mod neon_repack;

@@ -18,13 +18,14 @@
 //!   accumulators over 32-float steps, reduced `(a0+a2)+(a1+a3)`, then low+high halves
 //!   and two `hadd`s; tinyBLAS `<8, __m256>` from two tokens on (one 8-float FMA
 //!   accumulator per output, the same 8-float horizontal sum as the softmax); RoPE with
-//!   the cos products fused (`fma(x0, cos, -(x1*sin))`, `fma(x1, cos, x0*sin)`, read off
-//!   the disassembly of the haswell library).
+//!   the `x0` products fused (`fma(x0, cos, -(x1*sin))`, `fma(x0, sin, x1*cos)`, read off
+//!   the disassembly of the haswell library and confirmed against llama.cpp).
 //! - [`ElemFlavour::Neon`] — GCC-built aarch64: `ggml_v_expf` on four floats with
 //!   `vfmaq`/`vfmsq`; vector sums by `vaddvq_f32`, `(v0+v1)+(v2+v3)`; `ggml_vec_dot_f32`
 //!   with four 4-float FMA accumulators over 16-float steps, reduced `(a0+a2)+(a1+a3)` then
 //!   `vaddvq`; tinyBLAS `<4, float32x4_t>` from four tokens on; RoPE fused as on haswell
-//!   (the scalar NeoX loop of the aarch64 library: `fnmsub`/`fmadd`).
+//!   (the scalar NeoX loop of the aarch64 library: `fnmsub`/`fmadd` on the `x0`
+//!   products).
 //!
 //! Elements that do not fill a vector go through the scalar tail: `expf` from the C
 //! library (Rust's `f32::exp` calls the same glibc function ggml does). The decoder pads
@@ -183,7 +184,8 @@ pub fn v_expf(x: f32, fused: bool) -> f32 {
         EXP_C1 * b,
         fused,
     );
-    // |n| > 126 (an ordered compare: false for NaN).
+    // |n| > 126 (an ordered compare: false for NaN, which takes the early return).
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     if !(n.abs() > 126.0) {
         return madd(j, k, k, fused);
     }
@@ -380,8 +382,11 @@ pub fn rope_cache(pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
 }
 
 /// NeoX rotation of one head (`rotate_pairs` with `n_offset = n_dims/2`), in place.
-/// `fused` reproduces GCC's contraction on FMA targets: the cos products are fused,
-/// the sin products rounded.
+/// `fused` reproduces GCC's contraction on FMA targets, read off the disassembly of
+/// both the haswell and the aarch64 libraries (`vfmsub231ss`/`vfmadd132ss`,
+/// `fnmsub`/`fmadd`) and confirmed bitwise against llama.cpp's haswell tier: in each of
+/// `x0*cos - x1*sin` and `x0*sin + x1*cos` the `x0` product is fused and the `x1`
+/// product rounded first.
 pub fn rope_neox(x: &mut [f32], cache: &[[f32; 2]], fused: bool) {
     let half = x.len() / 2;
     assert_eq!(cache.len(), half, "rope: cache/head size mismatch");
@@ -391,7 +396,7 @@ pub fn rope_neox(x: &mut [f32], cache: &[[f32; 2]], fused: bool) {
         let x1 = x[ic + half];
         if fused {
             x[ic] = x0.mul_add(c, -(x1 * s));
-            x[ic + half] = x1.mul_add(c, x0 * s);
+            x[ic + half] = x0.mul_add(s, x1 * c);
         } else {
             x[ic] = x0 * c - x1 * s;
             x[ic + half] = x0 * s + x1 * c;

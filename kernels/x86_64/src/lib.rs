@@ -17,5 +17,6 @@
 pub mod avx2;
 pub mod avx2_repack;
 pub mod avx512;
+pub mod elem;
 
 mod detect;

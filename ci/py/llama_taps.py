@@ -1,0 +1,647 @@
+#!/usr/bin/env python3
+# llama_taps.py: the llama.cpp oracle. Runs a GGUF model (qwen3) through the real llama.cpp,
+# built by ci/oracle for the haswell CPU tier only (AVX2+FMA+F16C+BMI2, no AVX-512), and
+# writes the per-layer tensors of the run as a trace (docs/TRACES.md), producer
+# `llama.cpp-haswell`.
+#
+#   llama_taps.py --lib DIR --model FILE.gguf --ids 1,2,3 --mode decode|prompt \
+#       --out TRACE.safetensors [--threads N] [--no-repack] [--steps N] [--verbose]
+#
+# DIR is ci/oracle's `TIERCHECK_ORACLE_LLAMA` (…/ggml-0.3.36/llama-haswell/lib): libllama.so
+# with libggml.so, libggml-base.so and libggml-cpu.so beside it (RUNPATH $ORIGIN). Run with
+# the oracle venv's python (numpy; no llama-cpp-python, no safetensors package needed).
+#
+# What it does:
+#   - Plain ctypes against llama.h / ggml.h of the vendored llama.cpp (llama-cpp-python
+#     0.3.36 sdist, llama.cpp 0c1e570, ggml 0.25.3). The struct mirrors below were checked
+#     field by field against that header with a C program (offsetof/sizeof):
+#       ggml_tensor 336 bytes: type@0 buffer@8 ne[4]@16 nb[4]@48 op@80 op_params[16]@84
+#         flags@148 src[10]@152 view_src@232 view_offs@240 data@248 name[64]@256 extra@320
+#         (GGML_MAX_DIMS 4, GGML_MAX_SRC 10, GGML_MAX_NAME 64, GGML_MAX_OP_PARAMS 64);
+#       llama_model_params 80, llama_context_params 160 (cb_eval@88, type_k@104,
+#         flash_attn_type@52), llama_batch 56, llama_model_quantize_params 64.
+#     At run time it re-checks what it can: sizeof(ggml_tensor) = ggml_tensor_overhead() -
+#     sizeof(ggml_object) (32), the name offset against ggml_get_name(), and the default
+#     values of the parameter structs (a shifted field would show there).
+#   - Model: llama_model_load_from_file, CPU only; `use_extra_bufts` on (weight repacking,
+#     e.g. Q4_K -> q4_K_8x8 on AVX2) unless --no-repack.
+#   - Context: n_ctx = n_batch = n_ubatch = 512, flash attention DISABLED, K and V cache
+#     F32, a cb_eval callback, logits requested for every token.
+#   - cb_eval: ggml's scheduler asks (ask=true) about every graph node in order; the script
+#     answers true for the taps of docs/TRACES.md and is called again (ask=false) once that
+#     node is computed, and copies it out with ggml_backend_tensor_get (strided gather for
+#     non-contiguous views; F32 only). Several nodes carry the same name (llama.cpp names the
+#     Q matmul, its reshape and the post-RoPE node all `Qcur-L`; the same for Kcur and Vcur):
+#     the LAST one computed wins, i.e. the post-RoPE value. Nodes that are not asked for are
+#     computed together with the next asked-for one, so graph fusions between unasked nodes
+#     (ggml-cpu fuses RMS_NORM + MUL) still happen; nodes named `norm-L` (the bare RMSNorm)
+#     are never asked for.
+#   - llama.cpp names the token-embedding node `embd`; it is stored as the trace tap
+#     `inp_embd` (see TAP_ALIASES). In the last layer llama.cpp inserts get_rows(out_ids)
+#     before `ffn_inp` (all rows are outputs here, so it keeps every row).
+#   - Teacher forcing: mode `decode` calls llama_decode once per id (positions 0..n-1, one
+#     row each); mode `prompt` calls it once with all ids (one step, n rows). --steps N then
+#     continues greedily with N single-token steps (argmax of the last logits row, ties to
+#     the lowest id).
+#   - Every row of `result_output` must equal llama_get_logits_ith bitwise (the logits
+#     llama.cpp hands out are copied from that very node); the script fails otherwise.
+#   - Trace metadata: producer, model_sha256, mode, prompt_ids, repack, threads, arch, plus
+#     llama.n_kv (the KV lengths the attention ran over, from the `kq-L` nodes: llama.cpp
+#     pads n_kv to a multiple of 256, capped at n_ctx, so 256 up to position 255, then
+#     512; masked positions are -inf before the softmax) and llama.repacked (JSON: weight
+#     name -> repack layout, from ggml-cpu's log, e.g. q4_K_8x8; Q6_K and Q8_0 have no AVX2
+#     repack layout and stay plain).
+#
+# Measured with this script on random 2-layer qwen3 GGUFs (hidden 512, F32/Q8_0/Q4_K_M):
+#   - every tap matches a layer-local float64 numpy recomputation from the previous taps to
+#     ~4e-7 relative (F32 weights), so the tap semantics above hold (Qcur/Kcur post-RoPE);
+#   - logits with and without cb_eval are bitwise equal; 1 and 2 threads are bitwise equal;
+#   - ggml-cpu still fuses RMS_NORM + MUL under this cb_eval (9 fused calls, the same count
+#     as without a callback, for 2 layers), and GGML_CPU_DISABLE_FUSION=1 gives bitwise
+#     identical taps anyway: the fused kernel computes (x*scale)*w like the unfused pair.
+import argparse
+import ctypes as C
+import hashlib
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_io  # noqa: E402
+
+PRODUCER = "llama.cpp-haswell"
+N_CTX = 512
+
+# Per-layer taps (llama.cpp eval-callback names, suffixed -L) and global taps, in the
+# order they are written to the trace.
+LAYER_TAPS = ["attn_norm", "Qcur", "Kcur", "Vcur", "kqv_out", "ffn_inp", "ffn_norm",
+              "ffn_out", "l_out"]
+GLOBAL_TAPS = ["inp_embd", "result_norm", "result_output"]
+# llama.cpp node name -> trace tap name, where they differ. In this llama.cpp the token
+# embedding rows (get_rows of token_embd) are the node `embd`; its `inp_embd` is the graph
+# INPUT for caller-supplied embedding vectors (unused with token batches), never captured.
+TAP_ALIASES = {"embd": "inp_embd"}
+# The op the kept (last) node of a tap must have: checks that "last wins" picked the
+# post-RoPE node and not the matmul or reshape of the same name.
+EXPECTED_OP = {"Qcur": "ROPE", "Kcur": "ROPE", "inp_embd": "GET_ROWS"}
+
+GGML_TYPE_F32 = 0
+LLAMA_FLASH_ATTN_TYPE_DISABLED = 0
+GGML_OBJECT_SIZE = 32  # struct ggml_object: offs, size, next, type, padding[4]
+
+
+class OracleError(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- ctypes
+
+class GgmlTensor(C.Structure):
+    _fields_ = [
+        ("type", C.c_int),
+        ("buffer", C.c_void_p),
+        ("ne", C.c_int64 * 4),
+        ("nb", C.c_size_t * 4),
+        ("op", C.c_int),
+        ("op_params", C.c_int32 * 16),
+        ("flags", C.c_int32),
+        ("src", C.c_void_p * 10),
+        ("view_src", C.c_void_p),
+        ("view_offs", C.c_size_t),
+        ("data", C.c_void_p),
+        ("name", C.c_char * 64),
+        ("extra", C.c_void_p),
+        ("padding", C.c_char * 8),
+    ]
+
+
+class LlamaModelParams(C.Structure):
+    _fields_ = [
+        ("devices", C.c_void_p),
+        ("tensor_buft_overrides", C.c_void_p),
+        ("n_gpu_layers", C.c_int32),
+        ("split_mode", C.c_int),
+        ("load_mode", C.c_int),
+        ("lazy_mode", C.c_int),
+        ("main_gpu", C.c_int32),
+        ("tensor_split", C.c_void_p),
+        ("progress_callback", C.c_void_p),
+        ("progress_callback_user_data", C.c_void_p),
+        ("kv_overrides", C.c_void_p),
+        ("vocab_only", C.c_bool),
+        ("check_tensors", C.c_bool),
+        ("use_extra_bufts", C.c_bool),
+        ("no_host", C.c_bool),
+        ("no_alloc", C.c_bool),
+        ("load_mtp", C.c_bool),
+    ]
+
+
+EVAL_CB = C.CFUNCTYPE(C.c_bool, C.POINTER(GgmlTensor), C.c_bool, C.c_void_p)
+LOG_CB = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)
+
+
+class LlamaContextParams(C.Structure):
+    _fields_ = [
+        ("n_ctx", C.c_uint32),
+        ("n_batch", C.c_uint32),
+        ("n_ubatch", C.c_uint32),
+        ("n_seq_max", C.c_uint32),
+        ("n_rs_seq", C.c_uint32),
+        ("n_outputs_max", C.c_uint32),
+        ("n_outputs_max_per_seq", C.c_uint32),
+        ("n_threads", C.c_int32),
+        ("n_threads_batch", C.c_int32),
+        ("ctx_type", C.c_int),
+        ("rope_scaling_type", C.c_int),
+        ("pooling_type", C.c_int),
+        ("attention_type", C.c_int),
+        ("flash_attn_type", C.c_int),
+        ("rope_freq_base", C.c_float),
+        ("rope_freq_scale", C.c_float),
+        ("yarn_ext_factor", C.c_float),
+        ("yarn_attn_factor", C.c_float),
+        ("yarn_beta_fast", C.c_float),
+        ("yarn_beta_slow", C.c_float),
+        ("yarn_orig_ctx", C.c_uint32),
+        ("defrag_thold", C.c_float),
+        ("cb_eval", EVAL_CB),
+        ("cb_eval_user_data", C.c_void_p),
+        ("type_k", C.c_int),
+        ("type_v", C.c_int),
+        ("abort_callback", C.c_void_p),
+        ("abort_callback_data", C.c_void_p),
+        ("embeddings", C.c_bool),
+        ("offload_kqv", C.c_bool),
+        ("no_perf", C.c_bool),
+        ("op_offload", C.c_bool),
+        ("swa_full", C.c_bool),
+        ("kv_unified", C.c_bool),
+        ("samplers", C.c_void_p),
+        ("n_samplers", C.c_size_t),
+        ("ctx_other", C.c_void_p),
+    ]
+
+
+class LlamaBatch(C.Structure):
+    _fields_ = [
+        ("n_tokens", C.c_int32),
+        ("token", C.POINTER(C.c_int32)),
+        ("embd", C.POINTER(C.c_float)),
+        ("pos", C.POINTER(C.c_int32)),
+        ("n_seq_id", C.POINTER(C.c_int32)),
+        ("seq_id", C.POINTER(C.POINTER(C.c_int32))),
+        ("logits", C.POINTER(C.c_int8)),
+    ]
+
+
+class LlamaModelQuantizeParams(C.Structure):
+    _fields_ = [
+        ("nthread", C.c_int32),
+        ("ftype", C.c_int),
+        ("output_tensor_type", C.c_int),
+        ("token_embedding_type", C.c_int),
+        ("allow_requantize", C.c_bool),
+        ("quantize_output_tensor", C.c_bool),
+        ("only_copy", C.c_bool),
+        ("pure", C.c_bool),
+        ("keep_split", C.c_bool),
+        ("dry_run", C.c_bool),
+        ("imatrix", C.c_void_p),
+        ("kv_overrides", C.c_void_p),
+        ("tt_overrides", C.c_void_p),
+        ("prune_layers", C.c_void_p),
+        ("max_buf_size", C.c_size_t),
+    ]
+
+
+_EXPECTED_SIZES = {GgmlTensor: 336, LlamaModelParams: 80, LlamaContextParams: 160,
+                   LlamaBatch: 56, LlamaModelQuantizeParams: 64}
+
+GGML_LOG_LEVELS = {0: "NONE", 1: "DEBUG", 2: "INFO", 3: "WARN", 4: "ERROR", 5: "CONT"}
+
+
+class Llama:
+    """The libllama.so of one build folder, with the entry points this script uses."""
+
+    def __init__(self, lib_dir, verbose=False):
+        for cls, size in _EXPECTED_SIZES.items():
+            if C.sizeof(cls) != size:
+                raise OracleError(f"ctypes mirror {cls.__name__} is {C.sizeof(cls)} bytes, "
+                                  f"the header says {size}")
+        path = os.path.join(lib_dir, "libllama.so")
+        if not os.path.isfile(path):
+            raise OracleError(f"{path} does not exist (build it with ci/oracle)")
+        self.lib_dir = os.path.realpath(lib_dir)
+        self.lib = C.CDLL(path, mode=C.RTLD_GLOBAL)
+        self._check_loaded_from_dir()
+        self.verbose = verbose
+        self.log_lines = []
+        self._last_level = 2
+        self._log_cb = LOG_CB(self._on_log)  # kept alive as long as self
+        L = self.lib
+
+        def fn(name, res, *args):
+            f = getattr(L, name)  # dlsym on libllama's handle also searches its ggml deps
+            f.restype = res
+            f.argtypes = list(args)
+            return f
+
+        vp = C.c_void_p
+        self.llama_log_set = fn("llama_log_set", None, LOG_CB, vp)
+        self.llama_log_set(self._log_cb, None)
+        self.ggml_log_set = fn("ggml_log_set", None, LOG_CB, vp)
+        self.ggml_log_set(self._log_cb, None)
+        self.llama_backend_init = fn("llama_backend_init", None)
+        self.llama_model_default_params = fn("llama_model_default_params", LlamaModelParams)
+        self.llama_context_default_params = fn("llama_context_default_params", LlamaContextParams)
+        self.llama_model_quantize_default_params = fn(
+            "llama_model_quantize_default_params", LlamaModelQuantizeParams)
+        self.llama_model_load_from_file = fn("llama_model_load_from_file", vp, C.c_char_p,
+                                             LlamaModelParams)
+        self.llama_model_free = fn("llama_model_free", None, vp)
+        self.llama_init_from_model = fn("llama_init_from_model", vp, vp, LlamaContextParams)
+        self.llama_free = fn("llama_free", None, vp)
+        self.llama_model_get_vocab = fn("llama_model_get_vocab", vp, vp)
+        self.llama_vocab_n_tokens = fn("llama_vocab_n_tokens", C.c_int32, vp)
+        self.llama_model_n_embd = fn("llama_model_n_embd", C.c_int32, vp)
+        self.llama_model_n_layer = fn("llama_model_n_layer", C.c_int32, vp)
+        self.llama_model_n_head = fn("llama_model_n_head", C.c_int32, vp)
+        self.llama_model_n_head_kv = fn("llama_model_n_head_kv", C.c_int32, vp)
+        self.llama_model_desc = fn("llama_model_desc", C.c_int32, vp, C.c_char_p, C.c_size_t)
+        self.llama_batch_init = fn("llama_batch_init", LlamaBatch, C.c_int32, C.c_int32, C.c_int32)
+        self.llama_batch_free = fn("llama_batch_free", None, LlamaBatch)
+        self.llama_decode = fn("llama_decode", C.c_int32, vp, LlamaBatch)
+        self.llama_get_logits_ith = fn("llama_get_logits_ith", C.POINTER(C.c_float), vp, C.c_int32)
+        self.llama_model_quantize = fn("llama_model_quantize", C.c_uint32, C.c_char_p, C.c_char_p,
+                                       C.POINTER(LlamaModelQuantizeParams))
+        self.ggml_backend_tensor_get = fn("ggml_backend_tensor_get", None, C.POINTER(GgmlTensor),
+                                          vp, C.c_size_t, C.c_size_t)
+        self.ggml_is_contiguous = fn("ggml_is_contiguous", C.c_bool, C.POINTER(GgmlTensor))
+        self.ggml_nbytes = fn("ggml_nbytes", C.c_size_t, C.POINTER(GgmlTensor))
+        self.ggml_get_name = fn("ggml_get_name", vp, C.POINTER(GgmlTensor))
+        self.ggml_tensor_overhead = fn("ggml_tensor_overhead", C.c_size_t)
+        self.ggml_type_name = fn("ggml_type_name", C.c_char_p, C.c_int)
+        self.ggml_op_name = fn("ggml_op_name", C.c_char_p, C.c_int)
+        overhead = self.ggml_tensor_overhead()
+        if overhead - GGML_OBJECT_SIZE != C.sizeof(GgmlTensor):
+            raise OracleError(f"ggml_tensor_overhead() = {overhead}: sizeof(ggml_tensor) is not "
+                              f"{C.sizeof(GgmlTensor)} in this build")
+        self.llama_backend_init()
+        self._check_defaults()
+
+    def _check_loaded_from_dir(self):
+        """Every libllama/libggml* mapped into this process comes from lib_dir (no other
+        tier's libggml-cpu.so sneaked in through the loader's SONAME matching)."""
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "/lib" in line and ".so" in line}
+        for p in paths:
+            base = os.path.basename(p)
+            if base.startswith(("libllama.so", "libggml")):
+                if os.path.dirname(os.path.realpath(p)) != self.lib_dir:
+                    raise OracleError(f"{base} was loaded from {p}, not from {self.lib_dir}")
+
+    def _check_defaults(self):
+        """A field shifted by a wrong mirror shows up as an odd default."""
+        m = self.llama_model_default_params()
+        c = self.llama_context_default_params()
+        q = self.llama_model_quantize_default_params()
+        bad = []
+        if not (m.devices is None and m.kv_overrides is None and m.use_extra_bufts and
+                not m.vocab_only and not m.no_alloc and m.main_gpu == 0):
+            bad.append("llama_model_params")
+        # llama_context_default_params() in src/llama-context.cpp of this tree.
+        if not (c.n_ctx == 512 and c.n_batch == 2048 and c.n_ubatch == 512 and
+                c.n_seq_max == 1 and c.n_outputs_max_per_seq == 1 and c.n_threads > 0 and
+                c.flash_attn_type == -1 and c.yarn_ext_factor == -1.0 and
+                c.yarn_attn_factor == -1.0 and c.defrag_thold == -1.0 and
+                c.cb_eval_user_data is None and c.type_k == 1 and c.type_v == 1 and
+                c.abort_callback is None and not c.embeddings and c.offload_kqv and
+                c.swa_full and not c.kv_unified and c.samplers is None and
+                c.n_samplers == 0 and c.ctx_other is None):
+            bad.append("llama_context_params")
+        # defaults: LLAMA_FTYPE_MOSTLY_Q8_0 (7), GGML_TYPE_COUNT (43) for "unset"
+        if not (q.ftype == 7 and q.output_tensor_type == 43 and q.token_embedding_type == 43 and
+                q.quantize_output_tensor and not q.dry_run and q.imatrix is None and
+                q.prune_layers is None and q.max_buf_size > 0):
+            bad.append("llama_model_quantize_params")
+        if bad:
+            raise OracleError("unexpected defaults from " + ", ".join(bad) +
+                              ": the ctypes mirrors do not match this llama.h")
+
+    def _on_log(self, level, text, _user):
+        if level == 5:  # GGML_LOG_LEVEL_CONT: same level as the previous line
+            level = self._last_level
+        else:
+            self._last_level = level
+        s = text.decode("utf-8", "replace") if text else ""
+        self.log_lines.append((level, s))
+        if self.verbose or level >= 3:
+            sys.stderr.write(s)
+
+    def tensor_name(self, t):
+        return t.contents.name.decode("utf-8", "replace")
+
+
+def quantize(llama, src, dst, ftype, nthread=1):
+    """llama_model_quantize(src -> dst) with the library's default parameters and `ftype`
+    (e.g. 15 = LLAMA_FTYPE_MOSTLY_Q4_K_M); no importance matrix."""
+    p = llama.llama_model_quantize_default_params()
+    p.ftype = ftype
+    p.nthread = nthread
+    rc = llama.llama_model_quantize(os.fsencode(src), os.fsencode(dst), C.byref(p))
+    if rc != 0:
+        raise OracleError(f"llama_model_quantize({src} -> {dst}, ftype {ftype}) returned {rc}")
+
+
+# ----------------------------------------------------------------------------- capture
+
+class Capture:
+    """The cb_eval callback: which nodes to ask for, and what they held."""
+
+    def __init__(self, llama, n_layer):
+        self.llama = llama
+        self.want = {}
+        for il in range(n_layer):
+            for tap in LAYER_TAPS:
+                self.want[f"{tap}-{il}"] = f"{tap}-{il}"
+        for tap in GLOBAL_TAPS:
+            if tap not in TAP_ALIASES.values():
+                self.want[tap] = tap
+        for node, tap in TAP_ALIASES.items():
+            self.want[node] = tap
+        self.n_kv = set()
+        self.reset()
+        self.cb = EVAL_CB(self._cb)
+
+    def reset(self):
+        self.taps = {}      # tap -> (ne, array, op name)
+        self.seen = {}      # tap -> how many nodes of that name were computed
+        self.noncontig = set()
+        self.error = None
+
+    def _cb(self, t, ask, _user):
+        try:
+            name = self.llama.tensor_name(t)
+            if ask:
+                if name.startswith("kq-"):
+                    self.n_kv.add(int(t.contents.ne[0]))
+                return name in self.want
+            tap = self.want.get(name)
+            if tap is None:
+                return True
+            self.seen[tap] = self.seen.get(tap, 0) + 1
+            self.taps[tap] = self._read(t, name)
+            return True
+        except Exception as e:  # never let an exception unwind through C
+            if self.error is None:
+                self.error = e
+            return False  # stops the graph compute; run() reports self.error
+
+    def _read(self, t, name):
+        tt = t.contents
+        if tt.type != GGML_TYPE_F32:
+            raise OracleError(f"node {name} is {self.llama.ggml_type_name(tt.type).decode()}, "
+                              "taps must be F32")
+        ne = [int(x) for x in tt.ne]
+        nb = [int(x) for x in tt.nb]
+        count = int(np.prod(ne))
+        if self.llama.ggml_is_contiguous(t):
+            out = np.empty(count, dtype=np.float32)
+            self.llama.ggml_backend_tensor_get(t, out.ctypes.data, 0, count * 4)
+        else:
+            # Strided view: fetch the byte span it covers, then gather with its strides.
+            self.noncontig.add(name)
+            span = sum((n - 1) * s for n, s in zip(ne, nb)) + 4
+            raw = np.empty((span + 3) // 4, dtype=np.float32)
+            self.llama.ggml_backend_tensor_get(t, raw.ctypes.data, 0, span)
+            view = np.lib.stride_tricks.as_strided(raw, shape=ne[::-1], strides=nb[::-1])
+            out = np.ascontiguousarray(view).reshape(-1)
+        return ne, out, self.llama.ggml_op_name(tt.op).decode()
+
+
+def to_rows(tap, ne, flat, rows):
+    """ggml's ne is innermost first; the token dimension is the outermost non-trivial one.
+    Returns the rows x width array."""
+    if flat.size % rows:
+        raise OracleError(f"tap {tap}: {flat.size} values do not split into {rows} rows (ne {ne})")
+    if rows > 1:
+        outer = max(i for i in range(4) if ne[i] > 1)
+        if ne[outer] != rows:
+            raise OracleError(f"tap {tap}: ne {ne} has no outermost token dimension of {rows}")
+    return flat.reshape(rows, flat.size // rows)
+
+
+# ----------------------------------------------------------------------------- run
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Session:
+    def __init__(self, llama, model_path, threads, repack, capture=True):
+        self.llama = llama
+        L = llama
+        mp = L.llama_model_default_params()
+        mp.n_gpu_layers = 0
+        mp.use_extra_bufts = bool(repack)
+        self.model = L.llama_model_load_from_file(os.fsencode(model_path), mp)
+        if not self.model:
+            # llama.cpp's own reason was logged (warnings and errors go to stderr).
+            raise OracleError(f"llama_model_load_from_file({model_path}) failed")
+        self.n_layer = L.llama_model_n_layer(self.model)
+        self.n_embd = L.llama_model_n_embd(self.model)
+        self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
+        buf = C.create_string_buffer(256)
+        L.llama_model_desc(self.model, buf, 256)
+        self.desc = buf.value.decode()
+        self.capture = Capture(L, self.n_layer) if capture else None
+        cp = L.llama_context_default_params()
+        cp.n_ctx = N_CTX
+        cp.n_batch = N_CTX
+        cp.n_ubatch = N_CTX
+        cp.n_seq_max = 1
+        cp.n_outputs_max = 0          # = n_batch: every row may be an output
+        cp.n_outputs_max_per_seq = 0  # (only limits backend samplers; none here)
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED
+        cp.type_k = GGML_TYPE_F32
+        cp.type_v = GGML_TYPE_F32
+        cp.embeddings = False
+        cp.no_perf = True
+        if self.capture is not None:
+            cp.cb_eval = self.capture.cb
+        self.ctx = L.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            L.llama_model_free(self.model)
+            raise OracleError("llama_init_from_model failed")
+        self.n_past = 0
+
+    def close(self):
+        if self.ctx:
+            self.llama.llama_free(self.ctx)
+            self.ctx = None
+        if self.model:
+            self.llama.llama_model_free(self.model)
+            self.model = None
+
+    def decode(self, ids):
+        """One llama_decode of `ids` at the next positions, logits for every row. Returns
+        (positions, logits rows x n_vocab, taps dict or None)."""
+        L = self.llama
+        n = len(ids)
+        if self.n_past + n > N_CTX:
+            raise OracleError(f"positions {self.n_past}..{self.n_past + n - 1} exceed n_ctx {N_CTX}")
+        for t in ids:
+            if not 0 <= t < self.n_vocab:
+                raise OracleError(f"token id {t} is outside the vocabulary (n_vocab {self.n_vocab})")
+        batch = L.llama_batch_init(n, 0, 1)
+        try:
+            positions = list(range(self.n_past, self.n_past + n))
+            for i, (t, p) in enumerate(zip(ids, positions)):
+                batch.token[i] = t
+                batch.pos[i] = p
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1
+            batch.n_tokens = n
+            if self.capture is not None:
+                self.capture.reset()
+            rc = L.llama_decode(self.ctx, batch)
+            if self.capture is not None and self.capture.error is not None:
+                raise OracleError(f"eval callback failed: {self.capture.error!r}")
+            if rc != 0:
+                raise OracleError(f"llama_decode returned {rc} at positions {positions[0]}..")
+        finally:
+            L.llama_batch_free(batch)
+        self.n_past += n
+        logits = np.empty((n, self.n_vocab), dtype=np.float32)
+        for i in range(n):
+            ptr = L.llama_get_logits_ith(self.ctx, i)
+            if not ptr:
+                raise OracleError(f"llama_get_logits_ith({i}) returned NULL")
+            logits[i] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        taps = None
+        if self.capture is not None:
+            taps = self._taps(n, logits)
+        return positions, logits, taps
+
+    def _taps(self, rows, logits):
+        cap = self.capture
+        names = [t for t in GLOBAL_TAPS[:1]]
+        for il in range(self.n_layer):
+            names += [f"{tap}-{il}" for tap in LAYER_TAPS]
+        names += GLOBAL_TAPS[1:]
+        missing = [t for t in names if t not in cap.taps]
+        if missing:
+            raise OracleError("taps not seen in the graph: " + ", ".join(missing))
+        out = []
+        for t in names:
+            ne, flat, op = cap.taps[t]
+            want_op = EXPECTED_OP.get(t.rsplit("-", 1)[0])
+            if want_op is not None and op != want_op:
+                raise OracleError(f"tap {t}: the last node of that name is a {op}, not {want_op}")
+            out.append((t, to_rows(t, ne, flat, rows)))
+        res = dict(out)["result_output"]
+        if res.shape != logits.shape or res.tobytes() != logits.tobytes():
+            d = np.abs(res.astype(np.float64) - logits) if res.shape == logits.shape else None
+            raise OracleError(
+                f"result_output {res.shape} differs from llama_get_logits_ith {logits.shape}"
+                + (f" (max |diff| {d.max():.3e})" if d is not None else ""))
+        return out
+
+
+def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True):
+    """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps. Returns
+    (session info dict, steps) with steps as trace_io.write_trace wants them (`taps` empty
+    when capture is False)."""
+    sess = Session(llama, model_path, threads, repack, capture)
+    try:
+        batches = [[t] for t in ids] if mode == "decode" else [list(ids)]
+        steps = []
+        nxt = None
+        for i in range(len(batches) + n_greedy):
+            inp = batches[i] if i < len(batches) else [nxt]
+            positions, logits, taps = sess.decode(inp)
+            nxt, top, gap = trace_io.pick(logits[-1])
+            steps.append({"step": i, "positions": positions, "input_ids": [int(t) for t in inp],
+                          "emitted": nxt, "top": top, "gap": gap, "taps": taps or [],
+                          "logits": logits})
+        info = {"n_layer": sess.n_layer, "n_embd": sess.n_embd, "n_vocab": sess.n_vocab,
+                "desc": sess.desc,
+                "n_kv": sorted(sess.capture.n_kv) if sess.capture else [],
+                "noncontig": sorted(sess.capture.noncontig) if sess.capture else [],
+                "seen": dict(sess.capture.seen) if sess.capture else {}}
+        return info, steps
+    finally:
+        sess.close()
+
+
+def parse_ids(s):
+    try:
+        ids = [int(x) for x in s.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise SystemExit(f"--ids: not a comma-separated list of integers: {s!r}")
+    if not ids:
+        raise SystemExit("--ids: empty")
+    return ids
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Per-layer taps of llama.cpp (haswell tier) as a trace.")
+    ap.add_argument("--lib", required=True, help="folder with libllama.so (TIERCHECK_ORACLE_LLAMA)")
+    ap.add_argument("--model", required=True, help="GGUF model file (qwen3)")
+    ap.add_argument("--ids", required=True, help="comma-separated token ids, teacher-forced")
+    ap.add_argument("--mode", required=True, choices=["decode", "prompt"])
+    ap.add_argument("--out", required=True, help="trace file to write (.safetensors)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-repack", action="store_true", help="use_extra_bufts off: plain weights")
+    ap.add_argument("--steps", type=int, default=0, help="greedy single-token steps after the ids")
+    ap.add_argument("--verbose", action="store_true", help="pass llama.cpp's whole log to stderr")
+    a = ap.parse_args(argv)
+    ids = parse_ids(a.ids)
+    if a.threads < 1:
+        raise SystemExit("--threads must be at least 1")
+    try:
+        llama = Llama(a.lib, verbose=a.verbose)
+        info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps)
+    except OracleError as e:
+        print(f"llama_taps: error: {e}", file=sys.stderr)
+        return 1
+    # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per repacked weight.
+    repacked = {}
+    for _, line in llama.log_lines:
+        m = re.search(r"repack tensor (\S+) with (\S+)", line)
+        if m:
+            repacked[m.group(1)] = m.group(2)
+    meta = {
+        "producer": PRODUCER,
+        "model_sha256": sha256_file(a.model),
+        "mode": a.mode,
+        "prompt_ids": json.dumps(ids, separators=(",", ":")),
+        "repack": "off" if a.no_repack else "on",
+        "threads": str(a.threads),
+        "arch": "x86_64",
+        "llama.n_kv": json.dumps(info["n_kv"]),
+        "llama.repacked": json.dumps(repacked, separators=(",", ":"), sort_keys=True),
+    }
+    trace_io.write_trace(a.out, steps, meta)
+    n_taps = sum(len(st["taps"]) for st in steps)
+    print(f"llama_taps: {info['desc']}, {info['n_layer']} layers, n_embd {info['n_embd']}, "
+          f"n_vocab {info['n_vocab']}; {len(steps)} steps, {n_taps} taps -> {a.out}",
+          file=sys.stderr)
+    print(f"llama_taps: attention n_kv {info['n_kv']}; non-contiguous taps: "
+          f"{info['noncontig'] or 'none'}; repacked weights: {len(repacked)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+//! Running the decoder per lane over a set of prompts (`tiercheck run`), and every lane
+//! against `ref` (`tiercheck matrix`).
+//!
+//! A lane runs in one of three ways: natively in this process (the host has the
+//! features), as the native build of another architecture under qemu-user (aarch64
+//! lanes on an x86 host, when `qemu-aarch64` and the cross-built binary are present),
+//! or as its portable twin in this process. The three give the same bits (the golden
+//! suite proves the kernels so; the model goldens prove the whole decoder so).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::lanes::{self, Chosen};
+use crate::model::run::{self, RunSpec, StepRecord, TapSink};
+use crate::model::{Arith, Decoder, Mode, Model, Residual};
+use crate::provenance;
+
+/// One named sequence of ids.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptIds {
+    /// Name.
+    pub name: String,
+    /// Ids.
+    pub ids: Vec<u32>,
+}
+
+/// Options shared by every prompt of a run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Greedy steps after each prompt.
+    pub steps: usize,
+    /// Batching of the prompt.
+    pub mode: Mode,
+    /// Residual stream type.
+    pub residual: Residual,
+    /// Threads per matmul.
+    pub threads: usize,
+    /// Context length.
+    pub n_ctx: usize,
+    /// Write one trace per prompt here (a file for one prompt, else a folder).
+    pub traces: Option<PathBuf>,
+}
+
+/// The result of one prompt on one lane.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PromptResult {
+    /// Prompt name.
+    pub name: String,
+    /// Prompt ids.
+    pub ids: Vec<u32>,
+    /// Greedy tokens emitted.
+    pub generated: Vec<u32>,
+    /// Step records.
+    pub steps: Vec<StepRecord>,
+    /// sha256 per tap name over all steps.
+    pub digests: BTreeMap<String, String>,
+    /// Seconds.
+    pub wall_s: f64,
+}
+
+/// The result of one lane over all prompts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaneResult {
+    /// Lane name.
+    pub lane: String,
+    /// How it ran: `native`, `portable`, or `native under qemu-aarch64 (CPU)`.
+    pub how: String,
+    /// Provenance (lane, impl, CPU features, repack, matmul paths, threads, ...).
+    pub provenance: BTreeMap<String, String>,
+    /// Per prompt.
+    pub prompts: Vec<PromptResult>,
+    /// Seconds for the whole lane (weight preparation included).
+    pub wall_s: f64,
+}
+
+/// Provenance of a decoder run.
+pub fn provenance_for(
+    chosen: &Chosen,
+    dec: &Decoder<'_>,
+    model: &Model,
+    opts: &RunOptions,
+) -> BTreeMap<String, String> {
+    let mut m = provenance::base();
+    m.insert("producer".into(), "tiercheck".into());
+    m.insert("lane".into(), chosen.lane.name.into());
+    m.insert("impl".into(), chosen.impl_name().into());
+    m.insert("elem".into(), dec.elem_flavour().name().into());
+    m.insert("repack".into(), if dec.repacked() { "on" } else { "off" }.into());
+    m.insert(
+        "matmul_paths".into(),
+        serde_json::to_string(&dec.matmul_paths()).expect("strings serialize"),
+    );
+    m.insert("threads".into(), opts.threads.to_string());
+    m.insert("residual".into(), opts.residual.name().into());
+    m.insert("mode".into(), opts.mode.name().into());
+    m.insert("n_ctx".into(), opts.n_ctx.to_string());
+    m.insert("model_sha256".into(), model.sha256.clone());
+    m.insert("model_path".into(), model.path.display().to_string());
+    m
+}
+
+/// Run `prompts` on one chosen lane in this process. `progress` is called after each
+/// prompt with its index.
+pub fn run_lane(
+    model: &Model,
+    chosen: &Chosen,
+    prompts: &[PromptIds],
+    opts: &RunOptions,
+    mut progress: impl FnMut(usize),
+) -> anyhow::Result<LaneResult> {
+    let t0 = Instant::now();
+    let arith = Arith::Lane {
+        kernels: chosen.kernels,
+        elem: lanes::elem_ops(chosen),
+        threads: opts.threads.max(1),
+    };
+    let dec = Decoder::new(model, arith, opts.residual, opts.n_ctx)?;
+    let mut results = Vec::with_capacity(prompts.len());
+    let mut traces = Vec::new();
+    for (i, p) in prompts.iter().enumerate() {
+        let t = Instant::now();
+        let spec = RunSpec { ids: p.ids.clone(), steps: opts.steps, mode: opts.mode };
+        let sink = TapSink::new(opts.traces.is_some(), true);
+        let out = run::run(&dec, &spec, sink)?;
+        let wall_s = t.elapsed().as_secs_f64();
+        if opts.traces.is_some() {
+            traces.push((p.clone(), out.clone()));
+        }
+        results.push(PromptResult {
+            name: p.name.clone(),
+            ids: p.ids.clone(),
+            generated: out.generated,
+            steps: out.steps,
+            digests: out.digests,
+            wall_s,
+        });
+        progress(i);
+    }
+    let prov = provenance_for(chosen, &dec, model, opts);
+    if let Some(dest) = &opts.traces {
+        let one = prompts.len() == 1;
+        if !one {
+            std::fs::create_dir_all(dest)
+                .map_err(|e| anyhow::anyhow!("{}: cannot create folder: {e}", dest.display()))?;
+        }
+        for (p, out) in &traces {
+            let path =
+                if one { dest.clone() } else { dest.join(format!("{}.safetensors", p.name)) };
+            let mut meta = prov.clone();
+            meta.insert("prompt_ids".into(), serde_json::to_string(&p.ids).expect("ids"));
+            meta.insert("prompt_name".into(), p.name.clone());
+            run::write_trace(&path, out, meta)?;
+        }
+    }
+    Ok(LaneResult {
+        lane: chosen.lane.name.into(),
+        how: chosen.impl_name().into(),
+        provenance: prov,
+        prompts: results,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// How the matrix will run one lane.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// In this process, native kernels.
+    Native,
+    /// In this process, the portable twin (with why native is not possible).
+    Portable(String),
+    /// A cross-built binary under qemu-user with this CPU model.
+    Qemu {
+        /// The emulator.
+        qemu: PathBuf,
+        /// `-L` sysroot.
+        sysroot: PathBuf,
+        /// The tiercheck binary for the other architecture.
+        binary: PathBuf,
+        /// qemu `-cpu` model.
+        cpu: String,
+    },
+}
+
+/// Find a program on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// The cross-built aarch64 tiercheck binary, if one was built in this workspace.
+pub fn default_aarch64_binary() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_owned();
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or(root.join("target"));
+    ["release", "debug"]
+        .iter()
+        .map(|p| target.join("aarch64-unknown-linux-gnu").join(p).join("tiercheck"))
+        .find(|p| p.is_file())
+}
+
+/// Decide how to run `lane` here.
+pub fn plan(
+    lane: &'static tiercheck_core::Lane,
+    aarch64_bin: Option<&Path>,
+    qemu_cpu: &str,
+) -> Plan {
+    match lanes::native(lane) {
+        Ok(_) => Plan::Native,
+        Err(why) => {
+            if lane.name.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") {
+                let qemu = which("qemu-aarch64");
+                let sysroot = PathBuf::from("/usr/aarch64-linux-gnu");
+                match (qemu, aarch64_bin) {
+                    (Some(qemu), Some(bin)) if sysroot.is_dir() => {
+                        return Plan::Qemu {
+                            qemu,
+                            sysroot,
+                            binary: bin.to_owned(),
+                            cpu: qemu_cpu.to_string(),
+                        }
+                    }
+                    (None, _) => return Plan::Portable(format!("{why}; qemu-aarch64 not found")),
+                    (_, None) => {
+                        return Plan::Portable(format!(
+                            "{why}; no aarch64 build of tiercheck (cargo build --release --target aarch64-unknown-linux-gnu -p tiercheck)"
+                        ))
+                    }
+                    _ => return Plan::Portable(format!("{why}; no aarch64 sysroot at /usr/aarch64-linux-gnu")),
+                }
+            }
+            Plan::Portable(why)
+        }
+    }
+}
+
+/// Run a lane through another architecture's binary under qemu: `tiercheck run --json`.
+pub fn run_under_qemu(
+    plan: &Plan,
+    lane: &str,
+    model: &Path,
+    prompts_file: &Path,
+    opts: &RunOptions,
+    only: Option<&str>,
+) -> anyhow::Result<LaneResult> {
+    let Plan::Qemu { qemu, sysroot, binary, cpu } = plan else {
+        anyhow::bail!("not a qemu plan");
+    };
+    let mut cmd = Command::new(qemu);
+    cmd.arg("-L").arg(sysroot).arg("-cpu").arg(cpu).arg(binary);
+    cmd.args(["run", "--lane", lane, "--impl", "native", "--json", "--quiet"]);
+    cmd.arg("--model").arg(model).arg("--prompts").arg(prompts_file);
+    cmd.args(["--steps", &opts.steps.to_string(), "--mode", opts.mode.name()]);
+    cmd.args(["--residual", opts.residual.name(), "--threads", &opts.threads.to_string()]);
+    cmd.args(["--ctx", &opts.n_ctx.to_string()]);
+    if let Some(name) = only {
+        cmd.args(["--prompt", name]);
+    }
+    cmd.env("QEMU_CPU", cpu);
+    let out = cmd.output().map_err(|e| anyhow::anyhow!("{}: {e}", qemu.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "{} {} run --lane {lane} failed ({}): {}",
+            qemu.display(),
+            binary.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let mut r: LaneResult = serde_json::from_slice(&out.stdout).map_err(|e| {
+        anyhow::anyhow!("{}: unreadable JSON from the qemu run: {e}", binary.display())
+    })?;
+    r.how = format!("native under qemu-aarch64 ({cpu})");
+    Ok(r)
+}
+
+/// One lane compared with `ref`, per prompt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PromptAgreement {
+    /// Prompt name.
+    pub name: String,
+    /// Generated tokens equal to ref's before the first difference.
+    pub agree: usize,
+    /// Generated tokens in all.
+    pub of: usize,
+    /// First divergent generated token (0-based), if any.
+    pub first_divergence: Option<usize>,
+    /// ref's top-1 minus top-2 logit at that step.
+    pub ref_gap: Option<f32>,
+    /// This lane's gap at that step.
+    pub lane_gap: Option<f32>,
+}
+
+/// Compare a lane's generated tokens with ref's.
+pub fn agreement(reference: &LaneResult, lane: &LaneResult) -> Vec<PromptAgreement> {
+    let mut out = Vec::new();
+    for p in &lane.prompts {
+        let Some(r) = reference.prompts.iter().find(|r| r.name == p.name) else { continue };
+        let of = p.generated.len().min(r.generated.len());
+        let agree = p.generated.iter().zip(&r.generated).take_while(|(a, b)| a == b).count();
+        let first = (agree < of).then_some(agree);
+        // Generated token g comes from step (prompt steps - 1 + g).
+        let gap_at = |res: &PromptResult, g: usize| {
+            let base = res.steps.len() + 1 - res.generated.len();
+            res.steps.get(base - 1 + g).map(|s| s.gap)
+        };
+        out.push(PromptAgreement {
+            name: p.name.clone(),
+            agree,
+            of,
+            first_divergence: first,
+            ref_gap: first.and_then(|g| gap_at(r, g)),
+            lane_gap: first.and_then(|g| gap_at(p, g)),
+        });
+    }
+    out
+}
+
+/// A one-line progress display on stderr (no-op when `quiet`).
+pub struct Progress {
+    total: usize,
+    done: usize,
+    quiet: bool,
+    start: Instant,
+}
+
+impl Progress {
+    /// A bar for `total` units.
+    pub fn new(total: usize, quiet: bool) -> Progress {
+        use std::io::IsTerminal;
+        let quiet = quiet || !std::io::stderr().is_terminal();
+        Progress { total, done: 0, quiet, start: Instant::now() }
+    }
+
+    /// Advance by one unit, labelled.
+    pub fn tick(&mut self, label: &str) {
+        self.done += 1;
+        self.show(label);
+    }
+
+    /// Redraw with a label.
+    pub fn show(&self, label: &str) {
+        if self.quiet {
+            return;
+        }
+        let width = 30;
+        let filled = (self.done * width).checked_div(self.total).unwrap_or(width);
+        let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
+        let mut e = std::io::stderr();
+        let _ = write!(
+            e,
+            "\r[{bar}] {}/{} {:>6.1}s {label:<48}",
+            self.done,
+            self.total,
+            self.start.elapsed().as_secs_f64()
+        );
+        let _ = e.flush();
+    }
+
+    /// End the line.
+    pub fn finish(&self) {
+        if !self.quiet {
+            eprintln!();
+        }
+    }
+}
