@@ -274,6 +274,15 @@ pub fn run_under_qemu(
     let mut r: LaneResult = serde_json::from_slice(&out.stdout).map_err(|e| {
         anyhow::anyhow!("{}: unreadable JSON from the qemu run: {e}", binary.display())
     })?;
+    let theirs = r.provenance.get("git_revision").cloned().unwrap_or_default();
+    let ours = provenance::git_revision();
+    if theirs != ours {
+        anyhow::bail!(
+            "{} was built from revision {theirs}, this tiercheck from {ours}: rebuild it \
+             (cargo build --release --target aarch64-unknown-linux-gnu -p tiercheck)",
+            binary.display()
+        );
+    }
     r.how = format!("native under qemu-aarch64 ({cpu})");
     Ok(r)
 }

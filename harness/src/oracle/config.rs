@@ -167,6 +167,34 @@ impl OracleConfig {
         }
     }
 
+    /// Any other `ci/oracle` setting (for example `TIERCHECK_ORACLE_LLAMA`, the folder of
+    /// the llama.cpp build): the environment variable when set and not empty, else the
+    /// key in the `oracle.env` that was read; an [`OracleError::Unavailable`] naming
+    /// the key when neither has it or the path does not exist.
+    pub fn setting(&self, key: &str) -> Result<PathBuf, OracleError> {
+        let value = std::env::var(key).ok().filter(|v| !v.is_empty()).or_else(|| {
+            let text = std::fs::read_to_string(self.env_file.as_deref()?).ok()?;
+            parse_env_file(&text)
+                .into_iter()
+                .rev()
+                .find(|(k, v)| k == key && !v.is_empty())
+                .map(|(_, v)| v)
+        });
+        let Some(v) = value else {
+            return Err(OracleError::Unavailable(format!(
+                "{HINT} ({key} is not set in the environment or oracle.env)"
+            )));
+        };
+        let p = PathBuf::from(v);
+        if !p.exists() {
+            return Err(OracleError::Unavailable(format!(
+                "{HINT} ({key}={} does not exist)",
+                p.display()
+            )));
+        }
+        Ok(p)
+    }
+
     /// The library folder of `tier`, or an [`OracleError::Unavailable`] saying why not.
     pub fn require_tier(&self, tier: Tier) -> Result<&Path, OracleError> {
         self.tier(tier).ok_or_else(|| self.unavailable(tier.env_var()))
