@@ -352,7 +352,7 @@ fn print_table(
         common.residual.name()
     );
     println!("cells: tokens agreeing with ref / generated; at the first divergence: step and ref's top-1/top-2 gap");
-    let mut header = format!("{:<22} {:<34}", "lane", "how");
+    let mut header = format!("{:<22} {:<40}", "lane", "how");
     for p in prompts {
         header += &format!(" {:>18}", truncate(&p.name, 18));
     }
@@ -360,8 +360,8 @@ fn print_table(
     println!("{header}");
     for (r, note) in results {
         let agree = matrix::agreement(reference, r);
-        let how = truncate(&r.how, 34);
-        let mut line = format!("{:<22} {:<34}", r.lane, how);
+        let how = truncate(&r.how, 40);
+        let mut line = format!("{:<22} {:<40}", r.lane, how);
         for p in prompts {
             let cell = match agree.iter().find(|x| x.name == p.name) {
                 Some(x) => match x.first_divergence {
@@ -374,7 +374,7 @@ fn print_table(
         }
         line += &format!(" {:>7.1}s", r.wall_s);
         println!("{line}");
-        if !note.is_empty() {
+        if !note.is_empty() && r.lane != "ref" {
             println!("{:<22} ({note})", "");
         }
     }
