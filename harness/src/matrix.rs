@@ -259,6 +259,13 @@ pub fn run_under_qemu(
     cmd.args(["--ctx", &opts.n_ctx.to_string()]);
     if let Some(name) = only {
         cmd.args(["--prompt", name]);
+        if let Some(dir) = &opts.traces {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("{}: cannot create folder: {e}", dir.display()))?;
+            cmd.arg("--out").arg(dir.join(format!("{name}.safetensors")));
+        }
+    } else if let Some(dir) = &opts.traces {
+        cmd.arg("--out").arg(dir);
     }
     cmd.env("QEMU_CPU", cpu);
     let out = cmd.output().map_err(|e| anyhow::anyhow!("{}: {e}", qemu.display()))?;

@@ -324,3 +324,138 @@ fn golden_model_blesses_builds_and_reuses() {
     assert!(err(&out).contains("reused"), "{}", err(&out));
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), path.to_str().unwrap());
 }
+
+#[test]
+fn run_writes_a_trace_with_taps_steps_and_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.safetensors");
+    let o = out.to_str().unwrap();
+    ok(&[
+        "run",
+        "--lane",
+        "x86_64-avx2",
+        "--prompt",
+        "short-4",
+        "--steps",
+        "3",
+        "--out",
+        o,
+        "--quiet",
+    ]);
+    let t = tiercheck::model::run::read_trace(&out).unwrap();
+    // The prompt as one batch, then two greedy single-token steps.
+    assert_eq!(t.steps.len(), 3);
+    assert_eq!(t.steps[0].input_ids, vec![17, 2045, 388, 901]);
+    assert_eq!(t.steps[1].input_ids, vec![t.steps[0].emitted]);
+    assert_eq!(t.steps[2].positions, vec![5]);
+    assert_eq!(t.steps[0].top.len(), 5);
+    assert!(t.steps.iter().all(|s| s.gap >= 0.0 && s.top[0].0 == s.emitted));
+    assert_eq!(t.taps[&(0, "attn_norm-0".to_string())].shape, vec![4, 512]);
+    assert_eq!(t.taps[&(2, "result_output".to_string())].shape, vec![1, 3072]);
+    assert_eq!(t.taps.len(), 3 * (1 + 9 * 8 + 2));
+    for (k, v) in [
+        ("lane", "x86_64-avx2"),
+        ("mode", "prompt"),
+        ("residual", "f32"),
+        ("threads", "1"),
+        ("producer", "tiercheck"),
+    ] {
+        assert_eq!(t.meta.get(k).map(String::as_str), Some(v), "metadata {k}");
+    }
+    assert_eq!(t.meta["prompt_ids"], "[17,2045,388,901]");
+    for k in [
+        "impl",
+        "cpu_features",
+        "repack",
+        "matmul_paths",
+        "model_sha256",
+        "git_revision",
+        "tiercheck_version",
+        "elem",
+    ] {
+        assert!(t.meta.contains_key(k), "metadata lacks {k}");
+    }
+}
+
+#[test]
+fn run_teacher_forced_decode_mode_is_one_step_per_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.safetensors");
+    let args = ["run", "--lane", "ref", "--teacher-force", "1,250,1999", "--mode", "decode"];
+    ok(&[&args[..], &["--out", out.to_str().unwrap(), "--quiet"]].concat());
+    let t = tiercheck::model::run::read_trace(&out).unwrap();
+    assert_eq!(t.steps.len(), 3);
+    assert_eq!(t.steps.iter().map(|s| s.input_ids[0]).collect::<Vec<_>>(), vec![1, 250, 1999]);
+    assert_eq!(t.taps[&(2, "Qcur-7".to_string())].shape, vec![1, 512]);
+}
+
+#[test]
+fn run_and_matrix_refuse_bad_input_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.gguf");
+    std::fs::write(&junk, b"not a gguf").unwrap();
+    let j = junk.to_str().unwrap();
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "1,x"]);
+    assert!(e.contains("--teacher-force"), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "99999"]);
+    assert!(e.contains("token id 99999 is out of range"), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "1", "--ctx", "300"]);
+    assert!(e.contains("multiple of 256"), "{e}");
+    let e = fails(&["run", "--lane", "nope", "--teacher-force", "1"]);
+    assert!(e.contains("unknown lane"), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--model", j, "--teacher-force", "1"]);
+    assert!(e.contains(j), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--prompt", "no-such-prompt"]);
+    assert!(e.contains("no prompt named 'no-such-prompt'"), "{e}");
+    let t = dir.path().join("x.safetensors");
+    let e = fails(&["run", "--lane", "ref", "--steps", "1", "--out", t.to_str().unwrap()]);
+    assert!(e.contains("need a folder"), "{e}");
+    // A qwen3 file without the hyper-parameters.
+    let llama = dir.path().join("llama.gguf");
+    write_f32_model(&llama);
+    let e = fails(&[
+        "run",
+        "--lane",
+        "ref",
+        "--model",
+        llama.to_str().unwrap(),
+        "--teacher-force",
+        "1",
+    ]);
+    assert!(
+        e.contains("llama.gguf") && (e.contains("not supported") || e.contains("missing")),
+        "{e}"
+    );
+    let e = fails(&["matrix", "--lanes", "ref,bogus"]);
+    assert!(e.contains("unknown lane `bogus`"), "{e}");
+    let e = fails(&["matrix", "--aarch64-bin", "/no/such/binary", "--steps", "1"]);
+    assert!(e.contains("/no/such/binary"), "{e}");
+}
+
+#[test]
+fn matrix_json_compares_every_lane_with_ref() {
+    let out = ok(&[
+        "matrix",
+        "--lanes",
+        "x86_64-avx2-repack,aarch64-neon",
+        "--portable",
+        "--prompt",
+        "short-4",
+        "--steps",
+        "3",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let lanes = v["lanes"].as_array().unwrap();
+    let names: Vec<&str> = lanes.iter().map(|l| l["lane"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["ref", "x86_64-avx2-repack", "aarch64-neon"]);
+    for l in lanes {
+        assert_eq!(l["how"], "portable");
+        let a = &l["agreement"][0];
+        assert_eq!(a["name"], "short-4");
+        assert_eq!(a["of"], 3);
+        assert!(a["agree"].as_u64().unwrap() <= 3);
+        assert_eq!(l["prompts"][0]["generated"].as_array().unwrap().len(), 3);
+    }
+    assert_eq!(lanes[0]["agreement"][0]["agree"], 3, "ref agrees with itself");
+}

@@ -54,3 +54,29 @@ fn bf16_residual_changes_the_bits_and_stays_close() {
     // through 8 layers the logits stay within a few percent.
     assert!(d.rel_l2 < 0.1, "bf16 residual moved logits by {:.3e}", d.rel_l2);
 }
+
+/// The embedded model's initialization keeps activations in a realistic range over all
+/// layers: the residual stream's RMS neither collapses nor explodes, and the logits
+/// have a spread of a few units (a greedy choice that is neither random nor certain).
+#[test]
+fn embedded_model_activations_stay_in_a_realistic_range() {
+    let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
+    let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
+    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+    let dec = Decoder::new(&model, arith, Residual::F32, 512).unwrap();
+    let spec = RunSpec { ids: vec![1, 250, 1999, 42, 3000, 777, 64], steps: 0, mode: Mode::Prompt };
+    let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
+    let rms = |name: &str| {
+        let t = out.taps.iter().find(|t| t.name == name).unwrap();
+        (t.data.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / t.data.len() as f64).sqrt()
+    };
+    let e = rms("inp_embd");
+    for l in 0..model.hp.n_layer {
+        let r = rms(&format!("l_out-{l}"));
+        assert!(r > 0.5 * e && r < 8.0 * e, "layer {l}: l_out rms {r:.3} vs embedding {e:.3}");
+        let f = rms(&format!("ffn_out-{l}"));
+        assert!(f > 1e-3 * r && f < r, "layer {l}: ffn_out rms {f:.3} vs stream {r:.3}");
+    }
+    let logits = rms("result_output");
+    assert!((1.0..10.0).contains(&logits), "logit rms {logits:.3}");
+}

@@ -212,3 +212,105 @@ impl HParams {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::GgufWriter;
+
+    /// A complete tiny qwen3 file (1 layer, 32 wide, 2+1 heads of 16), with `edit`
+    /// applied to the metadata list before writing.
+    fn tiny(
+        edit: impl FnOnce(&mut Vec<(String, MetaValue)>),
+        skip_tensor: Option<&str>,
+    ) -> Result<HParams, ModelError> {
+        let mut meta: Vec<(String, MetaValue)> = vec![
+            ("general.architecture".into(), MetaValue::String("qwen3".into())),
+            ("qwen3.embedding_length".into(), MetaValue::U32(32)),
+            ("qwen3.block_count".into(), MetaValue::U32(1)),
+            ("qwen3.attention.head_count".into(), MetaValue::U32(2)),
+            ("qwen3.attention.head_count_kv".into(), MetaValue::U32(1)),
+            ("qwen3.attention.key_length".into(), MetaValue::U32(16)),
+            ("qwen3.feed_forward_length".into(), MetaValue::U32(64)),
+            ("qwen3.context_length".into(), MetaValue::U32(256)),
+            ("qwen3.rope.freq_base".into(), MetaValue::F32(1e6)),
+            ("qwen3.attention.layer_norm_rms_epsilon".into(), MetaValue::F32(1e-6)),
+        ];
+        edit(&mut meta);
+        let mut w = GgufWriter::new();
+        for (k, v) in meta {
+            w.add_metadata(k, v).unwrap();
+        }
+        let hp = HParams {
+            arch: "qwen3".into(),
+            n_embd: 32,
+            n_layer: 1,
+            n_head: 2,
+            n_head_kv: 1,
+            head_dim: 16,
+            n_ff: 64,
+            n_vocab: 10,
+            n_ctx_train: 256,
+            rope_base: 1e6,
+            rms_eps: 1e-6,
+        };
+        for (name, dims) in hp.expected_tensors() {
+            if Some(name.as_str()) == skip_tensor {
+                continue;
+            }
+            let n: u64 = dims.iter().product();
+            w.add_tensor(name, &dims, GgmlType::F32, vec![0u8; n as usize * 4]).unwrap();
+        }
+        let f = GgufFile::from_bytes("tiny.gguf", w.to_bytes().unwrap()).unwrap();
+        HParams::from_gguf(&f)
+    }
+
+    fn err(r: Result<HParams, ModelError>) -> String {
+        let e = r.expect_err("should be refused").to_string();
+        assert!(e.starts_with("tiny.gguf: "), "{e}");
+        e
+    }
+
+    #[test]
+    fn reads_a_complete_file() {
+        let hp = tiny(|_| {}, None).unwrap();
+        assert_eq!(
+            (hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_vocab),
+            (32, 2, 1, 16, 10)
+        );
+    }
+
+    #[test]
+    fn refuses_missing_wrong_and_inconsistent_metadata() {
+        let set = |k: &'static str, v: MetaValue| {
+            move |m: &mut Vec<(String, MetaValue)>| {
+                m.retain(|(key, _)| key != k);
+                m.push((k.into(), v));
+            }
+        };
+        let drop =
+            |k: &'static str| move |m: &mut Vec<(String, MetaValue)>| m.retain(|(key, _)| key != k);
+        assert!(err(tiny(set("general.architecture", MetaValue::String("llama".into())), None))
+            .contains("not supported"));
+        assert!(err(tiny(drop("qwen3.block_count"), None))
+            .contains("missing metadata key 'qwen3.block_count'"));
+        assert!(err(tiny(drop("qwen3.attention.layer_norm_rms_epsilon"), None))
+            .contains("layer_norm_rms_epsilon"));
+        assert!(err(tiny(set("qwen3.attention.head_count", MetaValue::String("2".into())), None))
+            .contains("expected an integer"));
+        assert!(err(tiny(set("qwen3.attention.head_count_kv", MetaValue::U32(3)), None))
+            .contains("not a multiple"));
+        assert!(err(tiny(set("qwen3.attention.value_length", MetaValue::U32(8)), None))
+            .contains("value_length"));
+        assert!(err(tiny(set("qwen3.rope.freq_base", MetaValue::F32(-1.0)), None))
+            .contains("freq_base"));
+        assert!(
+            err(tiny(set("qwen3.vocab_size", MetaValue::U32(11)), None)).contains("vocab_size 11")
+        );
+        // Metadata that disagrees with the tensors.
+        assert!(err(tiny(set("qwen3.feed_forward_length", MetaValue::U32(32)), None))
+            .contains("blk.0.ffn_gate.weight"));
+        assert!(err(tiny(|_| {}, Some("blk.0.attn_k_norm.weight")))
+            .contains("missing tensor 'blk.0.attn_k_norm.weight'"));
+    }
+}
