@@ -316,7 +316,11 @@ impl<'m> Decoder<'m> {
                     Prepared::Repacked(r) => (
                         r.layout().source().name(),
                         r.layout().name(),
-                        if m >= 4 { "gemm" } else { "gemv" },
+                        match (m / 4, m % 4) {
+                            (0, _) => "gemv",
+                            (_, 0) => "gemm",
+                            _ => "gemm+gemv",
+                        },
                     ),
                 };
                 self.note_path(ty, layout, m, path);
@@ -492,6 +496,8 @@ impl<'m> Decoder<'m> {
         let sgemm = self.elem.flavour().sgemm_min_rows().is_some_and(|min| m >= min)
             && n_kv.is_multiple_of(w)
             && hd.is_multiple_of(4);
+        let kqv_path = if sgemm { "tinyblas-f32" } else { "vec_dot_f32" };
+        self.note_path("f32", "kv-cache", m, &format!("kq vec_dot_f32, kqv {kqv_path}"));
         let mut out = vec![0.0f32; m * nh * hd];
         let mut wp = vec![0.0f32; n_kv];
         let mut dp = vec![0.0f32; n_kv];

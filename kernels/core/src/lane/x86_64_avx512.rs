@@ -5,7 +5,10 @@
 //! by the reference quantizer and q8_0 by the AVX2 quantizer ([`ActRule::Q8_0X86`]).
 //! Dot products: [`crate::dot::avx512`] (block pairs, 16 lanes, one FMA per lane per
 //! block pair or superblock, a 512 -> 256 halving and then `hsum_float_8`). Matmul:
-//! vec_dot per (weight row, activation row) for every row count.
+//! vec_dot per (weight row, activation row) for every row count. Decoder elementwise
+//! loops: the AVX2 flavour ([`crate::elem::ElemFlavour::Avx2`]), i.e. the design keeps
+//! ggml's AVX2 softmax/SiLU/f32 dot code (ggml's own AVX-512 builds would use its
+//! `_mm512_scalef_ps` `expf`, which no lane reproduces).
 
 use super::reference::{dispatch_vec_dot, VecDotFns};
 use super::x86_64_avx2::family_rule;
