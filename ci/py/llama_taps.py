@@ -78,7 +78,7 @@ N_CTX = 512
 # Per-layer taps (llama.cpp eval-callback names, suffixed -L) and global taps, in the
 # order they are written to the trace.
 LAYER_TAPS = ["attn_norm", "Qcur", "Kcur", "Vcur", "kqv_out", "ffn_inp", "ffn_norm",
-              "ffn_out", "l_out"]
+              "ffn_swiglu", "ffn_out", "l_out"]
 GLOBAL_TAPS = ["inp_embd", "result_norm", "result_output"]
 # llama.cpp node name -> trace tap name, where they differ. In this llama.cpp the token
 # embedding rows (get_rows of token_embd) are the node `embd`; its `inp_embd` is the graph

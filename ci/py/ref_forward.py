@@ -343,7 +343,9 @@ class Session:
             taps.append((f"ffn_norm-{L}", cur))
             g = cur @ w[p + "ffn_gate.weight"].T
             u = cur @ w[p + "ffn_up.weight"].T
-            ffn_out = (silu(g) * u) @ w[p + "ffn_down.weight"].T
+            act = silu(g) * u
+            taps.append((f"ffn_swiglu-{L}", act))
+            ffn_out = act @ w[p + "ffn_down.weight"].T
             taps.append((f"ffn_out-{L}", ffn_out))
             x = ffn_out + ffn_inp
             taps.append((f"l_out-{L}", x))

@@ -1,5 +1,6 @@
 //! tiercheck: GGUF I/O, comparisons, the golden store, the harness and the CLI.
 
+pub mod analysis;
 pub mod atomic_write;
 pub mod compare;
 pub mod embedded;

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod cli_delta;
 mod cli_model;
 
 use anyhow::{bail, Context, Result};
@@ -40,6 +41,10 @@ enum Command {
     Matrix(cli_model::MatrixArgs),
     /// Run the decoder on one lane and write per-step, per-layer traces.
     Run(cli_model::RunArgs),
+    /// Where and why two lanes (or traces) diverge: free-running and teacher-forced
+    /// comparisons, layer-local profile against the noise floor, near-ties, activation
+    /// flips, and a per-layer plot.
+    Delta(cli_delta::DeltaArgs),
     /// List the known lanes, which ones this host runs natively, and its CPU features.
     Lanes,
     /// Inspect, dequantize and quantize GGUF files.
@@ -177,6 +182,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Matrix(a) => cli_model::cmd_matrix(a),
         Command::Run(a) => cli_model::cmd_run(a),
+        Command::Delta(a) => cli_delta::cmd_delta(a),
         Command::Lanes => cmd_lanes(),
         Command::Gguf(GgufCommand::Info { file, full }) => cmd_info(&file, full),
         Command::Gguf(GgufCommand::Dequant { file, tensor, out }) => {

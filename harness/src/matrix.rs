@@ -124,7 +124,8 @@ pub fn run_lane(
     let mut traces = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
         let t = Instant::now();
-        let spec = RunSpec { ids: p.ids.clone(), steps: opts.steps, mode: opts.mode };
+        let spec =
+            RunSpec { ids: p.ids.clone(), steps: opts.steps, mode: opts.mode, forced: Vec::new() };
         let sink = TapSink::new(opts.traces.is_some(), true);
         let out = run::run(&dec, &spec, sink)?;
         let wall_s = t.elapsed().as_secs_f64();

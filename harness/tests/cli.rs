@@ -352,7 +352,7 @@ fn run_writes_a_trace_with_taps_steps_and_provenance() {
     assert!(t.steps.iter().all(|s| s.gap >= 0.0 && s.top[0].0 == s.emitted));
     assert_eq!(t.taps[&(0, "attn_norm-0".to_string())].shape, vec![4, 512]);
     assert_eq!(t.taps[&(2, "result_output".to_string())].shape, vec![1, 3072]);
-    assert_eq!(t.taps.len(), 3 * (1 + 9 * 8 + 2));
+    assert_eq!(t.taps.len(), 3 * (1 + 10 * 8 + 2));
     for (k, v) in [
         ("lane", "x86_64-avx2"),
         ("mode", "prompt"),

@@ -15,7 +15,7 @@ fn digests(
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads };
     let dec = Decoder::new(model, arith, Residual::F32, 512).unwrap();
-    let spec = RunSpec { ids: vec![17, 2045, 388, 901, 5, 6], steps: 6, mode };
+    let spec = RunSpec { ids: vec![17, 2045, 388, 901, 5, 6], steps: 6, mode, forced: Vec::new() };
     let out = run::run(&dec, &spec, TapSink::new(false, true)).unwrap();
     (out.generated, out.digests.into_iter().collect())
 }
@@ -41,7 +41,8 @@ fn bf16_residual_changes_the_bits_and_stays_close() {
     let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
-    let spec = RunSpec { ids: vec![1, 250, 1999, 42], steps: 0, mode: Mode::Prompt };
+    let spec =
+        RunSpec { ids: vec![1, 250, 1999, 42], steps: 0, mode: Mode::Prompt, forced: Vec::new() };
     let logits = |res: Residual| {
         let dec = Decoder::new(&model, arith, res, 512).unwrap();
         let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
@@ -64,7 +65,12 @@ fn embedded_model_activations_stay_in_a_realistic_range() {
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
     let dec = Decoder::new(&model, arith, Residual::F32, 512).unwrap();
-    let spec = RunSpec { ids: vec![1, 250, 1999, 42, 3000, 777, 64], steps: 0, mode: Mode::Prompt };
+    let spec = RunSpec {
+        ids: vec![1, 250, 1999, 42, 3000, 777, 64],
+        steps: 0,
+        mode: Mode::Prompt,
+        forced: Vec::new(),
+    };
     let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
     let rms = |name: &str| {
         let t = out.taps.iter().find(|t| t.name == name).unwrap();

@@ -86,7 +86,7 @@ fn ours(
     path: &Path,
 ) -> Result<Trace, String> {
     let dec = Decoder::new(model, arith, Residual::F32, 512).map_err(|e| e.to_string())?;
-    let spec = RunSpec { ids: ids.to_vec(), steps: 0, mode };
+    let spec = RunSpec { ids: ids.to_vec(), steps: 0, mode, forced: Vec::new() };
     let out = run::run(&dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
     run::write_trace(path, &out, Default::default()).map_err(|e| e.to_string())?;
     read_trace(path).map_err(|e| e.to_string())
@@ -426,7 +426,7 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", lane.name))?;
         let out = run::run(
             &dec,
-            &RunSpec { ids: ids.clone(), steps: 4, mode: Mode::Prompt },
+            &RunSpec { ids: ids.clone(), steps: 4, mode: Mode::Prompt, forced: Vec::new() },
             TapSink::none(),
         )
         .map_err(|e| format!("{}: {e}", lane.name))?;

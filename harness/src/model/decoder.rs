@@ -23,7 +23,8 @@
 //!      the step has at least [`ElemFlavour::sgemm_min_rows`] tokens — the `kqv_out` tap;
 //!    - `attn_output` projection, plus the layer input: `ffn_inp`;
 //!    - `ffn_norm`, `ffn_gate` and `ffn_up` projections, [`ElemOps::swiglu`], `ffn_down`:
-//!      `ffn_out`; plus `ffn_inp`: `l_out`.
+//!      `ffn_out` (the SwiGLU product, `ffn_down`'s input, is the `ffn_swiglu` tap); plus
+//!      `ffn_inp`: `l_out`.
 //! 3. `result_norm` with `output_norm.weight`, `result_output` through `output.weight`
 //!    (or the token embedding when the model ties them).
 //!
@@ -113,6 +114,7 @@ pub struct Decoder<'m> {
     residual: Residual,
     n_ctx: usize,
     paths: Mutex<BTreeSet<String>>,
+    dither: Option<u64>,
 }
 
 /// The KV cache: per layer, K rows per position and V transposed per KV head.
@@ -177,6 +179,26 @@ fn f32_tensor(model: &Model, name: &str) -> Result<Vec<f32>, ModelError> {
     })?;
     let bytes = model.file.tensor_data(t);
     Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// SplitMix64 finalizer: a well-mixed 64-bit hash.
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The next float from `x` toward `to` (one ulp; zero steps to the smallest subnormal).
+fn next_toward(x: f32, to: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    if to > x {
+        x.next_up()
+    } else {
+        x.next_down()
+    }
 }
 
 /// llama.cpp's padded KV length for `used` filled cells in a cache of `n_ctx`.
@@ -256,7 +278,32 @@ impl<'m> Decoder<'m> {
             residual,
             n_ctx,
             paths: Mutex::new(BTreeSet::new()),
+            dither: None,
         })
+    }
+
+    /// Perturb the residual stream after layer 0 by a seeded one-ulp dither (`None`:
+    /// off). Each value of `l_out-0` moves one ulp down, stays, or moves one ulp up,
+    /// chosen by a hash of (seed, position, index), so the perturbation of a token does
+    /// not depend on how tokens are batched. This is the minimal perturbation that
+    /// defines the noise floor of divergence analysis.
+    pub fn set_dither(&mut self, seed: Option<u64>) {
+        self.dither = seed;
+    }
+
+    fn apply_dither(&self, x: &mut [f32], pos0: usize) {
+        let Some(seed) = self.dither else { return };
+        let e = self.hp.n_embd;
+        for (r, row) in x.chunks_exact_mut(e).enumerate() {
+            for (i, v) in row.iter_mut().enumerate() {
+                let h = splitmix64(seed ^ splitmix64(((pos0 + r) as u64) << 32 | i as u64));
+                *v = match h % 3 {
+                    0 => next_toward(*v, f32::NEG_INFINITY),
+                    1 => *v,
+                    _ => next_toward(*v, f32::INFINITY),
+                };
+            }
+        }
     }
 
     /// Context length.
@@ -392,6 +439,9 @@ impl<'m> Decoder<'m> {
         taps.put("inp_embd", m, &x);
         for il in 0..self.hp.n_layer {
             x = self.eval_layer(il, cache, &x, pos0, m, taps)?;
+            if il == 0 {
+                self.apply_dither(&mut x, pos0);
+            }
         }
         self.head(&x, m, taps)
     }
@@ -477,6 +527,7 @@ impl<'m> Decoder<'m> {
             let r = i * ff..(i + 1) * ff;
             self.elem.swiglu(&mut h[r.clone()], &gate[r.clone()], &up[r]);
         }
+        taps.put(&tag("ffn_swiglu"), m, &h);
         let ffn_out = self.matmul(&ly.down, &h, m, &tag("ffn_down"))?;
         taps.put(&tag("ffn_out"), m, &ffn_out);
         let mut l_out: Vec<f32> = ffn_out.iter().zip(&ffn_inp).map(|(a, b)| a + b).collect();

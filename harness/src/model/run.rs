@@ -42,6 +42,10 @@ pub struct RunSpec {
     pub steps: usize,
     /// Batching of the teacher-forced ids.
     pub mode: Mode,
+    /// Tokens to feed after the prompt instead of the greedy choices (teacher forcing
+    /// a continuation, e.g. another lane's output); empty for greedy decoding. Step `k`
+    /// after the prompt feeds `forced[k-1]`; the greedy choices are still recorded.
+    pub forced: Vec<u32>,
 }
 
 /// One named per-layer tensor of one step.
@@ -192,8 +196,18 @@ pub fn run(dec: &Decoder<'_>, spec: &RunSpec, mut sink: TapSink) -> Result<RunOu
     if spec.steps > 0 {
         generated.push(steps.last().expect("one step at least").emitted);
     }
+    if !spec.forced.is_empty() && spec.forced.len() + 1 < spec.steps {
+        return Err(ModelError::Request(format!(
+            "{} forced tokens cannot drive {} steps",
+            spec.forced.len(),
+            spec.steps
+        )));
+    }
     while generated.len() < spec.steps {
-        let tok = [*generated.last().expect("nonempty")];
+        let tok = match spec.forced.get(generated.len() - 1) {
+            Some(&t) => [t],
+            None => [*generated.last().expect("nonempty")],
+        };
         sink.set_step(steps.len());
         let logits = dec.eval(&mut cache, &tok, pos, &mut sink)?;
         steps.push(record(steps.len(), vec![pos], &tok, &logits));
@@ -233,6 +247,7 @@ pub fn write_trace(
     tensorfile::write(path, &tensors, &meta)
 }
 
+#[derive(Clone, Debug)]
 /// A trace read back: taps by `(step, name)` and the step records.
 pub struct Trace {
     /// Taps keyed by `(step, name)`.
