@@ -217,13 +217,19 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
     if !r.flips.is_empty() {
         let total: usize = r.flips.iter().map(|f| f.codes_differ).sum();
         s += &format!("\nACTIVATION-QUANTIZATION FLIPS (layer-local): {total} int8 codes differ at {} matmul inputs\n", r.flips.len());
+        s += "  boundary: how far the other side's value sat from the rounding boundary (code units); flip effect:\n  output change from the flipped codes alone (one kernel); observed: the two sides' outputs (own codes, own kernels)\n";
         s += &format!(
-            "  {:>5} {:<14} {:>11} {:>22} {:>12}  weights\n",
-            "step", "input", "codes", "boundary dist min..max", "flip effect"
+            "  {:>5} {:<14} {:>11} {:>22} {:>11} {:>10} {:>8}  weights\n",
+            "step", "input", "codes", "boundary min..max", "flip effect", "observed", "share"
         );
         for f in r.flips.iter().take(24) {
+            let (obs, share) = match f.observed {
+                Some(o) if o > 0.0 => (sci(o), format!("{:.0}%", 100.0 * f.flip_effect / o)),
+                Some(o) => (sci(o), "-".into()),
+                None => ("-".into(), "-".into()),
+            };
             s += &format!(
-                "  {:>5} {:<14} {:>5}/{:<5} {:>10.4}..{:<10.4} {:>12.1e}  {}\n",
+                "  {:>5} {:<14} {:>5}/{:<5} {:>10.4}..{:<10.4} {:>11.1e} {:>10} {:>8}  {}\n",
                 f.step,
                 f.input,
                 f.codes_differ,
@@ -231,6 +237,8 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
                 f.min_boundary,
                 f.max_boundary,
                 f.flip_effect,
+                obs,
+                share,
                 f.weights.join(",")
             );
         }
@@ -307,6 +315,79 @@ pub fn cmd_delta(a: DeltaArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{text}");
+    }
+    Ok(())
+}
+
+/// `tiercheck attribute`.
+#[derive(Args, Clone, Debug)]
+pub struct AttributeArgs {
+    /// Lane A (moved toward B one component at a time).
+    pub a: String,
+    /// Lane B.
+    pub b: String,
+    /// GGUF model (default: the embedded model).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Prompt name (default: the first prompt).
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// Prompts file (default golden/prompts/prompts.toml).
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Greedy steps of B to replay (default: the prompts file's `steps`).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Batching of the prompt.
+    #[arg(long, value_enum, default_value_t = Mode::Prompt)]
+    pub mode: Mode,
+    /// Residual stream type (both sides).
+    #[arg(long, value_enum, default_value_t = Residual::F32)]
+    pub residual: Residual,
+    /// Context length.
+    #[arg(long = "ctx", default_value_t = 512)]
+    pub n_ctx: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tiercheck attribute`.
+pub fn cmd_attribute(a: AttributeArgs) -> Result<()> {
+    let path = match &a.model {
+        Some(p) => p.clone(),
+        None => embedded::ensure_model(None)?,
+    };
+    let model = Model::open(&path)?;
+    let la = tiercheck::lanes::find(&a.a).map_err(anyhow::Error::msg)?;
+    let lb = tiercheck::lanes::find(&a.b).map_err(anyhow::Error::msg)?;
+    let shim = DeltaArgs {
+        a: a.a.clone(),
+        b: a.b.clone(),
+        imp: Impl::Portable,
+        model: None,
+        prompt: a.prompt.clone(),
+        prompts: a.prompts.clone(),
+        steps: a.steps,
+        mode: a.mode,
+        residual: a.residual,
+        n_ctx: a.n_ctx,
+        threshold: 0.2,
+        floor_seeds: 0,
+        taps: String::new(),
+        out: None,
+        json: false,
+    };
+    let (ids, steps) = default_prompt(&shim, &model)?;
+    if steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let r =
+        analysis::attribute::attribute(&model, la, lb, &ids, steps, a.mode, a.residual, a.n_ctx)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", analysis::attribute::render(&r));
     }
     Ok(())
 }

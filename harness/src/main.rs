@@ -45,6 +45,10 @@ enum Command {
     /// comparisons, layer-local profile against the noise floor, near-ties, activation
     /// flips, and a per-layer plot.
     Delta(cli_delta::DeltaArgs),
+    /// Which recipe components (activation quantizer, kernels, embedding dequantizer,
+    /// elementwise loops) account for the divergence of lane A from lane B: A is moved
+    /// toward B one component at a time (portable twins, teacher-forced on B's tokens).
+    Attribute(cli_delta::AttributeArgs),
     /// List the known lanes, which ones this host runs natively, and its CPU features.
     Lanes,
     /// Inspect, dequantize and quantize GGUF files.
@@ -183,6 +187,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Matrix(a) => cli_model::cmd_matrix(a),
         Command::Run(a) => cli_model::cmd_run(a),
         Command::Delta(a) => cli_delta::cmd_delta(a),
+        Command::Attribute(a) => cli_delta::cmd_attribute(a),
         Command::Lanes => cmd_lanes(),
         Command::Gguf(GgufCommand::Info { file, full }) => cmd_info(&file, full),
         Command::Gguf(GgufCommand::Dequant { file, tensor, out }) => {

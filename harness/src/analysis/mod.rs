@@ -22,6 +22,7 @@
 //!   residual stream after layer 0 is dithered by one ulp; every divergence is also
 //!   given as a ratio to it.
 
+pub mod attribute;
 pub mod floor;
 pub mod metrics;
 pub mod plot;
@@ -388,6 +389,9 @@ pub struct Flip {
     /// Relative L2 change of the first weight's output caused by the flips alone (the
     /// other side's codes through this side's kernel).
     pub flip_effect: f64,
+    /// Relative L2 between the two sides' outputs of that matmul (each side's codes
+    /// through its own kernel), when the other side is a lane.
+    pub observed: Option<f64>,
 }
 
 /// The whole report.
@@ -606,6 +610,7 @@ fn flips(
         let (mut differ, mut total) = (0usize, 0usize);
         let (mut min_b, mut max_b) = (f64::INFINITY, 0.0f64);
         let mut acc = Acc::default();
+        let mut obs = Acc::default();
         for (xm, xo) in t_mine.data.chunks_exact(k).zip(t_other.data.chunks_exact(k)) {
             let (qm, qo) = (rule.quantize(xm)?, other_rule.quantize(xo)?);
             let (cm, dm) = codes(rule.format(), &qm, k);
@@ -636,6 +641,12 @@ fn flips(
                     .map(|j| c.kernels.vec_dot(ty, w.row(j), &qo))
                     .collect::<Result<_, _>>()?;
                 acc.add(&yo, &ym);
+                if let Some(ol) = other_lane {
+                    let yoo: Vec<f32> = (0..wn)
+                        .map(|j| ol.kernels.vec_dot(ty, w.row(j), &qo))
+                        .collect::<Result<_, _>>()?;
+                    obs.add(&ym, &yoo);
+                }
             }
         }
         if differ > 0 {
@@ -648,6 +659,7 @@ fn flips(
                 min_boundary: min_b,
                 max_boundary: max_b,
                 flip_effect: acc.stat().rel_l2,
+                observed: other_lane.map(|_| obs.stat().rel_l2),
             });
         }
     }
