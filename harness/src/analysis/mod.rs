@@ -612,7 +612,12 @@ fn flips(
         let mut acc = Acc::default();
         let mut obs = Acc::default();
         for (xm, xo) in t_mine.data.chunks_exact(k).zip(t_other.data.chunks_exact(k)) {
-            let (qm, qo) = (rule.quantize(xm)?, other_rule.quantize(xo)?);
+            // Through the kernels' own quantize_act (a lane may override its rule).
+            let qm = c.kernels.quantize_act(ty, xm)?;
+            let qo = match other_lane {
+                Some(o) => o.kernels.quantize_act(ty, xo)?,
+                None => c.kernels.quantize_act(ty, xo)?,
+            };
             let (cm, dm) = codes(rule.format(), &qm, k);
             let (co, _) = codes(rule.format(), &qo, k);
             total += cm.len();
