@@ -148,6 +148,21 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
             "  JUMP at step {}: {} {:.1e} -> {} {:.1e} (x{:.0}): a single-op jump, the signature of an activation-quantization flip\n",
             j.step, j.from, j.from_rel, j.to, j.to_rel, j.to_rel / j.from_rel
         );
+        match &j.codes {
+            Some(f) if f.codes_differ > 0 => {
+                s += &format!(
+                    "    confirmed: {} of {} int8 codes of {} differ between the sides (the flipped values sat {:.1e}..{:.1e} code units from the rounding boundary); the flips alone move the matmul output by {:.1e}\n",
+                    f.codes_differ, f.codes, f.input, f.min_boundary, f.max_boundary, f.flip_effect
+                );
+            }
+            Some(f) => {
+                s += &format!(
+                    "    not a flip: the int8 codes of {} are identical on both sides\n",
+                    f.input
+                )
+            }
+            None => {}
+        }
     }
     s += &format!(
         "  profile over the {} steps with equal inputs (relative L2):\n",
@@ -229,7 +244,7 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
                 None => ("-".into(), "-".into()),
             };
             s += &format!(
-                "  {:>5} {:<14} {:>5}/{:<5} {:>10.4}..{:<10.4} {:>11.1e} {:>10} {:>8}  {}\n",
+                "  {:>5} {:<14} {:>5}/{:<5} {:>10.1e}..{:<10.1e} {:>11.1e} {:>10} {:>8}  {}\n",
                 f.step,
                 f.input,
                 f.codes_differ,

@@ -247,6 +247,9 @@ pub struct Jump {
     pub from_rel: f64,
     /// Relative L2 after.
     pub to_rel: f64,
+    /// The activation codes entering the matmul that produced `to`, compared between
+    /// the two sides (when `to` is a matmul output and a lane side can quantize).
+    pub codes: Option<Flip>,
 }
 
 /// A tap-by-tap comparison over some steps.
@@ -320,6 +323,7 @@ fn compare(
                     to: n1.into(),
                     from_rel: r0,
                     to_rel: r1,
+                    codes: None,
                 });
             }
         }
@@ -555,6 +559,23 @@ pub fn layer_local(
     Ok(t)
 }
 
+/// The quantized-matmul input tap whose matmul produces `out` (through norms, RoPE or
+/// the residual add that follow it in the same op group).
+fn matmul_input(out: &str) -> Option<String> {
+    if out == "result_output" {
+        return Some("result_norm".into());
+    }
+    let (kind, l) = out.rsplit_once('-')?;
+    let input = match kind {
+        "Qcur" | "Kcur" | "Vcur" => "attn_norm",
+        "ffn_inp" => "kqv_out",
+        "ffn_swiglu" => "ffn_norm",
+        "ffn_out" => "ffn_swiglu",
+        _ => return None,
+    };
+    Some(format!("{input}-{l}"))
+}
+
 /// Weights each quantized-matmul input tap feeds.
 fn consumers(input: &str, n_layer: usize) -> Option<Vec<String>> {
     if input == "result_norm" {
@@ -584,9 +605,13 @@ fn flips(
     mine: &Trace,
     other: &Trace,
     other_lane: Option<&Chosen>,
+    only: Option<&[(usize, String)]>,
 ) -> anyhow::Result<Vec<Flip>> {
     let mut out = Vec::new();
     for ((step, name), t_mine) in &mine.taps {
+        if only.is_some_and(|o| !o.iter().any(|(s, n)| s == step && n == name)) {
+            continue;
+        }
         let Some(weights) = consumers(name, model.hp.n_layer) else { continue };
         let Some(t_other) = other.taps.get(&(*step, name.clone())) else { continue };
         let Some(info) =
@@ -745,7 +770,31 @@ pub fn delta(
         }
         same.push(i);
     }
-    let free = compare(&ra.trace, &rb.trace, &same, fmap);
+    let mut free = compare(&ra.trace, &rb.trace, &same, fmap);
+    // A jump at a matmul output: compare the codes that entered that matmul.
+    if let Some(c) = a.chosen().or(b.chosen()) {
+        let a_is_lane = a.chosen().is_some();
+        for j in free.jumps.iter_mut() {
+            let Some(input) = matmul_input(&j.to) else { continue };
+            let key = [(j.step, input.clone())];
+            let found = if a_is_lane {
+                flips(model, c, &ra.trace, &rb.trace, b.chosen(), Some(&key))?
+            } else {
+                flips(model, c, &rb.trace, &ra.trace, None, Some(&key))?
+            };
+            j.codes = Some(found.into_iter().next().unwrap_or(Flip {
+                step: j.step,
+                input,
+                weights: Vec::new(),
+                codes_differ: 0,
+                codes: 0,
+                min_boundary: f64::NAN,
+                max_boundary: f64::NAN,
+                flip_effect: 0.0,
+                observed: None,
+            }));
+        }
+    }
     let free_verdict = free_verdict(&ra, &rb, tokens_agree, o.threshold);
 
     // Teacher-forced: a lane replays the other side's tokens.
@@ -817,14 +866,14 @@ pub fn delta(
             let mine = layer_local(model, c, o, &rb.trace)?;
             let steps: Vec<usize> = (0..rb.trace.steps.len()).collect();
             let d = compare(&mine, &rb.trace, &steps, llmap);
-            let fl = flips(model, c, &mine, &rb.trace, b.chosen())?;
+            let fl = flips(model, c, &mine, &rb.trace, b.chosen(), None)?;
             (Some(d), format!("A's layers ({}) fed B's inputs", c.lane.name), fl)
         }
         (Source::Trace(_), Source::Lane(c)) => {
             let mine = layer_local(model, c, o, &ra.trace)?;
             let steps: Vec<usize> = (0..ra.trace.steps.len()).collect();
             let d = compare(&ra.trace, &mine, &steps, llmap);
-            let fl = flips(model, c, &mine, &ra.trace, None)?;
+            let fl = flips(model, c, &mine, &ra.trace, None, None)?;
             (Some(d), format!("B's layers ({}) fed A's inputs", c.lane.name), fl)
         }
         _ => (None, "no lane side: layer-local comparison needs one".into(), Vec::new()),
