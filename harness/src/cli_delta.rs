@@ -227,6 +227,31 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
                 }
             }
             profile(d, n_layer, &mut s);
+            s += "  per layer (ratio to the layer-local floor; noise <= 4; a flip: above it, but every flipped code sat within 0.05 of a rounding boundary):\n";
+            for v in &r.layer_verdicts {
+                let what = match v.verdict.as_str() {
+                    "noise" => "reduction-order noise".to_string(),
+                    "flip" => format!(
+                        "{} near-boundary activation flip(s): noise decided by the last bits",
+                        v.flipped_codes
+                    ),
+                    _ => format!(
+                        "DISCREPANCY: above the floor{}",
+                        if v.flipped_codes > 0 {
+                            format!(
+                                ", {} flipped codes up to {:.2} from a boundary",
+                                v.flipped_codes, v.max_boundary
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                };
+                s += &format!(
+                    "    layer {:<2} x{:<9.1} {:<12} {what}\n",
+                    v.layer, v.ratio, v.worst_tap
+                );
+            }
         }
     }
     if !r.flips.is_empty() {

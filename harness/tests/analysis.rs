@@ -113,6 +113,7 @@ fn a_lane_against_itself_is_zero_everywhere() {
     assert!(ll.rows.iter().all(|t| t.all.n_diff == 0));
     assert!(r.flips.is_empty());
     assert!(r.free.jumps.is_empty());
+    assert!(r.layer_verdicts.iter().all(|v| v.verdict == "noise"));
     // The floor exists and is positive downstream of the dither.
     let f = r.floor.as_ref().unwrap();
     assert!(f.per_tap["l_out-7"] > 0.0 && f.layer_local["l_out-3"] > 0.0);
@@ -135,6 +136,7 @@ fn a_planted_quantizer_bug_is_found_at_the_first_quantized_matmul_and_named() {
     let l3 = ll.rows.iter().find(|t| t.name == "Vcur-3").unwrap();
     assert!(l3.ratio.unwrap() > 10.0, "{l3:?}");
     assert!(r.flips.iter().any(|f| f.input == "attn_norm-0" && f.codes_differ > 100));
+    assert!(r.layer_verdicts.iter().all(|v| v.verdict == "discrepancy"), "{:?}", r.layer_verdicts);
 
     let a = attribute(&m, &PLANTED, &REF, &PROMPT, 4, Mode::Prompt, Residual::F32, 512).unwrap();
     assert!(a.closes);
@@ -142,6 +144,22 @@ fn a_planted_quantizer_bug_is_found_at_the_first_quantized_matmul_and_named() {
     assert_eq!(a.responsible, vec![Component::Act]);
     let act = &a.components[0];
     assert!(act.swapped_into_a.equal() && act.share_removed == 1.0);
+}
+
+#[test]
+fn legitimate_tiers_are_noise_or_near_boundary_flips_never_discrepancies() {
+    let m = model();
+    let r = delta(&m, &lane("x86_64-avx2"), &lane("ref"), &opts(48, 3)).unwrap();
+    assert_eq!(r.tokens_agree, 6);
+    assert!(r.free_verdict.contains("near-tie"), "{}", r.free_verdict);
+    let j = &r.free.jumps[0];
+    assert_eq!((j.step, j.to.as_str()), (0, "ffn_out-5"));
+    let c = j.codes.as_ref().unwrap();
+    assert_eq!(c.codes_differ, 1);
+    assert!(c.max_boundary < 1e-3);
+    let t = r.teacher.as_ref().unwrap();
+    assert!(t.unexplained.is_empty() && t.top1_agreement < 1.0);
+    assert!(r.layer_verdicts.iter().all(|v| v.verdict != "discrepancy"), "{:?}", r.layer_verdicts);
 }
 
 #[test]

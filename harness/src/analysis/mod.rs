@@ -398,6 +398,63 @@ pub struct Flip {
     pub observed: Option<f64>,
 }
 
+/// The layer-local verdict for one layer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerVerdict {
+    /// Layer.
+    pub layer: usize,
+    /// The tap with the largest ratio to its layer-local floor.
+    pub worst_tap: String,
+    /// That ratio.
+    pub ratio: f64,
+    /// Activation codes that differ at this layer's matmul inputs (all steps).
+    pub flipped_codes: usize,
+    /// The largest distance of a flipped value from its rounding boundary.
+    pub max_boundary: f64,
+    /// `noise`, `flip` (above the floor, but every flip sat within
+    /// [`NEAR_BOUNDARY`] of a rounding boundary) or `discrepancy`.
+    pub verdict: String,
+}
+
+/// Ratio to the floor up to which a divergence counts as reduction-order noise.
+pub const NOISE_RATIO: f64 = 4.0;
+/// Distance from a rounding boundary (code units) within which a flipped activation
+/// code counts as decided by last-bit noise.
+pub const NEAR_BOUNDARY: f64 = 0.05;
+
+fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> Vec<LayerVerdict> {
+    let mut out = Vec::new();
+    for l in 0..n_layer {
+        let suffix = format!("-{l}");
+        let worst = d
+            .rows
+            .iter()
+            .filter(|r| r.name.ends_with(&suffix))
+            .filter_map(|r| r.ratio.map(|q| (r.name.clone(), q)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((worst_tap, ratio)) = worst else { continue };
+        let here: Vec<&Flip> = flips.iter().filter(|f| f.input.ends_with(&suffix)).collect();
+        let flipped_codes = here.iter().map(|f| f.codes_differ).sum();
+        let max_boundary = here.iter().map(|f| f.max_boundary).fold(0.0, f64::max);
+        let verdict = if ratio <= NOISE_RATIO {
+            "noise"
+        } else if flipped_codes > 0 && max_boundary <= NEAR_BOUNDARY {
+            "flip"
+        } else {
+            "discrepancy"
+        };
+        out.push(LayerVerdict {
+            layer: l,
+            worst_tap,
+            ratio,
+            flipped_codes,
+            max_boundary,
+            verdict: verdict.into(),
+        });
+    }
+    out
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeltaReport {
@@ -433,6 +490,8 @@ pub struct DeltaReport {
     pub layer_local_how: String,
     /// Activation-code comparisons (layer-local), where codes differ.
     pub flips: Vec<Flip>,
+    /// Per layer, the layer-local verdict against the floor.
+    pub layer_verdicts: Vec<LayerVerdict>,
     /// The floor: lane, seeds, per tap.
     pub floor: Option<floor::Floor>,
 }
@@ -879,7 +938,12 @@ pub fn delta(
         _ => (None, "no lane side: layer-local comparison needs one".into(), Vec::new()),
     };
 
+    let layer_verdicts = match &layer_local {
+        Some(d) => layer_verdicts(d, &flips, model.hp.n_layer),
+        None => Vec::new(),
+    };
     Ok(DeltaReport {
+        layer_verdicts,
         a: a.label(),
         b: b.label(),
         model_sha256: model.sha256.clone(),
