@@ -165,7 +165,7 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
         }
     }
     s += &format!(
-        "  profile over the {} steps with equal inputs (relative L2):\n",
+        "  profile over the {} steps with equal inputs (relative L2; an activation flip, a discrete event the floor's\n  few seeds may not reproduce, shows as a large ratio from its layer on: the layer-local verdicts judge each layer):\n",
         r.free.steps_compared
     );
     profile(&r.free, n_layer, &mut s);

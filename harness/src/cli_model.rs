@@ -246,11 +246,25 @@ pub fn cmd_matrix(a: MatrixArgs) -> Result<()> {
     let mut bar = Progress::new(selected.len() * prompts.len(), a.common.quiet || a.common.json);
     let mut results: Vec<(LaneResult, String)> = Vec::new();
     for lane in &selected {
-        let plan = if a.portable {
+        let mut plan = if a.portable {
             Plan::Portable("--portable".into())
         } else {
             matrix::plan(lane, aarch64_bin.as_deref(), &a.qemu_cpu)
         };
+        if matches!(plan, Plan::Qemu { .. }) {
+            // A build of another revision would compute other bits: use the twin.
+            let ours = tiercheck::provenance::git_revision();
+            match matrix::probe_revision(&plan) {
+                Ok(rev) if rev == ours => {}
+                Ok(rev) => {
+                    plan = Plan::Portable(format!(
+                        "the aarch64 build is from revision {rev}, this tiercheck from {ours}: \
+                         cargo build --release --target aarch64-unknown-linux-gnu -p tiercheck"
+                    ))
+                }
+                Err(why) => plan = Plan::Portable(why),
+            }
+        }
         let traces = a.traces.as_ref().map(|d| d.join(lane.name));
         let opts = options(&a.common, steps, traces);
         bar.show(&format!("{} ...", lane.name));

@@ -3,6 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// `--version`: the crate version and the git revision it was built from.
+const VERSION_LONG: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("TIERCHECK_GIT_REV"), ")");
+
 mod cli_delta;
 mod cli_model;
 
@@ -24,7 +28,7 @@ use tiercheck_core::{blocks, WeightMatrix};
 /// tiercheck reproduces each inference tier's exact arithmetic (x86-64, aarch64 with
 /// and without repacking, GPU) as named lanes, and compares them bitwise and per layer.
 #[derive(Parser)]
-#[command(name = "tiercheck", version, about, long_about)]
+#[command(name = "tiercheck", version = VERSION_LONG, about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

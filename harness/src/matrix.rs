@@ -239,6 +239,27 @@ pub fn plan(
     }
 }
 
+/// The git revision another architecture's binary was built from (`--version` under
+/// qemu), or why it could not be asked.
+pub fn probe_revision(plan: &Plan) -> Result<String, String> {
+    let Plan::Qemu { qemu, sysroot, binary, cpu } = plan else {
+        return Err("not a qemu plan".into());
+    };
+    let out = Command::new(qemu)
+        .arg("-L")
+        .arg(sysroot)
+        .arg("-cpu")
+        .arg(cpu)
+        .arg(binary)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{}: {e}", qemu.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("(git ").nth(1).and_then(|r| r.split(')').next()).map(str::to_string).ok_or_else(
+        || format!("{} --version printed no git revision: {}", binary.display(), text.trim()),
+    )
+}
+
 /// Run a lane through another architecture's binary under qemu: `tiercheck run --json`.
 pub fn run_under_qemu(
     plan: &Plan,
