@@ -160,6 +160,16 @@ fn legitimate_tiers_are_noise_or_near_boundary_flips_never_discrepancies() {
     let t = r.teacher.as_ref().unwrap();
     assert!(t.unexplained.is_empty() && t.top1_agreement < 1.0);
     assert!(r.layer_verdicts.iter().all(|v| v.verdict != "discrepancy"), "{:?}", r.layer_verdicts);
+    // x86 against aarch64: flips at layers 3 and 5 (a q8_K rounding-rule flip at a value
+    // sitting on the boundary, then its consequences), every other layer noise.
+    let r = delta(&m, &lane("x86_64-avx2"), &lane("aarch64-neon"), &opts(48, 3)).unwrap();
+    let v: Vec<&str> = r.layer_verdicts.iter().map(|v| v.verdict.as_str()).collect();
+    assert_eq!(
+        v,
+        ["noise", "noise", "noise", "flip", "noise", "flip", "noise", "noise"],
+        "{:?}",
+        r.layer_verdicts
+    );
 }
 
 #[test]

@@ -409,7 +409,8 @@ pub struct LayerVerdict {
     pub ratio: f64,
     /// Activation codes that differ at this layer's matmul inputs (all steps).
     pub flipped_codes: usize,
-    /// The largest distance of a flipped value from its rounding boundary.
+    /// The largest distance from its rounding boundary of a value flipped at the first
+    /// flipped input of a step (later inputs of the layer inherit that change).
     pub max_boundary: f64,
     /// `noise`, `flip` (above the floor, but every flip sat within
     /// [`NEAR_BOUNDARY`] of a rounding boundary) or `discrepancy`.
@@ -435,7 +436,16 @@ fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> Vec<LayerVe
         let Some((worst_tap, ratio)) = worst else { continue };
         let here: Vec<&Flip> = flips.iter().filter(|f| f.input.ends_with(&suffix)).collect();
         let flipped_codes = here.iter().map(|f| f.codes_differ).sum();
-        let max_boundary = here.iter().map(|f| f.max_boundary).fold(0.0, f64::max);
+        // Only the first flipped input of each step counts: later inputs of the layer
+        // inherit its change, and their flips are consequences, not boundary luck.
+        let mut primary: BTreeMap<usize, &Flip> = BTreeMap::new();
+        for f in &here {
+            let e = primary.entry(f.step).or_insert(f);
+            if tap_order(&f.input) < tap_order(&e.input) {
+                *e = f;
+            }
+        }
+        let max_boundary = primary.values().map(|f| f.max_boundary).fold(0.0, f64::max);
         let verdict = if ratio <= NOISE_RATIO {
             "noise"
         } else if flipped_codes > 0 && max_boundary <= NEAR_BOUNDARY {
