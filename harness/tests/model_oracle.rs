@@ -437,6 +437,62 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// `tiercheck delta` between our lane and llama.cpp's own greedy trace (prompt `short-4`
+/// as one batch of 4 rows, below the tiled kernel's 8, then 12 greedy steps): the same
+/// tokens, and every tap of every step bitwise equal, free-running and layer-local.
+fn llama_delta() -> Result<(), String> {
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = dir.path().join("llama.safetensors");
+    let py = python()?;
+    let lib = llama_lib()?;
+    let script = repo_root().join("ci/py/llama_taps.py");
+    let res = Command::new(&py)
+        .arg(script)
+        .arg("--lib")
+        .arg(&lib)
+        .arg("--model")
+        .arg(&model.path)
+        .args(["--ids", "17,2045,388,901", "--steps", "12", "--mode", "prompt", "--out"])
+        .arg(&out)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !res.status.success() {
+        return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
+    }
+    let a =
+        tiercheck::analysis::Source::parse(LLAMA_LANE, Impl::Auto).map_err(|e| e.to_string())?;
+    let b = tiercheck::analysis::Source::Trace(out);
+    let opts = tiercheck::analysis::DeltaOptions {
+        ids: Vec::new(),
+        steps: 0,
+        mode: Mode::Prompt,
+        residual: Residual::F32,
+        n_ctx: 512,
+        threshold: 0.2,
+        floor_seeds: 0,
+    };
+    let r = tiercheck::analysis::delta(&model, &a, &b, &opts).map_err(|e| format!("{e:#}"))?;
+    if r.tokens_a != r.tokens_b || r.tokens_a.len() != 13 {
+        return Err(format!("tokens differ: {:?} vs {:?}", r.tokens_a, r.tokens_b));
+    }
+    if let Some(t) = &r.free.first_tap {
+        return Err(format!(
+            "free-running: first differing tap {t} at step {:?}",
+            r.free.first_step
+        ));
+    }
+    let ll = r.layer_local.as_ref().ok_or("no layer-local comparison")?;
+    if let Some(t) = &ll.first_tap {
+        return Err(format!("layer-local: first differing tap {t}"));
+    }
+    eprintln!(
+        "llama.cpp delta: 13 greedy tokens identical, {} taps per step bitwise equal",
+        r.free.rows.len()
+    );
+    Ok(())
+}
+
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
     Trial::ignorable_test(name, move || match f() {
         Ok(()) => Ok(Completion::Completed),
@@ -460,6 +516,7 @@ fn main() -> ExitCode {
         trial("llama_cpp/prompt_untiled/layer_local", || llama_layer_local(Mode::Prompt, false)),
         trial("llama_cpp/prompt/layer_local", || llama_layer_local(Mode::Prompt, true)),
         trial("llama_cpp/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, true)),
+        trial("llama_cpp/delta_greedy", llama_delta),
     ];
     libtest_mimic::run(&args, trials).exit_code()
 }
