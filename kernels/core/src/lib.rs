@@ -6,6 +6,7 @@
 //! - [`dot`]: dot-product kernels, one module per float schedule;
 //! - [`mod@lane`]: lanes, their recipes and the [`lane::Kernels`] trait;
 //! - [`matrix`]: weight matrices and matmul shapes;
+//! - [`gpu`]: portable twins of ggml's CUDA/HIP MMVQ path (q8_1 activations, wave32/wave64);
 //! - [`elem`]: the decoder's elementwise and attention float kernels per tier;
 //! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them.
 //!
@@ -21,6 +22,7 @@ pub mod elem;
 pub mod error;
 pub mod fp16;
 pub mod ggml_type;
+pub mod gpu;
 pub mod interleave;
 pub mod lane;
 pub mod matrix;

@@ -1,0 +1,121 @@
+//! Portable twins of ggml's CUDA/HIP matrix-vector path for quantized weights (MMVQ,
+//! `ggml-cuda/mmvq.cu`, `vecdotq.cuh`, `quantize.cu`), as compiled for AMD GPUs by
+//! HIP clang: the arithmetic of the future `hip-wave32` / `hip-wave64` lanes.
+//!
+//! One output of a matrix-vector product with a single activation column (decode) is
+//! computed on the device in three stages. Each stage below states the upstream
+//! function, then the float operations in the order the device performs them. Integer
+//! parts are exact on every GPU; only the float order, the fusion of multiply-adds and
+//! the activation rounding make tiers differ.
+//!
+//! # 1. Activations: `quantize_q8_1` ([`quantize_q8_1_mmvq`])
+//!
+//! One thread per value, 32 consecutive threads (one q8_1 block) per reduction, width
+//! 32 also on 64-wide AMD wavefronts. Thread i holds `x_i` (0.0 beyond the row's end).
+//! - `amax = warp_reduce_max<32>(fabsf(x_i))`: XOR butterfly, offsets 16, 8, 4, 2, 1,
+//!   lane i takes `fmaxf(v_i, v_(i^off))`. `fmaxf` ignores a NaN operand; on the
+//!   non-negative `fabsf` values the maximum does not depend on the order.
+//! - `sum = warp_reduce_sum<32>(x_i)`: the same butterfly with `v_i + v_(i^off)`, one
+//!   binary32 rounding per addition. Every lane ends with the same value (addition is
+//!   commutative); lane 0's is the tree
+//!   `((((x0+x16)+(x8+x24))+((x4+x20)+(x12+x28)))+(...x2...))+(...x1...)`: level by
+//!   level, lane i adds lane i+16, then i+8, i+4, i+2, i+1.
+//! - `d = amax / 127.0f`: a true IEEE division. HIP clang compiles f32 division
+//!   correctly rounded by default (`-fhip-fp32-correctly-rounded-divide-sqrt` is on
+//!   unless disabled), and ggml's HIP build (`ggml-hip/CMakeLists.txt`) sets no
+//!   fast-math or contraction flag.
+//! - `q_i = amax == 0 ? 0 : roundf(x_i / d)`: a second IEEE division (not a multiply
+//!   by a reciprocal), rounded half away from zero, converted to `int8_t`. The
+//!   conversion is modelled as AMDGPU's `v_cvt_i32_f32` (NaN to 0, saturating) then the
+//!   low 8 bits; it only matters when `d` underflows to 0 or for non-finite inputs.
+//! - `ds = make_half2(d, sum)`: both rounded to binary16, nearest even (ggml's
+//!   `GGML_FP32_TO_FP16` rule; NaN payloads are not modelled). So the q8_1 `s` field is
+//!   the f16 of the **float sum of the unquantized values**, not `d * sum(q)` as on the
+//!   CPU. (The three vec_dots below read only `d`; q4_K takes the q8 sums it needs
+//!   from `dp4a` with 0x01010101 instead of `s`.)
+//!
+//! CUDA differs: ggml's CUDA build uses `-use_fast_math`, so `amax / 127.0f` and
+//! `x_i / d` become approximate divisions (`__fdividef`-class, a reciprocal
+//! approximation times the numerator) with flush-to-zero; codes near a .5 boundary and
+//! the stored `d` can differ from the HIP result by one unit. The twin here is the HIP
+//! one only; no portable form of NVIDIA's approximate reciprocal is claimed.
+//!
+//! # 2. One thread's share: `vec_dot_*_q8_1` ([`vec_dot_q4_k_q8_1`], [`vec_dot_q6_k_q8_1`], [`vec_dot_q8_0_q8_1`])
+//!
+//! Integer dot products of four byte pairs use `ggml_cuda_dp4a` (`sdot4` on CDNA /
+//! RDNA2, `sudot4` with both operands signed on RDNA3/4, `__dp4a` on NVIDIA): exact,
+//! wrapping in 32 bits ([`dp4a`]). Every integer that meets a float below is below
+//! 2^24 in magnitude, so its conversion is exact.
+//!
+//! - `vec_dot_q4_K_q8_1` (`VDR_Q4_K_Q8_1_MMVQ = 2`, `QI4_K = 32`, 16 threads per
+//!   superblock, `iqs = 0, 2, .., 30`): chunk `c = iqs/8` (sub-blocks 2c, 2c+1), byte
+//!   offset `r = 4*((iqs/2)%4)`; the thread covers values `64c + r .. +4` and
+//!   `64c + 16 + r .. +4` of both sub-blocks. For i = 0, 1 (sub-block 2c+i, q8_1 block
+//!   2c+i with scale `d8_i`): `dot1_i` = dp4a of the eight nibbles with the eight q8
+//!   bytes, `dot2_i` = dp4a of 0x01010101 with the same q8 bytes (their sum). Float:
+//!   `sumf_d = 0; sumf_d += d8_i * (float)(dot1_i * sc_i)` for i = 0, 1, and
+//!   `sumf_m = 0; sumf_m += d8_i * (float)(dot2_i * m_i)` likewise; the result is
+//!   `dm.x * sumf_d - dm.y * sumf_m` (`vec_dot_q4_K_q8_1_impl_vmmq`).
+//! - `vec_dot_q6_K_q8_1` (`VDR = 1`, `QI6_K = 32`, 32 threads per superblock,
+//!   `iqs = 0..32`): half `n = iqs/16`; four values from `ql[4*iqs..]` with their two
+//!   high bits from `qh` (shift 0 or 2); for i = 0, 1 the low (i = 0) or high (i = 1)
+//!   nibbles, minus 32, against q8_1 block `4n + (iqs%16)/8 + 2i` with the 8-bit scale
+//!   `scales[8n + (iqs%16)/4 + 4i]`. Float: `sumf = 0; sumf += d8_i * (float)(dp4a *
+//!   sc_i)` for i = 0, 1; result `d * sumf` (`vec_dot_q6_K_q8_1_impl_mmvq`).
+//! - `vec_dot_q8_0_q8_1` (`VDR = 2`, `QI8_0 = 8`, 4 threads per block,
+//!   `iqs = 0, 2, 4, 6`): `sumi` = two chained dp4a over bytes `4*iqs .. 4*iqs + 8`;
+//!   result `(d_x * d_y) * (float)sumi` (`vec_dot_q8_0_q8_1_impl<float, 2>`).
+//!
+//! # 3. The reduction of one output: `mul_mat_vec_q` ([`mmvq_gemv`])
+//!
+//! A block of `nwarps` warps of `warp_size` lanes; thread `tid = warp_size*warp + lane`.
+//! - Per thread: `tmp = 0`; for `kbx = tid / (qi/vdr)`, stepping by
+//!   `blocks_per_iter = vdr * nwarps * warp_size / qi` while `kbx < blocks_per_row`:
+//!   `tmp += vec_dot(x[kbx], y[kbx * qk/32 ..], iqs = vdr * (tid % (qi/vdr)))`, in
+//!   increasing kbx.
+//! - Warps 1..nwarps-1 store `tmp` to shared memory; lane l of warp 0 adds them in
+//!   order: `tmp += shared[0][l]; tmp += shared[1][l]; ...` (warp 1 first).
+//! - `warp_reduce_sum<warp_size>`: the XOR butterfly over warp 0 with offsets
+//!   `warp_size/2, .., 2, 1`; lane 0's value is the output (every lane holds it).
+//!
+//! So the float order depends on `warp_size` and `nwarps`, i.e. on the GPU
+//! generation ([`calc_nwarps`], [`MmvqTable`]). The `small_k` variant only raises the
+//! rows per block; each row's order is unchanged. Fused epilogues (bias, GLU gate) and
+//! the multi-column (`ncols_dst > 1`) and MoE kernels are not reproduced.
+//!
+//! # Contraction (fused multiply-add)
+//!
+//! ggml's HIP build passes no `-ffp-contract`; HIP clang's default for device code is
+//! `-ffp-contract=fast-honor-pragmas` (since LLVM 12): every `fmul`/`fadd` carries the
+//! `contract` flag, and the AMDGPU back end fuses a multiply feeding an add into
+//! `v_fma_f32` / `v_fmac_f32` across statements and across the inlined `vec_dot`.
+//! (Our reading of the back end: with f32 denormals enabled, HIP's default, it prefers
+//! the fused instruction over the unfused `v_mad_f32` on gfx90a, RDNA2 and later.)
+//! [`Contraction::HIP_CLANG`] is our prediction of which multiply-adds fuse:
+//! - `sumf_d`, `sumf_m` (q4_K) and `sumf` (q6_K): `sumf = fma(d8_i, (float)int_i,
+//!   sumf)` (for i = 0 against 0.0, which equals the rounded product).
+//! - q4_K's result: `fma(dm.x, sumf_d, -(dm.y * sumf_m))` (LLVM's DAG combiner folds
+//!   the first multiply of `a*b - c*d` when both have one use). **Not confirmed by
+//!   disassembly**; [`Q4KCombine`] offers the other fold and the unfused form.
+//! - The kernel's `tmp += vec_dot(...)` when the inlined `vec_dot` ends in a multiply:
+//!   q6_K `tmp = fma(d, sumf, tmp)`, q8_0 `tmp = fma(d_x * d_y, (float)sumi, tmp)`.
+//!   q4_K's result is already an fma, so its `tmp +=` stays a plain addition.
+//! - Additions of the shared-memory partials and of the butterflies, and everything in
+//!   `quantize_q8_1`, have no multiply to fuse.
+//!
+//! These are predictions from the compiler's documented rules, not measurements; each
+//! is a switch of [`Contraction`] so a measurement on real hardware can settle it.
+//! (NVIDIA's nvcc also fuses by default, `--fmad=true`, but by its own rules.)
+
+mod mmvq;
+mod quantize;
+mod vecdotq;
+
+#[cfg(test)]
+mod tests;
+
+pub use mmvq::{calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, WAVE32, WAVE64};
+pub use quantize::{butterfly_max, butterfly_sum, quantize_q8_1_mmvq};
+pub use vecdotq::{
+    dp4a, vec_dot_q4_k_q8_1, vec_dot_q6_k_q8_1, vec_dot_q8_0_q8_1, Contraction, Q4KCombine,
+};

@@ -1,0 +1,775 @@
+//! Tests of the MMVQ twins: the q8_1 quantizer against an f64 reference and hand-checked
+//! cases, every vec_dot and gemv against the exact dot product of the dequantized
+//! operands within a rigorous rounding-error bound, the wave32/wave64 order difference,
+//! and a cross-check with the CPU q8_1 / q8_0 quantizers.
+//!
+//! Error bounds (no underflow: every scale below is a normal number): a result formed
+//! from exact terms t_j, where each term passes through at most n roundings (products
+//! and sums; an fma is one rounding, so the unfused count bounds both forms), satisfies
+//! |computed - sum t_j| <= gamma_n * sum |t_j| with gamma_n = n u / (1 - n u), u = 2^-24.
+
+use super::*;
+use crate::blocks::q4_k::scale_min_k4;
+use crate::blocks::{dequantize, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, QK, QK_K};
+use crate::dot::generic::q4_k_values;
+use crate::fp16::{f16_bits_to_f32, f32_to_f16_bits};
+use crate::quant::ActRule;
+use crate::GgmlType;
+
+const U: f64 = 1.0 / 16_777_216.0; // 2^-24
+
+fn gamma(n: usize) -> f64 {
+    let nu = n as f64 * U;
+    nu / (1.0 - nu)
+}
+
+/// xorshift64*.
+struct Rng(u64);
+impl Rng {
+    fn u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn u8(&mut self) -> u8 {
+        (self.u64() >> 56) as u8
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        (self.u64() >> 11) % n
+    }
+    /// Uniform in [-1, 1).
+    fn sym(&mut self) -> f32 {
+        ((self.u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    fn fill(&mut self, out: &mut [u8]) {
+        out.iter_mut().for_each(|b| *b = self.u8());
+    }
+    /// A normal f16 scale in [2^lo, 2^hi).
+    fn half(&mut self, lo: i32, hi: i32) -> [u8; 2] {
+        let e = lo + self.below((hi - lo) as u64) as i32;
+        let v = 2f32.powi(e) * (1.0 + (self.below(1024) as f32) / 1024.0);
+        f32_to_f16_bits(v).to_le_bytes()
+    }
+    /// An activation row: per 32-block a random magnitude, sometimes an outlier,
+    /// sometimes an all-zero block.
+    fn activations(&mut self, k: usize) -> Vec<f32> {
+        let mut x = vec![0.0f32; k];
+        for b in x.chunks_mut(QK) {
+            match self.below(16) {
+                0 => continue, // all zero
+                _ => {
+                    let s = 2f32.powi(self.below(12) as i32 - 7);
+                    b.iter_mut().for_each(|v| *v = s * self.sym());
+                    if self.below(4) == 0 {
+                        let j = self.below(QK as u64) as usize;
+                        b[j] *= 16.0;
+                    }
+                }
+            }
+        }
+        x
+    }
+}
+
+fn random_q4_k(r: &mut Rng) -> BlockQ4K {
+    let mut b: BlockQ4K = bytemuck::Zeroable::zeroed();
+    b.d = r.half(-12, -4);
+    b.dmin = r.half(-12, -4);
+    r.fill(&mut b.scales);
+    r.fill(&mut b.qs);
+    b
+}
+
+fn random_q6_k(r: &mut Rng) -> BlockQ6K {
+    let mut b: BlockQ6K = bytemuck::Zeroable::zeroed();
+    r.fill(&mut b.ql);
+    r.fill(&mut b.qh);
+    r.fill(&mut b.scales);
+    b.d = r.half(-12, -4);
+    b
+}
+
+fn random_q8_0(r: &mut Rng) -> BlockQ8_0 {
+    let mut b: BlockQ8_0 = bytemuck::Zeroable::zeroed();
+    r.fill(&mut b.qs);
+    b.d = r.half(-12, -4);
+    b
+}
+
+/// A random weight row of `k` values as bytes.
+fn random_row(r: &mut Rng, ty: GgmlType, k: usize) -> Vec<u8> {
+    let n = k / ty.block_size();
+    match ty {
+        GgmlType::Q4_K => {
+            let v: Vec<BlockQ4K> = (0..n).map(|_| random_q4_k(r)).collect();
+            bytemuck::cast_slice(&v).to_vec()
+        }
+        GgmlType::Q6_K => {
+            let v: Vec<BlockQ6K> = (0..n).map(|_| random_q6_k(r)).collect();
+            bytemuck::cast_slice(&v).to_vec()
+        }
+        _ => {
+            let v: Vec<BlockQ8_0> = (0..n).map(|_| random_q8_0(r)).collect();
+            bytemuck::cast_slice(&v).to_vec()
+        }
+    }
+}
+
+/// Per value of a weight row, in value order: the exact weight (f64) and the sum of
+/// the absolute values of its parts (`|d sc q| + |dmin m|` for q4_K), from the block
+/// fields directly, independent of the kernels.
+fn exact_weights(ty: GgmlType, row: &[u8]) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    match ty {
+        GgmlType::Q4_K => {
+            for b in bytemuck::cast_slice::<u8, BlockQ4K>(row) {
+                let q = q4_k_values(b);
+                let (d, dmin) = (b.d() as f64, b.dmin() as f64);
+                for (v, &qv) in q.iter().enumerate() {
+                    let (sc, m) = scale_min_k4(v / 32, &b.scales);
+                    let p = d * sc as f64 * qv as f64;
+                    let n = dmin * m as f64;
+                    out.push((p - n, p.abs() + n.abs()));
+                }
+            }
+        }
+        GgmlType::Q6_K => {
+            for b in bytemuck::cast_slice::<u8, BlockQ6K>(row) {
+                let q = b.quants();
+                for (v, &qv) in q.iter().enumerate() {
+                    let w = b.d() as f64 * b.scale(v / 16) as f64 * qv as f64;
+                    out.push((w, w.abs()));
+                }
+            }
+        }
+        _ => {
+            for b in bytemuck::cast_slice::<u8, BlockQ8_0>(row) {
+                for j in 0..QK {
+                    let w = b.d() as f64 * b.q(j) as f64;
+                    out.push((w, w.abs()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The dequantized q8_1 activations (q * d, exact).
+fn act_values(act: &[BlockQ8_1]) -> Vec<f64> {
+    let mut a = vec![0.0f32; act.len() * QK];
+    dequantize(GgmlType::Q8_1, bytemuck::cast_slice(act), &mut a).unwrap();
+    a.into_iter().map(f64::from).collect()
+}
+
+/// Roundings along the longest path of one vec_dot call, unfused.
+fn call_depth(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q4_K => 4, // d8*X, +, dm.x*, -
+        GgmlType::Q6_K => 3, // d8*Y, +, d*
+        _ => 2,              // d_x*d_y, *sumi
+    }
+}
+
+fn qk_qi_vdr(ty: GgmlType) -> (usize, usize, usize) {
+    match ty {
+        GgmlType::Q4_K => (256, 32, 2),
+        GgmlType::Q6_K => (256, 32, 1),
+        _ => (32, 8, 2),
+    }
+}
+
+/// Checks one gemv against the exact dot product of the dequantized operands (the
+/// crate's dequantizers). Returns the gemv value.
+fn check_gemv(
+    ty: GgmlType,
+    row: &[u8],
+    act: &[BlockQ8_1],
+    warp: usize,
+    nwarps: usize,
+    c: Contraction,
+) -> f32 {
+    let v = mmvq_gemv(ty, row, act, warp, nwarps, c).unwrap();
+    let k = act.len() * QK;
+    let mut w = vec![0.0f32; k];
+    dequantize(ty, row, &mut w).unwrap();
+    let a = act_values(act);
+    let exact = exact_weights(ty, row);
+    let e_deq: f64 = w.iter().zip(&a).map(|(&w, &a)| w as f64 * a).sum();
+    let e_exact: f64 = exact.iter().zip(&a).map(|(&(w, _), &a)| w * a).sum();
+    let s: f64 = exact.iter().zip(&a).map(|(&(_, abs), &a)| abs * a.abs()).sum();
+    // f64 summation of k exact products.
+    let f64_err = k as f64 * 2f64.powi(-52) * s;
+    // The dequantizers round each weight at most once (q4_K: d1*q - m1 with exact
+    // products; q6_K: (d*sc)*q with d*sc exact; q8_0 exact).
+    let deq_err = U * s;
+    assert!((e_deq - e_exact).abs() <= deq_err + 2.0 * f64_err, "{ty} dequantizer error");
+
+    let (qk, qi, vdr) = qk_qi_vdr(ty);
+    let blocks = k / qk;
+    let per_iter = vdr * nwarps * warp / qi;
+    let calls = blocks.div_ceil(per_iter);
+    let n = call_depth(ty) + calls + (nwarps - 1) + warp.trailing_zeros() as usize;
+    let bound = gamma(n) * s + deq_err + f64_err;
+    let err = (v as f64 - e_deq).abs();
+    assert!(
+        err <= bound,
+        "{ty} k={k} warp={warp} nwarps={nwarps} {c:?}: |{v:e} - {e_deq:e}| = {err:e} > {bound:e}"
+    );
+    v
+}
+
+#[test]
+fn gpu_butterfly_sum_is_the_halving_tree_and_every_lane_agrees() {
+    let mut r = Rng(0x1234_5678_9ABC_DEF1);
+    for width in [32usize, 64] {
+        for _ in 0..2000 {
+            let x: Vec<f32> =
+                (0..width).map(|_| r.sym() * 2f32.powi(r.below(40) as i32 - 20)).collect();
+            let mut lanes = x.clone();
+            let got = butterfly_sum(&mut lanes);
+            // Lane 0: at offset `off`, lane i (< off) adds lane i + off.
+            let mut h = x.clone();
+            let mut off = width / 2;
+            while off > 0 {
+                for i in 0..off {
+                    h[i] += h[i + off];
+                }
+                off /= 2;
+            }
+            assert_eq!(got.to_bits(), h[0].to_bits());
+            assert!(lanes.iter().all(|l| l.to_bits() == got.to_bits()));
+        }
+    }
+}
+
+#[test]
+fn gpu_q8_1_quantizer_matches_an_f64_reference() {
+    let mut r = Rng(0xDEAD_BEEF_0BAD_F00D);
+    for _ in 0..200 {
+        let x = r.activations(1024);
+        let y = quantize_q8_1_mmvq(&x);
+        assert_eq!(y.len(), 1024 / QK);
+        for (xb, b) in x.chunks(QK).zip(&y) {
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            // d: one correctly rounded f32 division, then f16 nearest-even.
+            let d = amax / 127.0;
+            assert!((d as f64 - amax as f64 / 127.0).abs() <= U * amax as f64 / 127.0);
+            assert_eq!(u16::from_le_bytes(b.d), f32_to_f16_bits(d));
+            // s: the f64 sum within the 5-level tree's error, then f16.
+            let exact: f64 = xb.iter().map(|&v| v as f64).sum();
+            let abs: f64 = xb.iter().map(|&v| (v as f64).abs()).sum();
+            let tree_err = gamma(5) * abs;
+            let s = b.s() as f64;
+            let ulp16 = |v: f64| 2f64.powi(v.abs().max(2f64.powi(-14)).log2().floor() as i32 - 10);
+            assert!(
+                (s - exact).abs() <= tree_err + ulp16(exact.abs() + tree_err) / 2.0,
+                "s = {s}, exact {exact}"
+            );
+            // q: round half away of the f32 quotient; equal to rounding the exact
+            // quotient unless that lies within an f32 ulp of a .5 boundary.
+            for (j, &v) in xb.iter().enumerate() {
+                let q = b.qs[j] as i8 as i32;
+                if amax == 0.0 {
+                    assert_eq!(q, 0);
+                    continue;
+                }
+                let t = v as f64 / d as f64;
+                assert!(t.abs() <= 127.0 + 1e-4);
+                let want = t.round() as i32; // f64::round is half away from zero
+                if q != want {
+                    let dist = (t.abs().fract() - 0.5).abs();
+                    assert!(dist <= 2.0 * U * t.abs(), "x={v} d={d} q={q} want={want}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_q8_1_quantizer_hand_checked_cases() {
+    let d16 = |b: &BlockQ8_1| u16::from_le_bytes(b.d);
+    let s16 = |b: &BlockQ8_1| u16::from_le_bytes(b.s);
+    let qs = |b: &BlockQ8_1| -> Vec<i8> { b.qs.iter().map(|&q| q as i8).collect() };
+
+    // amax = 127 -> d = 1 exactly, so x / d = x: ties at .5 go away from zero.
+    let mut x = [0.0f32; QK];
+    let vals = [2.5f32, -2.5, 0.5, -0.5, 1.5, -1.5, 126.5, -126.5, 127.0, -3.5, 0.49999997];
+    x[..vals.len()].copy_from_slice(&vals);
+    let b = quantize_q8_1_mmvq(&x)[0];
+    assert_eq!(d16(&b), 0x3C00);
+    assert_eq!(&qs(&b)[..vals.len()], &[3, -3, 1, -1, 2, -2, 127, -127, 127, -4, 0]);
+    // The tree adds lane 2 (0.5) and lane 10 (0.5 - 2^-25) at offset 8: 1 - 2^-25 is
+    // a tie in f32 and rounds to 1.0, and the remaining sums are exact: s = 124.
+    assert_eq!(0.5f32 + 0.49999997, 1.0);
+    assert_eq!(f16_bits_to_f32(s16(&b)), 124.0);
+
+    // amax == 0: d = 0, q = 0; the sum of +0 is +0, the sum of -0 is -0.
+    let b = quantize_q8_1_mmvq(&[0.0f32; QK])[0];
+    assert_eq!((d16(&b), s16(&b)), (0x0000, 0x0000));
+    assert!(qs(&b).iter().all(|&q| q == 0));
+    let b = quantize_q8_1_mmvq(&[-0.0f32; QK])[0];
+    assert_eq!((d16(&b), s16(&b)), (0x0000, 0x8000));
+    assert!(qs(&b).iter().all(|&q| q == 0));
+
+    // f16 rounding of d: d = 1 + 2^-11 is a tie between 1 and 1 + 2^-10 -> even (1);
+    // d = 1 + 3*2^-11 ties between 1 + 2^-10 and 1 + 2^-9 -> even (1 + 2^-9).
+    for (m, want) in [(2049.0f32, 0x3C00u16), (2051.0, 0x3C02)] {
+        let amax = 127.0 * m / 2048.0; // exact in f32
+        assert_eq!(amax / 127.0, m / 2048.0);
+        let mut x = [0.0f32; QK];
+        x[7] = -amax;
+        let b = quantize_q8_1_mmvq(&x)[0];
+        assert_eq!(d16(&b), want, "amax {amax}");
+        assert_eq!(b.qs[7] as i8, -127);
+    }
+
+    // f16 rounding of s: 2049 ties between 2048 and 2050 -> 2048 (even); 2051 -> 2052.
+    for (last, want) in [(65.0f32, 0x6800u16), (67.0, 0x6802)] {
+        let mut x = [64.0f32; QK];
+        x[31] = last;
+        let b = quantize_q8_1_mmvq(&x)[0];
+        assert_eq!(s16(&b), want);
+        assert_eq!(b.qs[31] as i8, 127);
+        assert_eq!(b.qs[0] as i8, (64.0 / (last / 127.0)).round() as i8);
+    }
+
+    // The butterfly pairs lane i with lane i+16 first: 1e8 and -1e8 cancel before the
+    // ones are added, so s = 30; a left-to-right sum would lose x1..x15 (1e8 + 1 = 1e8)
+    // and give 15.
+    let mut x = [1.0f32; QK];
+    x[0] = 1.0e8;
+    x[16] = -1.0e8;
+    let b = quantize_q8_1_mmvq(&x)[0];
+    assert_eq!(f16_bits_to_f32(s16(&b)), 30.0);
+    assert_eq!(x.iter().fold(0.0f32, |a, &v| a + v), 15.0);
+
+    // A partial final block is padded with zeros.
+    let x: Vec<f32> = (0..40).map(|i| i as f32 - 20.0).collect();
+    let y = quantize_q8_1_mmvq(&x);
+    assert_eq!(y.len(), 2);
+    let mut padded = [0.0f32; QK];
+    padded[..8].copy_from_slice(&x[32..]);
+    assert_eq!(y[1], quantize_q8_1_mmvq(&padded)[0]);
+}
+
+#[test]
+fn gpu_q4_k_branchless_scale_decode_matches_get_scale_min_k4() {
+    let mut r = Rng(77);
+    for _ in 0..20_000 {
+        let mut s = [0u8; 12];
+        r.fill(&mut s);
+        for j in 0..4 {
+            let (sc, m) = vecdotq::q4_k_scales_for_chunk(&s, j);
+            for i in 0..2 {
+                assert_eq!((sc[i], m[i]), scale_min_k4(2 * j + i, &s), "j={j} i={i}");
+            }
+        }
+    }
+}
+
+/// The values one vec_dot call covers, from the layout described in the module docs
+/// (value order, independent of the kernels' byte indexing): indices into the block's
+/// values, each with the q8_1 block it meets.
+fn call_values(ty: GgmlType, iqs: usize) -> Vec<usize> {
+    match ty {
+        GgmlType::Q4_K => {
+            let (c, r) = (iqs / 8, 4 * ((iqs / 2) % 4));
+            let mut v = Vec::new();
+            for i in 0..2 {
+                for base in [r, 16 + r] {
+                    v.extend((0..4).map(|t| 64 * c + 32 * i + base + t));
+                }
+            }
+            v
+        }
+        GgmlType::Q6_K => {
+            let (n, t) = (iqs / 16, iqs % 16);
+            let l0 = 4 * (t % 8);
+            let first = if t < 8 { 0 } else { 32 };
+            let mut v: Vec<usize> = (0..4).map(|k| 128 * n + first + l0 + k).collect();
+            v.extend((0..4).map(|k| 128 * n + first + 64 + l0 + k));
+            v
+        }
+        _ => (4 * iqs..4 * iqs + 8).collect(),
+    }
+}
+
+#[test]
+fn gpu_vec_dots_cover_their_values_exactly_once_within_bound() {
+    let mut r = Rng(0x0F0F_1234_5555_AAAA);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        let (qk, qi, vdr) = qk_qi_vdr(ty);
+        let calls: Vec<usize> = (0..qi / vdr).map(|t| vdr * t).collect();
+        for round in 0..400 {
+            let row = random_row(&mut r, ty, qk);
+            let act = quantize_q8_1_mmvq(&r.activations(qk));
+            let exact = exact_weights(ty, &row);
+            let a = act_values(&act);
+            // Coverage: every value of the block exactly once over all calls.
+            let mut seen = vec![0u32; qk];
+            for &iqs in &calls {
+                call_values(ty, iqs).into_iter().for_each(|v| seen[v] += 1);
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{ty} coverage");
+            for c in [Contraction::OFF, Contraction::HIP_CLANG] {
+                for &iqs in &calls {
+                    let got = match ty {
+                        GgmlType::Q4_K => {
+                            let x = bytemuck::cast_slice::<u8, BlockQ4K>(&row)[0];
+                            vec_dot_q4_k_q8_1(&x, &act, iqs, c)
+                        }
+                        GgmlType::Q6_K => {
+                            let x = bytemuck::cast_slice::<u8, BlockQ6K>(&row)[0];
+                            vec_dot_q6_k_q8_1(&x, &act, iqs, c)
+                        }
+                        _ => {
+                            let x = bytemuck::cast_slice::<u8, BlockQ8_0>(&row)[0];
+                            vec_dot_q8_0_q8_1(&x, &act[0], iqs)
+                        }
+                    };
+                    let vals = call_values(ty, iqs);
+                    let e: f64 = vals.iter().map(|&v| exact[v].0 * a[v]).sum();
+                    let s: f64 = vals.iter().map(|&v| exact[v].1 * a[v].abs()).sum();
+                    let bound = gamma(call_depth(ty)) * s + 1e-3 * U * s;
+                    assert!(
+                        (got as f64 - e).abs() <= bound,
+                        "{ty} round {round} iqs {iqs} {c:?}: {got:e} vs {e:e} (bound {bound:e})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_vec_dots_are_exact_with_unit_scales() {
+    // With every scale 1 the results are integers below 2^24: exact whatever the order
+    // or fusion, so they must equal the integer dot of the covered values.
+    let mut r = Rng(99);
+    let one = f32_to_f16_bits(1.0).to_le_bytes();
+    for _ in 0..300 {
+        let mut act = quantize_q8_1_mmvq(&r.activations(QK_K));
+        act.iter_mut().for_each(|b| b.d = one);
+        let q8: Vec<i64> = act.iter().flat_map(|b| b.qs.map(|q| q as i8 as i64)).collect();
+
+        let mut x4 = random_q4_k(&mut r);
+        (x4.d, x4.dmin) = (one, one);
+        let q4 = q4_k_values(&x4);
+        let mut x6 = random_q6_k(&mut r);
+        x6.d = one;
+        let q6 = x6.quants();
+        let mut x8 = random_q8_0(&mut r);
+        x8.d = one;
+        for iqs in (0..32).step_by(2) {
+            let want: i64 = call_values(GgmlType::Q4_K, iqs)
+                .into_iter()
+                .map(|v| {
+                    let (sc, m) = scale_min_k4(v / 32, &x4.scales);
+                    (sc as i64 * q4[v] as i64 - m as i64) * q8[v]
+                })
+                .sum();
+            for c in [Contraction::OFF, Contraction::HIP_CLANG] {
+                assert_eq!(vec_dot_q4_k_q8_1(&x4, &act, iqs, c) as i64, want);
+            }
+        }
+        for iqs in 0..32 {
+            let want: i64 = call_values(GgmlType::Q6_K, iqs)
+                .into_iter()
+                .map(|v| x6.scale(v / 16) as i64 * q6[v] as i64 * q8[v])
+                .sum();
+            assert_eq!(vec_dot_q6_k_q8_1(&x6, &act, iqs, Contraction::HIP_CLANG) as i64, want);
+        }
+        for iqs in (0..8).step_by(2) {
+            let want: i64 =
+                call_values(GgmlType::Q8_0, iqs).into_iter().map(|v| x8.q(v) as i64 * q8[v]).sum();
+            assert_eq!(vec_dot_q8_0_q8_1(&x8, &act[0], iqs) as i64, want);
+        }
+    }
+}
+
+#[test]
+fn gpu_nwarps_tables() {
+    use GgmlType as T;
+    for ty in [T::Q4_K, T::Q6_K, T::Q8_0] {
+        assert_eq!(nwarps_one_column(MmvqTable::Generic, ty), 4);
+        assert_eq!(nwarps_one_column(MmvqTable::Gcn, ty), 2);
+        assert_eq!(nwarps_one_column(MmvqTable::Rdna2, ty), 1);
+        assert_eq!(nwarps_one_column(MmvqTable::Rdna4, ty), 8);
+        assert_eq!(calc_nwarps(ty, 5, MmvqTable::Generic, false, false), 2);
+        assert_eq!(calc_nwarps(ty, 2, MmvqTable::Gcn, false, false), 2);
+        assert_eq!(calc_nwarps(ty, 5, MmvqTable::Gcn, false, false), 1);
+        assert_eq!(calc_nwarps(ty, 2, MmvqTable::Rdna4, false, false), 1);
+        assert_eq!(calc_nwarps(ty, 1, MmvqTable::Gb10, false, true), 8);
+        assert_eq!(calc_nwarps(ty, 1, MmvqTable::Gb10, true, true), 4);
+    }
+    assert_eq!(nwarps_one_column(MmvqTable::Rdna3_0, T::Q4_K), 1);
+    assert_eq!(nwarps_one_column(MmvqTable::Rdna3_0, T::Q6_K), 2);
+    assert_eq!(nwarps_one_column(MmvqTable::Rdna3_0, T::Q8_0), 8);
+    assert_eq!(nwarps_one_column(MmvqTable::Turing, T::Q4_K), 2);
+    assert_eq!(nwarps_one_column(MmvqTable::Turing, T::Q8_0), 4);
+    assert_eq!(nwarps_one_column(MmvqTable::Rdna4, T::Q3_K), 1);
+    assert_eq!((WAVE32.warp_size, WAVE32.nwarps(T::Q4_K)), (32, 1));
+    assert_eq!((WAVE64.warp_size, WAVE64.nwarps(T::Q4_K)), (64, 2));
+}
+
+#[test]
+fn gpu_gemv_within_rigorous_bound() {
+    let mut r = Rng(0xC0FF_EE00_1234_0001);
+    let configs: &[(usize, usize, Contraction)] = &[
+        (WAVE32.warp_size, 1, WAVE32.contraction),
+        (WAVE64.warp_size, 2, WAVE64.contraction),
+        (32, 1, Contraction::OFF),
+        (64, 2, Contraction::OFF),
+        (32, 4, Contraction::HIP_CLANG), // NVIDIA generic shape
+        (32, 8, Contraction::HIP_CLANG), // RDNA4
+        (64, 1, Contraction::HIP_CLANG),
+        (32, 2, Contraction { q4_k_combine: Q4KCombine::FuseSecond, ..Contraction::HIP_CLANG }),
+    ];
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for k in (256..=4096).step_by(256) {
+            for _ in 0..3 {
+                let row = random_row(&mut r, ty, k);
+                let act = quantize_q8_1_mmvq(&r.activations(k));
+                for &(warp, nwarps, c) in configs {
+                    check_gemv(ty, &row, &act, warp, nwarps, c);
+                }
+                // The presets through their own entry point.
+                for p in [WAVE32, WAVE64] {
+                    let v = p.gemv(ty, &row, &act).unwrap();
+                    let w = check_gemv(ty, &row, &act, p.warp_size, p.nwarps(ty), p.contraction);
+                    assert_eq!(v.to_bits(), w.to_bits());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_wave32_and_wave64_differ_in_bits_but_both_stay_in_bounds() {
+    let mut r = Rng(0x5EED_0000_0000_0042);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        let mut differ = 0;
+        let trials = 60;
+        for t in 0..trials {
+            let k = 1024 + 256 * (t % 13);
+            let row = random_row(&mut r, ty, k);
+            let act = quantize_q8_1_mmvq(&r.activations(k));
+            let a = check_gemv(ty, &row, &act, 32, WAVE32.nwarps(ty), WAVE32.contraction);
+            let b = check_gemv(ty, &row, &act, 64, WAVE64.nwarps(ty), WAVE64.contraction);
+            differ += (a.to_bits() != b.to_bits()) as usize;
+        }
+        assert!(differ > 0, "{ty}: wave32 and wave64 agreed on all {trials} rows");
+        eprintln!("{ty}: wave32 vs wave64 differ on {differ} of {trials} rows");
+    }
+}
+
+#[test]
+fn gpu_contraction_changes_bits_on_some_rows() {
+    // The fused and unfused forms are both within bounds (checked above); here they
+    // must also be distinguishable, or the switch would be untestable on hardware.
+    let mut r = Rng(31337);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        let mut differ = 0;
+        for _ in 0..40 {
+            let row = random_row(&mut r, ty, 2048);
+            let act = quantize_q8_1_mmvq(&r.activations(2048));
+            let a = mmvq_gemv(ty, &row, &act, 32, 1, Contraction::OFF).unwrap();
+            let b = mmvq_gemv(ty, &row, &act, 32, 1, Contraction::HIP_CLANG).unwrap();
+            differ += (a.to_bits() != b.to_bits()) as usize;
+        }
+        assert!(differ > 0, "{ty}: contraction never changed the result");
+    }
+}
+
+#[test]
+fn gpu_q8_1_versus_the_cpu_q8_1_and_q8_0_quantizers() {
+    // GPU: q = roundf(x / d), s = f16(float sum of x). CPU ref (`quantize_row_q8_1_ref`,
+    // `quantize_row_q8_0_ref`): q = roundf(x * (1/d)), s = f16(d * sum q). d is the same
+    // f16(amax / 127) on both. Codes agree except where x/d and x*(1/d) round to
+    // different sides of a .5 boundary; integer sums agree wherever the codes do; the
+    // s fields are different quantities that agree within 16 d plus roundings.
+    let mut r = Rng(0xABCD_EF01_2345_6789);
+    let (mut blocks, mut code_diffs) = (0usize, 0usize);
+    for _ in 0..300 {
+        let x = r.activations(QK_K);
+        let gpu = quantize_q8_1_mmvq(&x);
+        let cpu1: Vec<BlockQ8_1> =
+            bytemuck::cast_slice(&ActRule::Q8_1Ref.quantize(&x).unwrap()).to_vec();
+        let cpu0: Vec<BlockQ8_0> =
+            bytemuck::cast_slice(&ActRule::Q8_0Ref.quantize(&x).unwrap()).to_vec();
+        for ((g, (c1, c0)), xb) in gpu.iter().zip(cpu1.iter().zip(&cpu0)).zip(x.chunks(QK)) {
+            blocks += 1;
+            assert_eq!(g.d, c1.d);
+            assert_eq!(g.d, c0.d);
+            assert_eq!(c1.qs, c0.qs);
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let mut same = true;
+            for j in 0..QK {
+                let (qg, qc) = (g.qs[j] as i8 as i32, c1.qs[j] as i8 as i32);
+                if qg != qc {
+                    same = false;
+                    code_diffs += 1;
+                    assert_eq!((qg - qc).abs(), 1);
+                    let t = xb[j] as f64 / d as f64;
+                    assert!(((t.abs().fract()) - 0.5).abs() <= 4.0 * U * t.abs());
+                }
+            }
+            let sum_g: i32 = g.qs.iter().map(|&q| q as i8 as i32).sum();
+            let sum_c: i32 = c1.qs.iter().map(|&q| q as i8 as i32).sum();
+            if same {
+                assert_eq!(sum_g, sum_c);
+            }
+            let (sg, sc) = (g.s() as f64, c1.s() as f64);
+            let abs: f64 = xb.iter().map(|&v| (v as f64).abs()).sum();
+            let tol = 16.0 * d as f64 + 2f64.powi(-10) * (abs + sg.abs() + sc.abs()) + 1e-7;
+            assert!((sg - sc).abs() <= tol, "s gpu {sg} cpu {sc} (tol {tol})");
+        }
+    }
+    eprintln!("gpu vs cpu q8_1 codes: {code_diffs} differ over {blocks} blocks");
+
+    // The two rules do differ: scan values on both sides of .5 boundaries.
+    let amax = 97.3f32;
+    let d = amax / 127.0;
+    let id = 1.0 / d;
+    let mut found = 0;
+    for n in 0..127 {
+        let mid = (n as f32 + 0.5) * d;
+        let mut v = f32::from_bits(mid.to_bits() - 8);
+        for _ in 0..16 {
+            if (v / d).round() != (v * id).round() {
+                found += 1;
+                let mut xb = [0.0f32; QK];
+                xb[0] = amax;
+                xb[1] = v;
+                let g = quantize_q8_1_mmvq(&xb)[0];
+                let c = ActRule::Q8_1Ref.quantize(&xb).unwrap();
+                assert_eq!(g.qs[1] as i8 as f32, (v / d).round());
+                assert_eq!(c[4 + 1] as i8 as f32, (v * id).round());
+            }
+            v = f32::from_bits(v.to_bits() + 1);
+        }
+    }
+    assert!(found > 0, "no value where x/d and x*(1/d) round apart");
+}
+
+#[test]
+fn gpu_q8_0_gemv_against_the_cpu_generic_kernel() {
+    // Where the GPU and CPU activation codes agree (the usual case), both tiers compute
+    // the same exact dot product, each within its own rounding bound.
+    let mut r = Rng(4242);
+    let mut compared = 0;
+    for k in (256..=4096).step_by(512) {
+        for _ in 0..4 {
+            let row = random_row(&mut r, GgmlType::Q8_0, k);
+            let x = r.activations(k);
+            let gpu_act = quantize_q8_1_mmvq(&x);
+            let cpu_act_bytes = ActRule::Q8_0Ref.quantize(&x).unwrap();
+            let cpu_act: &[BlockQ8_0] = bytemuck::cast_slice(&cpu_act_bytes);
+            if gpu_act.iter().zip(cpu_act).any(|(g, c)| g.qs != c.qs) {
+                continue;
+            }
+            compared += 1;
+            let w: &[BlockQ8_0] = bytemuck::cast_slice(&row);
+            let cpu = crate::dot::generic::vec_dot_q8_0_q8_0(w, cpu_act);
+            let gpu = check_gemv(GgmlType::Q8_0, &row, &gpu_act, 32, 1, Contraction::HIP_CLANG);
+            let a = act_values(&gpu_act);
+            let s: f64 = exact_weights(GgmlType::Q8_0, &row)
+                .iter()
+                .zip(&a)
+                .map(|(&(_, abs), &a)| abs * a.abs())
+                .sum();
+            let cpu_bound = gamma(2 + k / QK) * s;
+            let gpu_bound = gamma(2 + k / QK + 5) * s;
+            assert!(((gpu - cpu) as f64).abs() <= cpu_bound + gpu_bound);
+        }
+    }
+    assert!(compared > 0);
+}
+
+#[test]
+fn gpu_gemv_rejects_bad_shapes() {
+    let mut r = Rng(5);
+    let row = random_row(&mut r, GgmlType::Q4_K, 512);
+    let act = quantize_q8_1_mmvq(&r.activations(512));
+    assert!(mmvq_gemv(GgmlType::Q4_K, &row[..100], &act, 32, 1, Contraction::OFF).is_err());
+    assert!(mmvq_gemv(GgmlType::Q4_K, &row, &act[..8], 32, 1, Contraction::OFF).is_err());
+    assert!(mmvq_gemv(GgmlType::Q4_0, &row, &act, 32, 1, Contraction::OFF).is_err());
+}
+
+/// `mul_mat_vec_q` for one output written block-major: weight block kbx, sub-call
+/// `sub` belongs to thread `(kbx % blocks_per_iter) * (qi/vdr) + sub`; warps 1.. go
+/// through a shared-memory array; warp 0's lanes are then reduced by the halving tree
+/// (lane 0 of the butterfly).
+fn gemv_block_major(
+    ty: GgmlType,
+    row: &[u8],
+    act: &[BlockQ8_1],
+    warp: usize,
+    nwarps: usize,
+    c: Contraction,
+) -> f32 {
+    let (qk, qi, vdr) = qk_qi_vdr(ty);
+    let tpb = qi / vdr;
+    let per_iter = vdr * nwarps * warp / qi;
+    let mut tmp = vec![0.0f32; nwarps * warp];
+    for kbx in 0..row.len() / ty.type_size() {
+        let y = &act[kbx * qk / QK..];
+        for sub in 0..tpb {
+            let tail = match ty {
+                GgmlType::Q4_K => {
+                    let x = &bytemuck::cast_slice::<u8, BlockQ4K>(row)[kbx];
+                    vecdotq::q4_k_tail(x, y, vdr * sub, c)
+                }
+                GgmlType::Q6_K => {
+                    let x = &bytemuck::cast_slice::<u8, BlockQ6K>(row)[kbx];
+                    vecdotq::q6_k_tail(x, y, vdr * sub, c)
+                }
+                _ => {
+                    let x = &bytemuck::cast_slice::<u8, BlockQ8_0>(row)[kbx];
+                    vecdotq::q8_0_tail(x, &y[0], vdr * sub)
+                }
+            };
+            let tid = (kbx % per_iter) * tpb + sub;
+            tmp[tid] = tail.accumulate(tmp[tid], c);
+        }
+    }
+    let shared: Vec<Vec<f32>> =
+        (1..nwarps).map(|w| tmp[w * warp..(w + 1) * warp].to_vec()).collect();
+    let mut lanes: Vec<f32> = (0..warp)
+        .map(|l| {
+            let mut t = tmp[l];
+            for s in &shared {
+                t += s[l];
+            }
+            t
+        })
+        .collect();
+    let mut off = warp / 2;
+    while off > 0 {
+        for i in 0..off {
+            lanes[i] += lanes[i + off];
+        }
+        off /= 2;
+    }
+    lanes[0]
+}
+
+#[test]
+fn gpu_gemv_equals_a_block_major_formulation_bitwise() {
+    let mut r = Rng(0xB10C_4A30);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for k in [256usize, 768, 2048, 4096] {
+            let row = random_row(&mut r, ty, k);
+            let act = quantize_q8_1_mmvq(&r.activations(k));
+            for (warp, nwarps) in [(32, 1), (32, 2), (32, 4), (32, 8), (64, 1), (64, 2)] {
+                for c in [Contraction::OFF, Contraction::HIP_CLANG] {
+                    let a = mmvq_gemv(ty, &row, &act, warp, nwarps, c).unwrap();
+                    let b = gemv_block_major(ty, &row, &act, warp, nwarps, c);
+                    assert_eq!(a.to_bits(), b.to_bits(), "{ty} k={k} {warp}x{nwarps} {c:?}");
+                }
+            }
+        }
+    }
+}
