@@ -78,6 +78,10 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
             None => Err(tiercheck_aarch64::i8mm_repack::unavailable_reason()
                 .unwrap_or_else(|| "cpu lacks i8mm".to_string())),
         },
+        other if other.starts_with("hip-") => Err(format!(
+            "`{other}` runs on an AMD GPU: this build has no HIP device code (the `hip` feature \
+             and a device are needed)"
+        )),
         other if other.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") => {
             Err(format!("`{other}` is native on aarch64 only (this is {})", std::env::consts::ARCH))
         }

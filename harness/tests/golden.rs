@@ -131,9 +131,8 @@ fn main() -> ExitCode {
                 let (inputs, case) = (inputs.clone(), case.clone());
                 move || {
                     let inputs = inputs.as_ref().as_ref()?;
-                    let reference = lanes::find("ref")?;
                     let out = run_case(lane, lane.portable, &case, inputs)?;
-                    let want = run_case(reference, reference.portable, &case, inputs)?;
+                    let want = tiercheck::golden::run::reference_output(&case, inputs)?;
                     check_tolerance(lane, lane.portable, &case, &out, &want, inputs)?;
                     Ok(())
                 }

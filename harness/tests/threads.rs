@@ -35,6 +35,9 @@ fn main() -> ExitCode {
 fn check(lane: &Lane, kernels: &dyn Kernels) -> Result<(), libtest_mimic::Failed> {
     let mut rng = Rng::new(3);
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        if kernels.act_rule(ty).is_err() {
+            continue; // the lane does not multiply this type (hip lanes: Q4_0)
+        }
         for (k, n, m) in [(512usize, 40usize, 5usize), (256, 33, 4), (512, 24, 1)] {
             let w: Vec<f32> = (0..n).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
             let wq = weights::quantize(ty, &w, n, k)?;

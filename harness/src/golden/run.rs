@@ -18,6 +18,26 @@ fn family_for_format(lane: &Lane, fmt: GgmlType) -> Option<GgmlType> {
     }
 }
 
+/// `ref`'s answer to `case`: the `ref` lane's output, or, for quantizing to a format
+/// whose rule `ref` does not use as its activation rule (q8_1), ggml's reference
+/// quantizer of that format (`quantize_row_q8_1_ref`).
+pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Output, String> {
+    let reference = tiercheck_core::lane("ref").ok_or("no ref lane")?;
+    if let Op::Quantize(fmt) = case.op {
+        if family_for_format(reference, fmt).is_none() {
+            let rule = match fmt {
+                GgmlType::Q8_1 => tiercheck_core::quant::ActRule::Q8_1Ref,
+                GgmlType::Q8_0 => tiercheck_core::quant::ActRule::Q8_0Ref,
+                _ => tiercheck_core::quant::ActRule::Q8KRef,
+            };
+            let x = f32_input(inputs, case.activation_input().as_deref().unwrap_or_default())?;
+            let data = rule.quantize(x).map_err(|e| e.to_string())?;
+            return Ok(Output::Blocks { ty: fmt, data });
+        }
+    }
+    run_case(reference, reference.portable, case, inputs)
+}
+
 /// Whether `lane` has this case at all (a lane whose activation rule produces another
 /// format, or that does not multiply this weight type, has no trial for it).
 pub fn applicable(lane: &Lane, case: &Case) -> bool {

@@ -26,6 +26,7 @@
 mod aarch64_i8mm_repack;
 mod aarch64_neon;
 mod aarch64_neon_repack;
+mod hip;
 pub mod parallel;
 mod recipe;
 mod reference;
@@ -41,6 +42,7 @@ pub use aarch64_neon_repack::{
     arm_dotprod_layout, neon_repack_group, neon_repack_matmul, prepare_arm_dotprod, NeonRepackTwin,
     AARCH64_NEON_REPACK,
 };
+pub use hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN};
 pub use recipe::{Accumulation, Contraction, MatmulPath, Recipe, WeightLayout};
 pub use reference::{RefKernels, REF};
 pub use x86_64_avx2::{Avx2Twin, X86_64_AVX2};
@@ -156,6 +158,8 @@ pub static LANES: &[&Lane] = &[
     &AARCH64_NEON,
     &AARCH64_NEON_REPACK,
     &AARCH64_I8MM_REPACK,
+    &HIP_WAVE32,
+    &HIP_WAVE64,
 ];
 
 /// The lane with this name.

@@ -42,6 +42,12 @@ pub enum Accumulation {
     /// superblock per lane, a 512 -> 256 halving and then the `hsum_float_8` tree. See
     /// [`crate::dot::avx512`].
     X86Avx512,
+    /// ggml's CUDA/HIP MMVQ (`mul_mat_vec_q`), 32-lane warps (RDNA): per-thread strided
+    /// partial sums, warps added into warp 0 in order, XOR butterfly. See
+    /// [`crate::gpu::mmvq_gemv`].
+    HipMmvqWave32,
+    /// The same with 64-lane wavefronts (GCN/CDNA).
+    HipMmvqWave64,
 }
 
 /// Fused multiply-add usage.
@@ -56,6 +62,9 @@ pub enum Contraction {
     /// GCC on aarch64 with `-ffp-contract=fast`: C expressions `a + b*c` fused (fmadd,
     /// fmsub), `vmlaq` intrinsics not fused.
     GccAarch64,
+    /// HIP clang device code (`-ffp-contract=fast-honor-pragmas`, its default): the
+    /// sums of scale products fused (see [`crate::gpu::Contraction::HIP_CLANG`]).
+    HipClang,
 }
 
 /// Weight layout.
@@ -101,6 +110,8 @@ impl Accumulation {
             Accumulation::X86Avx2 => "avx2-8-lanes-hsum",
             Accumulation::NeonSerial => "neon-serial",
             Accumulation::X86Avx512 => "avx512-16-lanes",
+            Accumulation::HipMmvqWave32 => "hip-mmvq-wave32",
+            Accumulation::HipMmvqWave64 => "hip-mmvq-wave64",
         }
     }
 }
@@ -112,6 +123,7 @@ impl Contraction {
             Contraction::None => "unfused",
             Contraction::FusedAccumulate => "fma-accumulate",
             Contraction::GccAarch64 => "gcc-aarch64-contract",
+            Contraction::HipClang => "hip-clang-contract",
         }
     }
 }

@@ -47,6 +47,11 @@ pub enum ActRule {
     /// tree (NaN propagates), d = amax/127, id = 1/d, q = `vcvtnq_s32_f32(x*id)` (round to
     /// nearest even; NaN converts to 0), stored as the low byte; d to f16 by the hardware.
     Q8_0Neon,
+    /// q8_1 as ggml's CUDA/HIP `quantize_q8_1` kernel compiled by HIP clang (the MMVQ
+    /// activations): warp-butterfly amax and sum, d = amax/127 and q = roundf(x/d) by
+    /// true divisions (half away from zero), d and the float sum of x stored as f16. See
+    /// [`crate::gpu::quantize_q8_1_mmvq`].
+    Q8_1HipMmvq,
 }
 
 impl ActRule {
@@ -60,6 +65,7 @@ impl ActRule {
             ActRule::Q8_0X86 => "q8_0/x86-127-over-max-nearest-even",
             ActRule::Q8KX86x4 => "q8_K/x86-4x8-positive-max-sign",
             ActRule::Q8_0Neon => "q8_0/neon-1-over-d-nearest-even",
+            ActRule::Q8_1HipMmvq => "q8_1/hip-divide-round-away-f16-sum",
         }
     }
 
@@ -68,7 +74,7 @@ impl ActRule {
         match self {
             ActRule::Q8KRef | ActRule::Q8KFusedNearest | ActRule::Q8KX86x4 => GgmlType::Q8_K,
             ActRule::Q8_0Ref | ActRule::Q8_0X86 | ActRule::Q8_0Neon => GgmlType::Q8_0,
-            ActRule::Q8_1Ref => GgmlType::Q8_1,
+            ActRule::Q8_1Ref | ActRule::Q8_1HipMmvq => GgmlType::Q8_1,
         }
     }
 
@@ -110,6 +116,11 @@ impl ActRule {
             ActRule::Q8_0X86 => quantize_q8_0_x86(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8KX86x4 => quantize_q8_k_x86x4(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8_0Neon => quantize_q8_0_neon(x, cast_blocks_mut(ty, out)?),
+            ActRule::Q8_1HipMmvq => {
+                let blocks = crate::gpu::quantize_q8_1_mmvq(x);
+                let dst: &mut [BlockQ8_1] = cast_blocks_mut(ty, out)?;
+                dst.copy_from_slice(&blocks);
+            }
         }
         Ok(())
     }

@@ -1,0 +1,81 @@
+//! The `hip-wave32` and `hip-wave64` lanes: ggml's CUDA/HIP matrix-vector path (MMVQ)
+//! as HIP clang compiles it for AMD GPUs, with 32-lane warps (RDNA2/RDNA3.5, one warp
+//! per block) and 64-lane wavefronts (CDNA gfx90a, two warps per block for one column).
+//!
+//! Reproduces `quantize_q8_1` (activations: q8_1 blocks of 32 by true divisions and
+//! half-away rounding, d and the float sum of x in f16), the `vec_dot_*_q8_1` thread
+//! shares and `mul_mat_vec_q`'s reduction (per-thread strided partial sums, warps added
+//! into warp 0 in order, XOR butterfly), with the multiply-adds HIP clang fuses by
+//! default. The float order of each stage is documented in [`crate::gpu`]; the
+//! portable twins here are the specification a device run is checked against.
+//!
+//! Weight types: Q4_K, Q6_K and Q8_0 (Q4_0 is not reproduced: no trial). Matmul: MMVQ
+//! per activation column, which is what the GPU runs for up to 8 columns; for larger
+//! batches ggml switches to MMQ (tiled, another float order), which this lane does not
+//! reproduce. Not reproduced either: the device's embedding `get_rows` (the reference
+//! dequantizer stands in) and its elementwise kernels (the decoder uses the `ref`
+//! lane's x64 flavour as a stand-in; the GPU computes softmax, RMSNorm, RoPE and SiLU
+//! with its own reductions and math library). These lanes therefore isolate the GPU's
+//! matmul arithmetic.
+//!
+//! Native (device) kernels are not part of this build: their trials are ignored with
+//! that reason.
+
+use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
+use crate::blocks::{cast_blocks, BlockQ8_1};
+use crate::error::KernelError;
+use crate::gpu::{MmvqConfig, WAVE32, WAVE64};
+use crate::quant::ActRule;
+use crate::GgmlType;
+
+/// Portable twin of a HIP MMVQ lane.
+#[derive(Debug)]
+pub struct HipTwin(pub MmvqConfig);
+
+/// Twin of `hip-wave32`.
+pub static HIP_WAVE32_TWIN: HipTwin = HipTwin(WAVE32);
+/// Twin of `hip-wave64`.
+pub static HIP_WAVE64_TWIN: HipTwin = HipTwin(WAVE64);
+
+const fn recipe(acc: Accumulation) -> Recipe {
+    Recipe {
+        act_k: ActRule::Q8_1HipMmvq,
+        act_legacy: ActRule::Q8_1HipMmvq,
+        accumulation: acc,
+        contraction: Contraction::HipClang,
+        layout: WeightLayout::Plain,
+        matmul: MatmulPath::VecDotPerRow,
+        elem: crate::elem::ElemFlavour::X64,
+    }
+}
+
+/// The `hip-wave32` lane.
+pub static HIP_WAVE32: Lane = Lane {
+    name: "hip-wave32",
+    summary: "ggml CUDA/HIP MMVQ on RDNA (wave32, 1 warp): q8_1 activations, HIP clang contraction",
+    recipe: recipe(Accumulation::HipMmvqWave32),
+    portable: &HIP_WAVE32_TWIN,
+};
+
+/// The `hip-wave64` lane.
+pub static HIP_WAVE64: Lane = Lane {
+    name: "hip-wave64",
+    summary: "ggml CUDA/HIP MMVQ on CDNA gfx90a (wave64, 2 warps): q8_1 activations, HIP clang contraction",
+    recipe: recipe(Accumulation::HipMmvqWave64),
+    portable: &HIP_WAVE64_TWIN,
+};
+
+impl Kernels for HipTwin {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        match wtype {
+            GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 => Ok(ActRule::Q8_1HipMmvq),
+            other => Err(KernelError::Unsupported { op: self.0.name, ty: other.name() }),
+        }
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        self.act_rule(wtype)?;
+        let blocks: &[BlockQ8_1] = cast_blocks(GgmlType::Q8_1, act)?;
+        self.0.gemv(wtype, w_row, blocks)
+    }
+}
