@@ -10,21 +10,14 @@ use tiercheck::embedded::{self, Prompts, Recipe};
 use tiercheck::lanes::Impl;
 use tiercheck::model::{Mode, Model, Residual};
 
-/// `tiercheck delta`.
+/// The model, prompt and run options `delta` and `attribute` share.
 #[derive(Args, Clone, Debug)]
-pub struct DeltaArgs {
-    /// Side A: a lane name (run on the fly) or a trace file.
-    pub a: String,
-    /// Side B: a lane name or a trace file.
-    pub b: String,
-    /// Which implementation of lane sides to run.
-    #[arg(long = "impl", value_enum, default_value_t = Impl::Auto)]
-    pub imp: Impl,
+pub struct Setup {
     /// GGUF model (default: the embedded model).
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Prompt name from the prompts file (default: the first prompt). Ignored when a
-    /// side is a trace file (the trace brings its prompt).
+    /// Prompt name from the prompts file (default: the first prompt). `delta` ignores it
+    /// when a side is a trace file (the trace brings its prompt).
     #[arg(long)]
     pub prompt: Option<String>,
     /// Prompts file (default golden/prompts/prompts.toml).
@@ -42,6 +35,56 @@ pub struct DeltaArgs {
     /// Context length.
     #[arg(long = "ctx", default_value_t = 512)]
     pub n_ctx: usize,
+}
+
+impl Setup {
+    /// The model (the embedded one unless `--model` names a file).
+    fn model(&self) -> Result<Model> {
+        let path = match &self.model {
+            Some(p) => p.clone(),
+            None => embedded::ensure_model(None)?,
+        };
+        Ok(Model::open(&path)?)
+    }
+
+    /// The prompt's ids and the greedy step count, checked against `model`.
+    fn prompt(&self, model: &Model) -> Result<(Vec<u32>, usize)> {
+        let path = self.prompts.clone().unwrap_or_else(Prompts::default_path);
+        let mut recipe = Recipe::load(&Recipe::default_path())?;
+        recipe.n_vocab = model.hp.n_vocab as u32;
+        recipe.context_length = self.n_ctx as u32;
+        let prompts = Prompts::load(&path, &recipe)?;
+        let p = match &self.prompt {
+            None => prompts
+                .prompts
+                .first()
+                .ok_or_else(|| anyhow::anyhow!("{}: no prompts", path.display()))?,
+            Some(n) => prompts
+                .prompts
+                .iter()
+                .find(|p| &p.name == n)
+                .ok_or_else(|| anyhow::anyhow!("{}: no prompt named '{n}'", path.display()))?,
+        };
+        let steps = self.steps.unwrap_or(prompts.steps as usize);
+        if steps == 0 {
+            bail!("--steps must be at least 1");
+        }
+        Ok((p.tokens.clone(), steps))
+    }
+}
+
+/// `tiercheck delta`.
+#[derive(Args, Clone, Debug)]
+pub struct DeltaArgs {
+    /// Side A: a lane name (run on the fly) or a trace file.
+    pub a: String,
+    /// Side B: a lane name or a trace file.
+    pub b: String,
+    /// Which implementation of lane sides to run.
+    #[arg(long = "impl", value_enum, default_value_t = Impl::Auto)]
+    pub imp: Impl,
+    #[command(flatten)]
+    pub setup: Setup,
     /// Near-tie threshold on the top-1/top-2 logit gap (nats).
     #[arg(long, default_value_t = 0.2)]
     pub threshold: f32,
@@ -289,39 +332,12 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
     s
 }
 
-fn default_prompt(a: &DeltaArgs, model: &Model) -> Result<(Vec<u32>, usize)> {
-    let path = a.prompts.clone().unwrap_or_else(Prompts::default_path);
-    let mut recipe = Recipe::load(&Recipe::default_path())?;
-    recipe.n_vocab = model.hp.n_vocab as u32;
-    recipe.context_length = a.n_ctx as u32;
-    let prompts = Prompts::load(&path, &recipe)?;
-    let p = match &a.prompt {
-        None => prompts
-            .prompts
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("{}: no prompts", path.display()))?,
-        Some(n) => prompts
-            .prompts
-            .iter()
-            .find(|p| &p.name == n)
-            .ok_or_else(|| anyhow::anyhow!("{}: no prompt named '{n}'", path.display()))?,
-    };
-    Ok((p.tokens.clone(), a.steps.unwrap_or(prompts.steps as usize)))
-}
-
 /// `tiercheck delta`.
 pub fn cmd_delta(a: DeltaArgs) -> Result<()> {
-    let path = match &a.model {
-        Some(p) => p.clone(),
-        None => embedded::ensure_model(None)?,
-    };
-    let model = Model::open(&path)?;
+    let model = a.setup.model()?;
     let sa = Source::parse(&a.a, a.imp)?;
     let sb = Source::parse(&a.b, a.imp)?;
-    let (ids, steps) = default_prompt(&a, &model)?;
-    if steps == 0 {
-        bail!("--steps must be at least 1");
-    }
+    let (ids, steps) = a.setup.prompt(&model)?;
     if !(a.threshold.is_finite() && a.threshold >= 0.0) {
         bail!("--threshold {} is not a non-negative number", a.threshold);
     }
@@ -332,9 +348,9 @@ pub fn cmd_delta(a: DeltaArgs) -> Result<()> {
     let opts = DeltaOptions {
         ids,
         steps,
-        mode: a.mode,
-        residual: a.residual,
-        n_ctx: a.n_ctx,
+        mode: a.setup.mode,
+        residual: a.setup.residual,
+        n_ctx: a.setup.n_ctx,
         threshold: a.threshold,
         floor_seeds: a.floor_seeds,
     };
@@ -366,27 +382,8 @@ pub struct AttributeArgs {
     pub a: String,
     /// Lane B.
     pub b: String,
-    /// GGUF model (default: the embedded model).
-    #[arg(long)]
-    pub model: Option<PathBuf>,
-    /// Prompt name (default: the first prompt).
-    #[arg(long)]
-    pub prompt: Option<String>,
-    /// Prompts file (default golden/prompts/prompts.toml).
-    #[arg(long)]
-    pub prompts: Option<PathBuf>,
-    /// Greedy steps of B to replay (default: the prompts file's `steps`).
-    #[arg(long)]
-    pub steps: Option<usize>,
-    /// Batching of the prompt.
-    #[arg(long, value_enum, default_value_t = Mode::Prompt)]
-    pub mode: Mode,
-    /// Residual stream type (both sides).
-    #[arg(long, value_enum, default_value_t = Residual::F32)]
-    pub residual: Residual,
-    /// Context length.
-    #[arg(long = "ctx", default_value_t = 512)]
-    pub n_ctx: usize,
+    #[command(flatten)]
+    pub setup: Setup,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -394,36 +391,12 @@ pub struct AttributeArgs {
 
 /// `tiercheck attribute`.
 pub fn cmd_attribute(a: AttributeArgs) -> Result<()> {
-    let path = match &a.model {
-        Some(p) => p.clone(),
-        None => embedded::ensure_model(None)?,
-    };
-    let model = Model::open(&path)?;
+    let model = a.setup.model()?;
     let la = tiercheck::lanes::find(&a.a).map_err(anyhow::Error::msg)?;
     let lb = tiercheck::lanes::find(&a.b).map_err(anyhow::Error::msg)?;
-    let shim = DeltaArgs {
-        a: a.a.clone(),
-        b: a.b.clone(),
-        imp: Impl::Portable,
-        model: None,
-        prompt: a.prompt.clone(),
-        prompts: a.prompts.clone(),
-        steps: a.steps,
-        mode: a.mode,
-        residual: a.residual,
-        n_ctx: a.n_ctx,
-        threshold: 0.2,
-        floor_seeds: 0,
-        taps: String::new(),
-        out: None,
-        json: false,
-    };
-    let (ids, steps) = default_prompt(&shim, &model)?;
-    if steps == 0 {
-        bail!("--steps must be at least 1");
-    }
-    let r =
-        analysis::attribute::attribute(&model, la, lb, &ids, steps, a.mode, a.residual, a.n_ctx)?;
+    let (ids, steps) = a.setup.prompt(&model)?;
+    let Setup { mode, residual, n_ctx, .. } = a.setup;
+    let r = analysis::attribute::attribute(&model, la, lb, &ids, steps, mode, residual, n_ctx)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
