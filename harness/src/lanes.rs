@@ -1,9 +1,11 @@
 //! The lanes this build knows, paired with their native implementations.
 //!
 //! Portable implementations come from `tiercheck-core` ([`tiercheck_core::LANES`]);
-//! native ones from the architecture crates. A native implementation is offered only
-//! when the running CPU has every feature it needs (runtime detection), so nothing
-//! here can execute an instruction the CPU lacks.
+//! native ones from the architecture crates, and for the HIP lanes the device kernels
+//! of `tiercheck-hip` (built with the `hip` feature, run where a device exists). A
+//! native implementation is offered only when the running CPU (or GPU) has every
+//! feature it needs (runtime detection), so nothing here can execute an instruction
+//! the hardware lacks.
 
 use tiercheck_core::{Kernels, Lane, LANES};
 
@@ -78,10 +80,7 @@ pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
             None => Err(tiercheck_aarch64::i8mm_repack::unavailable_reason()
                 .unwrap_or_else(|| "cpu lacks i8mm".to_string())),
         },
-        other if other.starts_with("hip-") => Err(format!(
-            "`{other}` runs on an AMD GPU: this build has no HIP device code (the `hip` feature \
-             and a device are needed)"
-        )),
+        other if other.starts_with("hip-") => tiercheck_hip::kernels(other),
         other if other.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") => {
             Err(format!("`{other}` is native on aarch64 only (this is {})", std::env::consts::ARCH))
         }

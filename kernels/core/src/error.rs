@@ -1,5 +1,6 @@
-//! Errors of the kernel layer: always about shapes, lengths or unsupported types, since
-//! the arithmetic itself cannot fail.
+//! Errors of the kernel layer: about shapes, lengths or unsupported types, since the
+//! arithmetic itself cannot fail; and, for kernels that run on a GPU, the device
+//! runtime's own errors.
 
 /// A kernel was called with inputs it cannot process.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,4 +43,7 @@ pub enum KernelError {
         /// The type name.
         ty: &'static str,
     },
+    /// A device runtime call failed (GPU lanes only): the call and the runtime's error.
+    #[error("device: {0}")]
+    Device(String),
 }

@@ -140,12 +140,13 @@ pub const WAVE32: MmvqConfig = MmvqConfig {
 };
 
 /// CDNA gfx90a (MI210/MI250): wave64, `MMVQ_PARAMETERS_GCN`, two warps per block for
-/// one column.
+/// one column, and gfx90a's contraction ([`Contraction::HIP_CLANG_GFX90A`]: q4_K's
+/// final combine is not fused there).
 pub const WAVE64: MmvqConfig = MmvqConfig {
     name: "hip-wave64",
     warp_size: 64,
     table: MmvqTable::Gcn,
-    contraction: Contraction::HIP_CLANG,
+    contraction: Contraction::HIP_CLANG_GFX90A,
 };
 
 impl MmvqConfig {

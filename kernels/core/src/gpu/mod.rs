@@ -88,24 +88,29 @@
 //! ggml's HIP build passes no `-ffp-contract`; HIP clang's default for device code is
 //! `-ffp-contract=fast-honor-pragmas` (since LLVM 12): every `fmul`/`fadd` carries the
 //! `contract` flag, and the AMDGPU back end fuses a multiply feeding an add into
-//! `v_fma_f32` / `v_fmac_f32` across statements and across the inlined `vec_dot`.
-//! (Our reading of the back end: with f32 denormals enabled, HIP's default, it prefers
-//! the fused instruction over the unfused `v_mad_f32` on gfx90a, RDNA2 and later.)
-//! [`Contraction::HIP_CLANG`] is our prediction of which multiply-adds fuse:
+//! `v_fma_f32` / `v_fmac_f32` / `v_fma_mix_f32` across statements and across the
+//! inlined `vec_dot`. Which ones fuse was read from the disassembly of the code objects
+//! that `kernels/hip` builds from its device source (written with upstream's
+//! expressions) by Debian's HIP 5.2.3 / clang 15, and is checked again by that crate's
+//! tests whenever the code objects are built:
 //! - `sumf_d`, `sumf_m` (q4_K) and `sumf` (q6_K): `sumf = fma(d8_i, (float)int_i,
-//!   sumf)` (for i = 0 against 0.0, which equals the rounded product).
-//! - q4_K's result: `fma(dm.x, sumf_d, -(dm.y * sumf_m))` (LLVM's DAG combiner folds
-//!   the first multiply of `a*b - c*d` when both have one use). **Not confirmed by
-//!   disassembly**; [`Q4KCombine`] offers the other fold and the unfused form.
+//!   sumf)` (for i = 0 against 0.0, which equals the rounded product). Both targets.
+//! - q4_K's result on RDNA2 (gfx1030): `fma(dm.x, sumf_d, -(dm.y * sumf_m))`
+//!   ([`Contraction::HIP_CLANG`]). On CDNA2 (gfx90a), which has packed f32
+//!   instructions, the two products become one `v_pk_mul_f32` and the subtraction
+//!   stays separate: unfused ([`Contraction::HIP_CLANG_GFX90A`]).
 //! - The kernel's `tmp += vec_dot(...)` when the inlined `vec_dot` ends in a multiply:
 //!   q6_K `tmp = fma(d, sumf, tmp)`, q8_0 `tmp = fma(d_x * d_y, (float)sumi, tmp)`.
-//!   q4_K's result is already an fma, so its `tmp +=` stays a plain addition.
+//!   q4_K's result is already an fma or a subtraction, so its `tmp +=` stays a plain
+//!   addition. Both targets.
 //! - Additions of the shared-memory partials and of the butterflies, and everything in
-//!   `quantize_q8_1`, have no multiply to fuse.
+//!   `quantize_q8_1` (its divisions are the correctly rounded `v_div_scale` /
+//!   `v_div_fmas` / `v_div_fixup` sequence), have no multiply to fuse.
 //!
-//! These are predictions from the compiler's documented rules, not measurements; each
-//! is a switch of [`Contraction`] so a measurement on real hardware can settle it.
-//! (NVIDIA's nvcc also fuses by default, `--fmad=true`, but by its own rules.)
+//! These are the choices of one compiler version for our source. ggml's own kernels,
+//! built by another ROCm, can vectorize differently; each choice is a switch of
+//! [`Contraction`], and a device run (`ci/gpu-check`) compares device and twin bit for
+//! bit. (NVIDIA's nvcc also fuses by default, `--fmad=true`, by its own rules.)
 
 mod mmvq;
 mod quantize;

@@ -36,11 +36,21 @@ impl Contraction {
     /// Nothing fused (`-ffp-contract=off`).
     pub const OFF: Contraction =
         Contraction { vec_dot_sums: false, q4_k_combine: Q4KCombine::Unfused, accumulate: false };
-    /// Our prediction for HIP clang's default, `-ffp-contract=fast-honor-pragmas`, on
-    /// AMD GPUs with f32 denormals enabled: every multiply that feeds an add fused. Not
-    /// confirmed by disassembly (see the parent module).
+    /// HIP clang's default, `-ffp-contract=fast-honor-pragmas`, on an AMD GPU without
+    /// packed f32 arithmetic (RDNA2, gfx1030): every multiply that feeds an add fused,
+    /// q4_K's combine as `fma(dm.x, sumf_d, -(dm.y * sumf_m))`. Read from the
+    /// disassembly of `kernels/hip`'s gfx1030 code object (see the parent module).
     pub const HIP_CLANG: Contraction =
         Contraction { vec_dot_sums: true, q4_k_combine: Q4KCombine::FuseFirst, accumulate: true };
+
+    /// HIP clang's default on CDNA2 (gfx90a), which has packed f32 instructions: as
+    /// [`Contraction::HIP_CLANG`] except that the SLP vectorizer pairs q4_K's two
+    /// products `dm.x * sumf_d` and `dm.y * sumf_m` into one `v_pk_mul_f32` before the
+    /// subtraction, so that combine is **unfused** (and `sumf_d`/`sumf_m` are built by
+    /// `v_pk_fma_f32`, fused as before). Read from the disassembly of `kernels/hip`'s
+    /// gfx90a code object.
+    pub const HIP_CLANG_GFX90A: Contraction =
+        Contraction { vec_dot_sums: true, q4_k_combine: Q4KCombine::Unfused, accumulate: true };
 
     /// `acc + a * b`, fused when `fuse`.
     #[inline]

@@ -18,8 +18,10 @@
 //! with its own reductions and math library). These lanes therefore isolate the GPU's
 //! matmul arithmetic.
 //!
-//! Native (device) kernels are not part of this build: their trials are ignored with
-//! that reason.
+//! The native form is the device code of the `tiercheck-hip` crate (HIP kernels built
+//! by hipcc behind its `hip` feature); where no device exists its trials are ignored
+//! with the runtime's reason. The wave64 twin uses gfx90a's contraction, the wave32
+//! twin RDNA2's ([`crate::gpu::Contraction`]), as read from the compiled code objects.
 
 use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
 use crate::blocks::{cast_blocks, BlockQ8_1};
@@ -52,7 +54,7 @@ const fn recipe(acc: Accumulation) -> Recipe {
 /// The `hip-wave32` lane.
 pub static HIP_WAVE32: Lane = Lane {
     name: "hip-wave32",
-    summary: "ggml CUDA/HIP MMVQ on RDNA (wave32, 1 warp): q8_1 activations, HIP clang contraction",
+    summary: "ggml CUDA/HIP MMVQ on RDNA2 (wave32, 1 warp): q8_1 activations, RDNA2 contraction",
     recipe: recipe(Accumulation::HipMmvqWave32),
     portable: &HIP_WAVE32_TWIN,
 };
@@ -60,7 +62,8 @@ pub static HIP_WAVE32: Lane = Lane {
 /// The `hip-wave64` lane.
 pub static HIP_WAVE64: Lane = Lane {
     name: "hip-wave64",
-    summary: "ggml CUDA/HIP MMVQ on CDNA gfx90a (wave64, 2 warps): q8_1 activations, HIP clang contraction",
+    summary:
+        "ggml CUDA/HIP MMVQ on CDNA gfx90a (wave64, 2 warps): q8_1 activations, gfx90a contraction",
     recipe: recipe(Accumulation::HipMmvqWave64),
     portable: &HIP_WAVE64_TWIN,
 };

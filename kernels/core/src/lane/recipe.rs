@@ -63,7 +63,9 @@ pub enum Contraction {
     /// fmsub), `vmlaq` intrinsics not fused.
     GccAarch64,
     /// HIP clang device code (`-ffp-contract=fast-honor-pragmas`, its default): the
-    /// sums of scale products fused (see [`crate::gpu::Contraction::HIP_CLANG`]).
+    /// sums of scale products fused; q4_K's final combine fused on RDNA2, not on
+    /// gfx90a (see [`crate::gpu::Contraction::HIP_CLANG`] and
+    /// [`crate::gpu::Contraction::HIP_CLANG_GFX90A`]).
     HipClang,
 }
 

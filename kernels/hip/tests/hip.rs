@@ -1,0 +1,307 @@
+//! The HIP crate's trials (libtest-mimic, so that what cannot run here is reported
+//! ignored with its reason):
+//!
+//! - `code_object <target>`: for each configured offload target, the embedded code
+//!   object is an AMDGPU ELF for that ISA holding every kernel the host resolves.
+//!   Without the `hip` feature or hipcc: ignored with the build note (a failure when
+//!   `TIERCHECK_REQUIRE_HIP=1`, as in CI).
+//! - `contraction <target>`: the multiply-adds the compiler fused in that code object,
+//!   read from its disassembly (`llvm-objdump`), agree with the twin's
+//!   [`tiercheck_core::gpu::Contraction`] for the lane that models the target (gfx1030
+//!   for `hip-wave32`, gfx90a for `hip-wave64`).
+//! - `device <lane> <type> k=<k> rows=<n>`: the device's q8_1 activations and MMVQ
+//!   outputs equal the portable twin's, bit for bit. Ignored with the runtime's reason
+//!   where there is no device (`hipErrorNoDevice`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use libtest_mimic::{Arguments, Completion, Trial};
+use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
+use tiercheck_core::lane::{HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
+use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
+use tiercheck_hip::{
+    code_object, inspect, kernel_names, mmvq_kernel, wave_size, BUILD_NOTE, CODE_OBJECTS,
+    CONFIGURED_TARGETS,
+};
+
+fn require_hip() -> bool {
+    std::env::var("TIERCHECK_REQUIRE_HIP").is_ok_and(|v| v == "1")
+}
+
+/// A trial that is ignored with `why`, or fails with it when the build is required to
+/// have device code.
+fn missing(name: String, why: &str) -> Trial {
+    let why = why.to_string();
+    if require_hip() {
+        Trial::test(name, move || Err(format!("TIERCHECK_REQUIRE_HIP=1 but {why}").into()))
+    } else {
+        ignored(name, why)
+    }
+}
+
+fn ignored(name: String, why: String) -> Trial {
+    Trial::ignorable_test(name, move || Ok(Completion::ignored_with(why)))
+}
+
+// ---------------------------------------------------------------------------------
+// Code objects.
+
+fn code_object_trial(target: &'static str) -> Trial {
+    let name = format!("code_object {target}");
+    if CODE_OBJECTS.is_empty() {
+        return missing(name, BUILD_NOTE);
+    }
+    Trial::test(name, move || {
+        let co = code_object(target).ok_or("configured but not embedded")?;
+        let info = inspect(co.bytes).map_err(|e| format!("{target}: {e}"))?;
+        if let Some(mach) = tiercheck_hip::mach_of(target) {
+            if info.mach != mach {
+                return Err(
+                    format!("{target}: e_flags mach {:#x}, expected {mach:#x}", info.mach).into()
+                );
+            }
+        }
+        let wave = wave_size(target).ok_or("not a gfx target")?;
+        let absent: Vec<String> =
+            kernel_names(wave).into_iter().filter(|k| !info.has_kernel(k)).collect();
+        if !absent.is_empty() {
+            return Err(format!("{target}: kernels missing: {}", absent.join(", ")).into());
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Contraction from the disassembly.
+
+fn find_objdump() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TIERCHECK_LLVM_OBJDUMP") {
+        return Some(PathBuf::from(p));
+    }
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    // hipcc's own clang directory (Debian: /usr/lib/llvm-15/bin).
+    if let Ok(o) = Command::new("hipconfig").arg("--hipclangpath").output() {
+        let p = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if !p.is_empty() {
+            dirs.insert(0, PathBuf::from(p));
+        }
+    }
+    for v in ["15", "16", "17", "18", "19"] {
+        dirs.push(PathBuf::from(format!("/usr/lib/llvm-{v}/bin")));
+    }
+    for d in dirs {
+        for n in ["llvm-objdump", "llvm-objdump-15"] {
+            let p = d.join(n);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// The f32 arithmetic of one kernel, in program order (one mnemonic per instruction).
+fn float_ops(listing: &str, kernel: &str) -> Result<Vec<String>, String> {
+    let head = format!("<{kernel}>:");
+    let start = listing.find(&head).ok_or_else(|| format!("{kernel} not in the disassembly"))?;
+    let body = &listing[start + head.len()..];
+    let end = body.find("s_endpgm").ok_or_else(|| format!("{kernel}: no s_endpgm"))?;
+    Ok(body[..end]
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|m| m.starts_with("v_") && m.contains("f32") && !m.contains("cvt"))
+        .map(str::to_string)
+        .collect())
+}
+
+fn is_fused(m: &str) -> bool {
+    ["v_fma_f32", "v_fmac_f32", "v_fma_mix_f32", "v_pk_fma_f32", "v_fmaak_f32", "v_fmamk_f32"]
+        .iter()
+        .any(|p| m.starts_with(p))
+}
+fn is_mul(m: &str) -> bool {
+    m.starts_with("v_mul_f32") || m.starts_with("v_pk_mul_f32")
+}
+fn is_sub(m: &str) -> bool {
+    m.starts_with("v_sub_f32") || m.starts_with("v_subrev_f32")
+}
+
+/// What the disassembly says, in the twin's terms (the q4_K combine only as fused or
+/// not: which of the two products was fused is not read here).
+fn observed(listing: &str, cfg: &MmvqConfig) -> Result<(bool, bool, bool), String> {
+    let kernel = |ty: GgmlType, s: &str| mmvq_kernel(s, cfg.warp_size, cfg.nwarps(ty));
+    let q8 = float_ops(listing, &kernel(GgmlType::Q8_0, "q8_0"))?;
+    let q6 = float_ops(listing, &kernel(GgmlType::Q6_K, "q6_K"))?;
+    let q4 = float_ops(listing, &kernel(GgmlType::Q4_K, "q4_K"))?;
+    // q8_0: (d_x * d_y) is one multiply; the product with sumi fused into tmp or not.
+    let accumulate = q8.iter().any(|m| is_fused(m));
+    // q6_K: with the two scale products and the final d * sumf all fused, no multiply
+    // is left.
+    let sums = q6.iter().filter(|m| is_mul(m)).count() == 0 && q6.iter().any(|m| is_fused(m));
+    // q4_K: an unfused combine is two products and a subtraction.
+    let combine_fused = !q4.iter().any(|m| is_sub(m));
+    Ok((sums, combine_fused, accumulate))
+}
+
+fn contraction_trial(target: &'static str) -> Trial {
+    let name = format!("contraction {target}");
+    let cfg = match target {
+        "gfx1030" => WAVE32,
+        "gfx90a" => WAVE64,
+        _ => return ignored(name, format!("no lane models {target}'s compiler output")),
+    };
+    if code_object(target).is_none() {
+        return missing(name, BUILD_NOTE);
+    }
+    let Some(objdump) = find_objdump() else {
+        return missing(name, "llvm-objdump not found (set TIERCHECK_LLVM_OBJDUMP)");
+    };
+    Trial::test(name, move || {
+        let co = code_object(target).expect("checked above");
+        let dir = std::env::temp_dir().join(format!("tiercheck-hip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{target}.co"));
+        std::fs::write(&path, co.bytes)?;
+        let out =
+            Command::new(&objdump).arg("-d").arg(format!("--mcpu={target}")).arg(&path).output()?;
+        let _ = std::fs::remove_dir_all(&dir);
+        if !out.status.success() {
+            return Err(format!(
+                "{} -d failed: {}",
+                objdump.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let (sums, combine_fused, accumulate) = observed(&listing, &cfg)?;
+        let c: Contraction = cfg.contraction;
+        let want_combine_fused = c.q4_k_combine != Q4KCombine::Unfused;
+        let mut bad = Vec::new();
+        if sums != c.vec_dot_sums {
+            bad.push(format!("vec_dot sums fused: code object {sums}, twin {}", c.vec_dot_sums));
+        }
+        if combine_fused != want_combine_fused {
+            bad.push(format!(
+                "q4_K combine fused: code object {combine_fused}, twin {:?}",
+                c.q4_k_combine
+            ));
+        }
+        if accumulate != c.accumulate {
+            bad.push(format!("tmp += fused: code object {accumulate}, twin {}", c.accumulate));
+        }
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{target} ({}): {}", cfg.name, bad.join("; ")).into())
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Device == twin.
+
+/// xorshift64*.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn sym(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    /// Activations with per-block magnitudes, all-zero blocks, outliers and a value on a
+    /// .5 rounding boundary now and then.
+    fn activations(&mut self, k: usize) -> Vec<f32> {
+        let mut x = vec![0.0f32; k];
+        for b in x.chunks_mut(32) {
+            let kind = self.next() % 8;
+            let scale = 2f32.powi((self.next() % 20) as i32 - 12);
+            for v in b.iter_mut() {
+                *v = match kind {
+                    0 => 0.0,
+                    1 => self.sym() * 1e-38, // d underflows to a subnormal f16 or 0
+                    _ => self.sym() * scale,
+                };
+            }
+            if kind == 2 {
+                b[(self.next() % 32) as usize] = 40.0 * scale;
+            }
+        }
+        x
+    }
+}
+
+fn device_trial(cfg: MmvqConfig, ty: GgmlType, k: usize, rows: usize) -> Trial {
+    let name = format!("device {} {} k={k} rows={rows}", cfg.name, ty.name());
+    let twin: &'static dyn Kernels =
+        if cfg.warp_size == 32 { &HIP_WAVE32_TWIN } else { &HIP_WAVE64_TWIN };
+    Trial::ignorable_test(name, move || {
+        let dev = match tiercheck_hip::kernels(cfg.name) {
+            Ok(d) => d,
+            Err(why) => return Ok(Completion::ignored_with(why)),
+        };
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (k * 31 + rows) as u64);
+        let w_f32: Vec<f32> = (0..k * rows).map(|_| rng.sym()).collect();
+        let w = tiercheck_core::quant::weights::quantize(ty, &w_f32, rows, k)?;
+        let wm = WeightMatrix::new(ty, rows, k, &w)?;
+        for trial in 0..3 {
+            let x = rng.activations(k);
+            let a_dev = dev.quantize_act(ty, &x)?;
+            let a_twin = twin.quantize_act(ty, &x)?;
+            if let Some(i) = (0..a_dev.len()).find(|&i| a_dev[i] != a_twin[i]) {
+                return Err(format!(
+                    "activation set {trial}: q8_1 bytes differ first at byte {i} (block {}): \
+                     device {:#04x}, twin {:#04x}",
+                    i / 36,
+                    a_dev[i],
+                    a_twin[i]
+                )
+                .into());
+            }
+            let y_dev = dev.matmul(&wm, &x, 1)?;
+            let y_twin = twin.matmul(&wm, &x, 1)?;
+            for j in 0..rows {
+                if y_dev[j].to_bits() != y_twin[j].to_bits() {
+                    return Err(format!(
+                        "activation set {trial}, row {j}: device {:e} ({:#010x}), twin {:e} \
+                         ({:#010x})",
+                        y_dev[j],
+                        y_dev[j].to_bits(),
+                        y_twin[j],
+                        y_twin[j].to_bits()
+                    )
+                    .into());
+                }
+            }
+            // vec_dot on one row goes through the same kernel with one block.
+            let one = dev.vec_dot(ty, wm.row(0), &a_dev)?;
+            if one.to_bits() != y_twin[0].to_bits() {
+                return Err(format!("vec_dot row 0: device {one:e}, twin {:e}", y_twin[0]).into());
+            }
+        }
+        Ok(Completion::Completed)
+    })
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = Vec::new();
+    for &t in CONFIGURED_TARGETS {
+        trials.push(code_object_trial(t));
+        trials.push(contraction_trial(t));
+    }
+    for cfg in [WAVE32, WAVE64] {
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+            for (k, rows) in [(256, 1), (512, 7), (4352, 33), (5120, 3)] {
+                trials.push(device_trial(cfg, ty, k, rows));
+            }
+        }
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
