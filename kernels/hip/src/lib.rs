@@ -34,6 +34,7 @@ use tiercheck_core::Kernels;
 #[cfg(feature = "hip")]
 mod device;
 mod elf;
+pub mod inputs;
 
 pub use elf::{inspect, mach_of, ElfInfo};
 

@@ -11,7 +11,8 @@
 //!   for `hip-wave32`, gfx90a for `hip-wave64`).
 //! - `device <lane> <type> k=<k> rows=<n>`: the device's q8_1 activations and MMVQ
 //!   outputs equal the portable twin's, bit for bit. Ignored with the runtime's reason
-//!   where there is no device (`hipErrorNoDevice`).
+//!   where there is no device (`hipErrorNoDevice`), unless `TIERCHECK_REQUIRE_DEVICE`
+//!   names the lane.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -20,6 +21,7 @@ use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
 use tiercheck_core::lane::{HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
+use tiercheck_hip::inputs::Rng;
 use tiercheck_hip::{
     code_object, inspect, kernel_names, mmvq_kernel, wave_size, BUILD_NOTE, CODE_OBJECTS,
     CONFIGURED_TARGETS,
@@ -27,6 +29,13 @@ use tiercheck_hip::{
 
 fn require_hip() -> bool {
     std::env::var("TIERCHECK_REQUIRE_HIP").is_ok_and(|v| v == "1")
+}
+
+/// `TIERCHECK_REQUIRE_DEVICE=hip-wave32,hip-wave64`: lanes whose device trials must
+/// run (`ci/gpu-check` sets it on a GPU machine); an ignore is then a failure.
+fn required_on_device(lane: &str) -> bool {
+    std::env::var("TIERCHECK_REQUIRE_DEVICE")
+        .is_ok_and(|v| v.split(',').map(str::trim).any(|l| l == lane))
 }
 
 /// A trial that is ignored with `why`, or fails with it when the build is required to
@@ -203,40 +212,6 @@ fn contraction_trial(target: &'static str) -> Trial {
 // ---------------------------------------------------------------------------------
 // Device == twin.
 
-/// xorshift64*.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn sym(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    /// Activations with per-block magnitudes, all-zero blocks, outliers and a value on a
-    /// .5 rounding boundary now and then.
-    fn activations(&mut self, k: usize) -> Vec<f32> {
-        let mut x = vec![0.0f32; k];
-        for b in x.chunks_mut(32) {
-            let kind = self.next() % 8;
-            let scale = 2f32.powi((self.next() % 20) as i32 - 12);
-            for v in b.iter_mut() {
-                *v = match kind {
-                    0 => 0.0,
-                    1 => self.sym() * 1e-38, // d underflows to a subnormal f16 or 0
-                    _ => self.sym() * scale,
-                };
-            }
-            if kind == 2 {
-                b[(self.next() % 32) as usize] = 40.0 * scale;
-            }
-        }
-        x
-    }
-}
-
 fn device_trial(cfg: MmvqConfig, ty: GgmlType, k: usize, rows: usize) -> Trial {
     let name = format!("device {} {} k={k} rows={rows}", cfg.name, ty.name());
     let twin: &'static dyn Kernels =
@@ -244,11 +219,13 @@ fn device_trial(cfg: MmvqConfig, ty: GgmlType, k: usize, rows: usize) -> Trial {
     Trial::ignorable_test(name, move || {
         let dev = match tiercheck_hip::kernels(cfg.name) {
             Ok(d) => d,
+            Err(why) if required_on_device(cfg.name) => {
+                return Err(format!("TIERCHECK_REQUIRE_DEVICE names {}: {why}", cfg.name).into())
+            }
             Err(why) => return Ok(Completion::ignored_with(why)),
         };
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (k * 31 + rows) as u64);
-        let w_f32: Vec<f32> = (0..k * rows).map(|_| rng.sym()).collect();
-        let w = tiercheck_core::quant::weights::quantize(ty, &w_f32, rows, k)?;
+        let mut rng = Rng::for_case(k, rows);
+        let w = rng.weights(ty, rows, k)?;
         let wm = WeightMatrix::new(ty, rows, k, &w)?;
         for trial in 0..3 {
             let x = rng.activations(k);

@@ -1,0 +1,102 @@
+//! Writes the test vectors that `device/gpu_check.cu` (the C++ driver `ci/gpu-check`
+//! builds with nvcc on an NVIDIA machine, or with hipcc) checks a GPU against: for a
+//! set of cases, the weights, one activation row, the portable twin's q8_1 blocks of
+//! that row, and the twin's MMVQ outputs (warp 32) under every combination of the
+//! [`Contraction`] switches, so that the driver can say which fusion the device's
+//! compiler chose, not only whether one guess matched.
+//!
+//! ```text
+//! cargo run -p tiercheck-hip --example gpu_vectors -- OUT.bin
+//! ```
+//!
+//! Format (little-endian): `b"TCVEC001"`, u32 cases, u32 variants, then per variant a
+//! 32-byte NUL-padded name; then per case: u32 type (0 q4_K, 1 q6_K, 2 q8_0), u32 k,
+//! u32 rows, u32 nwarps, u32 weight bytes, the weights, k f32 activations,
+//! k/32 q8_1 blocks (36 bytes each), and per variant `rows` f32 outputs.
+
+use std::io::Write;
+
+use tiercheck_core::gpu::{mmvq_gemv, quantize_q8_1_mmvq, Contraction, Q4KCombine};
+use tiercheck_core::GgmlType;
+use tiercheck_hip::inputs::Rng;
+
+fn variants() -> Vec<(String, Contraction)> {
+    let mut v = Vec::new();
+    for sums in [true, false] {
+        for (cname, combine) in [
+            ("first", Q4KCombine::FuseFirst),
+            ("second", Q4KCombine::FuseSecond),
+            ("unfused", Q4KCombine::Unfused),
+        ] {
+            for acc in [true, false] {
+                let name = format!("sums={},combine={cname},acc={}", sums as u8, acc as u8);
+                v.push((
+                    name,
+                    Contraction { vec_dot_sums: sums, q4_k_combine: combine, accumulate: acc },
+                ));
+            }
+        }
+    }
+    v
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, out_path] = args.as_slice() else {
+        eprintln!("usage: gpu_vectors OUT.bin");
+        std::process::exit(2);
+    };
+    let variants = variants();
+    let types = [(GgmlType::Q4_K, 0u32), (GgmlType::Q6_K, 1), (GgmlType::Q8_0, 2)];
+    let shapes = [(256usize, 1usize), (512, 7), (4352, 33), (5120, 3)];
+    let nwarps_set = [1usize, 4];
+
+    let mut body = Vec::new();
+    let mut cases = 0u32;
+    for &(ty, code) in &types {
+        for &(k, rows) in &shapes {
+            let mut rng = Rng::for_case(k, rows);
+            let w = rng.weights(ty, rows, k).expect("reference quantizer");
+            let row_bytes = w.len() / rows;
+            for &nwarps in &nwarps_set {
+                for _set in 0..2 {
+                    let x = rng.activations(k);
+                    let act = quantize_q8_1_mmvq(&x);
+                    for v in [code, k as u32, rows as u32, nwarps as u32, w.len() as u32] {
+                        body.extend_from_slice(&v.to_le_bytes());
+                    }
+                    body.extend_from_slice(&w);
+                    body.extend_from_slice(bytemuck::cast_slice(&x));
+                    body.extend_from_slice(bytemuck::cast_slice(&act));
+                    for (_, c) in &variants {
+                        for r in 0..rows {
+                            let row = &w[r * row_bytes..(r + 1) * row_bytes];
+                            let y = mmvq_gemv(ty, row, &act, 32, nwarps, *c).expect("twin");
+                            body.extend_from_slice(&y.to_le_bytes());
+                        }
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    let mut head = b"TCVEC001".to_vec();
+    head.extend_from_slice(&cases.to_le_bytes());
+    head.extend_from_slice(&(variants.len() as u32).to_le_bytes());
+    for (name, _) in &variants {
+        let mut n = [0u8; 32];
+        n[..name.len()].copy_from_slice(name.as_bytes());
+        head.extend_from_slice(&n);
+    }
+    // Written whole to a temporary name, then renamed: never a half-written file.
+    let tmp = format!("{out_path}.tmp");
+    let res = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&head).and_then(|_| f.write_all(&body)))
+        .and_then(|_| std::fs::rename(&tmp, out_path));
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        eprintln!("gpu_vectors: cannot write {out_path}: {e}");
+        std::process::exit(1);
+    }
+    println!("gpu_vectors: {cases} cases x {} contraction variants -> {out_path}", variants.len());
+}
