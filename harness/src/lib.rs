@@ -4,6 +4,7 @@ pub mod analysis;
 pub mod atomic_write;
 pub mod compare;
 pub mod embedded;
+pub mod fuzzing;
 pub mod gen;
 pub mod gguf;
 pub mod golden;

@@ -65,9 +65,17 @@ pub enum TensorFileError {
 pub fn read(path: &Path) -> Result<(Vec<Tensor>, BTreeMap<String, String>), TensorFileError> {
     let bytes = std::fs::read(path)
         .map_err(|source| TensorFileError::Io { path: path.to_owned(), source })?;
-    let st = SafeTensors::deserialize(&bytes)
+    read_bytes(path, &bytes)
+}
+
+/// [`read`] on a file's bytes already in memory; `path` names it in errors.
+pub fn read_bytes(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(Vec<Tensor>, BTreeMap<String, String>), TensorFileError> {
+    let st = SafeTensors::deserialize(bytes)
         .map_err(|e| TensorFileError::Format { path: path.to_owned(), reason: e.to_string() })?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes)
+    let (_, meta) = SafeTensors::read_metadata(bytes)
         .map_err(|e| TensorFileError::Format { path: path.to_owned(), reason: e.to_string() })?;
     let metadata: BTreeMap<String, String> =
         meta.metadata().clone().unwrap_or_default().into_iter().collect();

@@ -206,6 +206,10 @@ pub fn bless_lane(root: &Path, lane: &'static tiercheck_core::Lane) -> anyhow::R
             format!("{n} prompt(s) changed")
         }
     };
-    store(&p, &g)?;
+    // An unchanged golden is left as it is (its provenance names the build that made
+    // it): a refresh that changes nothing writes nothing.
+    if changed != "unchanged" {
+        store(&p, &g)?;
+    }
     Ok(format!("model golden {}: {changed} ({how}), {}\n", lane.name, p.display()))
 }

@@ -243,26 +243,7 @@ impl GoldenDir {
             });
         }
         let text = fs::read_to_string(&mpath).map_err(io(&mpath))?;
-        let manifest: Manifest = serde_json::from_str(&text)
-            .map_err(|e| corrupt(&mpath, format!("not a valid manifest: {e}")))?;
-        if manifest.format != FORMAT {
-            return Err(corrupt(&mpath, format!("format {} (expected {FORMAT})", manifest.format)));
-        }
-        if manifest.lane != lane {
-            return Err(corrupt(
-                &mpath,
-                format!(
-                    "manifest is for lane `{}`, found in the folder of lane `{lane}`",
-                    manifest.lane
-                ),
-            ));
-        }
-        if manifest.outputs_file.contains('/') || manifest.outputs_file.contains("..") {
-            return Err(corrupt(
-                &mpath,
-                format!("bad outputs file name {:?}", manifest.outputs_file),
-            ));
-        }
+        let manifest = parse_manifest(&mpath, &text, Some(lane))?;
         let opath = dir.join(&manifest.outputs_file);
         let bytes = fs::read(&opath).map_err(io(&opath))?;
         let st = SafeTensors::deserialize(&bytes)
@@ -317,6 +298,35 @@ impl GoldenDir {
         }
         Ok(())
     }
+}
+
+/// Parse and validate a lane manifest's text (`mpath` names it in errors): its JSON
+/// shape, format version, lane (when `lane` is given, it must be that one) and outputs
+/// file name (a plain name in the same folder).
+pub fn parse_manifest(
+    mpath: &Path,
+    text: &str,
+    lane: Option<&str>,
+) -> Result<Manifest, GoldenError> {
+    let manifest: Manifest = serde_json::from_str(text)
+        .map_err(|e| corrupt(mpath, format!("not a valid manifest: {e}")))?;
+    if manifest.format != FORMAT {
+        return Err(corrupt(mpath, format!("format {} (expected {FORMAT})", manifest.format)));
+    }
+    if let Some(lane) = lane.filter(|l| manifest.lane != *l) {
+        return Err(corrupt(
+            mpath,
+            format!(
+                "manifest is for lane `{}`, found in the folder of lane `{lane}`",
+                manifest.lane
+            ),
+        ));
+    }
+    let name = &manifest.outputs_file;
+    if name.is_empty() || name.contains('/') || name.contains('\\') || name.contains("..") {
+        return Err(corrupt(mpath, format!("bad outputs file name {name:?}")));
+    }
+    Ok(manifest)
 }
 
 /// A lane's goldens, loaded.

@@ -91,6 +91,18 @@ impl HParams {
         let n_head_kv = get_usize(f, &k("attention.head_count_kv"))?.unwrap_or(n_head);
         let n_ff = need_usize(f, &k("feed_forward_length"))?;
         let n_ctx_train = need_usize(f, &k("context_length"))?;
+        // Each layer has 11 tensors; a block_count the tensor table cannot hold is wrong
+        // (and the tensor check below would otherwise list up to 2^24 layers' names).
+        if n_layer.saturating_mul(11) > f.tensors().len() {
+            return Err(bad(
+                p,
+                format!(
+                    "{arch}.block_count {n_layer} needs {} layer tensors; the file has {} tensors",
+                    n_layer.saturating_mul(11),
+                    f.tensors().len()
+                ),
+            ));
+        }
         if !n_embd.is_multiple_of(n_head) && f.get(&k("attention.key_length")).is_none() {
             return Err(bad(p, format!("embedding_length {n_embd} is not a multiple of head_count {n_head} and no key_length is given")));
         }

@@ -260,7 +260,14 @@ pub struct Trace {
 
 /// Read a trace file written by tiercheck or an oracle script.
 pub fn read_trace(path: &Path) -> Result<Trace, TensorFileError> {
-    let (tensors, meta) = tensorfile::read(path)?;
+    let bytes = std::fs::read(path)
+        .map_err(|source| TensorFileError::Io { path: path.to_owned(), source })?;
+    parse_trace(path, &bytes)
+}
+
+/// [`read_trace`] on a file's bytes already in memory; `path` names it in errors.
+pub fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, TensorFileError> {
+    let (tensors, meta) = tensorfile::read_bytes(path, bytes)?;
     let content = |problem: String| TensorFileError::Content { path: path.to_owned(), problem };
     if meta.get("tiercheck.format").map(String::as_str) != Some("trace-1") {
         return Err(content("not a tiercheck trace (metadata tiercheck.format != trace-1)".into()));

@@ -1,0 +1,8 @@
+//! The golden manifest parser on arbitrary bytes.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = tiercheck::fuzzing::manifest(data);
+});
