@@ -11,6 +11,18 @@ use tiercheck::embedded::{Prompts, Recipe};
 use tiercheck::golden::store::parse_manifest;
 use tiercheck::model::run::parse_trace;
 
+/// The error of `r`, which must be one, checked to name `file`.
+fn error_naming<T, E: std::fmt::Display>(r: Result<T, E>, file: &str, what: &str) -> String {
+    match r {
+        Ok(_) => panic!("accepted: {what}"),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains(file), "error does not name the file {file}: {e}");
+            e
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------- traces
 
 /// A safetensors file of f32 tensors `(name, shape)` with `meta`.
@@ -42,14 +54,8 @@ fn steps_json() -> String {
 }
 
 fn trace_err(bytes: &[u8]) -> String {
-    match parse_trace(Path::new("user/trace.safetensors"), bytes) {
-        Ok(_) => panic!("accepted"),
-        Err(e) => {
-            let e = e.to_string();
-            assert!(e.contains("user/trace.safetensors"), "error does not name the file: {e}");
-            e
-        }
-    }
+    let file = "user/trace.safetensors";
+    error_naming(parse_trace(Path::new(file), bytes), file, "a malformed trace")
 }
 
 #[test]
@@ -95,14 +101,8 @@ fn recipe() -> Recipe {
 }
 
 fn prompts_err(text: &str) -> String {
-    match Prompts::parse("user/prompts.toml", text, &recipe()) {
-        Ok(_) => panic!("accepted: {text}"),
-        Err(e) => {
-            let e = e.to_string();
-            assert!(e.contains("user/prompts.toml"), "error does not name the file: {e}");
-            e
-        }
-    }
+    let file = "user/prompts.toml";
+    error_naming(Prompts::parse(file, text, &recipe()), file, text)
 }
 
 #[test]
@@ -136,17 +136,8 @@ fn malformed_prompts_files() {
 // ----------------------------------------------------------------------------- manifests
 
 fn manifest_err(text: &str, lane: Option<&str>) -> String {
-    match parse_manifest(Path::new("golden/lanes/ref/manifest.json"), text, lane) {
-        Ok(_) => panic!("accepted: {text}"),
-        Err(e) => {
-            let e = e.to_string();
-            assert!(
-                e.contains("golden/lanes/ref/manifest.json"),
-                "error does not name the file: {e}"
-            );
-            e
-        }
-    }
+    let file = "golden/lanes/ref/manifest.json";
+    error_naming(parse_manifest(Path::new(file), text, lane), file, text)
 }
 
 #[test]
@@ -172,18 +163,8 @@ fn malformed_golden_manifests() {
 // ----------------------------------------------------------------------------- target tables
 
 fn table_err(text: &str) -> String {
-    let path = Path::new("targets/x86_64-unknown-linux-gnu.toml");
-    match tiercheck::targets::parse(path, text) {
-        Ok(_) => panic!("accepted: {text}"),
-        Err(e) => {
-            let e = e.to_string();
-            assert!(
-                e.contains("x86_64-unknown-linux-gnu.toml"),
-                "error does not name the file: {e}"
-            );
-            e
-        }
-    }
+    let file = "targets/x86_64-unknown-linux-gnu.toml";
+    error_naming(tiercheck::targets::parse(Path::new(file), text), file, text)
 }
 
 #[test]
