@@ -19,6 +19,7 @@
 pub mod blocks;
 pub mod dot;
 pub mod elem;
+pub mod elem_conformance;
 pub mod error;
 pub mod fp16;
 pub mod ggml_type;
