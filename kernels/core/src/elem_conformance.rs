@@ -356,3 +356,51 @@ pub fn differs_from_other_flavours(native: &dyn ElemOps, flavour: ElemFlavour) -
     }
     format!("{}: differs from every other flavour's twin", flavour.name())
 }
+
+/// The six conformance tests as `#[test]` functions, for an architecture crate's test
+/// file: `$native` is an expression giving `Option<&'static dyn ElemOps>` (None where
+/// the CPU lacks the kernels: each test then prints `$why` and passes without
+/// comparing), `$flavour` the flavour it implements.
+#[macro_export]
+macro_rules! elem_conformance_tests {
+    ($flavour:expr, $native:expr, $why:expr) => {
+        fn run_check(f: fn(&dyn $crate::elem::ElemOps, $crate::elem::ElemFlavour) -> String) {
+            match $native {
+                Some(n) => eprintln!("{}", f(n, $flavour)),
+                None => eprintln!("skipped: {}", $why),
+            }
+        }
+
+        #[test]
+        fn expf_and_silu_match_the_twin() {
+            run_check($crate::elem_conformance::expf_and_silu);
+        }
+
+        #[test]
+        fn soft_max_every_length_matches_the_twin() {
+            run_check($crate::elem_conformance::soft_max_every_length);
+        }
+
+        #[test]
+        fn swiglu_every_length_matches_the_twin() {
+            run_check($crate::elem_conformance::swiglu_every_length);
+        }
+
+        #[test]
+        fn dot_f32_every_length_matches_the_twin() {
+            run_check($crate::elem_conformance::dot_f32_every_length);
+        }
+
+        #[test]
+        fn sgemm_dot_matches_the_twin() {
+            run_check($crate::elem_conformance::sgemm_dot);
+        }
+
+        /// The comparison can fail: the native kernels differ from another flavour's
+        /// twin.
+        #[test]
+        fn native_differs_from_other_flavours() {
+            run_check($crate::elem_conformance::differs_from_other_flavours);
+        }
+    };
+}

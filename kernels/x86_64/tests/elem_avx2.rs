@@ -10,58 +10,8 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use tiercheck_core::elem::{ElemFlavour, ElemOps};
-use tiercheck_core::elem_conformance as conformance;
-
-const FLAVOUR: ElemFlavour = ElemFlavour::Avx2;
-
-fn native() -> Option<&'static dyn ElemOps> {
-    match tiercheck_x86_64::elem::kernels() {
-        Some(k) => Some(k),
-        None => {
-            eprintln!(
-                "skipped: {}",
-                tiercheck_x86_64::elem::unavailable_reason().unwrap_or_default()
-            );
-            None
-        }
-    }
-}
-
-/// Run one conformance check where this CPU has the native kernels.
-fn check(f: fn(&dyn ElemOps, ElemFlavour) -> String) {
-    if let Some(n) = native() {
-        eprintln!("{}", f(n, FLAVOUR));
-    }
-}
-
-#[test]
-fn expf_and_silu_match_the_twin() {
-    check(conformance::expf_and_silu);
-}
-
-#[test]
-fn soft_max_every_length_matches_the_twin() {
-    check(conformance::soft_max_every_length);
-}
-
-#[test]
-fn swiglu_every_length_matches_the_twin() {
-    check(conformance::swiglu_every_length);
-}
-
-#[test]
-fn dot_f32_every_length_matches_the_twin() {
-    check(conformance::dot_f32_every_length);
-}
-
-#[test]
-fn sgemm_dot_matches_the_twin() {
-    check(conformance::sgemm_dot);
-}
-
-/// The comparison can fail: the native kernels differ from another flavour's twin.
-#[test]
-fn native_differs_from_other_flavours() {
-    check(conformance::differs_from_other_flavours);
-}
+tiercheck_core::elem_conformance_tests!(
+    tiercheck_core::elem::ElemFlavour::Avx2,
+    tiercheck_x86_64::elem::kernels().map(|k| k as &'static dyn tiercheck_core::elem::ElemOps),
+    tiercheck_x86_64::elem::unavailable_reason().unwrap_or_default()
+);
