@@ -79,9 +79,10 @@ pub struct MatrixArgs {
     /// target/aarch64-unknown-linux-gnu/{release,debug}/tiercheck when built).
     #[arg(long)]
     pub aarch64_bin: Option<PathBuf>,
-    /// qemu CPU model for the aarch64 lanes (dotprod and i8mm, no SVE).
-    #[arg(long, default_value = "max,sve=off")]
-    pub qemu_cpu: String,
+    /// qemu CPU model for every aarch64 lane (default: each lane's own tier model from
+    /// targets/aarch64-unknown-linux-gnu.toml).
+    #[arg(long)]
+    pub qemu_cpu: Option<String>,
     /// Run every lane as its portable twin in this process (no native kernels, no qemu).
     #[arg(long)]
     pub portable: bool,
@@ -249,7 +250,7 @@ pub fn cmd_matrix(a: MatrixArgs) -> Result<()> {
         let mut plan = if a.portable {
             Plan::Portable("--portable".into())
         } else {
-            matrix::plan(lane, aarch64_bin.as_deref(), &a.qemu_cpu)
+            matrix::plan(lane, aarch64_bin.as_deref(), a.qemu_cpu.as_deref())
         };
         if matches!(plan, Plan::Qemu { .. }) {
             // A build of another revision would compute other bits: use the twin.

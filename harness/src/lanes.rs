@@ -2,11 +2,14 @@
 //!
 //! Portable implementations come from `tiercheck-core` ([`tiercheck_core::LANES`]);
 //! native ones from the architecture crates, and for the HIP lanes the device kernels
-//! of `tiercheck-hip` (built with the `hip` feature, run where a device exists). A
+//! of `tiercheck-hip` (built with the `hip` feature, run where a device exists). Each
+//! architecture crate exports one table (`NATIVE`, `NATIVE_ELEM`) of entry points with
+//! one contract; this module loops over the tables and never matches lane names. A
 //! native implementation is offered only when the running CPU (or GPU) has every
 //! feature it needs (runtime detection), so nothing here can execute an instruction
 //! the hardware lacks.
 
+use tiercheck_core::lane::{native_entry, Arch, NativeElem, NativeLane, Unavailable};
 use tiercheck_core::{Kernels, Lane, LANES};
 
 /// Which implementation of a lane to run.
@@ -41,61 +44,45 @@ impl Chosen {
     }
 }
 
-/// The native implementation of `lane` on this host, or why there is none.
-pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, String> {
-    match lane.name {
-        "ref" => Err("`ref` is the specification: it has only the portable form".to_string()),
-        #[cfg(target_arch = "x86_64")]
-        "x86_64-avx2" => match tiercheck_x86_64::avx2::kernels() {
-            Some(k) => Ok(k),
-            None => Err(tiercheck_x86_64::avx2::unavailable_reason()
-                .unwrap_or_else(|| "cpu lacks avx2".to_string())),
-        },
-        #[cfg(target_arch = "x86_64")]
-        "x86_64-avx2-repack" => match tiercheck_x86_64::avx2_repack::kernels() {
-            Some(k) => Ok(k),
-            None => Err(tiercheck_x86_64::avx2::unavailable_reason()
-                .unwrap_or_else(|| "cpu lacks avx2".to_string())),
-        },
-        #[cfg(target_arch = "x86_64")]
-        "x86_64-avx512" => match tiercheck_x86_64::avx512::kernels() {
-            Some(k) => Ok(k),
-            None => Err(tiercheck_x86_64::avx512::unavailable_reason()
-                .unwrap_or_else(|| "cpu lacks avx512f, avx512bw, avx512vnni".to_string())),
-        },
-        #[cfg(target_arch = "aarch64")]
-        "aarch64-neon" => match tiercheck_aarch64::neon::kernels() {
-            Some(k) => Ok(k),
-            None => Err("cpu lacks neon".to_string()),
-        },
-        #[cfg(target_arch = "aarch64")]
-        "aarch64-neon-repack" => match tiercheck_aarch64::neon_repack::kernels() {
-            Some(k) => Ok(k),
-            None => Err(tiercheck_aarch64::neon_repack::unavailable_reason()
-                .unwrap_or_else(|| "cpu lacks dotprod".to_string())),
-        },
-        #[cfg(target_arch = "aarch64")]
-        "aarch64-i8mm-repack" => match tiercheck_aarch64::i8mm_repack::kernels() {
-            Some(k) => Ok(k),
-            None => Err(tiercheck_aarch64::i8mm_repack::unavailable_reason()
-                .unwrap_or_else(|| "cpu lacks i8mm".to_string())),
-        },
-        other if other.starts_with("hip-") => tiercheck_hip::kernels(other),
-        other if other.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") => {
-            Err(format!("`{other}` is native on aarch64 only (this is {})", std::env::consts::ARCH))
+/// The architecture crates' tables of native lanes compiled into this build: the HIP
+/// device lanes everywhere (they report their own reason where there is no device or
+/// no device code), the CPU crate of this build's architecture.
+pub fn native_tables() -> Vec<&'static [NativeLane]> {
+    let mut tables: Vec<&'static [NativeLane]> = vec![tiercheck_hip::NATIVE];
+    #[cfg(target_arch = "x86_64")]
+    tables.push(tiercheck_x86_64::NATIVE);
+    #[cfg(target_arch = "aarch64")]
+    tables.push(tiercheck_aarch64::NATIVE);
+    tables
+}
+
+/// The native implementation of `lane` on this host, or why there is none: a portable
+/// lane has none, a CPU lane of another architecture is not in this build, and
+/// otherwise the lane's entry point decides (runtime detection).
+pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, Unavailable> {
+    if lane.arch == Arch::Portable {
+        return Err(Unavailable::PortableOnly(lane.name));
+    }
+    if let Some(arch) = lane.arch.cpu_target_arch() {
+        if arch != std::env::consts::ARCH {
+            return Err(Unavailable::OtherArch {
+                lane: lane.name,
+                arch,
+                host: std::env::consts::ARCH,
+            });
         }
-        other if other.starts_with("x86_64-") && !cfg!(target_arch = "x86_64") => {
-            Err(format!("`{other}` is native on x86_64 only (this is {})", std::env::consts::ARCH))
-        }
-        other => Err(format!("no native implementation of `{other}` in this build")),
+    }
+    match native_entry(&native_tables(), lane.name) {
+        Some(entry) => entry(),
+        None => Err(Unavailable::NotInBuild(lane.name)),
     }
 }
 
 /// Whether `lane` has a native implementation in some build (on some target), so
 /// that the harness owes it native trials: ignored with the reason where this host
-/// cannot run them. `ref` is portable by definition.
+/// cannot run them. Portable lanes (`ref`) have none by definition.
 pub fn has_native(lane: &Lane) -> bool {
-    lane.name != "ref"
+    lane.arch != Arch::Portable
 }
 
 /// All known lanes.
@@ -143,12 +130,12 @@ pub fn elem_ops(chosen: &Chosen) -> &'static dyn tiercheck_core::elem::ElemOps {
 fn native_elem(
     flavour: tiercheck_core::elem::ElemFlavour,
 ) -> Option<&'static dyn tiercheck_core::elem::ElemOps> {
-    use tiercheck_core::elem::{ElemFlavour, ElemOps};
-    match flavour {
-        #[cfg(target_arch = "x86_64")]
-        ElemFlavour::Avx2 => tiercheck_x86_64::elem::kernels().map(|k| k as &'static dyn ElemOps),
-        #[cfg(target_arch = "aarch64")]
-        ElemFlavour::Neon => tiercheck_aarch64::elem::kernels().map(|k| k as &'static dyn ElemOps),
-        _ => None,
-    }
+    #[cfg(target_arch = "x86_64")]
+    let tables: &[&'static [NativeElem]] = &[tiercheck_x86_64::NATIVE_ELEM];
+    #[cfg(target_arch = "aarch64")]
+    let tables: &[&'static [NativeElem]] = &[tiercheck_aarch64::NATIVE_ELEM];
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let tables: &[&'static [NativeElem]] = &[];
+    let entry = tables.iter().flat_map(|t| t.iter()).find(|e| e.flavour == flavour)?;
+    (entry.ops)().ok()
 }

@@ -85,6 +85,10 @@ enum Command {
         /// One line per model, `name|QEMU_CPU|required lanes` (for scripts).
         #[arg(long)]
         shell: bool,
+        /// One line per lane with a native form, `lane|tier model|QEMU_CPU` (for
+        /// scripts): the CPU model of each lane's own tier.
+        #[arg(long, conflicts_with = "shell")]
+        lanes_shell: bool,
     },
     /// Replay one matmul on a lane: activations from safetensors, weights from a GGUF.
     ///
@@ -206,7 +210,9 @@ fn run(cli: Cli) -> Result<()> {
             cmd_model(embedded::BuildOptions { recipe, cache, force, bless })
         }
         Command::Bless { lane, filter } => cmd_bless(lane.as_deref(), filter.as_deref()),
-        Command::Targets { triple, shell } => cmd_targets(triple.as_deref(), shell),
+        Command::Targets { triple, shell, lanes_shell } => {
+            cmd_targets(triple.as_deref(), shell, lanes_shell)
+        }
         Command::Matmul { lane, imp, gguf, tensor, input, out, threads } => {
             cmd_matmul(&lane, imp, &gguf, &tensor, &input, &out, threads)
         }
@@ -280,9 +286,22 @@ fn cmd_bless(lane: Option<&str>, filter: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-fn cmd_targets(triple: Option<&str>, shell: bool) -> Result<()> {
+fn cmd_targets(triple: Option<&str>, shell: bool, lanes_shell: bool) -> Result<()> {
     let triple = triple.unwrap_or(tiercheck::targets::TRIPLE);
     let t = tiercheck::targets::load(&tiercheck::targets::targets_dir(), triple)?;
+    if lanes_shell {
+        for name in &t.lanes {
+            let lane = lanes::find(name).map_err(anyhow::Error::msg)?;
+            if !lanes::has_native(lane) {
+                continue;
+            }
+            // A lane no model requires (x86_64-avx512: CI hosts vary) has no tier model.
+            if let Some(m) = t.model_for(name) {
+                println!("{name}|{}|{}", m.name, m.qemu_cpu);
+            }
+        }
+        return Ok(());
+    }
     if shell {
         for m in &t.models {
             println!("{}|{}|{}", m.name, m.qemu_cpu, m.require.join(","));
@@ -326,6 +345,7 @@ fn cmd_lanes() -> Result<()> {
             Err(why) => format!("native here: no ({why})"),
         };
         println!("  {:<22} {}", lane.name, lane.summary);
+        println!("  {:<22} arch: {}; status: {}", "", lane.arch.name(), lane.status);
         println!("  {:<22} {native}; portable twin: yes", "");
         let recipe: Vec<String> =
             lane.recipe.components().iter().map(|(k, v)| format!("{k}={v}")).collect();

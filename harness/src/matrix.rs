@@ -19,6 +19,7 @@ use crate::lanes::{self, Chosen};
 use crate::model::run::{self, RunSpec, StepRecord, TapSink};
 use crate::model::{Arith, Decoder, Mode, Model, Residual};
 use crate::provenance;
+use tiercheck_core::lane::Arch;
 
 /// One named sequence of ids.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,38 +205,57 @@ pub fn default_aarch64_binary() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Decide how to run `lane` here.
+/// Decide how to run `lane` here: natively where the host can; an aarch64 lane on
+/// another host under the runner of `targets/aarch64-unknown-linux-gnu.toml`, on the CPU
+/// model of the lane's own tier from that table (or `qemu_cpu` when given), when qemu,
+/// the sysroot and the cross-built binary are there; else its portable twin, with why.
 pub fn plan(
     lane: &'static tiercheck_core::Lane,
     aarch64_bin: Option<&Path>,
-    qemu_cpu: &str,
+    qemu_cpu: Option<&str>,
 ) -> Plan {
-    match lanes::native(lane) {
-        Ok(_) => Plan::Native,
-        Err(why) => {
-            if lane.name.starts_with("aarch64-") && !cfg!(target_arch = "aarch64") {
-                let qemu = which("qemu-aarch64");
-                let sysroot = PathBuf::from("/usr/aarch64-linux-gnu");
-                match (qemu, aarch64_bin) {
-                    (Some(qemu), Some(bin)) if sysroot.is_dir() => {
-                        return Plan::Qemu {
-                            qemu,
-                            sysroot,
-                            binary: bin.to_owned(),
-                            cpu: qemu_cpu.to_string(),
-                        }
-                    }
-                    (None, _) => return Plan::Portable(format!("{why}; qemu-aarch64 not found")),
-                    (_, None) => {
-                        return Plan::Portable(format!(
-                            "{why}; no aarch64 build of tiercheck (cargo build --release --target aarch64-unknown-linux-gnu -p tiercheck)"
-                        ))
-                    }
-                    _ => return Plan::Portable(format!("{why}; no aarch64 sysroot at /usr/aarch64-linux-gnu")),
-                }
-            }
-            Plan::Portable(why)
+    let why = match lanes::native(lane) {
+        Ok(_) => return Plan::Native,
+        Err(why) => why,
+    };
+    if lane.arch != Arch::Aarch64 || cfg!(target_arch = "aarch64") {
+        return Plan::Portable(why.to_string());
+    }
+    let table = match crate::targets::load_arch("aarch64") {
+        Ok(t) => t,
+        Err(e) => return Plan::Portable(format!("{why}; {e}")),
+    };
+    let cpu = match (qemu_cpu, table.model_for(lane.name)) {
+        (Some(cpu), _) => cpu.to_string(),
+        (None, Some(m)) => m.qemu_cpu.clone(),
+        (None, None) => {
+            return Plan::Portable(format!(
+                "{why}; targets/{}.toml has no CPU model for `{}`",
+                table.triple, lane.name
+            ))
         }
+    };
+    // The runner: `qemu-aarch64 -L <sysroot>`.
+    let runner = table.runner.clone().unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    let program = words.next().unwrap_or("qemu-aarch64");
+    let mut sysroot = PathBuf::from("/usr/aarch64-linux-gnu");
+    while let Some(w) = words.next() {
+        if w == "-L" {
+            if let Some(p) = words.next() {
+                sysroot = PathBuf::from(p);
+            }
+        }
+    }
+    match (which(program), aarch64_bin) {
+        (Some(qemu), Some(bin)) if sysroot.is_dir() => {
+            Plan::Qemu { qemu, sysroot, binary: bin.to_owned(), cpu }
+        }
+        (None, _) => Plan::Portable(format!("{why}; {program} not found")),
+        (_, None) => Plan::Portable(format!(
+            "{why}; no aarch64 build of tiercheck (cargo build --release --target aarch64-unknown-linux-gnu -p tiercheck)"
+        )),
+        _ => Plan::Portable(format!("{why}; no aarch64 sysroot at {}", sysroot.display())),
     }
 }
 

@@ -33,9 +33,25 @@ pub struct TargetTable {
     pub runner: Option<String>,
     /// Lanes with a native implementation or a meaning on this target.
     pub lanes: Vec<String>,
+    /// The model of each lane's own tier (`lane = "model name"`): the CPU model a lane
+    /// runs on when the tool runs it under qemu (`tiercheck matrix`, the decoder stage of
+    /// CI). A lane not listed takes the first model that requires it.
+    #[serde(default)]
+    pub tier_model: std::collections::BTreeMap<String, String>,
     /// CPU models.
     #[serde(rename = "model", default)]
     pub models: Vec<Model>,
+}
+
+impl TargetTable {
+    /// The CPU model of `lane`'s own tier (see [`TargetTable::tier_model`]), if the table
+    /// has one for it.
+    pub fn model_for(&self, lane: &str) -> Option<&Model> {
+        match self.tier_model.get(lane) {
+            Some(name) => self.models.iter().find(|m| &m.name == name),
+            None => self.models.iter().find(|m| m.require.iter().any(|r| r == lane)),
+        }
+    }
 }
 
 /// Errors reading a target table.
@@ -111,7 +127,28 @@ pub fn parse(path: &Path, text: &str) -> Result<TargetTable, TargetError> {
             }
         }
     }
+    for (lane, model) in &t.tier_model {
+        if !t.lanes.contains(lane) {
+            return Err(invalid(format!("tier_model names `{lane}`, which is not in `lanes`")));
+        }
+        match t.models.iter().find(|m| &m.name == model) {
+            None => {
+                return Err(invalid(format!("tier_model `{lane}`: no [[model]] named `{model}`")))
+            }
+            Some(m) if !m.require.contains(lane) => {
+                return Err(invalid(format!(
+                    "tier_model `{lane}`: model `{model}` does not require `{lane}`"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
     Ok(t)
+}
+
+/// The target table of the CPU architecture `arch` (`x86_64`, `aarch64`) on Linux.
+pub fn load_arch(arch: &str) -> Result<TargetTable, TargetError> {
+    load(&targets_dir(), &format!("{arch}-unknown-linux-gnu"))
 }
 
 /// The lanes that must run natively here, from this build's target table and the

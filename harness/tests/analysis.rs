@@ -84,6 +84,8 @@ impl Kernels for Planted {
 
 static PLANTED: Lane = Lane {
     name: "planted-q8k-truncation",
+    arch: tiercheck_core::lane::Arch::Portable,
+    status: tiercheck_core::lane::Status::Synthetic { checked: "a negative control" },
     summary: "ref with a truncating q8_K quantizer (negative control)",
     recipe: REF.recipe,
     portable: &Planted,

@@ -151,6 +151,8 @@ impl Kernels for Skewed {
 
 static SKEWED: Lane = Lane {
     name: "test-skewed",
+    arch: tiercheck_core::lane::Arch::Portable,
+    status: tiercheck_core::lane::Status::Synthetic { checked: "a negative control" },
     summary: "ref with a planted 1% error in q4_K dot products (negative control)",
     recipe: Recipe {
         act_k: ActRule::Q8KRef,

@@ -47,14 +47,10 @@ pub struct NeonElem {
 
 static NATIVE: NeonElem = NeonElem { _proof: () };
 
-/// The native [`ElemFlavour::Neon`] kernels, if this CPU can run them.
-pub fn kernels() -> Option<&'static NeonElem> {
-    std::arch::is_aarch64_feature_detected!("neon").then_some(&NATIVE)
-}
-
-/// Why [`kernels()`] hands out nothing on this CPU, or `None` when it does.
-pub fn unavailable_reason() -> Option<String> {
-    kernels().is_none().then(|| "cpu lacks neon".to_string())
+/// The native [`ElemFlavour::Neon`] kernels, or the CPU features this CPU lacks.
+pub fn kernels() -> Result<&'static dyn ElemOps, tiercheck_core::lane::Unavailable> {
+    crate::neon::FEATURES.check()?;
+    Ok(&NATIVE)
 }
 
 impl ElemOps for NeonElem {

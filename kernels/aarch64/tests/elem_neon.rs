@@ -13,6 +13,6 @@
 
 tiercheck_core::elem_conformance_tests!(
     tiercheck_core::elem::ElemFlavour::Neon,
-    tiercheck_aarch64::elem::kernels().map(|k| k as &'static dyn tiercheck_core::elem::ElemOps),
-    tiercheck_aarch64::elem::unavailable_reason().unwrap_or_default()
+    tiercheck_aarch64::elem::kernels().ok(),
+    tiercheck_aarch64::elem::kernels().err().map(|e| e.to_string()).unwrap_or_default()
 );

@@ -3,7 +3,8 @@
 //!
 //! - [`blocks`]: the quantized block formats, byte for byte, and their dequantizers;
 //! - [`quant`]: activation quantizers (named rules) and weight quantizers;
-//! - [`dot`]: dot-product kernels, one module per float schedule;
+//! - [`arch`]: the portable twin of every lane, one folder per tier at the native crates'
+//!   paths (`arch/x86_64/avx2/vec_dot.rs`, ...);
 //! - [`mod@lane`]: lanes, their recipes and the [`lane::Kernels`] trait;
 //! - [`matrix`]: weight matrices and matmul shapes;
 //! - [`gpu`]: portable twins of ggml's CUDA/HIP MMVQ path (q8_1 activations, wave32/wave64);
@@ -16,8 +17,9 @@
 // source it reproduces, so a reader can check one against the other line by line.
 #![allow(clippy::needless_range_loop)]
 
+pub mod arch;
 pub mod blocks;
-pub mod dot;
+pub mod detect;
 pub mod elem;
 pub mod elem_conformance;
 pub mod error;

@@ -29,6 +29,7 @@
 //! code object in this build, or a 32-wide device asked for the wave64 lane, is
 //! likewise a reason, never a launch.
 
+use tiercheck_core::lane::{NativeLane, Unavailable};
 use tiercheck_core::Kernels;
 
 #[cfg(feature = "hip")]
@@ -119,6 +120,24 @@ pub fn kernels(lane: &str) -> Result<&'static dyn Kernels, String> {
     {
         Err(format!("`{lane}` runs on an AMD GPU: {BUILD_NOTE}"))
     }
+}
+
+/// The native lanes of this crate: the device implementations, each an entry point of
+/// the one native contract ([`tiercheck_core::lane::NativeEntry`]); where there is no
+/// device (or no device code in this build) the reason is the runtime's or the build's.
+pub static NATIVE: &[NativeLane] = &[
+    NativeLane { lane: "hip-wave32", kernels: wave32 },
+    NativeLane { lane: "hip-wave64", kernels: wave64 },
+];
+
+/// The device implementation of `hip-wave32`, or why there is none here.
+pub fn wave32() -> Result<&'static dyn Kernels, Unavailable> {
+    kernels("hip-wave32").map_err(Unavailable::Device)
+}
+
+/// The device implementation of `hip-wave64`, or why there is none here.
+pub fn wave64() -> Result<&'static dyn Kernels, Unavailable> {
+    kernels("hip-wave64").map_err(Unavailable::Device)
 }
 
 /// What this build can say about the device: its ISA and wavefront, or why there is

@@ -39,28 +39,22 @@ use tiercheck_core::elem::{
     EXP_LOG2E, EXP_SHIFT,
 };
 
-use crate::detect::Cached;
+use tiercheck_core::detect::FeatureSet;
+use tiercheck_core::lane::Unavailable;
 
-static AVAILABLE: Cached = Cached::new();
+/// AVX2 and FMA, detected once.
+static FEATURES: FeatureSet = FeatureSet::new(features);
 
-/// Whether this CPU has AVX2 and FMA (detected once).
-pub fn is_available() -> bool {
-    AVAILABLE.get(|| {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    })
-}
-
-/// Why [`kernels()`] hands out nothing on this CPU, or `None` when it does.
-pub fn unavailable_reason() -> Option<String> {
-    let missing: Vec<&str> = [
+fn features() -> Vec<(&'static str, bool)> {
+    vec![
         ("avx2", std::arch::is_x86_feature_detected!("avx2")),
         ("fma", std::arch::is_x86_feature_detected!("fma")),
     ]
-    .into_iter()
-    .filter(|(_, present)| !present)
-    .map(|(n, _)| n)
-    .collect();
-    (!missing.is_empty()).then(|| format!("cpu lacks {}", missing.join(", ")))
+}
+
+/// Whether this CPU has AVX2 and FMA (detected once).
+pub fn is_available() -> bool {
+    FEATURES.available()
 }
 
 /// The native haswell-tier elementwise kernels. Only [`kernels()`] hands one out, and
@@ -72,9 +66,10 @@ pub struct Avx2Elem {
 
 static NATIVE: Avx2Elem = Avx2Elem { _proof: () };
 
-/// The native [`ElemFlavour::Avx2`] kernels, if this CPU can run them.
-pub fn kernels() -> Option<&'static Avx2Elem> {
-    is_available().then_some(&NATIVE)
+/// The native [`ElemFlavour::Avx2`] kernels, or the CPU features this CPU lacks.
+pub fn kernels() -> Result<&'static dyn ElemOps, Unavailable> {
+    FEATURES.check()?;
+    Ok(&NATIVE)
 }
 
 impl ElemOps for Avx2Elem {

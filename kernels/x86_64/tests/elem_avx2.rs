@@ -12,6 +12,6 @@
 
 tiercheck_core::elem_conformance_tests!(
     tiercheck_core::elem::ElemFlavour::Avx2,
-    tiercheck_x86_64::elem::kernels().map(|k| k as &'static dyn tiercheck_core::elem::ElemOps),
-    tiercheck_x86_64::elem::unavailable_reason().unwrap_or_default()
+    tiercheck_x86_64::elem::kernels().ok(),
+    tiercheck_x86_64::elem::kernels().err().map(|e| e.to_string()).unwrap_or_default()
 );

@@ -2,26 +2,29 @@
 
 pub mod vec_dot;
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::NeonTwin;
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
-static DOTPROD: AtomicU8 = AtomicU8::new(0);
+use tiercheck_core::detect::FeatureSet;
+use tiercheck_core::lane::Unavailable;
+
+/// NEON, detected once.
+pub(crate) static FEATURES: FeatureSet =
+    FeatureSet::new(|| vec![("neon", std::arch::is_aarch64_feature_detected!("neon"))]);
+
+/// NEON and dotprod, detected once.
+pub(crate) static DOTPROD: FeatureSet = FeatureSet::new(|| {
+    vec![
+        ("neon", std::arch::is_aarch64_feature_detected!("neon")),
+        ("dotprod", std::arch::is_aarch64_feature_detected!("dotprod")),
+    ]
+});
 
 /// Whether the CPU has the dotprod extension (detected once).
 pub fn has_dotprod() -> bool {
-    match DOTPROD.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let present = std::arch::is_aarch64_feature_detected!("dotprod");
-            DOTPROD.store(if present { 2 } else { 1 }, Ordering::Relaxed);
-            present
-        }
-    }
+    DOTPROD.available()
 }
 
 /// Native kernels; only [`kernels`] hands them out. NEON is part of every aarch64 CPU
@@ -31,11 +34,13 @@ pub struct NeonNative {
     _proof: (),
 }
 
-static NATIVE: NeonNative = NeonNative { _proof: () };
+pub(crate) static NATIVE: NeonNative = NeonNative { _proof: () };
 
-/// The native `aarch64-neon` kernels.
-pub fn kernels() -> Option<&'static NeonNative> {
-    std::arch::is_aarch64_feature_detected!("neon").then_some(&NATIVE)
+/// The native `aarch64-neon` kernels (every aarch64 CPU Rust targets has NEON; the check
+/// stays so the contract is the same as everywhere).
+pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
+    FEATURES.check()?;
+    Ok(&NATIVE)
 }
 
 impl Kernels for NeonNative {

@@ -1,51 +1,32 @@
 //! The native `aarch64-neon-repack` lane: repacked q4_K 8x4, q4_0 4x4 and q8_0 4x4 gemv
 //! and gemm with NEON and `sdot` ([`mod@kernels`]); plain weights take the native
-//! `aarch64-neon` path. The repack itself is the shared portable code. Needs dotprod
+//! `aarch64-neon` path. The repack itself, the row
+//! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
+//! kernels differ. Needs dotprod
 //! (the tier is ggml's dotprod build): on CPUs without it [`kernels()`] hands out
 //! nothing. Twin: `tiercheck_core::lane::AARCH64_NEON_REPACK`.
 
 pub mod kernels;
 
+use tiercheck_core::arch::aarch64::neon_repack::scheme;
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::{neon_repack_matmul, prepare_arm_dotprod, NeonRepackTwin, RowPath};
-use tiercheck_core::quant::ActRule;
-use tiercheck_core::repack::{
-    BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, Prepared, RepackLayout, Target,
-};
-use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
+use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailable};
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, RepackLayout};
+use tiercheck_core::{GgmlType, KernelError, Kernels};
 
 use crate::neon;
 
-/// Native kernels of the repack lane; only [`kernels()`] hands one out.
-#[derive(Debug)]
-pub struct NeonRepackNative {
-    _proof: (),
+/// The native lane: the shared repacked matmul over the native `aarch64-neon` kernels,
+/// with the NEON + `sdot` row-group kernels. Only [`kernels()`] hands it out.
+static NATIVE: RepackedLane = RepackedLane { plain: &neon::NATIVE, scheme: scheme(group) };
+
+/// The native kernels, or the CPU features this CPU lacks (NEON, dotprod).
+pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
+    neon::DOTPROD.check()?;
+    Ok(&NATIVE)
 }
 
-static NATIVE: NeonRepackNative = NeonRepackNative { _proof: () };
-
-/// The native kernels, if this CPU has NEON and dotprod.
-pub fn kernels() -> Option<&'static NeonRepackNative> {
-    (neon::kernels().is_some() && neon::has_dotprod()).then_some(&NATIVE)
-}
-
-/// Why [`kernels()`] hands out nothing on this CPU, if it does not.
-pub fn unavailable_reason() -> Option<String> {
-    if neon::kernels().is_none() {
-        Some("cpu lacks neon".to_string())
-    } else if !neon::has_dotprod() {
-        Some("cpu lacks dotprod".to_string())
-    } else {
-        None
-    }
-}
-
-impl NeonRepackNative {
-    fn plain(&self) -> &'static neon::NeonNative {
-        neon::kernels().expect("a NeonRepackNative exists only when NEON is available")
-    }
-}
-
+/// One row group by the native kernels. Reached only through [`NATIVE`].
 fn group(
     layout: RepackLayout,
     path: RowPath,
@@ -57,7 +38,8 @@ fn group(
         RepackLayout::Q4K8x4 => {
             let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
             let y = cast_blocks(GgmlType::Q8_K, act)?;
-            // SAFETY: this runs only through NeonRepackNative (NEON and dotprod present).
+            // SAFETY: only `NATIVE` calls this, and only `kernels()` hands it out, after
+            // checking NEON and dotprod.
             out.copy_from_slice(&unsafe { kernels::gemv_q4_k_8x4(blocks, y) });
         }
         RepackLayout::Q4_0_4x4 => {
@@ -77,58 +59,7 @@ fn group(
                 }
             });
         }
-        other => {
-            return Err(KernelError::Unsupported {
-                op: "aarch64-neon-repack matmul",
-                ty: other.name(),
-            })
-        }
+        other => return Err(unsupported_layout("aarch64-neon-repack matmul", other)),
     }
     Ok(())
-}
-
-impl Kernels for NeonRepackNative {
-    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        NeonRepackTwin.act_rule(wtype)
-    }
-
-    fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
-        self.plain().quantize_act(wtype, x)
-    }
-
-    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
-        self.plain().dequantize(ty, bytes, out)
-    }
-
-    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        self.plain().vec_dot(wtype, w_row, act)
-    }
-
-    fn prepare<'a>(
-        &self,
-        w: WeightMatrix<'a>,
-        target: Target,
-    ) -> Result<Prepared<'a>, KernelError> {
-        prepare_arm_dotprod(w, target)
-    }
-
-    fn matmul_prepared(
-        &self,
-        w: &Prepared<'_>,
-        x: &[f32],
-        m: usize,
-    ) -> Result<Vec<f32>, KernelError> {
-        match w {
-            Prepared::Plain(w) => self.plain().matmul(w, x, m),
-            Prepared::Repacked(r) => {
-                let ty = r.layout().source();
-                neon_repack_matmul(r, x, m, &|xi| self.quantize_act(ty, xi), &group)
-            }
-        }
-    }
-
-    fn matmul(&self, w: &WeightMatrix<'_>, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
-        let prepared = self.prepare(*w, Target::Cpu)?;
-        self.matmul_prepared(&prepared, x, m)
-    }
 }

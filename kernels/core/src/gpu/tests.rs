@@ -9,9 +9,9 @@
 //! |computed - sum t_j| <= gamma_n * sum |t_j| with gamma_n = n u / (1 - n u), u = 2^-24.
 
 use super::*;
+use crate::arch::generic::vec_dot::q4_k_values;
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{dequantize, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, QK, QK_K};
-use crate::dot::generic::q4_k_values;
 use crate::fp16::{f16_bits_to_f32, f32_to_f16_bits};
 use crate::quant::ActRule;
 use crate::GgmlType;
@@ -672,7 +672,7 @@ fn gpu_q8_0_gemv_against_the_cpu_generic_kernel() {
             }
             compared += 1;
             let w: &[BlockQ8_0] = bytemuck::cast_slice(&row);
-            let cpu = crate::dot::generic::vec_dot_q8_0_q8_0(w, cpu_act);
+            let cpu = crate::arch::generic::vec_dot::vec_dot_q8_0_q8_0(w, cpu_act);
             let gpu = check_gemv(GgmlType::Q8_0, &row, &gpu_act, 32, 1, Contraction::HIP_CLANG);
             let a = act_values(&gpu_act);
             let s: f64 = exact_weights(GgmlType::Q8_0, &row)

@@ -14,43 +14,45 @@
 //! - the **matmul path** ([`MatmulPath`]): which kernel variant runs for one
 //!   activation row (decode, gemv) and for several (prompt, gemm).
 //!
-//! Every lane has a **portable** implementation ([`Kernels`]) in this crate: scalar
-//! Rust performing the same float operations in the same order as the tier, so it runs
-//! bitwise-identically on any machine. Architecture crates (`kernels/x86_64`,
-//! `kernels/aarch64`, `kernels/hip`) add **native** implementations of the same trait
-//! for the same lane names; the harness pairs them up by name and checks them bitwise.
+//! Every lane has a **portable** implementation ([`Kernels`]) in this crate
+//! ([`crate::arch`]): scalar Rust performing the same float operations in the same order
+//! as the tier, so it runs bitwise-identically on any machine. Architecture crates
+//! (`kernels/x86_64`, `kernels/aarch64`, `kernels/hip`) add **native** implementations of
+//! the same trait at the same paths, each reached through one entry point of type
+//! [`NativeEntry`] and listed in that crate's one table of [`NativeLane`]s; the harness
+//! loops over the tables and checks twin and native bitwise.
 //!
-//! Adding a lane means adding one module with its [`Lane`] constant and one line in
-//! [`LANES`]; no existing lane changes.
+//! A lane also declares, as data, its [`Arch`] (where its native code runs) and its
+//! [`Status`]: what it is proven against and at which level ([`Proof`]: kernel, decoder
+//! decode mode, decoder prompt mode), or that it is [`Status::Modelled`] or
+//! [`Status::Synthetic`]. Each claimed proof names the test target and the trials that
+//! establish it; those trials check the claim (see `docs/ADDING_A_LANE.md`).
+//!
+//! Adding a lane: its twin module under [`crate::arch`] with its [`Lane`] constant, one
+//! line in [`LANES`], its native module and one line in its crate's `NATIVE` table, a
+//! row in `targets/<triple>.toml`, and the bless of its goldens.
 
-mod aarch64_i8mm_repack;
-mod aarch64_neon;
-mod aarch64_neon_repack;
-mod hip;
+pub(crate) mod dispatch;
 pub mod parallel;
 mod recipe;
-mod reference;
-mod x86_64_avx2;
-mod x86_64_avx2_repack;
-mod x86_64_avx512;
+mod registry;
+mod repacked;
+mod status;
 
-pub use aarch64_i8mm_repack::{
-    arm_i8mm_layout, i8mm_repack_group, prepare_arm_i8mm, I8mmRepackTwin, AARCH64_I8MM_REPACK,
-};
-pub use aarch64_neon::{dequantize_q4_k_fused, NeonTwin, AARCH64_NEON};
-pub use aarch64_neon_repack::{
-    arm_dotprod_layout, neon_repack_group, neon_repack_matmul, prepare_arm_dotprod, NeonRepackTwin,
-    AARCH64_NEON_REPACK,
-};
-pub use hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN};
+pub use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, AARCH64_I8MM_REPACK};
+pub use crate::arch::aarch64::neon::{dequantize_q4_k_fused, NeonTwin, AARCH64_NEON};
+pub use crate::arch::aarch64::neon_repack::{arm_dotprod_layout, AARCH64_NEON_REPACK};
+pub use crate::arch::generic::{RefKernels, REF};
+pub use crate::arch::hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN};
+pub use crate::arch::x86_64::avx2::{Avx2Twin, X86_64_AVX2};
+pub use crate::arch::x86_64::avx2_repack::{x86_layout, X86_64_AVX2_REPACK};
+pub use crate::arch::x86_64::avx512::{Avx512Twin, X86_64_AVX512};
 pub use recipe::{Accumulation, Contraction, MatmulPath, Recipe, WeightLayout};
-pub use reference::{RefKernels, REF};
-pub use x86_64_avx2::{Avx2Twin, X86_64_AVX2};
-pub use x86_64_avx2_repack::{
-    prepare_x86, repacked_act_rule, row_path, x86_layout, Avx2RepackTwin, RowPath,
-    X86_64_AVX2_REPACK,
+pub use registry::{
+    native_entry, NativeElem, NativeElemEntry, NativeEntry, NativeLane, Unavailable,
 };
-pub use x86_64_avx512::{Avx512Twin, X86_64_AVX512};
+pub use repacked::{row_path, unsupported_layout, GroupFn, RepackScheme, RepackedLane, RowPath};
+pub use status::{Arch, Level, Proof, Status};
 
 use crate::error::KernelError;
 use crate::matrix::{check_activations, WeightMatrix};
@@ -131,12 +133,17 @@ pub trait Kernels: Sync + Send {
     }
 }
 
-/// A lane: stable name, one-line summary, recipe and portable implementation.
+/// A lane: stable name, architecture, one-line summary, status, recipe and portable
+/// implementation.
 pub struct Lane {
     /// Stable name (`ref`, `x86_64-avx2`, ...), used in test names, goldens and the CLI.
     pub name: &'static str,
+    /// Where the lane's native code runs ([`Arch::Portable`] for `ref`, which has none).
+    pub arch: Arch,
     /// What tier the lane reproduces, in one line.
     pub summary: &'static str,
+    /// What the lane is proven against, and at which level.
+    pub status: Status,
     /// The components that decide the lane's bits.
     pub recipe: Recipe,
     /// The portable implementation, which runs on every target.
@@ -145,7 +152,11 @@ pub struct Lane {
 
 impl core::fmt::Debug for Lane {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Lane").field("name", &self.name).field("recipe", &self.recipe).finish()
+        f.debug_struct("Lane")
+            .field("name", &self.name)
+            .field("arch", &self.arch)
+            .field("recipe", &self.recipe)
+            .finish_non_exhaustive()
     }
 }
 

@@ -1,7 +1,9 @@
 //! Recipe components. Each enum is `#[non_exhaustive]`: lanes added later add
 //! variants, and every variant has a stable name for reports.
 
+use crate::error::KernelError;
 use crate::quant::ActRule;
+use crate::GgmlType;
 
 /// The components that decide a lane's bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,25 +24,38 @@ pub struct Recipe {
     pub elem: crate::elem::ElemFlavour,
 }
 
+impl Recipe {
+    /// The activation rule for weights of `wtype`: [`Recipe::act_k`] for the K-quants,
+    /// [`Recipe::act_legacy`] for Q4_0/Q8_0; `op` names the operation in the error for
+    /// any other type.
+    pub fn act_rule(&self, wtype: GgmlType, op: &'static str) -> Result<ActRule, KernelError> {
+        match wtype {
+            GgmlType::Q4_K | GgmlType::Q6_K => Ok(self.act_k),
+            GgmlType::Q4_0 | GgmlType::Q8_0 => Ok(self.act_legacy),
+            other => Err(KernelError::Unsupported { op, ty: other.name() }),
+        }
+    }
+}
+
 /// Float accumulation schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Accumulation {
     /// ggml's generic C kernels: one serial float sum per block (legacy types); eight
     /// float partial sums, one per value index mod 8, added to the min term at the end
-    /// in order (K-quants). See [`crate::dot::generic`].
+    /// in order (K-quants). See [`crate::arch::generic::vec_dot`].
     GgmlGeneric,
     /// ggml's AVX2 kernels: eight float lanes (plus four min lanes for q4_K), one FMA per
-    /// block or superblock per lane, `hsum_float_8` at the end. See [`crate::dot::avx2`].
+    /// block or superblock per lane, `hsum_float_8` at the end. See [`crate::arch::x86_64::avx2::vec_dot`].
     X86Avx2,
     /// ggml's NEON kernels with `nrc == 1`: K-quants one serial float sum per
     /// superblock; Q4_0/Q8_0 two 4-lane accumulators (even and odd blocks) reduced by
-    /// `vaddvq`. See [`crate::dot::neon`].
+    /// `vaddvq`. See [`crate::arch::aarch64::neon::vec_dot`].
     NeonSerial,
     /// Our AVX-512 VNNI schedule: sixteen float lanes (block pairs for legacy types,
     /// sixteen min lanes beside the scale lanes for q4_K), one FMA per block pair or
     /// superblock per lane, a 512 -> 256 halving and then the `hsum_float_8` tree. See
-    /// [`crate::dot::avx512`].
+    /// [`crate::arch::x86_64::avx512::vec_dot`].
     X86Avx512,
     /// ggml's CUDA/HIP MMVQ (`mul_mat_vec_q`), 32-lane warps (RDNA): per-thread strided
     /// partial sums, warps added into warp 0 in order, XOR butterfly. See

@@ -5,35 +5,27 @@ pub mod quantize;
 pub mod vec_dot;
 
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::{Avx2Twin, X86_64_AVX2};
+use tiercheck_core::lane::Avx2Twin;
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
-use crate::detect::Cached;
+use tiercheck_core::detect::FeatureSet;
+use tiercheck_core::lane::Unavailable;
 
-static AVAILABLE: Cached = Cached::new();
+/// AVX2, FMA and F16C, detected once.
+static FEATURES: FeatureSet = FeatureSet::new(features);
 
-/// Whether this CPU has AVX2, FMA and F16C (detected once).
-pub fn is_available() -> bool {
-    AVAILABLE.get(|| {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("f16c")
-    })
-}
-
-/// Why the lane cannot run here, or `None` when it can.
-pub fn unavailable_reason() -> Option<String> {
-    let missing: Vec<&str> = [
+fn features() -> Vec<(&'static str, bool)> {
+    vec![
         ("avx2", std::arch::is_x86_feature_detected!("avx2")),
         ("fma", std::arch::is_x86_feature_detected!("fma")),
         ("f16c", std::arch::is_x86_feature_detected!("f16c")),
     ]
-    .into_iter()
-    .filter(|(_, present)| !present)
-    .map(|(n, _)| n)
-    .collect();
-    (!missing.is_empty()).then(|| format!("cpu lacks {}", missing.join(", ")))
+}
+
+/// Whether this CPU has AVX2, FMA and F16C (detected once).
+pub fn is_available() -> bool {
+    FEATURES.available()
 }
 
 /// The native kernels. Only [`kernels`] hands one out, and only where the CPU has the
@@ -43,11 +35,12 @@ pub struct Avx2Native {
     _proof: (),
 }
 
-static NATIVE: Avx2Native = Avx2Native { _proof: () };
+pub(crate) static NATIVE: Avx2Native = Avx2Native { _proof: () };
 
-/// The native `x86_64-avx2` kernels, if this CPU can run them.
-pub fn kernels() -> Option<&'static Avx2Native> {
-    is_available().then_some(&NATIVE)
+/// The native `x86_64-avx2` kernels, or the CPU features this CPU lacks.
+pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
+    FEATURES.check()?;
+    Ok(&NATIVE)
 }
 
 impl Kernels for Avx2Native {
@@ -111,9 +104,4 @@ impl Kernels for Avx2Native {
             }
         })
     }
-}
-
-/// The lane this module implements.
-pub fn lane() -> &'static tiercheck_core::Lane {
-    &X86_64_AVX2
 }

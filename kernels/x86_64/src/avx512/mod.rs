@@ -13,17 +13,19 @@
 pub mod vec_dot;
 
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::{Avx512Twin, X86_64_AVX512};
+use tiercheck_core::lane::Avx512Twin;
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
-use crate::detect::Cached;
+use tiercheck_core::detect::FeatureSet;
+use tiercheck_core::lane::Unavailable;
 
-static AVAILABLE: Cached = Cached::new();
+/// The CPU features the lane's kernels use, detected once.
+static FEATURES: FeatureSet = FeatureSet::new(features);
 
 /// The CPU features the lane's kernels use, with their detection results.
-fn features() -> [(&'static str, bool); 6] {
-    [
+fn features() -> Vec<(&'static str, bool)> {
+    vec![
         ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
         ("avx512bw", std::arch::is_x86_feature_detected!("avx512bw")),
         ("avx512vnni", std::arch::is_x86_feature_detected!("avx512vnni")),
@@ -35,14 +37,7 @@ fn features() -> [(&'static str, bool); 6] {
 
 /// Whether this CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C (detected once).
 pub fn is_available() -> bool {
-    AVAILABLE.get(|| features().iter().all(|&(_, present)| present))
-}
-
-/// Why the lane cannot run here, or `None` when it can.
-pub fn unavailable_reason() -> Option<String> {
-    let missing: Vec<&str> =
-        features().into_iter().filter(|(_, present)| !present).map(|(n, _)| n).collect();
-    (!missing.is_empty()).then(|| format!("cpu lacks {}", missing.join(", ")))
+    FEATURES.available()
 }
 
 /// The native kernels. Only [`kernels`] hands one out, and only where the CPU has the
@@ -54,9 +49,10 @@ pub struct Avx512Native {
 
 static NATIVE: Avx512Native = Avx512Native { _proof: () };
 
-/// The native `x86_64-avx512` kernels, if this CPU can run them.
-pub fn kernels() -> Option<&'static Avx512Native> {
-    is_available().then_some(&NATIVE)
+/// The native `x86_64-avx512` kernels, or the CPU features this CPU lacks.
+pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
+    FEATURES.check()?;
+    Ok(&NATIVE)
 }
 
 impl Kernels for Avx512Native {
@@ -123,20 +119,15 @@ impl Kernels for Avx512Native {
     }
 }
 
-/// The lane this module implements.
-pub fn lane() -> &'static tiercheck_core::Lane {
-    &X86_64_AVX512
-}
-
 #[cfg(test)]
 mod tests {
+    use tiercheck_core::arch::x86_64::avx512::vec_dot as twin;
     use tiercheck_core::blocks::{
         cast_blocks_mut, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0,
     };
-    use tiercheck_core::dot::avx512 as twin;
     use tiercheck_core::GgmlType;
 
-    use super::{is_available, unavailable_reason, vec_dot};
+    use super::{is_available, kernels, vec_dot};
 
     /// xorshift64* bytes.
     struct Bytes(u64);
@@ -169,7 +160,7 @@ mod tests {
         if is_available() {
             return false;
         }
-        eprintln!("skipped: {}", unavailable_reason().unwrap_or_default());
+        eprintln!("skipped: {}", kernels().err().map(|e| e.to_string()).unwrap_or_default());
         true
     }
 

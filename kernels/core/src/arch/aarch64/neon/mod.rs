@@ -4,21 +4,25 @@
 //! - activations: q8_K by `quantize_row_q8_K_ref` as GCC compiles it on aarch64, with
 //!   `nearest_int(iscale * x)` fused into one multiply-add ([`ActRule::Q8KFusedNearest`]);
 //!   q8_0 by the NEON quantizer ([`ActRule::Q8_0Neon`]);
-//! - dot products: the NEON kernels with GCC's contractions ([`crate::dot::neon`]);
+//! - dot products: the NEON kernels with GCC's contractions ([`vec_dot`]);
 //! - dequantize: `dequantize_row_q4_K` contracted to `fma(d1, q, -m1)` by GCC (the other
 //!   formats have nothing to contract and equal `ref`).
 //!
 //! On i8mm builds ggml runs these vec_dots two rows at a time (smmla) when both row
 //! counts are even; that is the `aarch64-i8mm` family's business, not this lane's.
 
-use super::reference::{dispatch_vec_dot, VecDotFns};
-use super::x86_64_avx2::family_rule;
-use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
+pub mod vec_dot;
+
 use crate::blocks::{cast_blocks, BlockQ4K, QK_K};
-use crate::dot::neon;
 use crate::error::KernelError;
+use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
+use crate::lane::{
+    Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
+    WeightLayout,
+};
 use crate::quant::ActRule;
 use crate::GgmlType;
+use vec_dot as neon;
 
 /// Portable twin of the `aarch64-neon` lane.
 #[derive(Debug, Default)]
@@ -27,6 +31,7 @@ pub struct NeonTwin;
 /// The `aarch64-neon` lane.
 pub static AARCH64_NEON: Lane = Lane {
     name: "aarch64-neon",
+    arch: Arch::Aarch64,
     summary: "ggml aarch64 (GCC, dotprod): NEON vec_dot nrc=1 with GCC's fused multiply-adds",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
@@ -37,6 +42,13 @@ pub static AARCH64_NEON: Lane = Lane {
         matmul: MatmulPath::VecDotPerRow,
         elem: crate::elem::ElemFlavour::Neon,
     },
+    status: Status::Proven(&[Proof {
+        level: Level::Kernel,
+        against: "ggml aarch64 dotprod build (GCC) under qemu",
+        only: "",
+        test: "oracle_arm_lanes",
+        trials: &["oracle/arm-dotprod/vec_dot", "oracle/arm-dotprod/from_float"],
+    }]),
     portable: &NeonTwin,
 };
 
@@ -60,7 +72,7 @@ pub fn dequantize_q4_k_fused(blocks: &[BlockQ4K], out: &mut [f32]) {
 
 impl Kernels for NeonTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        family_rule(&AARCH64_NEON.recipe, wtype, "aarch64-neon matmul")
+        AARCH64_NEON.recipe.act_rule(wtype, "aarch64-neon matmul")
     }
 
     fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {

@@ -23,10 +23,12 @@
 //! with the runtime's reason. The wave64 twin uses gfx90a's contraction, the wave32
 //! twin RDNA2's ([`crate::gpu::Contraction`]), as read from the compiled code objects.
 
-use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
 use crate::blocks::{cast_blocks, BlockQ8_1};
 use crate::error::KernelError;
 use crate::gpu::{MmvqConfig, WAVE32, WAVE64};
+use crate::lane::{
+    Accumulation, Arch, Contraction, Kernels, Lane, MatmulPath, Recipe, Status, WeightLayout,
+};
 use crate::quant::ActRule;
 use crate::GgmlType;
 
@@ -51,20 +53,31 @@ const fn recipe(acc: Accumulation) -> Recipe {
     }
 }
 
+/// What the HIP lanes are checked against today.
+const MODELLED: Status = Status::Modelled {
+    checked: "twins of the project's own HIP rewrite of ggml's MMVQ; fusions read from its \
+              hipcc code objects and error bounds; not yet proven against ggml's kernels \
+              or on a GPU",
+};
+
 /// The `hip-wave32` lane.
 pub static HIP_WAVE32: Lane = Lane {
     name: "hip-wave32",
+    arch: Arch::AmdGpu,
     summary: "ggml CUDA/HIP MMVQ on RDNA2 (wave32, 1 warp): q8_1 activations, RDNA2 contraction",
     recipe: recipe(Accumulation::HipMmvqWave32),
+    status: MODELLED,
     portable: &HIP_WAVE32_TWIN,
 };
 
 /// The `hip-wave64` lane.
 pub static HIP_WAVE64: Lane = Lane {
     name: "hip-wave64",
+    arch: Arch::AmdGpu,
     summary:
         "ggml CUDA/HIP MMVQ on CDNA gfx90a (wave64, 2 warps): q8_1 activations, gfx90a contraction",
     recipe: recipe(Accumulation::HipMmvqWave64),
+    status: MODELLED,
     portable: &HIP_WAVE64_TWIN,
 };
 

@@ -2,18 +2,23 @@
 //! (not repacked) weights. Activations: q8_K by the reference quantizer (the x86
 //! `quantize_row_q8_K` calls it, and ggml-base is built without FMA), q8_0 by the AVX2
 //! quantizer ([`ActRule::Q8_0X86`]: id = 127/max, nearest even). Dot products: the
-//! AVX2 `ggml_vec_dot_*` kernels ([`crate::dot::avx2`]). Matmul: vec_dot per (weight
+//! AVX2 `ggml_vec_dot_*` kernels ([`vec_dot`]). Matmul: vec_dot per (weight
 //! row, activation row) for every row count. This is what ggml runs for Q4_0/Q8_0 at
 //! any m (llamafile's tinyBLAS_Q0_AVX gives the same bits) and for K-quants at m < 8;
 //! at m >= 8 ggml's x86 K-quant matmul takes a tiled path this lane does not reproduce
 //! (it equals ggml run with `GGML_CPU_TILED_MM=0`).
 
-use super::reference::{dispatch_vec_dot, VecDotFns};
-use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
-use crate::dot::avx2;
+pub mod vec_dot;
+
 use crate::error::KernelError;
+use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
+use crate::lane::{
+    Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
+    WeightLayout,
+};
 use crate::quant::ActRule;
 use crate::GgmlType;
+use vec_dot as avx2;
 
 /// Portable twin of the `x86_64-avx2` lane.
 #[derive(Debug, Default)]
@@ -22,6 +27,7 @@ pub struct Avx2Twin;
 /// The `x86_64-avx2` lane.
 pub static X86_64_AVX2: Lane = Lane {
     name: "x86_64-avx2",
+    arch: Arch::X86_64,
     summary: "ggml haswell tier: AVX2+FMA vec_dot, x86 q8_0 activations, plain weights",
     recipe: Recipe {
         act_k: ActRule::Q8KRef,
@@ -32,25 +38,28 @@ pub static X86_64_AVX2: Lane = Lane {
         matmul: MatmulPath::VecDotPerRow,
         elem: crate::elem::ElemFlavour::Avx2,
     },
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "ggml haswell",
+            only: "",
+            test: "oracle_ref",
+            trials: &["oracle/haswell/vec_dot", "oracle/haswell/from_float"],
+        },
+        Proof {
+            level: Level::Kernel,
+            against: "ggml haswell mul_mat",
+            only: "",
+            test: "oracle_x86_lanes",
+            trials: &["oracle/haswell/matmul-plain"],
+        },
+    ]),
     portable: &Avx2Twin,
 };
 
-/// The activation rule of a lane for `wtype` (K-quant or legacy family).
-pub(crate) fn family_rule(
-    recipe: &Recipe,
-    wtype: GgmlType,
-    lane: &'static str,
-) -> Result<ActRule, KernelError> {
-    match wtype {
-        GgmlType::Q4_K | GgmlType::Q6_K => Ok(recipe.act_k),
-        GgmlType::Q4_0 | GgmlType::Q8_0 => Ok(recipe.act_legacy),
-        other => Err(KernelError::Unsupported { op: lane, ty: other.name() }),
-    }
-}
-
 impl Kernels for Avx2Twin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        family_rule(&X86_64_AVX2.recipe, wtype, "x86_64-avx2 matmul")
+        X86_64_AVX2.recipe.act_rule(wtype, "x86_64-avx2 matmul")
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {

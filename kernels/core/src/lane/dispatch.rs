@@ -1,35 +1,10 @@
-//! The `ref` lane: the specification. ggml's generic (portable C) kernels as built
-//! without FMA (the x64 tier library of ggml 0.25.3), op for op:
-//! q8_K activations by `quantize_row_q8_K_ref` for K-quant weights, q8_0 by
-//! `quantize_row_q8_0_ref` for Q4_0/Q8_0 weights, and the `*_generic` vec_dot kernels
-//! ([`crate::dot::generic`]) for every (weight row, activation row) pair.
+//! The dispatch every plain lane shares: validate one (weight row, activation row) pair
+//! against the lane's activation format and run the schedule's kernel for the type.
 
-use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
+use super::Kernels;
 use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
-use crate::dot::generic;
 use crate::error::KernelError;
-use crate::quant::ActRule;
 use crate::GgmlType;
-
-/// The `ref` lane's kernels.
-#[derive(Debug, Default)]
-pub struct RefKernels;
-
-/// The `ref` lane.
-pub static REF: Lane = Lane {
-    name: "ref",
-    summary: "ggml generic C kernels built without FMA (the specification)",
-    recipe: Recipe {
-        act_k: ActRule::Q8KRef,
-        act_legacy: ActRule::Q8_0Ref,
-        accumulation: Accumulation::GgmlGeneric,
-        contraction: Contraction::None,
-        layout: WeightLayout::Plain,
-        matmul: MatmulPath::VecDotPerRow,
-        elem: crate::elem::ElemFlavour::X64,
-    },
-    portable: &RefKernels,
-};
 
 /// Check that a weight row and an activation row hold the same number of values.
 pub(crate) fn check_pair(
@@ -85,24 +60,4 @@ pub(crate) fn dispatch_vec_dot(
         GgmlType::Q6_K => (fns.q6_k)(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
         other => return Err(KernelError::Unsupported { op, ty: other.name() }),
     })
-}
-
-impl Kernels for RefKernels {
-    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        match wtype {
-            GgmlType::Q4_K | GgmlType::Q6_K => Ok(REF.recipe.act_k),
-            GgmlType::Q4_0 | GgmlType::Q8_0 => Ok(REF.recipe.act_legacy),
-            other => Err(KernelError::Unsupported { op: "ref matmul", ty: other.name() }),
-        }
-    }
-
-    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        let fns = VecDotFns {
-            q4_0: generic::vec_dot_q4_0_q8_0,
-            q8_0: generic::vec_dot_q8_0_q8_0,
-            q4_k: generic::vec_dot_q4_k_q8_k,
-            q6_k: generic::vec_dot_q6_k_q8_k,
-        };
-        dispatch_vec_dot(self, &fns, "ref vec_dot", wtype, w_row, act)
-    }
 }

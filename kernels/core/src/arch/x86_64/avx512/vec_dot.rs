@@ -49,7 +49,7 @@
 //! (K-quants) serial FMAs in its lane, one lane-wise add (q4_K) and four tree levels,
 //! far fewer roundings than the harness's rigorous bound allows (`gamma_(k/16 + 67)`).
 
-use super::avx2::hsum_float_8;
+use crate::arch::x86_64::avx2::vec_dot::hsum_float_8;
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
 
@@ -234,7 +234,8 @@ pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dot::{avx2, generic};
+    use crate::arch::generic::vec_dot as generic;
+    use crate::arch::x86_64::avx2::vec_dot as avx2;
 
     const TWO_24: f32 = 16_777_216.0;
 

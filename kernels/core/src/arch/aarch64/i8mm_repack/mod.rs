@@ -3,8 +3,10 @@
 //! Weights are repacked as that build does it ([`crate::repack`]): Q4_K as `q4_K_8x8`
 //! when the row count is a multiple of 8, Q4_0 as `q4_0_4x8` and Q8_0 as `q8_0_4x8` when
 //! it is a multiple of 4, and multiplied by the i8mm gemm / dotprod gemv kernels
-//! ([`crate::dot::i8mm_repack`]). Other weights take the `aarch64-neon` lane's plain
-//! vec_dot path.
+//! ([`kernels`]). Other weights take the `aarch64-neon` lane's plain
+//! vec_dot path. The matmul itself is the shared [`RepackedLane`]; this
+//! module supplies the layouts and the group kernels (the row rules are the dotprod
+//! build's, [`arm_row_rule`]).
 //!
 //! Not reproduced:
 //! - ggml's i8mm build also repacks Q6_K (`q6_K_8x8`); this lane keeps Q6_K plain, so
@@ -21,30 +23,33 @@
 //! m % 4 through the gemv kernel. Every output is one pass over all of k, so column
 //! chunking (threads) never changes a bit.
 
-use super::aarch64_neon::NeonTwin;
-use super::aarch64_neon_repack::neon_repack_matmul;
-use super::x86_64_avx2::family_rule;
-use super::x86_64_avx2_repack::RowPath;
-use super::{Accumulation, Contraction, Kernels, Lane, MatmulPath, Recipe, WeightLayout};
-use crate::blocks::cast_blocks;
-use crate::dot::i8mm_repack;
-use crate::error::KernelError;
-use crate::matrix::WeightMatrix;
-use crate::quant::ActRule;
-use crate::repack::{
-    BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, Prepared, RepackLayout, RepackedMatrix, Target,
-};
-use crate::GgmlType;
+pub mod kernels;
 
-/// Portable twin of the `aarch64-i8mm-repack` lane.
-#[derive(Debug, Default)]
-pub struct I8mmRepackTwin;
+use crate::arch::aarch64::neon::NeonTwin;
+use crate::arch::aarch64::neon_repack::arm_row_rule;
+use crate::blocks::cast_blocks;
+use crate::error::KernelError;
+use crate::lane::{
+    unsupported_layout, Accumulation, Arch, Contraction, GroupFn, Lane, Level, MatmulPath, Proof,
+    Recipe, RepackScheme, RepackedLane, RowPath, Status, WeightLayout,
+};
+use crate::quant::ActRule;
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, RepackLayout};
+use crate::GgmlType;
 
 /// The `aarch64-i8mm-repack` lane.
 pub static AARCH64_I8MM_REPACK: Lane = Lane {
     name: "aarch64-i8mm-repack",
+    arch: Arch::Aarch64,
     summary:
         "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K 8x8, q4_0/q8_0 4x8 gemv and gemm",
+    status: Status::Proven(&[Proof {
+        level: Level::Kernel,
+        against: "ggml aarch64 i8mm build (GCC) repacked mul_mat under qemu",
+        only: "",
+        test: "oracle_arm_lanes",
+        trials: &["oracle/arm-i8mm/matmul-repack"],
+    }]),
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
@@ -54,8 +59,23 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
         elem: crate::elem::ElemFlavour::Neon,
     },
-    portable: &I8mmRepackTwin,
+    portable: &TWIN,
 };
+
+/// The portable twin: the shared repacked matmul over the `aarch64-neon` twin (plain
+/// vec_dot with `nrc == 1`).
+static TWIN: RepackedLane = RepackedLane { plain: &NeonTwin, scheme: scheme(group) };
+
+/// The i8mm build's repack buffer with `group` as its row-group kernels (the twins here,
+/// NEON, `sdot` and `smmla` in `tiercheck-aarch64`).
+pub const fn scheme(group: GroupFn) -> RepackScheme {
+    RepackScheme {
+        lane: "aarch64-i8mm-repack",
+        layout: arm_i8mm_layout,
+        act_rule: arm_row_rule,
+        group,
+    }
+}
 
 /// The layout ggml's aarch64 i8mm build repacks `ty` into (reproduced here), if any.
 pub fn arm_i8mm_layout(ty: GgmlType) -> Option<RepackLayout> {
@@ -67,109 +87,44 @@ pub fn arm_i8mm_layout(ty: GgmlType) -> Option<RepackLayout> {
     }
 }
 
-/// The repack decision: CPU target, a type the i8mm build repacks, and a row count
-/// divisible by the layout's row group.
-pub fn prepare_arm_i8mm<'a>(
-    w: WeightMatrix<'a>,
-    target: Target,
-) -> Result<Prepared<'a>, KernelError> {
-    match (target, arm_i8mm_layout(w.ty())) {
-        (Target::Cpu, Some(layout)) if w.n().is_multiple_of(layout.cols()) => {
-            Ok(Prepared::Repacked(RepackedMatrix::from_plain(&w, layout)?))
-        }
-        _ => Ok(Prepared::Plain(w)),
-    }
-}
-
-/// The outputs of one row group (`layout.cols()` columns) for one quantized activation
-/// row, by the twin kernels.
-pub fn i8mm_repack_group(
+/// One row group by the twin kernels.
+fn group(
     layout: RepackLayout,
     path: RowPath,
-    group: &[u8],
+    bytes: &[u8],
     act: &[u8],
     out: &mut [f32],
 ) -> Result<(), KernelError> {
     match layout {
         RepackLayout::Q4K8x8 => {
-            let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(group);
+            let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
             let y = cast_blocks(GgmlType::Q8_K, act)?;
             out.copy_from_slice(&match path {
-                RowPath::Gemm => i8mm_repack::gemm_q4_k_8x8(blocks, y),
-                RowPath::Gemv => i8mm_repack::gemv_q4_k_8x8(blocks, y),
+                RowPath::Gemm => kernels::gemm_q4_k_8x8(blocks, y),
+                RowPath::Gemv => kernels::gemv_q4_k_8x8(blocks, y),
             });
         }
         RepackLayout::Q4_0_4x8 => {
-            let blocks: &[BlockQ4_0x4] = bytemuck::cast_slice(group);
-            out.copy_from_slice(&i8mm_repack::gemv_q4_0_4x8(
-                blocks,
-                cast_blocks(GgmlType::Q8_0, act)?,
-            ));
+            let blocks: &[BlockQ4_0x4] = bytemuck::cast_slice(bytes);
+            out.copy_from_slice(&kernels::gemv_q4_0_4x8(blocks, cast_blocks(GgmlType::Q8_0, act)?));
         }
         RepackLayout::Q8_0_4x8 => {
-            let blocks: &[BlockQ8_0x4] = bytemuck::cast_slice(group);
-            out.copy_from_slice(&i8mm_repack::gemv_q8_0_4x8(
-                blocks,
-                cast_blocks(GgmlType::Q8_0, act)?,
-            ));
+            let blocks: &[BlockQ8_0x4] = bytemuck::cast_slice(bytes);
+            out.copy_from_slice(&kernels::gemv_q8_0_4x8(blocks, cast_blocks(GgmlType::Q8_0, act)?));
         }
-        other => {
-            return Err(KernelError::Unsupported {
-                op: "aarch64-i8mm-repack matmul",
-                ty: other.name(),
-            })
-        }
+        other => return Err(unsupported_layout("aarch64-i8mm-repack matmul", other)),
     }
     Ok(())
-}
-
-impl Kernels for I8mmRepackTwin {
-    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        family_rule(&AARCH64_I8MM_REPACK.recipe, wtype, "aarch64-i8mm-repack matmul")
-    }
-
-    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
-        NeonTwin.dequantize(ty, bytes, out)
-    }
-
-    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        // Single rows of plain weights: the plain NEON kernel (nrc = 1).
-        NeonTwin.vec_dot(wtype, w_row, act)
-    }
-
-    fn prepare<'a>(
-        &self,
-        w: WeightMatrix<'a>,
-        target: Target,
-    ) -> Result<Prepared<'a>, KernelError> {
-        prepare_arm_i8mm(w, target)
-    }
-
-    fn matmul_prepared(
-        &self,
-        w: &Prepared<'_>,
-        x: &[f32],
-        m: usize,
-    ) -> Result<Vec<f32>, KernelError> {
-        match w {
-            Prepared::Plain(w) => NeonTwin.matmul(w, x, m),
-            Prepared::Repacked(r) => {
-                let ty = r.layout().source();
-                neon_repack_matmul(r, x, m, &|xi| self.quantize_act(ty, xi), &i8mm_repack_group)
-            }
-        }
-    }
-
-    fn matmul(&self, w: &WeightMatrix<'_>, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
-        let prepared = self.prepare(*w, Target::Cpu)?;
-        self.matmul_prepared(&prepared, x, m)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::aarch64::neon::NeonTwin;
+    use crate::lane::Kernels;
+    use crate::matrix::WeightMatrix;
     use crate::quant::weights;
+    use crate::repack::{Prepared, Target};
 
     #[test]
     fn gpu_target_stays_plain_and_cpu_repacks_by_row_group() {
@@ -179,8 +134,8 @@ mod tests {
         {
             let bytes = weights::quantize(ty, &x, 12, 256).unwrap();
             let w = WeightMatrix::new(ty, 12, 256, &bytes).unwrap();
-            assert!(matches!(I8mmRepackTwin.prepare(w, Target::Gpu).unwrap(), Prepared::Plain(_)));
-            let p = I8mmRepackTwin.prepare(w, Target::Cpu).unwrap();
+            assert!(matches!(TWIN.prepare(w, Target::Gpu).unwrap(), Prepared::Plain(_)));
+            let p = TWIN.prepare(w, Target::Cpu).unwrap();
             assert_eq!(matches!(p, Prepared::Repacked(_)), repacked_at_12, "{ty:?}");
         }
     }
@@ -194,7 +149,7 @@ mod tests {
             let bytes = weights::quantize(ty, &w, n, k).unwrap();
             let wm = WeightMatrix::new(ty, n, k, &bytes).unwrap();
             let plain = NeonTwin.matmul(&wm, &x, m).unwrap();
-            let rep = I8mmRepackTwin.matmul(&wm, &x, m).unwrap();
+            let rep = TWIN.matmul(&wm, &x, m).unwrap();
             for (a, b) in plain.iter().zip(&rep) {
                 assert!((a - b).abs() <= 1e-3 * (1.0 + a.abs()), "{ty:?}: {a} vs {b}");
             }

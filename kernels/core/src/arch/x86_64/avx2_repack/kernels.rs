@@ -16,8 +16,8 @@
 //! - `ggml_gemv_q4_0_8x8_q8_0` / `ggml_gemm_q4_0_8x8_q8_0`: per 32-value block,
 //!   acc_j = fma(float(isum_j), f16(d_j) * f16(d_y), acc_j).
 
+use crate::arch::x86_64::avx2::vec_dot::sign_epi8;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
-use crate::dot::avx2::sign_epi8;
 use crate::repack::{BlockQ4Kx8, BlockQ4_0x8};
 
 /// Integer sums of one `block_q4_Kx8` against one q8_K block: per column j and

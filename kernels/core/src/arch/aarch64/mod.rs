@@ -1,0 +1,6 @@
+//! Portable twins of the aarch64 lanes (native forms: the `tiercheck-aarch64` crate,
+//! same paths).
+
+pub mod i8mm_repack;
+pub mod neon;
+pub mod neon_repack;

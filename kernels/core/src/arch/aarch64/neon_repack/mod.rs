@@ -1,0 +1,161 @@
+//! The `aarch64-neon-repack` lane: ggml built by GCC for aarch64 with dotprod
+//! (`-march=armv8.2-a+dotprod`) and the CPU repack buffer (llama.cpp's default). Weights
+//! are repacked as that build does it ([`crate::repack`]): Q4_K as `q4_K_8x4` when the
+//! row count is a multiple of 8, Q4_0 as `q4_0_4x4` and Q8_0 as `q8_0_4x4` when it is a
+//! multiple of 4, and multiplied by the NEON dotprod kernels
+//! ([`kernels`]). Other weights take the `aarch64-neon` lane's plain
+//! vec_dot path. The matmul itself is the shared [`RepackedLane`]; this
+//! module supplies the layouts, the row rules and the group kernels.
+//!
+//! Not reproduced: ggml's dotprod build also repacks Q6_K (`q6_K_8x4`); this lane
+//! keeps Q6_K plain (the `aarch64-neon` vec_dot), so its Q6_K results at row counts
+//! divisible by 8 are not ggml's repacked ones. Plain Q4_0/Q8_0 weights (rows not a
+//! multiple of 4) with several activation rows go through llamafile's tinyBLAS in ggml,
+//! which the `aarch64-neon` path does not reproduce either.
+//!
+//! Row split, as `forward_mul_mat` does it: with m activation rows, the first
+//! m - m % 4 go through the gemm kernel (activations by `ggml_quantize_mat_q8_K_4x4` /
+//! `ggml_quantize_mat_q8_0_4x4`, which equal the lane's row rules row by row), the last
+//! m % 4 through the gemv kernel. Every output is one pass over all of k, so column
+//! chunking (threads) never changes a bit.
+
+pub mod kernels;
+
+use crate::arch::aarch64::neon::NeonTwin;
+use crate::blocks::cast_blocks;
+use crate::error::KernelError;
+use crate::lane::{
+    unsupported_layout, Accumulation, Arch, Contraction, GroupFn, Lane, Level, MatmulPath, Proof,
+    Recipe, RepackScheme, RepackedLane, RowPath, Status, WeightLayout,
+};
+use crate::quant::ActRule;
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, RepackLayout};
+use crate::GgmlType;
+
+/// The `aarch64-neon-repack` lane.
+pub static AARCH64_NEON_REPACK: Lane = Lane {
+    name: "aarch64-neon-repack",
+    arch: Arch::Aarch64,
+    summary: "ggml aarch64 (GCC, dotprod) with CPU repack: q4_K 8x4, q4_0/q8_0 4x4 gemv and gemm",
+    status: Status::Proven(&[Proof {
+        level: Level::Kernel,
+        against: "ggml aarch64 dotprod build (GCC) repacked mul_mat under qemu",
+        only: "",
+        test: "oracle_arm_lanes",
+        trials: &["oracle/arm-dotprod/matmul-repack"],
+    }]),
+    recipe: Recipe {
+        act_k: ActRule::Q8KFusedNearest,
+        act_legacy: ActRule::Q8_0Neon,
+        accumulation: Accumulation::NeonSerial,
+        contraction: Contraction::GccAarch64,
+        layout: WeightLayout::ArmDotprodRepack,
+        matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
+        elem: crate::elem::ElemFlavour::Neon,
+    },
+    portable: &TWIN,
+};
+
+/// The portable twin: the shared repacked matmul over the `aarch64-neon` twin.
+static TWIN: RepackedLane = RepackedLane { plain: &NeonTwin, scheme: scheme(group) };
+
+/// The dotprod build's repack buffer with `group` as its row-group kernels (the twins
+/// here, NEON and `sdot` in `tiercheck-aarch64`).
+pub const fn scheme(group: GroupFn) -> RepackScheme {
+    RepackScheme {
+        lane: "aarch64-neon-repack",
+        layout: arm_dotprod_layout,
+        act_rule: arm_row_rule,
+        group,
+    }
+}
+
+/// The layout ggml's aarch64 dotprod build repacks `ty` into (reproduced here), if any.
+pub fn arm_dotprod_layout(ty: GgmlType) -> Option<RepackLayout> {
+    match ty {
+        GgmlType::Q4_K => Some(RepackLayout::Q4K8x4),
+        GgmlType::Q4_0 => Some(RepackLayout::Q4_0_4x4),
+        GgmlType::Q8_0 => Some(RepackLayout::Q8_0_4x4),
+        _ => None,
+    }
+}
+
+/// The activation rule of a repacked row on ggml's aarch64 builds: gemm and gemv rows
+/// alike, the plain row rule (`ggml_quantize_mat_q8_K_4x4/4x8` and
+/// `ggml_quantize_mat_q8_0_4x4/4x8` equal it row by row).
+pub fn arm_row_rule(layout: RepackLayout, _path: RowPath) -> ActRule {
+    match layout.source() {
+        GgmlType::Q4_K => ActRule::Q8KFusedNearest,
+        _ => ActRule::Q8_0Neon,
+    }
+}
+
+/// One row group by the twin kernels.
+fn group(
+    layout: RepackLayout,
+    path: RowPath,
+    bytes: &[u8],
+    act: &[u8],
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    match layout {
+        RepackLayout::Q4K8x4 => {
+            let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
+            out.copy_from_slice(&kernels::gemv_q4_k_8x4(blocks, cast_blocks(GgmlType::Q8_K, act)?));
+        }
+        RepackLayout::Q4_0_4x4 => {
+            let blocks: &[BlockQ4_0x4] = bytemuck::cast_slice(bytes);
+            out.copy_from_slice(&kernels::gemv_q4_0_4x4(blocks, cast_blocks(GgmlType::Q8_0, act)?));
+        }
+        RepackLayout::Q8_0_4x4 => {
+            let blocks: &[BlockQ8_0x4] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_0, act)?;
+            out.copy_from_slice(&match path {
+                RowPath::Gemm => kernels::gemm_q8_0_4x4(blocks, y),
+                RowPath::Gemv => kernels::gemv_q8_0_4x4(blocks, y),
+            });
+        }
+        other => return Err(unsupported_layout("aarch64-neon-repack matmul", other)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::aarch64::neon::NeonTwin;
+    use crate::lane::Kernels;
+    use crate::matrix::WeightMatrix;
+    use crate::quant::weights;
+    use crate::repack::{Prepared, Target};
+
+    #[test]
+    fn gpu_target_stays_plain_and_cpu_repacks_by_row_group() {
+        let x: Vec<f32> = (0..12 * 256).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.02).collect();
+        for (ty, repacked_at_12) in
+            [(GgmlType::Q4_K, false), (GgmlType::Q4_0, true), (GgmlType::Q8_0, true)]
+        {
+            let bytes = weights::quantize(ty, &x, 12, 256).unwrap();
+            let w = WeightMatrix::new(ty, 12, 256, &bytes).unwrap();
+            assert!(matches!(TWIN.prepare(w, Target::Gpu).unwrap(), Prepared::Plain(_)));
+            let p = TWIN.prepare(w, Target::Cpu).unwrap();
+            assert_eq!(matches!(p, Prepared::Repacked(_)), repacked_at_12, "{ty:?}");
+        }
+    }
+
+    #[test]
+    fn repacked_matmul_is_close_to_plain() {
+        let (n, k, m) = (16, 512, 5);
+        let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.001).collect();
+        let x: Vec<f32> = (0..m * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 0.002).collect();
+        for ty in [GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q8_0] {
+            let bytes = weights::quantize(ty, &w, n, k).unwrap();
+            let wm = WeightMatrix::new(ty, n, k, &bytes).unwrap();
+            let plain = NeonTwin.matmul(&wm, &x, m).unwrap();
+            let rep = TWIN.matmul(&wm, &x, m).unwrap();
+            for (a, b) in plain.iter().zip(&rep) {
+                assert!((a - b).abs() <= 1e-3 * (1.0 + a.abs()), "{ty:?}: {a} vs {b}");
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The `x86_64-avx2-repack` lane: ggml's haswell tier with the CPU repack buffer (the
+//! default in llama.cpp on AVX2 machines). Q4_K and Q4_0 weights whose row count is a
+//! multiple of 8 are repacked to `q4_K_8x8` / `q4_0_8x8` ([`crate::repack`]) and
+//! multiplied by the repacked kernels ([`kernels`]); other weights, and
+//! Q6_K and Q8_0 (which x86 does not repack), take the `x86_64-avx2` lane's plain path. The
+//! matmul itself is the shared [`RepackedLane`]; this module supplies the layouts, the
+//! row rules and the group kernels.
+//!
+//! Row split, as `forward_mul_mat` does it: with m activation rows, the first
+//! m - m % 4 go through the gemm kernel (K-quants: activations by
+//! [`ActRule::Q8KX86x4`]; Q4_0: the x86 q8_0 rule), the last m % 4 through the gemv
+//! kernel (q8_K by the reference rule, q8_0 by the x86 rule). Every output is one pass
+//! over all of k, so column chunking (threads) never changes a bit.
+
+pub mod kernels;
+
+use crate::arch::x86_64::avx2::Avx2Twin;
+use crate::blocks::cast_blocks;
+use crate::error::KernelError;
+use crate::lane::{
+    unsupported_layout, Accumulation, Arch, Contraction, Lane, Level, MatmulPath, Proof, Recipe,
+    RepackScheme, RepackedLane, RowPath, Status, WeightLayout,
+};
+use crate::quant::ActRule;
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x8, RepackLayout};
+use crate::GgmlType;
+
+/// The `x86_64-avx2-repack` lane.
+pub static X86_64_AVX2_REPACK: Lane = Lane {
+    name: "x86_64-avx2-repack",
+    arch: Arch::X86_64,
+    summary: "ggml haswell tier with CPU repack: q4_K/q4_0 8x8 gemv and gemm",
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "ggml haswell repacked mul_mat",
+            only: "",
+            test: "oracle_x86_lanes",
+            trials: &["oracle/haswell/matmul-repack"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp haswell (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &["llama_cpp/decode/end_to_end", "llama_cpp/decode/layer_local"],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp haswell (F32 KV cache, flash attention off)",
+            only: "tiled matmul off",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/prompt_untiled/end_to_end",
+                "llama_cpp/prompt_untiled/layer_local",
+            ],
+        },
+    ]),
+    recipe: Recipe {
+        act_k: ActRule::Q8KRef,
+        act_legacy: ActRule::Q8_0X86,
+        accumulation: Accumulation::X86Avx2,
+        contraction: Contraction::FusedAccumulate,
+        layout: WeightLayout::X86Repack8x8,
+        matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KX86x4 },
+        elem: crate::elem::ElemFlavour::Avx2,
+    },
+    portable: &TWIN,
+};
+
+/// The portable twin: the shared repacked matmul over the `x86_64-avx2` twin.
+static TWIN: RepackedLane = RepackedLane { plain: &Avx2Twin, scheme: scheme(group) };
+
+/// The haswell repack buffer with `group` as its row-group kernels (the twins here, the
+/// AVX2 intrinsics in `tiercheck-x86_64`).
+pub const fn scheme(group: crate::lane::GroupFn) -> RepackScheme {
+    RepackScheme { lane: "x86_64-avx2-repack", layout: x86_layout, act_rule: row_rule, group }
+}
+
+/// The layout x86 repacks `ty` into, if any (when the row count is a multiple of 8).
+pub fn x86_layout(ty: GgmlType) -> Option<RepackLayout> {
+    match ty {
+        GgmlType::Q4_K => Some(RepackLayout::Q4K8x8),
+        GgmlType::Q4_0 => Some(RepackLayout::Q4_0_8x8),
+        _ => None,
+    }
+}
+
+/// The activation rule of a repacked row: q4_K gemm rows by the x86 4-row q8_K
+/// quantizer, q4_K gemv rows by the reference q8_K rule, q4_0 rows by the x86 q8_0 rule.
+pub fn row_rule(layout: RepackLayout, path: RowPath) -> ActRule {
+    match (layout, path) {
+        (RepackLayout::Q4K8x8, RowPath::Gemm) => ActRule::Q8KX86x4,
+        (RepackLayout::Q4K8x8, RowPath::Gemv) => ActRule::Q8KRef,
+        _ => ActRule::Q8_0X86,
+    }
+}
+
+/// One row group by the twin kernels.
+fn group(
+    layout: RepackLayout,
+    path: RowPath,
+    bytes: &[u8],
+    act: &[u8],
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    match layout {
+        RepackLayout::Q4K8x8 => {
+            let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            out.copy_from_slice(&match path {
+                RowPath::Gemm => kernels::gemm_q4_k_8x8(blocks, y),
+                RowPath::Gemv => kernels::gemv_q4_k_8x8(blocks, y),
+            });
+        }
+        RepackLayout::Q4_0_8x8 => {
+            let blocks: &[BlockQ4_0x8] = bytemuck::cast_slice(bytes);
+            out.copy_from_slice(&kernels::gemv_q4_0_8x8(blocks, cast_blocks(GgmlType::Q8_0, act)?));
+        }
+        other => return Err(unsupported_layout("x86_64-avx2-repack matmul", other)),
+    }
+    Ok(())
+}
