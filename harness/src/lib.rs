@@ -2,6 +2,7 @@
 
 pub mod analysis;
 pub mod atomic_write;
+pub mod claims;
 pub mod compare;
 pub mod embedded;
 pub mod fuzzing;

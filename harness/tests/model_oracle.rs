@@ -505,7 +505,7 @@ fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) ->
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    let trials = vec![
+    let mut trials = vec![
         trial("numpy_f64/decode", || numpy_f64(Mode::Decode)),
         trial("numpy_f64/prompt", || numpy_f64(Mode::Prompt)),
         trial("gguf_py_model/untied", || gguf_py_model(false)),
@@ -518,5 +518,11 @@ fn main() -> ExitCode {
         trial("llama_cpp/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, true)),
         trial("llama_cpp/delta_greedy", llama_delta),
     ];
+    for (name, verdict) in tiercheck::claims::claim_checks(
+        "model_oracle",
+        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
+    ) {
+        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
+    }
     libtest_mimic::run(&args, trials).exit_code()
 }

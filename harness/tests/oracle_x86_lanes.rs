@@ -40,6 +40,12 @@ fn main() -> ExitCode {
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
+    for (name, verdict) in tiercheck::claims::claim_checks(
+        "oracle_x86_lanes",
+        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
+    ) {
+        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
+    }
     libtest_mimic::run(&args, trials).exit_code()
 }
 
