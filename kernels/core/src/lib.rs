@@ -31,6 +31,7 @@ pub mod lane;
 pub mod matrix;
 pub mod quant;
 pub mod repack;
+pub mod rng;
 
 pub use error::KernelError;
 pub use ggml_type::GgmlType;

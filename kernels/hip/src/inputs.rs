@@ -4,23 +4,21 @@
 
 use tiercheck_core::{GgmlType, KernelError};
 
-/// xorshift64*.
+/// Inputs drawn from the project's seeded generator ([`tiercheck_core::rng::Rng`]).
 #[derive(Clone, Debug)]
-pub struct Rng(pub u64);
+pub struct Rng(pub tiercheck_core::rng::Rng);
 
 impl Rng {
     /// The generator for a case of `k` values and `rows` rows (fixed seeds, so every
     /// machine builds the same inputs).
     pub fn for_case(k: usize, rows: usize) -> Rng {
-        Rng(0x9e37_79b9_7f4a_7c15 ^ (k as u64).wrapping_mul(31).wrapping_add(rows as u64))
+        let seed = 0x9e37_79b9_7f4a_7c15 ^ (k as u64).wrapping_mul(31).wrapping_add(rows as u64);
+        Rng(tiercheck_core::rng::Rng::new(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.next_u64()
     }
 
     /// Uniform in [-1, 1).

@@ -23,14 +23,17 @@ fn gamma(n: usize) -> f64 {
     nu / (1.0 - nu)
 }
 
-/// xorshift64*.
-struct Rng(u64);
+/// Test inputs from the project's seeded generator ([`crate::rng::Rng`]).
+struct Rng {
+    g: crate::rng::Rng,
+}
+#[allow(non_snake_case)]
+fn Rng(seed: u64) -> Rng {
+    Rng { g: crate::rng::Rng::new(seed) }
+}
 impl Rng {
     fn u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.g.next_u64()
     }
     fn u8(&mut self) -> u8 {
         (self.u64() >> 56) as u8

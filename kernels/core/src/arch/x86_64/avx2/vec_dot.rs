@@ -516,14 +516,17 @@ mod tests {
         }
     }
 
-    /// xorshift64* bytes.
-    struct Bytes(u64);
+    /// Test bytes from the project's seeded generator ([`crate::rng::Rng`]).
+    struct Bytes {
+        g: crate::rng::Rng,
+    }
+    #[allow(non_snake_case)]
+    fn Bytes(seed: u64) -> Bytes {
+        Bytes { g: crate::rng::Rng::new(seed) }
+    }
     impl Bytes {
         fn next(&mut self) -> u8 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
+            self.g.next_u8()
         }
         fn u32(&mut self) -> u32 {
             u32::from_le_bytes([self.next(), self.next(), self.next(), self.next()])
