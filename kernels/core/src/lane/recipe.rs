@@ -1,5 +1,7 @@
-//! Recipe components. Each enum is `#[non_exhaustive]`: lanes added later add
-//! variants, and every variant has a stable name for reports.
+//! Recipe components. The accumulation schedule, the contraction and the weight layout
+//! are named labels (a new lane with a new one defines its own constant beside its
+//! twin); the matmul path is a closed enum: its two shapes are the only two the shared
+//! matmul code implements (`Kernels::matmul`, [`super::RepackedLane`]). Every value has a stable name for reports.
 
 use crate::error::KernelError;
 use crate::quant::ActRule;
@@ -38,67 +40,136 @@ impl Recipe {
 }
 
 /// Float accumulation schedule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Accumulation {
+///
+/// A named label, not a closed list: a lane whose tier has another one defines its own
+/// constant with [`Accumulation::named`] beside its twin, and nothing here changes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Accumulation {
+    name: &'static str,
+}
+
+#[allow(non_upper_case_globals)]
+impl Accumulation {
     /// ggml's generic C kernels: one serial float sum per block (legacy types); eight
     /// float partial sums, one per value index mod 8, added to the min term at the end
     /// in order (K-quants). See [`crate::arch::generic::vec_dot`].
-    GgmlGeneric,
+    pub const GgmlGeneric: Accumulation = Accumulation::named("ggml-generic");
     /// ggml's AVX2 kernels: eight float lanes (plus four min lanes for q4_K), one FMA per
     /// block or superblock per lane, `hsum_float_8` at the end. See [`crate::arch::x86_64::avx2::vec_dot`].
-    X86Avx2,
+    pub const X86Avx2: Accumulation = Accumulation::named("avx2-8-lanes-hsum");
     /// ggml's NEON kernels with `nrc == 1`: K-quants one serial float sum per
     /// superblock; Q4_0/Q8_0 two 4-lane accumulators (even and odd blocks) reduced by
     /// `vaddvq`. See [`crate::arch::aarch64::neon::vec_dot`].
-    NeonSerial,
+    pub const NeonSerial: Accumulation = Accumulation::named("neon-serial");
     /// Our AVX-512 VNNI schedule: sixteen float lanes (block pairs for legacy types,
     /// sixteen min lanes beside the scale lanes for q4_K), one FMA per block pair or
     /// superblock per lane, a 512 -> 256 halving and then the `hsum_float_8` tree. See
     /// [`crate::arch::x86_64::avx512::vec_dot`].
-    X86Avx512,
+    pub const X86Avx512: Accumulation = Accumulation::named("avx512-16-lanes");
     /// ggml's CUDA/HIP MMVQ (`mul_mat_vec_q`), 32-lane warps (RDNA): per-thread strided
     /// partial sums, warps added into warp 0 in order, XOR butterfly. See
     /// [`crate::gpu::mmvq_gemv`].
-    HipMmvqWave32,
+    pub const HipMmvqWave32: Accumulation = Accumulation::named("hip-mmvq-wave32");
     /// The same with 64-lane wavefronts (GCN/CDNA).
-    HipMmvqWave64,
+    pub const HipMmvqWave64: Accumulation = Accumulation::named("hip-mmvq-wave64");
+
+    /// The label `name` (stable: it names the component in reports).
+    pub const fn named(name: &'static str) -> Self {
+        Accumulation { name }
+    }
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+}
+
+impl core::fmt::Debug for Accumulation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
 }
 
 /// Fused multiply-add usage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Contraction {
+///
+/// A named label, not a closed list: a lane whose tier has another one defines its own
+/// constant with [`Contraction::named`] beside its twin, and nothing here changes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Contraction {
+    name: &'static str,
+}
+
+#[allow(non_upper_case_globals)]
+impl Contraction {
     /// No multiply-add is fused (x86-64 baseline builds: no FMA instruction).
-    None,
+    pub const None: Contraction = Contraction::named("unfused");
     /// Every accumulation `acc = d * q + acc` is one fused multiply-add (the x86 SIMD
     /// kernels' `_mm256_fmadd_ps`); nothing else is fused.
-    FusedAccumulate,
+    pub const FusedAccumulate: Contraction = Contraction::named("fma-accumulate");
     /// GCC on aarch64 with `-ffp-contract=fast`: C expressions `a + b*c` fused (fmadd,
     /// fmsub), `vmlaq` intrinsics not fused.
-    GccAarch64,
+    pub const GccAarch64: Contraction = Contraction::named("gcc-aarch64-contract");
     /// HIP clang device code (`-ffp-contract=fast-honor-pragmas`, its default): the
     /// sums of scale products fused; q4_K's final combine fused on RDNA2, not on
     /// gfx90a (see [`crate::gpu::Contraction::HIP_CLANG`] and
     /// [`crate::gpu::Contraction::HIP_CLANG_GFX90A`]).
-    HipClang,
+    pub const HipClang: Contraction = Contraction::named("hip-clang-contract");
+
+    /// The label `name` (stable: it names the component in reports).
+    pub const fn named(name: &'static str) -> Self {
+        Contraction { name }
+    }
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+}
+
+impl core::fmt::Debug for Contraction {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
 }
 
 /// Weight layout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum WeightLayout {
+///
+/// A named label, not a closed list: a lane whose tier has another one defines its own
+/// constant with [`WeightLayout::named`] beside its twin, and nothing here changes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WeightLayout {
+    name: &'static str,
+}
+
+#[allow(non_upper_case_globals)]
+impl WeightLayout {
     /// ggml's plain blocks, one row after another.
-    Plain,
+    pub const Plain: WeightLayout = WeightLayout::named("plain");
     /// x86 AVX2 repack: Q4_K as `q4_K_8x8`, Q4_0 as `q4_0_8x8` when the row count is a
     /// multiple of 8; everything else plain (see [`crate::repack`]).
-    X86Repack8x8,
+    pub const X86Repack8x8: WeightLayout = WeightLayout::named("x86-repack-8x8");
     /// aarch64 dotprod repack: Q4_K as `q4_K_8x4` (rows a multiple of 8), Q4_0 as
     /// `q4_0_4x4` and Q8_0 as `q8_0_4x4` (rows a multiple of 4); everything else plain.
-    ArmDotprodRepack,
+    pub const ArmDotprodRepack: WeightLayout = WeightLayout::named("arm-dotprod-repack-8x4-4x4");
     /// aarch64 i8mm repack: Q4_K as `q4_K_8x8` (rows a multiple of 8), Q4_0 as
     /// `q4_0_4x8` and Q8_0 as `q8_0_4x8` (rows a multiple of 4); everything else plain.
-    ArmI8mmRepack,
+    pub const ArmI8mmRepack: WeightLayout = WeightLayout::named("arm-i8mm-repack-8x8-4x8");
+
+    /// The label `name` (stable: it names the component in reports).
+    pub const fn named(name: &'static str) -> Self {
+        WeightLayout { name }
+    }
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+}
+
+impl core::fmt::Debug for WeightLayout {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
 }
 
 /// Which kernel runs for one activation row and for several.
@@ -117,44 +188,6 @@ pub enum MatmulPath {
         /// Activation rule of the gemm rows for K-quant weights.
         gemm_act: crate::quant::ActRule,
     },
-}
-
-impl Accumulation {
-    /// Stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Accumulation::GgmlGeneric => "ggml-generic",
-            Accumulation::X86Avx2 => "avx2-8-lanes-hsum",
-            Accumulation::NeonSerial => "neon-serial",
-            Accumulation::X86Avx512 => "avx512-16-lanes",
-            Accumulation::HipMmvqWave32 => "hip-mmvq-wave32",
-            Accumulation::HipMmvqWave64 => "hip-mmvq-wave64",
-        }
-    }
-}
-
-impl Contraction {
-    /// Stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Contraction::None => "unfused",
-            Contraction::FusedAccumulate => "fma-accumulate",
-            Contraction::GccAarch64 => "gcc-aarch64-contract",
-            Contraction::HipClang => "hip-clang-contract",
-        }
-    }
-}
-
-impl WeightLayout {
-    /// Stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightLayout::Plain => "plain",
-            WeightLayout::X86Repack8x8 => "x86-repack-8x8",
-            WeightLayout::ArmDotprodRepack => "arm-dotprod-repack-8x4-4x4",
-            WeightLayout::ArmI8mmRepack => "arm-i8mm-repack-8x8-4x8",
-        }
-    }
 }
 
 impl MatmulPath {
