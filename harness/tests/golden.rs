@@ -143,19 +143,14 @@ fn main() -> ExitCode {
     libtest_mimic::run(&args, trials).exit_code()
 }
 
-/// `TIERCHECK_REQUIRE_LANES=a,b`: lanes whose native trials must run here;
-/// `TIERCHECK_REQUIRE_LANES=auto`: the `require` list of this target's table
-/// (`targets/<triple>.toml`) for the CPU model in `QEMU_CPU` (none: the host model).
+/// The lanes whose native trials must run here: `TIERCHECK_REQUIRE_LANES`, read by
+/// [`tiercheck_core::require::required_lanes`] (a comma list, or `auto`: the `require`
+/// list of this target's table for the CPU model in `QEMU_CPU`).
 fn required_lanes() -> HashSet<String> {
-    let spec = std::env::var("TIERCHECK_REQUIRE_LANES").unwrap_or_default();
-    if spec == "auto" {
-        let cpu = std::env::var("QEMU_CPU").ok().filter(|s| !s.is_empty());
-        return tiercheck::targets::required_lanes_for(tiercheck::targets::TRIPLE, cpu.as_deref())
-            .unwrap_or_else(|| panic!("TIERCHECK_REQUIRE_LANES=auto: no model for QEMU_CPU={cpu:?} in targets/{}.toml", tiercheck::targets::TRIPLE))
-            .into_iter()
-            .collect();
-    }
-    spec.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+    tiercheck_core::require::required_lanes()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .collect()
 }
 
 /// Regenerating the inputs in memory reproduces the committed file byte for byte.
