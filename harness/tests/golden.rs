@@ -27,9 +27,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Completion, Trial};
-use tiercheck::golden::cases::{Case, Op};
 use tiercheck::golden::bless::{allowed, bless_lane};
 use tiercheck::golden::cases::generate;
+use tiercheck::golden::cases::{Case, Op};
 use tiercheck::golden::check::{check_golden, check_tolerance, check_twin};
 use tiercheck::golden::manifest::sha256_hex;
 use tiercheck::golden::run::{applicable, run_case};

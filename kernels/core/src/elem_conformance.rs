@@ -402,14 +402,16 @@ pub fn verdict(
             }
             Ok(Verdict::Run(n))
         }
-        Err(why) => match lanes_using(flavour).into_iter().find(|l| required.iter().any(|r| r == l)) {
-            Some(lane) => Err(format!(
-                "TIERCHECK_REQUIRE_LANES requires {lane}, whose elementwise flavour {} cannot \
+        Err(why) => {
+            match lanes_using(flavour).into_iter().find(|l| required.iter().any(|r| r == l)) {
+                Some(lane) => Err(format!(
+                    "TIERCHECK_REQUIRE_LANES requires {lane}, whose elementwise flavour {} cannot \
                  run natively here: {why}",
-                flavour.name()
-            )),
-            None => Ok(Verdict::Ignore(why)),
-        },
+                    flavour.name()
+                )),
+                None => Ok(Verdict::Ignore(why)),
+            }
+        }
     }
 }
 

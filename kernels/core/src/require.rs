@@ -57,7 +57,12 @@ pub fn lane_required(lane: &str) -> Result<bool, String> {
 pub fn resolve(spec: &str, qemu_cpu: &str) -> Result<Vec<String>, String> {
     let spec = spec.trim();
     if spec != "auto" {
-        return Ok(spec.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect());
+        return Ok(spec
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect());
     }
     let path = targets_dir().join(format!("{}.toml", triple()));
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -108,7 +113,9 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
             }
             '\n' => out.push(Token::Newline),
             c if c.is_whitespace() => {}
-            '[' if out.last().is_none_or(|t| *t == Token::Newline) && chars.peek() == Some(&'[') => {
+            '[' if out.last().is_none_or(|t| *t == Token::Newline)
+                && chars.peek() == Some(&'[') =>
+            {
                 chars.next();
                 in_header = true;
                 out.push(Token::OpenArrayTable);
