@@ -357,8 +357,12 @@ pub fn differs_from_other_flavours(native: &dyn ElemOps, flavour: ElemFlavour) -
     format!("{}: differs from every other flavour's twin", flavour.name())
 }
 
+/// One conformance check: native kernels and their flavour in, a summary out (it
+/// panics at the first difference).
+pub type Check = fn(&dyn ElemOps, ElemFlavour) -> String;
+
 /// The six checks, by name (the trial names of [`crate::elem_conformance_main!`]).
-pub const CHECKS: [(&str, fn(&dyn ElemOps, ElemFlavour) -> String); 6] = [
+pub const CHECKS: [(&str, Check); 6] = [
     ("expf_and_silu_match_the_twin", expf_and_silu),
     ("soft_max_every_length_matches_the_twin", soft_max_every_length),
     ("swiglu_every_length_matches_the_twin", swiglu_every_length),

@@ -16,6 +16,9 @@ mod x86 {
 
     const LANE: &str = "x86_64-avx512";
 
+    /// One native-versus-twin comparison.
+    type Check = fn() -> Result<(), Failed>;
+
     /// xorshift64* bytes.
     struct Bytes(u64);
 
@@ -112,7 +115,7 @@ mod x86 {
 
     /// Run `check` where the CPU has the lane's features; else ignored with the
     /// reason, or a failure when the lane is required.
-    fn run(check: fn() -> Result<(), Failed>) -> Result<Completion, Failed> {
+    fn run(check: Check) -> Result<Completion, Failed> {
         if is_available() {
             check()?;
             return Ok(Completion::Completed);
@@ -125,7 +128,7 @@ mod x86 {
     }
 
     pub fn trials() -> Vec<Trial> {
-        let checks: [(&str, fn() -> Result<(), Failed>); 2] = [
+        let checks: [(&str, Check); 2] = [
             (
                 "legacy_native_equals_twin_odd_and_even_block_counts",
                 legacy_native_equals_twin_odd_and_even_block_counts,
