@@ -146,6 +146,7 @@ fn dequant_writes_the_tensor_as_safetensors() {
     let q = GgufFile::open(f.p("q8.gguf")).unwrap();
     let mut want = vec![0.0; HIDDEN * HIDDEN];
     dequantize(GgmlType::Q8_0, q.tensor_bytes("blk.2.attn_q.weight").unwrap(), &mut want).unwrap();
+    assert_eq!(ts[0].data.len(), want.len());
     assert!(ts[0].data.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
 }
 
@@ -190,6 +191,7 @@ fn matmul_replays_the_lane_bitwise_for_gemv_and_gemm() {
             let t = q.tensor("blk.1.attn_q.weight").unwrap();
             let wm = WeightMatrix::new(t.ty, HIDDEN, HIDDEN, q.tensor_data(t)).unwrap();
             let want = lane("ref").unwrap().portable.matmul(&wm, &x.data, m).unwrap();
+            assert_eq!(y[0].data.len(), want.len(), "{scheme} m={m}");
             assert!(
                 y[0].data.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
                 "{scheme} m={m}"

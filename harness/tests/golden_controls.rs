@@ -166,15 +166,46 @@ static SKEWED: Lane = Lane {
     portable: &Skewed,
 };
 
-#[test]
-fn bless_refuses_a_lane_that_fails_its_tolerance_and_writes_nothing() {
-    let (_tmp, dir) = scratch();
-    let inputs = dir.load_inputs().unwrap();
-    if !tiercheck::golden::bless::allowed() {
-        // Under CI every bless is refused before any check; that refusal is tested below.
-        assert!(matches!(bless_lane(&dir, &SKEWED, None, &inputs), Err(BlessError::UnderCi)));
+/// Run the control `name` (a test of this file) here when blessing is allowed; under
+/// `CI`, where every bless is refused before any check, run it again in a child process
+/// of this test binary with `CI` removed from its environment (it works on a scratch
+/// copy), and require that exactly that test ran and passed there.
+fn outside_ci(name: &str, control: impl FnOnce()) {
+    if tiercheck::golden::bless::allowed() {
+        control();
         return;
     }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1"])
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name} without CI:\n{stdout}\n{stderr}"
+    );
+}
+
+#[test]
+fn bless_refuses_a_lane_that_fails_its_tolerance_and_writes_nothing() {
+    if !tiercheck::golden::bless::allowed() {
+        // Under CI every bless is refused before any check (also tested below by
+        // bless_is_refused_under_ci); the control itself runs without CI.
+        let (_tmp, dir) = scratch();
+        let inputs = dir.load_inputs().unwrap();
+        assert!(matches!(bless_lane(&dir, &SKEWED, None, &inputs), Err(BlessError::UnderCi)));
+    }
+    outside_ci(
+        "bless_refuses_a_lane_that_fails_its_tolerance_and_writes_nothing",
+        bless_refuses_a_failing_lane,
+    );
+}
+
+fn bless_refuses_a_failing_lane() {
+    let (_tmp, dir) = scratch();
+    let inputs = dir.load_inputs().unwrap();
     match bless_lane(&dir, &SKEWED, Some("q4_K/gemv"), &inputs) {
         Err(BlessError::Tolerance { lane, count, first }) => {
             assert_eq!(lane, "test-skewed");
@@ -211,10 +242,11 @@ fn bless_is_refused_under_ci() {
 
 #[test]
 fn bless_of_unchanged_outputs_changes_nothing() {
+    outside_ci("bless_of_unchanged_outputs_changes_nothing", bless_of_unchanged_outputs);
+}
+
+fn bless_of_unchanged_outputs() {
     let (_tmp, dir) = scratch();
-    if !tiercheck::golden::bless::allowed() {
-        return; // refusal under CI is covered by bless_is_refused_under_ci
-    }
     let before = std::fs::read(dir.lane_dir("ref").join("manifest.json")).unwrap();
     let inputs = dir.load_inputs().unwrap();
     let s = bless_lane(&dir, reference(), None, &inputs).unwrap();

@@ -29,15 +29,7 @@ fn inputs() -> Result<&'static Inputs, String> {
 }
 
 fn required_lanes() -> Vec<String> {
-    match std::env::var("TIERCHECK_REQUIRE_LANES") {
-        Ok(v) if v == "auto" => tiercheck::targets::required_lanes_for(
-            tiercheck::targets::TRIPLE,
-            tiercheck::host::qemu_cpu().as_deref(),
-        )
-        .unwrap_or_default(),
-        Ok(v) => v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-        Err(_) => Vec::new(),
-    }
+    tiercheck_core::require::required_lanes().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn main() -> ExitCode {

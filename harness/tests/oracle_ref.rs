@@ -118,9 +118,11 @@ fn tier_trial(
     Trial::ignorable_test(name, move || {
         let cfg = OracleConfig::from_env();
         if tier == Tier::Haswell && !tiercheck::host::x86_has("avx2") {
-            return Ok(Completion::ignored_with(
-                "cpu lacks avx2: the haswell tier cannot run here",
-            ));
+            let why = "cpu lacks avx2: the haswell tier cannot run here";
+            if required() {
+                return Err(format!("TIERCHECK_REQUIRE_ORACLE=1 but {why}").into());
+            }
+            return Ok(Completion::ignored_with(why));
         }
         let lib = match load_tier(&cfg, tier) {
             Ok(lib) => lib,

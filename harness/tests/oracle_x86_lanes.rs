@@ -12,8 +12,8 @@
 //!   7} (below the x86 tiled path's m >= 8), same k/n grid: 180 cases per type.
 //!
 //! Both the portable twin and, where the CPU runs it, the native kernels are compared.
-//! Ignored with the reason without the oracle or without AVX2; failures under
-//! `TIERCHECK_REQUIRE_ORACLE=1`.
+//! Ignored with the reason without the oracle or without AVX2; either is a failure
+//! under `TIERCHECK_REQUIRE_ORACLE=1`.
 
 use std::process::ExitCode;
 
@@ -56,9 +56,11 @@ fn trial(
     Trial::ignorable_test(name, move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
         if !tiercheck::host::x86_has("avx2") {
-            return Ok(Completion::ignored_with(
-                "cpu lacks avx2: the haswell tier cannot run here",
-            ));
+            let why = "cpu lacks avx2: the haswell tier cannot run here";
+            if required {
+                return Err(Failed::from(format!("TIERCHECK_REQUIRE_ORACLE=1 but {why}")));
+            }
+            return Ok(Completion::ignored_with(why));
         }
         let driver = match MulmatDriver::for_tier(&OracleConfig::from_env(), Tier::Haswell) {
             Ok(d) => d,
@@ -130,6 +132,16 @@ fn check(
                 for (name, kernels) in &impls {
                     let got = kernels.matmul(&wm, &x, m).map_err(|e| e.to_string())?;
                     cases += 1;
+                    if got.len() != want.len() || got.len() != m * n {
+                        bad.push(format!(
+                            "{name} k={k} n={n} m={m} kinds#{ki}: {} values, ggml gave {} \
+                             (want m*n = {})",
+                            got.len(),
+                            want.len(),
+                            m * n
+                        ));
+                        continue;
+                    }
                     let diff = got.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits());
                     if let Some(i) = diff {
                         bad.push(format!(

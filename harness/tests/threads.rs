@@ -1,6 +1,8 @@
 //! Thread-count invariance: every lane's matmul split over 1, 2 and 3 threads (by
 //! output columns only, `tiercheck_core::lane::parallel`) gives bitwise identical
 //! results, for plain and repacked weights, portable and native implementations.
+//! A native trial that cannot run here is ignored with the reason, and fails instead
+//! when `TIERCHECK_REQUIRE_LANES` requires the lane (`tiercheck_core::require`).
 
 use std::process::ExitCode;
 
@@ -14,16 +16,21 @@ use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
+    let required = tiercheck_core::require::required_lanes();
     let mut trials = Vec::new();
     for lane in lanes::all() {
         trials.push(Trial::test(format!("threads/{}/portable", lane.name), move || {
             check(lane, lane.portable)
         }));
         if lanes::has_native(lane) {
+            let required = required.clone();
             trials.push(Trial::ignorable_test(
                 format!("threads/{}/native", lane.name),
                 move || match lanes::native(lane) {
                     Ok(k) => check(lane, k).map(|()| Completion::Completed),
+                    Err(why) if required?.iter().any(|r| r == lane.name) => {
+                        Err(format!("TIERCHECK_REQUIRE_LANES requires {}: {why}", lane.name).into())
+                    }
                     Err(why) => Ok(Completion::ignored_with(why)),
                 },
             ));

@@ -357,50 +357,101 @@ pub fn differs_from_other_flavours(native: &dyn ElemOps, flavour: ElemFlavour) -
     format!("{}: differs from every other flavour's twin", flavour.name())
 }
 
-/// The six conformance tests as `#[test]` functions, for an architecture crate's test
-/// file: `$native` is an expression giving `Option<&'static dyn ElemOps>` (None where
-/// the CPU lacks the kernels: each test then prints `$why` and passes without
-/// comparing), `$flavour` the flavour it implements.
-#[macro_export]
-macro_rules! elem_conformance_tests {
-    ($flavour:expr, $native:expr, $why:expr) => {
-        fn run_check(f: fn(&dyn $crate::elem::ElemOps, $crate::elem::ElemFlavour) -> String) {
-            match $native {
-                Some(n) => eprintln!("{}", f(n, $flavour)),
-                None => eprintln!("skipped: {}", $why),
+/// One conformance check: native kernels and their flavour in, a summary out (it
+/// panics at the first difference).
+pub type Check = fn(&dyn ElemOps, ElemFlavour) -> String;
+
+/// The six checks, by name (the trial names of [`crate::elem_conformance_main!`]).
+pub const CHECKS: [(&str, Check); 6] = [
+    ("expf_and_silu_match_the_twin", expf_and_silu),
+    ("soft_max_every_length_matches_the_twin", soft_max_every_length),
+    ("swiglu_every_length_matches_the_twin", swiglu_every_length),
+    ("dot_f32_every_length_matches_the_twin", dot_f32_every_length),
+    ("sgemm_dot_matches_the_twin", sgemm_dot),
+    // The comparison can fail: the native kernels differ from another flavour's twin.
+    ("native_differs_from_other_flavours", differs_from_other_flavours),
+];
+
+/// What a conformance trial does on this machine.
+pub enum Verdict {
+    /// Run the checks on these native kernels.
+    Run(&'static dyn ElemOps),
+    /// Report the trial ignored, with this reason (the CPU lacks the kernels' features
+    /// and no required lane uses the flavour).
+    Ignore(String),
+}
+
+/// The lanes whose recipe uses `flavour` for the decoder's elementwise loops.
+pub fn lanes_using(flavour: ElemFlavour) -> Vec<&'static str> {
+    crate::LANES.iter().filter(|l| l.recipe.elem == flavour).map(|l| l.name).collect()
+}
+
+/// Decide a conformance trial: `native` is the architecture crate's kernels for
+/// `flavour`, or why this CPU has none. Without them the trial is ignored with that
+/// reason, unless `TIERCHECK_REQUIRE_LANES` ([`crate::require`]) requires a lane that
+/// uses the flavour: then it is an error naming that lane.
+pub fn verdict(
+    flavour: ElemFlavour,
+    native: Result<&'static dyn ElemOps, String>,
+) -> Result<Verdict, String> {
+    let required = crate::require::required_lanes()?;
+    match native {
+        Ok(n) => {
+            if n.flavour() != flavour {
+                return Err(format!(
+                    "the native kernels implement {}, not {}",
+                    n.flavour().name(),
+                    flavour.name()
+                ));
+            }
+            Ok(Verdict::Run(n))
+        }
+        Err(why) => {
+            match lanes_using(flavour).into_iter().find(|l| required.iter().any(|r| r == l)) {
+                Some(lane) => Err(format!(
+                    "TIERCHECK_REQUIRE_LANES requires {lane}, whose elementwise flavour {} cannot \
+                 run natively here: {why}",
+                    flavour.name()
+                )),
+                None => Ok(Verdict::Ignore(why)),
             }
         }
+    }
+}
 
-        #[test]
-        fn expf_and_silu_match_the_twin() {
-            run_check($crate::elem_conformance::expf_and_silu);
-        }
-
-        #[test]
-        fn soft_max_every_length_matches_the_twin() {
-            run_check($crate::elem_conformance::soft_max_every_length);
-        }
-
-        #[test]
-        fn swiglu_every_length_matches_the_twin() {
-            run_check($crate::elem_conformance::swiglu_every_length);
-        }
-
-        #[test]
-        fn dot_f32_every_length_matches_the_twin() {
-            run_check($crate::elem_conformance::dot_f32_every_length);
-        }
-
-        #[test]
-        fn sgemm_dot_matches_the_twin() {
-            run_check($crate::elem_conformance::sgemm_dot);
-        }
-
-        /// The comparison can fail: the native kernels differ from another flavour's
-        /// twin.
-        #[test]
-        fn native_differs_from_other_flavours() {
-            run_check($crate::elem_conformance::differs_from_other_flavours);
+/// The `main` of an architecture crate's conformance test (a `harness = false` test
+/// target with `libtest-mimic` as a dev-dependency): one trial
+/// `elem/<flavour>/<check>` per entry of [`CHECKS`]. `$native` is an expression giving
+/// `Result<&'static dyn ElemOps, String>` (the kernels, or why this CPU has none); see
+/// [`verdict`] for when a trial runs, is ignored, or fails.
+#[macro_export]
+macro_rules! elem_conformance_main {
+    ($flavour:expr, $native:expr) => {
+        fn main() -> ::std::process::ExitCode {
+            let args = ::libtest_mimic::Arguments::from_args();
+            let flavour: $crate::elem::ElemFlavour = $flavour;
+            let trials = $crate::elem_conformance::CHECKS
+                .iter()
+                .map(|&(name, check)| {
+                    ::libtest_mimic::Trial::ignorable_test(
+                        format!("elem/{}/{name}", flavour.name()),
+                        move || {
+                            let native: Result<&'static dyn $crate::elem::ElemOps, String> =
+                                $native;
+                            match $crate::elem_conformance::verdict(flavour, native)? {
+                                $crate::elem_conformance::Verdict::Run(n) => {
+                                    check(n, flavour);
+                                    Ok(::libtest_mimic::Completion::Completed)
+                                }
+                                $crate::elem_conformance::Verdict::Ignore(why) => {
+                                    Ok(::libtest_mimic::Completion::ignored_with(why))
+                                }
+                            }
+                        },
+                    )
+                })
+                .collect();
+            ::libtest_mimic::run(&args, trials).exit_code()
         }
     };
 }

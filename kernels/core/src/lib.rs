@@ -9,7 +9,8 @@
 //! - [`matrix`]: weight matrices and matmul shapes;
 //! - [`gpu`]: portable twins of ggml's CUDA/HIP MMVQ path (q8_1 activations, wave32/wave64);
 //! - [`elem`]: the decoder's elementwise and attention float kernels per tier;
-//! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them.
+//! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them;
+//! - [`require`]: which lanes a test run must run natively (`TIERCHECK_REQUIRE_LANES`).
 //!
 //! See the [`mod@lane`] module for the model that ties these together.
 
@@ -31,6 +32,7 @@ pub mod lane;
 pub mod matrix;
 pub mod quant;
 pub mod repack;
+pub mod require;
 pub mod rng;
 
 pub use error::KernelError;

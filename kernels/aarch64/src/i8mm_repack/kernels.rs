@@ -1,5 +1,5 @@
 //! ggml's aarch64 i8mm repacked kernels (`ggml-cpu/arch/arm/repack.cpp`: q4_K 8x8,
-//! q4_0 4x8, q8_0 4x8), natively. Twin: `tiercheck_core::dot::i8mm_repack` (same names;
+//! q4_0 4x8, q8_0 4x8), natively. Twin: `tiercheck_core::arch::aarch64::i8mm_repack::kernels` (same names;
 //! its docs give the float order). The gemm kernels' integer sums go through `smmla`
 //! 2x2 tiles (one activation row duplicated into both tile rows), the q4_K gemv through
 //! `sdot` as in ggml; `vfmaq_f32` where ggml fuses, `vmulq_f32` + `vaddq_f32`/`vsubq_f32`

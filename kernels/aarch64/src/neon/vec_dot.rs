@@ -1,5 +1,5 @@
 //! ggml's NEON vec_dot kernels (`ggml-cpu/arch/arm/quants.c`, `nrc == 1`), natively.
-//! Twin: `tiercheck_core::dot::neon` (same names; its docs give the float order).
+//! Twin: `tiercheck_core::arch::aarch64::neon::vec_dot` (same names; its docs give the float order).
 //! Float operations: `vmulq_f32` + `vaddq_f32` where ggml uses `vmlaq_n_f32` (GCC keeps
 //! it unfused), `f32::mul_add` (fmadd/fmsub) where GCC contracts a C expression.
 

@@ -1,5 +1,5 @@
 //! ggml's NEON dotprod repacked kernels (`ggml-cpu/arch/arm/repack.cpp`: q4_K 8x4,
-//! q4_0 4x4, q8_0 4x4), natively. Twin: `tiercheck_core::dot::neon_repack` (same
+//! q4_0 4x4, q8_0 4x4), natively. Twin: `tiercheck_core::arch::aarch64::neon_repack::kernels` (same
 //! names; its docs give the float order). `sdot` by lane is `sdot` against the lane
 //! broadcast; `vfmaq_f32` where ggml fuses, `vmulq_f32` + `vaddq_f32`/`vsubq_f32` where
 //! it uses `vmlaq_f32`/`vmlsq_f32` (GCC keeps those unfused).

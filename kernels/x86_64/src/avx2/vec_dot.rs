@@ -1,6 +1,6 @@
 //! ggml's AVX2 vec_dot kernels (`ggml-cpu/arch/x86/quants.c`, `__AVX2__` branches, no
 //! AVX-512 VNNI / AVX-VNNI), natively. The portable twin with the same names and the
-//! same float order is `tiercheck_core::dot::avx2`; see its docs for the order in words.
+//! same float order is `tiercheck_core::arch::x86_64::avx2::vec_dot`; see its docs for the order in words.
 
 use core::arch::x86_64::*;
 

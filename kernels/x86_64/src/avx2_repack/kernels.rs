@@ -1,5 +1,5 @@
 //! Native AVX2 kernels of the repacked layouts, one group of 8 columns at a time.
-//! Twin: `tiercheck_core::dot::avx2_repack` (same names, same float order).
+//! Twin: `tiercheck_core::arch::x86_64::avx2_repack::kernels` (same names, same float order).
 //!
 //! Integer stage: for each 8-byte chunk row t of an interleaved superblock (the 8
 //! columns' plain bytes [8t, 8t + 8)), `maddubs` of the column bytes against the

@@ -1,6 +1,6 @@
 //! The `x86_64-avx512` vec_dot kernels: our own schedule with AVX-512 F/BW and VNNI
 //! (`_mm512_dpbusd_epi32`) intrinsics. The portable twin with the same names, the same
-//! loops and the same float order is `tiercheck_core::dot::avx512`; see its docs for
+//! loops and the same float order is `tiercheck_core::arch::x86_64::avx512::vec_dot`; see its docs for
 //! the lane assignment and the reduction tree in words.
 //!
 //! Every function here carries `#[target_feature(enable = "avx512f,avx512bw,avx512vnni,

@@ -87,8 +87,8 @@ pub fn arm_i8mm_layout(ty: GgmlType) -> Option<RepackLayout> {
     }
 }
 
-/// One row group by the twin kernels.
-fn group(
+/// One row group by the twin kernels (the portable twin's [`RepackScheme::group`]).
+pub fn group(
     layout: RepackLayout,
     path: RowPath,
     bytes: &[u8],

@@ -90,8 +90,8 @@ pub fn arm_row_rule(layout: RepackLayout, _path: RowPath) -> ActRule {
     }
 }
 
-/// One row group by the twin kernels.
-fn group(
+/// One row group by the twin kernels (the portable twin's [`RepackScheme::group`]).
+pub fn group(
     layout: RepackLayout,
     path: RowPath,
     bytes: &[u8],

@@ -96,8 +96,8 @@ pub fn row_rule(layout: RepackLayout, path: RowPath) -> ActRule {
     }
 }
 
-/// One row group by the twin kernels.
-fn group(
+/// One row group by the twin kernels (the portable twin's [`RepackScheme::group`]).
+pub fn group(
     layout: RepackLayout,
     path: RowPath,
     bytes: &[u8],

@@ -1,0 +1,728 @@
+//! Every lane's recipe against what its portable kernels do.
+//!
+//! A [`Recipe`] names the components that decide a lane's bits; these tests check each
+//! field of every lane in [`LANES`] against behaviour, so a recipe cannot describe a
+//! lane that the kernels are not:
+//!
+//! - `act_k` / `act_legacy`: the rule the lane reports for each weight type it
+//!   multiplies, and the bytes `quantize_act` produces, are the named rule's;
+//! - `accumulation`: the lane's `vec_dot` gives the bits of the schedule the name
+//!   stands for (one kernel module per schedule, or the MMVQ reduction of the named
+//!   wave size);
+//! - `contraction`: a q8_0 dot built so that two blocks meet in one float lane gives
+//!   the fused accumulation exactly where the contraction says so (CPU schedules),
+//!   and the HIP lanes' dots are those of the compiler's fusions, not unfused ones;
+//! - `layout`: `prepare` keeps plain blocks, or repacks into the named interleave (the
+//!   `<rows>x<bytes>` of every layout it makes appears in the layout's name), exactly
+//!   for the types and row counts the layout names, and never for a GPU;
+//! - `matmul`: `vec_dot-per-row` is row-by-row `vec_dot` for any row count; the
+//!   repacked path runs groups of four rows through the gemm kernel with `gemm_act`
+//!   activations and the rest through the gemv kernel, and is not row-by-row vec_dot;
+//! - `elem`: the flavour's fusion and vector width are those of the tier the lane's
+//!   contraction and accumulation name (its `soft_max` gives `ggml_v_expf` fused or
+//!   not on whole vectors and the C library's `expf` on the tail).
+//!
+//! Each comparison can fail: the tests first show that the inputs tell every pair of
+//! rules, schedules and fusions apart.
+
+use tiercheck_core::arch::aarch64::i8mm_repack::group as i8mm_repack_group;
+use tiercheck_core::arch::aarch64::neon::vec_dot as neon;
+use tiercheck_core::arch::aarch64::neon_repack::group as neon_repack_group;
+use tiercheck_core::arch::generic::vec_dot as generic;
+use tiercheck_core::arch::x86_64::avx2::vec_dot as avx2;
+use tiercheck_core::arch::x86_64::avx2_repack::kernels as avx2_repack;
+use tiercheck_core::arch::x86_64::avx512::vec_dot as avx512;
+use tiercheck_core::blocks::{self, cast_blocks, BlockQ8_0, BlockQ8_1};
+use tiercheck_core::elem::{self, ElemOps};
+use tiercheck_core::gpu::{self, MmvqTable};
+use tiercheck_core::lane::{Accumulation, Contraction, MatmulPath, RowPath, WeightLayout};
+use tiercheck_core::quant::{weights, ActRule};
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, Prepared, RepackLayout, Target};
+use tiercheck_core::{GgmlType, Lane, WeightMatrix, LANES};
+
+/// Every activation rule (a new rule must be added here to be checked).
+const RULES: [ActRule; 8] = [
+    ActRule::Q8KRef,
+    ActRule::Q8KFusedNearest,
+    ActRule::Q8_0Ref,
+    ActRule::Q8_1Ref,
+    ActRule::Q8_0X86,
+    ActRule::Q8KX86x4,
+    ActRule::Q8_0Neon,
+    ActRule::Q8_1HipMmvq,
+];
+
+const TYPES: [GgmlType; 4] = [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+
+const K: usize = 512;
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One activation row of `k` values. Kinds: 0 smooth random; 1 exact rounding ties
+/// (every 32 values share the maximum 127 * 2^-e, the others are (h + 1/2) * 2^-e);
+/// 2 products with the scale a hair from a half (the maximum M random, the others the
+/// nearest floats to (h + 1/2) * M / 127, nudged by a few ulps); 3 both signs of the
+/// maximum, the negative first.
+fn act_row(rng: &mut Rng, kind: usize, k: usize) -> Vec<f32> {
+    let mut x = vec![0.0f32; k];
+    for b in x.chunks_mut(32) {
+        match kind {
+            0 => b.iter_mut().for_each(|v| *v = rng.uniform(-3.0, 3.0)),
+            1 => {
+                let s = 2f32.powi(-(rng.below(6) as i32));
+                b[0] = if rng.below(2) == 0 { 127.0 * s } else { -127.0 * s };
+                for v in &mut b[1..] {
+                    *v = (rng.below(253) as f32 - 126.0 + 0.5) * s;
+                }
+            }
+            2 => {
+                let m = rng.uniform(1.0, 2.0);
+                b[0] = m;
+                for v in &mut b[1..] {
+                    let h = rng.below(253) as f64 - 126.0;
+                    let t = ((h + 0.5) * m as f64 / 127.0) as f32;
+                    let nudge = rng.below(7) as i32 - 3;
+                    *v = f32::from_bits((t.to_bits() as i32 + nudge) as u32);
+                }
+            }
+            _ => {
+                let m = rng.uniform(2.0, 4.0);
+                b.iter_mut().for_each(|v| *v = rng.uniform(-1.0, 1.0));
+                b[0] = -m;
+                b[7] = m;
+            }
+        }
+    }
+    x
+}
+
+/// `m` activation rows, cycling through the kinds from `first`.
+fn act_rows(seed: u64, first: usize, m: usize) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..m).flat_map(|i| act_row(&mut rng, (first + i) % 4, K)).collect()
+}
+
+/// `n` quantized weight rows of `ty`.
+fn weight_rows(seed: u64, ty: GgmlType, n: usize) -> Vec<u8> {
+    let mut rng = Rng(seed ^ 0x57E1_6475);
+    let w: Vec<f32> = (0..n * K)
+        .map(|i| {
+            let scale = if (i / 256) % 3 == 2 { 8.0 } else { 1.0 };
+            rng.uniform(-scale, scale)
+        })
+        .collect();
+    weights::quantize(ty, &w, n, K).unwrap()
+}
+
+fn is_k_quant(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+}
+
+/// The recipe's activation rule for weights of `ty`.
+fn recipe_rule(lane: &Lane, ty: GgmlType) -> ActRule {
+    if is_k_quant(ty) {
+        lane.recipe.act_k
+    } else {
+        lane.recipe.act_legacy
+    }
+}
+
+/// The weight types `lane` multiplies.
+fn types_of(lane: &Lane) -> Vec<GgmlType> {
+    TYPES.into_iter().filter(|&t| lane.portable.act_rule(t).is_ok()).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn every_pair_of_rules_of_one_format_differs_on_the_test_rows() {
+    let rows: Vec<Vec<f32>> = (0..16).map(|s| act_rows(100 + s, s as usize, 1)).collect();
+    for (i, a) in RULES.iter().enumerate() {
+        for b in &RULES[i + 1..] {
+            if a.format() != b.format() {
+                continue;
+            }
+            let differ = rows.iter().any(|x| a.quantize(x).unwrap() != b.quantize(x).unwrap());
+            assert!(differ, "{} and {} agree on every test row", a.name(), b.name());
+        }
+    }
+}
+
+#[test]
+fn act_rules_are_the_ones_the_lane_quantizes_with() {
+    for lane in LANES {
+        let mut used = (false, false);
+        for ty in types_of(lane) {
+            let want = recipe_rule(lane, ty);
+            let got = lane.portable.act_rule(ty).unwrap();
+            assert_eq!(got, want, "{} {}: act_rule says {}", lane.name, ty.name(), got.name());
+            for s in 0..8 {
+                let x = act_rows(200 + s, s as usize, 1);
+                assert!(
+                    lane.portable.quantize_act(ty, &x).unwrap() == want.quantize(&x).unwrap(),
+                    "{} {}: quantize_act is not {} (row kind {})",
+                    lane.name,
+                    ty.name(),
+                    want.name(),
+                    s % 4
+                );
+            }
+            if is_k_quant(ty) {
+                used.0 = true;
+            } else {
+                used.1 = true;
+            }
+        }
+        assert!(used.0, "{}: act_k applies to no weight type the lane multiplies", lane.name);
+        assert!(used.1, "{}: act_legacy applies to no weight type the lane multiplies", lane.name);
+    }
+}
+
+/// The wave size and `calc_nwarps` table of a HIP MMVQ schedule.
+fn mmvq_shape(acc: Accumulation) -> Option<(usize, MmvqTable)> {
+    match acc {
+        Accumulation::HipMmvqWave32 => Some((32, MmvqTable::Rdna2)),
+        Accumulation::HipMmvqWave64 => Some((64, MmvqTable::Gcn)),
+        _ => None,
+    }
+}
+
+/// The device compiler's fusions for a recipe contraction on a wave size.
+fn gpu_contraction(c: Contraction, wave: usize) -> gpu::Contraction {
+    match (c, wave) {
+        (Contraction::HipClang, 32) => gpu::Contraction::HIP_CLANG,
+        (Contraction::HipClang, _) => gpu::Contraction::HIP_CLANG_GFX90A,
+        (Contraction::None, _) => gpu::Contraction::OFF,
+        (other, _) => panic!("no device fusions known for contraction {}", other.name()),
+    }
+}
+
+/// The dot product of one weight row with quantized activations by the schedule
+/// `acc` (and, for the HIP schedules, the device fusions of `contraction`).
+fn schedule_dot(
+    acc: Accumulation,
+    contraction: Contraction,
+    ty: GgmlType,
+    w: &[u8],
+    act: &[u8],
+) -> f32 {
+    if let Some((wave, table)) = mmvq_shape(acc) {
+        let y: &[BlockQ8_1] = cast_blocks(GgmlType::Q8_1, act).unwrap();
+        let nwarps = gpu::nwarps_one_column(table, ty);
+        return gpu::mmvq_gemv(ty, w, y, wave, nwarps, gpu_contraction(contraction, wave)).unwrap();
+    }
+    type Fns = (
+        fn(&[blocks::BlockQ4_0], &[BlockQ8_0]) -> f32,
+        fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32,
+        fn(&[blocks::BlockQ4K], &[blocks::BlockQ8K]) -> f32,
+        fn(&[blocks::BlockQ6K], &[blocks::BlockQ8K]) -> f32,
+    );
+    let f: Fns = match acc {
+        Accumulation::GgmlGeneric => (
+            generic::vec_dot_q4_0_q8_0,
+            generic::vec_dot_q8_0_q8_0,
+            generic::vec_dot_q4_k_q8_k,
+            generic::vec_dot_q6_k_q8_k,
+        ),
+        Accumulation::X86Avx2 => (
+            avx2::vec_dot_q4_0_q8_0,
+            avx2::vec_dot_q8_0_q8_0,
+            avx2::vec_dot_q4_k_q8_k,
+            avx2::vec_dot_q6_k_q8_k,
+        ),
+        Accumulation::NeonSerial => (
+            neon::vec_dot_q4_0_q8_0,
+            neon::vec_dot_q8_0_q8_0,
+            neon::vec_dot_q4_k_q8_k,
+            neon::vec_dot_q6_k_q8_k,
+        ),
+        Accumulation::X86Avx512 => (
+            avx512::vec_dot_q4_0_q8_0,
+            avx512::vec_dot_q8_0_q8_0,
+            avx512::vec_dot_q4_k_q8_k,
+            avx512::vec_dot_q6_k_q8_k,
+        ),
+        other => panic!("no kernel known for accumulation {}: extend this test", other.name()),
+    };
+    let fmt = if is_k_quant(ty) { GgmlType::Q8_K } else { GgmlType::Q8_0 };
+    match ty {
+        GgmlType::Q4_0 => f.0(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+        GgmlType::Q8_0 => f.1(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+        GgmlType::Q4_K => f.2(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+        _ => f.3(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+    }
+}
+
+/// The schedules the lanes name, with the contraction of a lane naming each.
+fn schedules() -> Vec<(Accumulation, Contraction)> {
+    let mut v: Vec<(Accumulation, Contraction)> = Vec::new();
+    for l in LANES {
+        if !v.iter().any(|(a, _)| *a == l.recipe.accumulation) {
+            v.push((l.recipe.accumulation, l.recipe.contraction));
+        }
+    }
+    v
+}
+
+#[test]
+fn every_pair_of_schedules_differs_on_the_test_rows() {
+    let sched = schedules();
+    for ty in TYPES {
+        let w = weight_rows(7, ty, 6);
+        let row_bytes = ty.row_bytes(K).unwrap();
+        for (i, &(a, ca)) in sched.iter().enumerate() {
+            for &(b, cb) in &sched[i + 1..] {
+                // Both schedules read the same activation format (q8_1 for the HIP ones).
+                if mmvq_shape(a).is_some() != mmvq_shape(b).is_some() {
+                    continue;
+                }
+                if mmvq_shape(a).is_some() && ty == GgmlType::Q4_0 {
+                    continue; // MMVQ has no q4_0 kernel here
+                }
+                let rule = if mmvq_shape(a).is_some() {
+                    ActRule::Q8_1HipMmvq
+                } else if is_k_quant(ty) {
+                    ActRule::Q8KRef
+                } else {
+                    ActRule::Q8_0Ref
+                };
+                let differ = (0..8).any(|s| {
+                    let act = rule.quantize(&act_rows(300 + s, s as usize, 1)).unwrap();
+                    w.chunks(row_bytes).any(|row| {
+                        schedule_dot(a, ca, ty, row, &act).to_bits()
+                            != schedule_dot(b, cb, ty, row, &act).to_bits()
+                    })
+                });
+                assert!(differ, "{} and {} agree on every {} dot", a.name(), b.name(), ty.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn accumulation_names_the_schedule_of_vec_dot() {
+    for lane in LANES {
+        let r = &lane.recipe;
+        for ty in types_of(lane) {
+            let w = weight_rows(11, ty, 4);
+            for s in 0..8 {
+                let act =
+                    recipe_rule(lane, ty).quantize(&act_rows(400 + s, s as usize, 1)).unwrap();
+                for row in w.chunks(ty.row_bytes(K).unwrap()) {
+                    let got = lane.portable.vec_dot(ty, row, &act).unwrap();
+                    let want = schedule_dot(r.accumulation, r.contraction, ty, row, &act);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{} {}: vec_dot {got:e} is not the {} schedule's {want:e}",
+                        lane.name,
+                        ty.name(),
+                        r.accumulation.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A q8_0 weight row and activation row of four blocks in which only blocks 0 and 2
+/// are non-zero, and only in bytes 0..4: every CPU schedule adds their two products
+/// in one float lane (or one serial sum). Returns the two rows and the two ways that
+/// lane can end: `fma(d2, s2, d0 * s0)` and `d0 * s0 + d2 * s2`, which differ.
+fn two_block_q8_0() -> (Vec<u8>, Vec<u8>, f32, f32) {
+    let mut rng = Rng(0xF05E_D000);
+    loop {
+        let f16 = |v: f32| half::f16::from_f32(v).to_bits().to_le_bytes();
+        let mut w = vec![BlockQ8_0 { d: [0; 2], qs: [0; 32] }; 4];
+        let mut y = w.clone();
+        let mut d = [0.0f32; 4];
+        let mut s = [0i32; 4];
+        for b in [0, 2] {
+            w[b].d = f16(rng.uniform(0.001, 0.1));
+            y[b].d = f16(rng.uniform(0.001, 0.1));
+            for j in 0..4 {
+                w[b].qs[j] = (rng.below(255) as i32 - 127) as i8 as u8;
+                y[b].qs[j] = (rng.below(255) as i32 - 127) as i8 as u8;
+            }
+            d[b] = w[b].d() * y[b].d();
+            s[b] = (0..4).map(|j| w[b].q(j) as i32 * y[b].q(j) as i32).sum();
+        }
+        let fused = d[2].mul_add(s[2] as f32, d[0] * s[0] as f32);
+        let unfused = d[0] * s[0] as f32 + d[2] * s[2] as f32;
+        if fused.to_bits() != unfused.to_bits() {
+            let bytes = |v: &[BlockQ8_0]| bytemuck::cast_slice::<BlockQ8_0, u8>(v).to_vec();
+            return (bytes(&w), bytes(&y), fused, unfused);
+        }
+    }
+}
+
+#[test]
+fn contraction_is_what_the_kernels_fuse() {
+    let (w, y, fused, unfused) = two_block_q8_0();
+    let x: Vec<f32> = act_rows(500, 0, 1);
+    for lane in LANES {
+        let r = &lane.recipe;
+        if let Some((wave, _)) = mmvq_shape(r.accumulation) {
+            // The device's fusions matter: the lane's dots are not the unfused ones.
+            let act = ActRule::Q8_1HipMmvq.quantize(&x).unwrap();
+            let y1: &[BlockQ8_1] = cast_blocks(GgmlType::Q8_1, &act).unwrap();
+            let mut differs = false;
+            for ty in types_of(lane) {
+                let w = weight_rows(13, ty, 8);
+                for row in w.chunks(ty.row_bytes(K).unwrap()) {
+                    let got = lane.portable.vec_dot(ty, row, &act).unwrap();
+                    let nw = gpu::nwarps_one_column(mmvq_shape(r.accumulation).unwrap().1, ty);
+                    let off = gpu::mmvq_gemv(ty, row, y1, wave, nw, gpu::Contraction::OFF).unwrap();
+                    differs |= got.to_bits() != off.to_bits();
+                }
+            }
+            assert_eq!(
+                differs,
+                r.contraction != Contraction::None,
+                "{}: contraction {} but the dots {} the unfused ones",
+                lane.name,
+                r.contraction.name(),
+                if differs { "differ from" } else { "equal" }
+            );
+            continue;
+        }
+        let fuses_accumulation = match r.contraction {
+            Contraction::None => false,
+            Contraction::FusedAccumulate => true,
+            // `vmlaq` intrinsics are not fused by GCC; only C expressions are.
+            Contraction::GccAarch64 => false,
+            other => panic!("{}: no CPU meaning known for {}", lane.name, other.name()),
+        };
+        let got = lane.portable.vec_dot(GgmlType::Q8_0, &w, &y).unwrap();
+        let (want, other) = if fuses_accumulation { (fused, unfused) } else { (unfused, fused) };
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "{}: contraction {}: the two-block q8_0 dot {got:e} should be {want:e}, not {other:e}",
+            lane.name,
+            r.contraction.name()
+        );
+    }
+}
+
+/// The layout `layout` makes of `n` rows of `ty`, if it repacks them.
+fn expected_repack(layout: WeightLayout, ty: GgmlType, n: usize) -> Option<RepackLayout> {
+    let (l, rows) = match (layout, ty) {
+        (WeightLayout::Plain, _) => return None,
+        (WeightLayout::X86Repack8x8, GgmlType::Q4_K) => (RepackLayout::Q4K8x8, 8),
+        (WeightLayout::X86Repack8x8, GgmlType::Q4_0) => (RepackLayout::Q4_0_8x8, 8),
+        (WeightLayout::ArmDotprodRepack, GgmlType::Q4_K) => (RepackLayout::Q4K8x4, 8),
+        (WeightLayout::ArmDotprodRepack, GgmlType::Q4_0) => (RepackLayout::Q4_0_4x4, 4),
+        (WeightLayout::ArmDotprodRepack, GgmlType::Q8_0) => (RepackLayout::Q8_0_4x4, 4),
+        (WeightLayout::ArmI8mmRepack, GgmlType::Q4_K) => (RepackLayout::Q4K8x8, 8),
+        (WeightLayout::ArmI8mmRepack, GgmlType::Q4_0) => (RepackLayout::Q4_0_4x8, 4),
+        (WeightLayout::ArmI8mmRepack, GgmlType::Q8_0) => (RepackLayout::Q8_0_4x8, 4),
+        (
+            WeightLayout::X86Repack8x8
+            | WeightLayout::ArmDotprodRepack
+            | WeightLayout::ArmI8mmRepack,
+            _,
+        ) => return None,
+        (other, _) => panic!("no expectation for layout {}: extend this test", other.name()),
+    };
+    n.is_multiple_of(rows).then_some(l)
+}
+
+#[test]
+fn weight_layout_is_what_prepare_makes() {
+    for lane in LANES {
+        let layout = lane.recipe.layout;
+        let mut repacked_any = false;
+        for ty in types_of(lane) {
+            for n in [3usize, 4, 8, 12, 16, 24] {
+                let bytes = weight_rows(17 + n as u64, ty, n);
+                let wm = WeightMatrix::new(ty, n, K, &bytes).unwrap();
+                let gpu = lane.portable.prepare(wm, Target::Gpu).unwrap();
+                assert!(matches!(gpu, Prepared::Plain(_)), "{}: repacked for a GPU", lane.name);
+                let p = lane.portable.prepare(wm, Target::Cpu).unwrap();
+                let made = match &p {
+                    Prepared::Plain(w) => {
+                        assert_eq!(w.data(), &bytes[..], "{}: plain weights changed", lane.name);
+                        None
+                    }
+                    Prepared::Repacked(r) => {
+                        assert_eq!(
+                            r.to_plain(),
+                            bytes,
+                            "{} {}: not a repack",
+                            lane.name,
+                            r.layout().name()
+                        );
+                        assert_eq!((r.n(), r.k()), (n, K));
+                        Some(r.layout())
+                    }
+                };
+                assert_eq!(
+                    made,
+                    expected_repack(layout, ty, n),
+                    "{}: layout {} with {} rows of {}",
+                    lane.name,
+                    layout.name(),
+                    n,
+                    ty.name()
+                );
+                if let Some(l) = made {
+                    repacked_any = true;
+                    // `q4_K_8x4`: 8 rows interleaved 4 bytes at a time.
+                    let shape = l.name().rsplit('_').next().unwrap();
+                    assert_eq!(shape, format!("{}x{}", l.cols(), l.interleave()), "{}", l.name());
+                    assert!(
+                        layout.name().contains(shape),
+                        "{}: layout {} makes {}",
+                        lane.name,
+                        layout.name(),
+                        l.name()
+                    );
+                    assert_eq!(l.source(), ty);
+                }
+                let x = act_rows(600, 1, 3);
+                assert_eq!(
+                    bits(&lane.portable.matmul_prepared(&p, &x, 3).unwrap()),
+                    bits(&lane.portable.matmul(&wm, &x, 3).unwrap()),
+                    "{}: matmul on the prepared weights is not matmul",
+                    lane.name
+                );
+            }
+        }
+        assert_eq!(repacked_any, layout != WeightLayout::Plain, "{}: {}", lane.name, layout.name());
+    }
+}
+
+/// The x86 repacked kernels (`dot::avx2_repack`): q4_K 8x8 gemm and gemv, q4_0 8x8 gemv
+/// for every row.
+fn x86_group(layout: RepackLayout, path: RowPath, group: &[u8], act: &[u8], out: &mut [f32]) {
+    let cols = match layout {
+        RepackLayout::Q4K8x8 => {
+            let b: &[BlockQ4Kx8] = bytemuck::cast_slice(group);
+            let y = cast_blocks(GgmlType::Q8_K, act).unwrap();
+            match path {
+                RowPath::Gemm => avx2_repack::gemm_q4_k_8x8(b, y),
+                RowPath::Gemv => avx2_repack::gemv_q4_k_8x8(b, y),
+            }
+        }
+        RepackLayout::Q4_0_8x8 => {
+            let b: &[BlockQ4_0x8] = bytemuck::cast_slice(group);
+            avx2_repack::gemv_q4_0_8x8(b, cast_blocks(GgmlType::Q8_0, act).unwrap())
+        }
+        other => panic!("{} is not an x86 layout", other.name()),
+    };
+    out.copy_from_slice(&cols);
+}
+
+/// The kernels of the layouts `layout` makes.
+fn layout_kernel(
+    layout: WeightLayout,
+    l: RepackLayout,
+    path: RowPath,
+    group: &[u8],
+    act: &[u8],
+    out: &mut [f32],
+) {
+    match layout {
+        WeightLayout::X86Repack8x8 => x86_group(l, path, group, act, out),
+        WeightLayout::ArmDotprodRepack => neon_repack_group(l, path, group, act, out).unwrap(),
+        WeightLayout::ArmI8mmRepack => i8mm_repack_group(l, path, group, act, out).unwrap(),
+        other => panic!("no kernels known for layout {}", other.name()),
+    }
+}
+
+#[test]
+fn matmul_path_is_what_matmul_does() {
+    for lane in LANES {
+        let r = &lane.recipe;
+        let (mut not_per_row, mut gemm_differs) = (false, false);
+        for ty in types_of(lane) {
+            for n in [8usize, 12, 16] {
+                let bytes = weight_rows(19 + n as u64, ty, n);
+                let wm = WeightMatrix::new(ty, n, K, &bytes).unwrap();
+                for m in [1usize, 2, 3, 4, 5, 8] {
+                    let x = act_rows(700 + m as u64, m, m);
+                    let got = lane.portable.matmul(&wm, &x, m).unwrap();
+                    assert_eq!(got.len(), m * n);
+                    // Row by row: the lane's vec_dot on its own activation codes.
+                    let per_row: Vec<f32> = x
+                        .chunks(K)
+                        .flat_map(|xi| {
+                            let act = lane.portable.quantize_act(ty, xi).unwrap();
+                            (0..n)
+                                .map(|j| lane.portable.vec_dot(ty, wm.row(j), &act).unwrap())
+                                .collect::<Vec<f32>>()
+                        })
+                        .collect();
+                    let prepared = lane.portable.prepare(wm, Target::Cpu).unwrap();
+                    let want = match (r.matmul, &prepared) {
+                        (MatmulPath::VecDotPerRow, _)
+                        | (MatmulPath::RepackedGemmGemv { .. }, Prepared::Plain(_)) => {
+                            per_row.clone()
+                        }
+                        (MatmulPath::RepackedGemmGemv { gemm_act }, Prepared::Repacked(rp)) => {
+                            let cols = rp.layout().cols();
+                            let mut want = vec![0.0f32; m * n];
+                            // The gemm kernel on the gemm rows is not the gemv kernel.
+                            for xi in x.chunks(K).take(m - m % 4) {
+                                let rule = recipe_rule(lane, ty);
+                                let gemm_rule = if is_k_quant(ty) { gemm_act } else { rule };
+                                let (act, act_gemm) =
+                                    (rule.quantize(xi).unwrap(), gemm_rule.quantize(xi).unwrap());
+                                for g in 0..n / cols {
+                                    let (mut a, mut b) = (vec![0.0f32; cols], vec![0.0f32; cols]);
+                                    let group = rp.group(g);
+                                    layout_kernel(
+                                        r.layout,
+                                        rp.layout(),
+                                        RowPath::Gemv,
+                                        group,
+                                        &act,
+                                        &mut a,
+                                    );
+                                    layout_kernel(
+                                        r.layout,
+                                        rp.layout(),
+                                        RowPath::Gemm,
+                                        group,
+                                        &act_gemm,
+                                        &mut b,
+                                    );
+                                    gemm_differs |= bits(&a) != bits(&b);
+                                }
+                            }
+                            for (i, xi) in x.chunks(K).enumerate() {
+                                let (path, rule) = if i < m - m % 4 {
+                                    let rule = if is_k_quant(ty) {
+                                        gemm_act
+                                    } else {
+                                        recipe_rule(lane, ty)
+                                    };
+                                    (RowPath::Gemm, rule)
+                                } else {
+                                    (RowPath::Gemv, recipe_rule(lane, ty))
+                                };
+                                let act = rule.quantize(xi).unwrap();
+                                for g in 0..n / cols {
+                                    let out = &mut want[i * n + g * cols..i * n + (g + 1) * cols];
+                                    layout_kernel(
+                                        r.layout,
+                                        rp.layout(),
+                                        path,
+                                        rp.group(g),
+                                        &act,
+                                        out,
+                                    );
+                                }
+                            }
+                            want
+                        }
+                        (other, _) => panic!("{}: no expectation for {}", lane.name, other.name()),
+                    };
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{} {} n={n} m={m}: matmul is not the {} path",
+                        lane.name,
+                        ty.name(),
+                        r.matmul.name()
+                    );
+                    not_per_row |= bits(&got) != bits(&per_row);
+                }
+            }
+        }
+        assert_eq!(
+            not_per_row,
+            r.matmul != MatmulPath::VecDotPerRow,
+            "{}: matmul path {} but matmul {} row-by-row vec_dot",
+            lane.name,
+            r.matmul.name(),
+            if not_per_row { "differs from" } else { "always equals" }
+        );
+        if let MatmulPath::RepackedGemmGemv { .. } = r.matmul {
+            assert!(gemm_differs, "{}: the gemm rows' kernel never differs from gemv", lane.name);
+        }
+    }
+}
+
+/// Nine inputs of `expf` on each of which the fused and the unfused `ggml_v_expf` and
+/// the C library's `expf` give three different values, so one vector and one more
+/// value tell every fusion and every vector width apart.
+fn telling_exp_inputs() -> Vec<f32> {
+    let mut x = Vec::new();
+    let mut v = -20.0f32;
+    while x.len() < 9 {
+        let (f, u, e) = (elem::v_expf(v, true), elem::v_expf(v, false), v.exp());
+        if f.to_bits() != u.to_bits() && e.to_bits() != f.to_bits() && e.to_bits() != u.to_bits() {
+            x.push(v);
+        }
+        v += 0.0137;
+        assert!(v < 20.0, "found only {} telling inputs", x.len());
+    }
+    x
+}
+
+#[test]
+fn elem_flavour_is_the_tier_the_lane_names() {
+    let inputs = telling_exp_inputs();
+    for lane in LANES {
+        let r = &lane.recipe;
+        // Fusion: the tier's compiler fuses multiply-adds in these loops (GCC on
+        // aarch64, the FMA tier on x86); ggml's x64 tier does not. The HIP lanes use the
+        // x64 loops as a stand-in (the device's own elementwise kernels are not
+        // reproduced).
+        let fused = match r.contraction {
+            Contraction::None | Contraction::HipClang => false,
+            Contraction::FusedAccumulate | Contraction::GccAarch64 => true,
+            other => panic!("{}: no elementwise fusion known for {}", lane.name, other.name()),
+        };
+        // Vector width: eight floats on the x86 FMA tiers (the AVX-512 lane keeps the
+        // AVX2 loops), four on SSE2 and NEON.
+        let width = match r.accumulation {
+            Accumulation::X86Avx2 | Accumulation::X86Avx512 => 8,
+            _ => 4,
+        };
+        let ops = elem::portable(r.elem);
+        assert_eq!(ops.flavour(), r.elem);
+        // soft_max of one vector and one more value (max 0): ggml_v_expf on the vector,
+        // the C library's expf on the tail.
+        let x = &inputs[..=width];
+        let mut y = vec![0.0f32; x.len()];
+        ops.soft_max(&mut y, x, 0.0);
+        let want: Vec<f32> = x
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i < width { elem::v_expf(v, fused) } else { v.exp() })
+            .collect();
+        assert_eq!(
+            bits(&y),
+            bits(&want),
+            "{}: elem {} is not the {}-wide, {} tier",
+            lane.name,
+            r.elem.name(),
+            width,
+            if fused { "fused" } else { "unfused" }
+        );
+    }
+}
