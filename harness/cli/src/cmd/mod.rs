@@ -1,0 +1,4 @@
+//! The subcommands.
+
+pub mod delta;
+pub mod matrix;
