@@ -34,8 +34,8 @@ use tiercheck_core::{GgmlType, KernelError, WeightMatrix};
 
 use super::metrics::Acc;
 use super::{tap_layer, tap_order, trace_of};
-use tiercheck_model::run::{self, RunSpec, TapSink, Trace};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual};
+use tiercheck_model::run::{self, RunSpec, Trace};
+use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 
 /// One component of a lane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

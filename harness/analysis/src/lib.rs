@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 use metrics::{Acc, Stat, Summary};
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
-use tiercheck_model::run::{self, read_trace, RunOutput, RunSpec, StepRecord, TapSink, Trace};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual};
+use tiercheck_model::run::{self, read_trace, RunOutput, RunSpec, StepRecord, Trace};
+use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 
 /// One side of a comparison.
 pub enum Source {

@@ -3,8 +3,8 @@
 
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded;
-use tiercheck_model::run::{self, RunSpec, TapSink};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual};
+use tiercheck_model::run::{self, RunSpec};
+use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 
 fn digests(
     model: &Model,

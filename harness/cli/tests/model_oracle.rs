@@ -18,9 +18,9 @@ use libtest_mimic::{Arguments, Completion, Trial};
 
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded::{self, Prompts, Recipe};
-use tiercheck_model::run::{self, read_trace, RunSpec, TapSink, Trace};
+use tiercheck_model::run::{self, read_trace, RunSpec, Trace};
 use tiercheck_model::tapdiff::{self, TapDiff};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual};
+use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 use tiercheck_oracle::OracleConfig;
 
 /// The lane that reproduces the tier llama.cpp's haswell build runs (repack on).

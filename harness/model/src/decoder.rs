@@ -41,7 +41,7 @@ use tiercheck_core::repack::{Prepared, Target};
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 
 use super::hparams::HParams;
-use super::run::TapSink;
+use super::taps::TapSink;
 use super::{Model, ModelError};
 
 /// Data type of the residual stream.

@@ -4,6 +4,7 @@
 //! - [`hparams`]: hyper-parameters from the GGUF metadata, checked against the tensors;
 //! - [`decoder`]: the forward pass (ggml's CPU graph for qwen3, op by op) and its KV
 //!   cache;
+//! - [`taps`]: the per-layer tensors of a step and the sink they go to;
 //! - [`run`]: teacher-forced and greedy runs, step records, traces;
 //! - [`tapdiff`]: two traces compared tap by tap;
 //! - [`runner`]: one lane over a set of prompts, with provenance and trace files;
@@ -29,6 +30,7 @@ pub mod repo;
 pub mod run;
 pub mod runner;
 pub mod tapdiff;
+pub mod taps;
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +38,8 @@ use sha2::{Digest, Sha256};
 
 pub use decoder::{Arith, Decoder, KvCache, Residual};
 pub use hparams::HParams;
-pub use run::{Mode, RunOutput, RunSpec, StepRecord, Tap};
+pub use run::{Mode, RunOutput, RunSpec, StepRecord};
+pub use taps::{Tap, TapSink};
 
 use tiercheck_gguf::{GgufError, GgufFile};
 

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::decoder::Decoder;
-use super::{hex, ModelError};
+use super::taps::{Tap, TapSink};
+use super::ModelError;
 use tiercheck_gguf::tensorfile::{self, Tensor, TensorFileError};
 
 /// How a sequence of ids goes through the decoder.
@@ -46,70 +46,6 @@ pub struct RunSpec {
     /// a continuation, e.g. another lane's output); empty for greedy decoding. Step `k`
     /// after the prompt feeds `forced[k-1]`; the greedy choices are still recorded.
     pub forced: Vec<u32>,
-}
-
-/// One named per-layer tensor of one step.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Tap {
-    /// Step number.
-    pub step: usize,
-    /// llama.cpp eval-callback name (`attn_norm-3`, `result_output`, ...).
-    pub name: String,
-    /// Rows (tokens of the step).
-    pub rows: usize,
-    /// Values, row-major.
-    pub data: Vec<f32>,
-}
-
-/// Where taps go: kept whole (for traces), hashed (for goldens), or dropped.
-#[derive(Default)]
-pub struct TapSink {
-    step: usize,
-    keep: bool,
-    hash: bool,
-    taps: Vec<Tap>,
-    digests: BTreeMap<String, Sha256>,
-}
-
-impl TapSink {
-    /// Drop every tap.
-    pub fn none() -> TapSink {
-        TapSink::default()
-    }
-
-    /// Keep every tap and/or hash each tap name's bytes over all steps.
-    pub fn new(keep: bool, hash: bool) -> TapSink {
-        TapSink { keep, hash, ..TapSink::default() }
-    }
-
-    /// Set the step that following taps belong to.
-    pub fn set_step(&mut self, step: usize) {
-        self.step = step;
-    }
-
-    /// Record one tap.
-    pub fn put(&mut self, name: &str, rows: usize, data: &[f32]) {
-        if self.hash {
-            let h = self.digests.entry(name.to_string()).or_default();
-            for v in data {
-                h.update(v.to_bits().to_le_bytes());
-            }
-        }
-        if self.keep {
-            self.taps.push(Tap {
-                step: self.step,
-                name: name.to_string(),
-                rows,
-                data: data.to_vec(),
-            });
-        }
-    }
-
-    /// The kept taps.
-    pub fn into_taps(self) -> (Vec<Tap>, BTreeMap<String, String>) {
-        let d = self.digests.into_iter().map(|(k, h)| (k, hex(&h.finalize()))).collect();
-        (self.taps, d)
-    }
 }
 
 /// What one step did.

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::{self as lanes, provenance, Chosen};
 
-use crate::run::{self, RunSpec, StepRecord, TapSink};
-use crate::{Arith, Decoder, Mode, Model, Residual};
+use crate::run::{self, RunSpec, StepRecord};
+use crate::{Arith, Decoder, Mode, Model, Residual, TapSink};
 
 /// One named sequence of ids.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
