@@ -8,71 +8,8 @@ use clap::Args;
 use tiercheck_analysis::{self as analysis, plot, DeltaOptions, DeltaReport, Divergence, Source};
 use tiercheck_gguf::atomic_write::write_atomic;
 use tiercheck_lanes::Impl;
-use tiercheck_model::embedded::{self, Prompts, Recipe};
-use tiercheck_model::{Mode, Model, Residual};
 
-/// The model, prompt and run options `delta` and `attribute` share.
-#[derive(Args, Clone, Debug)]
-pub struct Setup {
-    /// GGUF model (default: the embedded model).
-    #[arg(long)]
-    pub model: Option<PathBuf>,
-    /// Prompt name from the prompts file (default: the first prompt). `delta` ignores it
-    /// when a side is a trace file (the trace brings its prompt).
-    #[arg(long)]
-    pub prompt: Option<String>,
-    /// Prompts file (default golden/prompts/prompts.toml).
-    #[arg(long)]
-    pub prompts: Option<PathBuf>,
-    /// Greedy steps (default: the prompts file's `steps`).
-    #[arg(long)]
-    pub steps: Option<usize>,
-    /// Batching of the prompt.
-    #[arg(long, value_enum, default_value_t = Mode::Prompt)]
-    pub mode: Mode,
-    /// Residual stream type.
-    #[arg(long, value_enum, default_value_t = Residual::F32)]
-    pub residual: Residual,
-    /// Context length.
-    #[arg(long = "ctx", default_value_t = 512)]
-    pub n_ctx: usize,
-}
-
-impl Setup {
-    /// The model (the embedded one unless `--model` names a file).
-    fn model(&self) -> Result<Model> {
-        let path = match &self.model {
-            Some(p) => p.clone(),
-            None => embedded::ensure_model(None)?,
-        };
-        Ok(Model::open(&path)?)
-    }
-
-    /// The prompt's ids and the greedy step count, checked against `model`.
-    fn prompt(&self, model: &Model) -> Result<(Vec<u32>, usize)> {
-        let path = self.prompts.clone().unwrap_or_else(Prompts::default_path);
-        let mut recipe = Recipe::load(&Recipe::default_path())?;
-        recipe.n_vocab = model.hp.n_vocab as u32;
-        recipe.context_length = self.n_ctx as u32;
-        let prompts = Prompts::load(&path, &recipe)?;
-        let p = match &self.prompt {
-            None => prompts
-                .prompts
-                .first()
-                .ok_or_else(|| anyhow::anyhow!("{}: no prompts", path.display()))?,
-            Some(n) => prompts
-                .prompts
-                .iter()
-                .find(|p| &p.name == n)
-                .ok_or_else(|| anyhow::anyhow!("{}: no prompt named '{n}'", path.display()))?,
-        };
-        let steps = self.steps.unwrap_or(prompts.steps as usize);
-        if steps == 0 {
-            bail!("--steps must be at least 1");
-        }
-        Ok((p.tokens.clone(), steps))
-    }
-}
+use crate::args::Setup;
 
 /// `tiercheck delta`.
 #[derive(Args, Clone, Debug)]
@@ -334,7 +271,7 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
 }
 
 /// `tiercheck delta`.
-pub fn cmd_delta(a: DeltaArgs) -> Result<()> {
+pub fn run(a: DeltaArgs) -> Result<()> {
     let model = a.setup.model()?;
     let sa = Source::parse(&a.a, a.imp)?;
     let sb = Source::parse(&a.b, a.imp)?;
@@ -369,36 +306,6 @@ pub fn cmd_delta(a: DeltaArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{text}");
-    }
-    Ok(())
-}
-
-/// `tiercheck attribute`.
-#[derive(Args, Clone, Debug)]
-pub struct AttributeArgs {
-    /// Lane A (moved toward B one component at a time).
-    pub a: String,
-    /// Lane B.
-    pub b: String,
-    #[command(flatten)]
-    pub setup: Setup,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `tiercheck attribute`.
-pub fn cmd_attribute(a: AttributeArgs) -> Result<()> {
-    let model = a.setup.model()?;
-    let la = tiercheck_lanes::find(&a.a).map_err(anyhow::Error::msg)?;
-    let lb = tiercheck_lanes::find(&a.b).map_err(anyhow::Error::msg)?;
-    let (ids, steps) = a.setup.prompt(&model)?;
-    let Setup { mode, residual, n_ctx, .. } = a.setup;
-    let r = analysis::attribute::attribute(&model, la, lb, &ids, steps, mode, residual, n_ctx)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", analysis::attribute::render(&r));
     }
     Ok(())
 }

@@ -1,82 +1,24 @@
-//! `tiercheck run` and `tiercheck matrix`: the decoder from the command line.
+//! `tiercheck matrix`: the decoder on every lane, each compared with `ref`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 
 use tiercheck_lanes::{self as lanes, Impl};
-use tiercheck_model::embedded::{self, Prompts, Recipe};
-use tiercheck_model::runner::{self, LaneResult, PromptIds, RunOptions};
-use tiercheck_model::{Mode, Model, Residual};
+use tiercheck_model::runner::{self, LaneResult, PromptIds};
+use tiercheck_model::Model;
 
+use crate::args::{Exec, LaneList, LaneListParser, Setup};
 use crate::matrix::{self, Plan, Progress};
-
-/// Options shared by `run` and `matrix`.
-#[derive(Args, Clone, Debug)]
-pub struct Common {
-    /// GGUF model (qwen3). Default: the embedded model, built into the cache on first use.
-    #[arg(long)]
-    pub model: Option<PathBuf>,
-    /// Prompts file (TOML: `steps`, `[[prompt]] name, tokens`). Default:
-    /// golden/prompts/prompts.toml.
-    #[arg(long)]
-    pub prompts: Option<PathBuf>,
-    /// Only the prompt with this name.
-    #[arg(long)]
-    pub prompt: Option<String>,
-    /// Greedy tokens per prompt (default: the prompts file's `steps`).
-    #[arg(long)]
-    pub steps: Option<usize>,
-    /// `prompt`: the prompt as one batch (gemm paths), then token by token; `decode`:
-    /// token by token throughout (gemv paths).
-    #[arg(long, value_enum, default_value_t = Mode::Prompt)]
-    pub mode: Mode,
-    /// Residual stream type.
-    #[arg(long, value_enum, default_value_t = Residual::F32)]
-    pub residual: Residual,
-    /// Threads per matmul (results do not depend on it).
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
-    /// Context length (a multiple of 256).
-    #[arg(long = "ctx", default_value_t = 512)]
-    pub n_ctx: usize,
-    /// Print the result as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress display.
-    #[arg(long)]
-    pub quiet: bool,
-}
-
-/// `tiercheck run`.
-#[derive(Args, Clone, Debug)]
-pub struct RunArgs {
-    /// Lane name (see `tiercheck lanes`).
-    #[arg(long)]
-    pub lane: String,
-    /// Which implementation to run.
-    #[arg(long = "impl", value_enum, default_value_t = Impl::Auto)]
-    pub imp: Impl,
-    /// Evaluate these comma-separated ids instead of the prompts file (teacher forcing,
-    /// the way an engine evaluates a prompt); no greedy steps unless --steps is given.
-    #[arg(long = "teacher-force", value_name = "IDS")]
-    pub teacher_force: Option<String>,
-    /// Write the trace here: a safetensors file for one prompt, a folder (one file per
-    /// prompt) for several.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub common: Common,
-}
 
 /// `tiercheck matrix`.
 #[derive(Args, Clone, Debug)]
 pub struct MatrixArgs {
     /// Comma-separated lanes (default: all).
-    #[arg(long)]
-    pub lanes: Option<String>,
+    #[arg(long, value_parser = LaneListParser)]
+    pub lanes: Option<LaneList>,
     /// The aarch64 build of tiercheck to run under qemu-aarch64 (default:
     /// target/aarch64-unknown-linux-gnu/{release,debug}/tiercheck when built).
     #[arg(long)]
@@ -91,128 +33,9 @@ pub struct MatrixArgs {
     #[arg(long)]
     pub traces: Option<PathBuf>,
     #[command(flatten)]
-    pub common: Common,
-}
-
-fn parse_ids(s: &str) -> Result<Vec<u32>> {
-    let ids: Result<Vec<u32>, _> =
-        s.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::parse::<u32>).collect();
-    let ids = ids.with_context(|| {
-        format!("--teacher-force: '{s}' is not a comma-separated list of token ids")
-    })?;
-    if ids.is_empty() {
-        bail!("--teacher-force: no ids given");
-    }
-    Ok(ids)
-}
-
-/// The model path (building the embedded one when none is given).
-fn model_path(common: &Common) -> Result<PathBuf> {
-    match &common.model {
-        Some(p) => Ok(p.clone()),
-        None => Ok(embedded::ensure_model(None)?),
-    }
-}
-
-/// Prompts and the step count from the prompts file, checked against the model.
-fn load_prompts(common: &Common, model: &Model) -> Result<(PathBuf, Vec<PromptIds>, usize)> {
-    let path = common.prompts.clone().unwrap_or_else(Prompts::default_path);
-    let recipe = Recipe::load(&Recipe::default_path())?;
-    let mut limits = recipe.clone();
-    limits.n_vocab = model.hp.n_vocab as u32;
-    limits.context_length = common.n_ctx as u32;
-    let prompts = Prompts::load(&path, &limits)?;
-    let mut list: Vec<PromptIds> = prompts
-        .prompts
-        .iter()
-        .map(|p| PromptIds { name: p.name.clone(), ids: p.tokens.clone() })
-        .collect();
-    if let Some(name) = &common.prompt {
-        list.retain(|p| &p.name == name);
-        if list.is_empty() {
-            bail!("{}: no prompt named '{name}'", path.display());
-        }
-    }
-    Ok((path, list, common.steps.unwrap_or(prompts.steps as usize)))
-}
-
-fn options(common: &Common, steps: usize, traces: Option<PathBuf>) -> RunOptions {
-    RunOptions {
-        steps,
-        mode: common.mode,
-        residual: common.residual,
-        threads: common.threads,
-        n_ctx: common.n_ctx,
-        traces,
-    }
-}
-
-/// `tiercheck run`.
-pub fn cmd_run(a: RunArgs) -> Result<()> {
-    let lane = lanes::find(&a.lane).map_err(anyhow::Error::msg)?;
-    let chosen = lanes::choose(lane, a.imp).map_err(anyhow::Error::msg)?;
-    let path = model_path(&a.common)?;
-    let model = Model::open(&path)?;
-    let (prompts, steps) = match &a.teacher_force {
-        Some(ids) => {
-            if a.common.prompt.is_some() || a.common.prompts.is_some() {
-                bail!("--teacher-force replaces the prompts file; drop --prompt/--prompts");
-            }
-            (
-                vec![PromptIds { name: "teacher-forced".into(), ids: parse_ids(ids)? }],
-                a.common.steps.unwrap_or(0),
-            )
-        }
-        None => {
-            let (_, p, s) = load_prompts(&a.common, &model)?;
-            (p, s)
-        }
-    };
-    if let Some(out) = &a.out {
-        if prompts.len() > 1 && out.extension().is_some_and(|e| e == "safetensors") {
-            bail!(
-                "{}: {} prompts need a folder for --out, not a .safetensors file",
-                out.display(),
-                prompts.len()
-            );
-        }
-    }
-    let opts = options(&a.common, steps, a.out.clone());
-    let mut bar = Progress::new(prompts.len(), a.common.quiet || a.common.json);
-    bar.show(&format!("{} ({})", lane.name, chosen.impl_name()));
-    let result = runner::run_lane(&model, &chosen, &prompts, &opts, |i| {
-        bar.tick(&format!("{} {}", lane.name, prompts[i].name))
-    })?;
-    bar.finish();
-    if a.common.json {
-        println!("{}", serde_json::to_string(&result)?);
-        return Ok(());
-    }
-    println!(
-        "lane {} ({}), model {} ({}), mode {}, residual {}",
-        result.lane,
-        result.how,
-        path.display(),
-        &model.sha256[..12],
-        opts.mode.name(),
-        opts.residual.name()
-    );
-    for p in &result.prompts {
-        let last = p.steps.last().expect("a step at least");
-        println!(
-            "  {:<16} {} ids, {} greedy: {:?}  (last gap {:.3}) {:.2}s",
-            p.name,
-            p.ids.len(),
-            p.generated.len(),
-            p.generated,
-            last.gap,
-            p.wall_s
-        );
-    }
-    if let Some(out) = &a.out {
-        println!("traces: {}", out.display());
-    }
-    Ok(())
+    pub setup: Setup,
+    #[command(flatten)]
+    pub exec: Exec,
 }
 
 fn fmt_gap(g: Option<f32>) -> String {
@@ -220,32 +43,29 @@ fn fmt_gap(g: Option<f32>) -> String {
 }
 
 /// `tiercheck matrix`.
-pub fn cmd_matrix(a: MatrixArgs) -> Result<()> {
+pub fn run(a: MatrixArgs) -> Result<()> {
     let t0 = Instant::now();
     let all = lanes::all();
     let selected: Vec<&'static tiercheck_core::Lane> = match &a.lanes {
         None => all.to_vec(),
-        Some(list) => {
-            let mut v = Vec::new();
-            for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                v.push(lanes::find(name).map_err(anyhow::Error::msg)?);
-            }
+        Some(LaneList(list)) => {
+            let mut v = list.clone();
             if !v.iter().any(|l| l.name == "ref") {
                 v.insert(0, lanes::find("ref").map_err(anyhow::Error::msg)?);
             }
             v
         }
     };
-    let path = model_path(&a.common)?;
+    let path = a.setup.model_path()?;
     let model = Model::open(&path)?;
-    let (prompts_file, prompts, steps) = load_prompts(&a.common, &model)?;
+    let (prompts_file, prompts, steps) = a.setup.prompts(&model)?;
     let aarch64_bin = a.aarch64_bin.clone().or_else(matrix::default_aarch64_binary);
     if let Some(b) = &a.aarch64_bin {
         if !b.is_file() {
             bail!("--aarch64-bin {}: no such file", b.display());
         }
     }
-    let mut bar = Progress::new(selected.len() * prompts.len(), a.common.quiet || a.common.json);
+    let mut bar = Progress::new(selected.len() * prompts.len(), a.exec.quiet || a.exec.json);
     let mut results: Vec<(LaneResult, String)> = Vec::new();
     for lane in &selected {
         let mut plan = if a.portable {
@@ -268,7 +88,7 @@ pub fn cmd_matrix(a: MatrixArgs) -> Result<()> {
             }
         }
         let traces = a.traces.as_ref().map(|d| d.join(lane.name));
-        let opts = options(&a.common, steps, traces);
+        let opts = a.setup.run_options(&a.exec, steps, traces);
         bar.show(&format!("{} ...", lane.name));
         let (result, note) = match &plan {
             Plan::Qemu { .. } => {
@@ -318,7 +138,7 @@ pub fn cmd_matrix(a: MatrixArgs) -> Result<()> {
         .find(|(r, _)| r.lane == "ref")
         .map(|(r, _)| r.clone())
         .expect("ref always runs");
-    if a.common.json {
+    if a.exec.json {
         let rows: Vec<serde_json::Value> = results
             .iter()
             .map(|(r, note)| {
@@ -336,8 +156,8 @@ pub fn cmd_matrix(a: MatrixArgs) -> Result<()> {
         let doc = serde_json::json!({
             "model": path.display().to_string(),
             "model_sha256": model.sha256,
-            "mode": a.common.mode.name(),
-            "residual": a.common.residual.name(),
+            "mode": a.setup.mode.name(),
+            "residual": a.setup.residual.name(),
             "steps": steps,
             "wall_s": t0.elapsed().as_secs_f64(),
             "lanes": rows,
@@ -345,7 +165,7 @@ pub fn cmd_matrix(a: MatrixArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
-    print_table(&results, &reference, &prompts, &model, &path, &a.common, steps);
+    print_table(&results, &reference, &prompts, &model, &path, &a.setup, steps);
     println!("total wall time {:.1}s", t0.elapsed().as_secs_f64());
     Ok(())
 }
@@ -356,7 +176,7 @@ fn print_table(
     prompts: &[PromptIds],
     model: &Model,
     path: &Path,
-    common: &Common,
+    setup: &Setup,
     steps: usize,
 ) {
     println!(
@@ -364,8 +184,8 @@ fn print_table(
         path.display(),
         &model.sha256[..12],
         prompts.len(),
-        common.mode.name(),
-        common.residual.name()
+        setup.mode.name(),
+        setup.residual.name()
     );
     println!("cells: tokens agreeing with ref / generated; at the first divergence: step and ref's top-1/top-2 gap");
     let mut header = format!("{:<22} {:<40}", "lane", "how");
