@@ -91,7 +91,7 @@ impl Component {
 }
 
 /// A lane assembled from two lanes' portable components.
-pub struct Composite {
+pub(crate) struct Composite {
     act: &'static Lane,
     kernel: &'static Lane,
     get_rows: &'static Lane,

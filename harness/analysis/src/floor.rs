@@ -44,7 +44,7 @@ pub struct Floor {
 }
 
 /// Measure the floor with `replay(dither)`, which replays the sequence on the lane.
-pub fn measure(
+pub(crate) fn measure(
     model: &Model,
     c: &Chosen,
     o: &super::DeltaOptions,

@@ -19,7 +19,7 @@ pub struct Stat {
 
 /// Running sums for [`Stat`] over several slices.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Acc {
+pub(crate) struct Acc {
     dd: f64,
     aa: f64,
     bb: f64,
@@ -92,7 +92,7 @@ pub fn kld(reference: &[f32], other: &[f32]) -> f64 {
 
 /// Rank (0 = best) of `token` in a logit row: how many logits are larger, plus equal
 /// logits at lower ids (greedy's tie rule).
-pub fn rank(logits: &[f32], token: u32) -> usize {
+pub(crate) fn rank(logits: &[f32], token: u32) -> usize {
     let v = logits[token as usize];
     logits.iter().enumerate().filter(|(i, &l)| l > v || (l == v && (*i as u32) < token)).count()
 }

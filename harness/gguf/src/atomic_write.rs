@@ -17,7 +17,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Write to `path` atomically with `fill`, which receives the temporary file.
 /// `io_err(operation, error)` turns a failure of the surrounding file operations
 /// ("create temporary file", "sync", "rename") into the caller's error type.
-pub fn write_atomic_with<E>(
+pub(crate) fn write_atomic_with<E>(
     path: &Path,
     fill: impl FnOnce(&mut File) -> Result<(), E>,
     io_err: impl Fn(&'static str, io::Error) -> E,

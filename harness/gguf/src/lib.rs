@@ -88,16 +88,16 @@ pub use value::{MetaArray, MetaValue, MetaValueType, MAX_ARRAY_DEPTH};
 pub use writer::GgufWriter;
 
 /// The four magic bytes every GGUF file starts with.
-pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";
+pub(crate) const GGUF_MAGIC: [u8; 4] = *b"GGUF";
 
 /// The metadata key holding the data alignment.
-pub const ALIGNMENT_KEY: &str = "general.alignment";
+pub(crate) const ALIGNMENT_KEY: &str = "general.alignment";
 
 /// The alignment when `general.alignment` is absent.
-pub const DEFAULT_ALIGNMENT: u32 = 32;
+pub(crate) const DEFAULT_ALIGNMENT: u32 = 32;
 
 /// Most dimensions a ggml tensor has (`GGML_MAX_DIMS`).
-pub const GGML_MAX_DIMS: usize = 4;
+pub(crate) const GGML_MAX_DIMS: usize = 4;
 
 /// `x` rounded up to a multiple of `align` (a power of two), or `None` on overflow.
 pub(crate) fn align_up(x: u64, align: u32) -> Option<u64> {

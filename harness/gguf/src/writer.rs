@@ -216,7 +216,7 @@ impl<'a> GgufWriter<'a> {
 
     /// Writes the whole file to `out` (no atomicity; see [`write_file`](Self::write_file)).
     /// `path` names the destination in errors.
-    pub fn write_to<W: Write>(&self, out: &mut W, path: &str) -> Result<(), GgufError> {
+    pub(crate) fn write_to<W: Write>(&self, out: &mut W, path: &str) -> Result<(), GgufError> {
         let (head, offsets, data_len) = self.layout(path)?;
         let io = |source| GgufError::Io { path: path.to_owned(), op: "write", source };
         out.write_all(&head).map_err(io)?;

@@ -85,7 +85,7 @@ impl Case {
     }
 
     /// Name of the weight input tensor (`<case>/w`), if the case has weights.
-    pub fn weight_input(&self) -> Option<String> {
+    pub(crate) fn weight_input(&self) -> Option<String> {
         match self.op {
             Op::Quantize(_) => None,
             _ => Some(format!("{}/w", self.name)),
@@ -96,7 +96,7 @@ impl Case {
     /// do not depend on the weight type, so cases of every type with the same op, k, m
     /// and index share one tensor: `x/<op>/k=<k>,m=<m>/case<i>` (a quantize case is one
     /// row, m = 1).
-    pub fn activation_input(&self) -> Option<String> {
+    pub(crate) fn activation_input(&self) -> Option<String> {
         match self.op {
             Op::Dequantize(_) => None,
             _ => Some(format!("x/{}/k={},m={}/case{}", self.op.name(), self.k, self.m, self.index)),
@@ -105,7 +105,7 @@ impl Case {
 }
 
 /// Activation formats with quantize cases.
-pub const ACT_FORMATS: &[GgmlType] = &[GgmlType::Q8_K, GgmlType::Q8_0, GgmlType::Q8_1];
+pub(crate) const ACT_FORMATS: &[GgmlType] = &[GgmlType::Q8_K, GgmlType::Q8_0, GgmlType::Q8_1];
 /// Weight types with dequantize, vec_dot, gemv and gemm cases.
 pub const WEIGHT_TYPES: &[GgmlType] =
     &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
@@ -230,7 +230,7 @@ fn activations_for(case: &Case, name: &str) -> Vec<f32> {
 }
 
 /// The inputs of one case, as (tensor name, tensor).
-pub fn inputs_of(case: &Case) -> Vec<(String, Input)> {
+pub(crate) fn inputs_of(case: &Case) -> Vec<(String, Input)> {
     let mut out = Vec::new();
     if let Some(name) = case.weight_input() {
         let mut rng = Rng::new(seed_of(&case.name));

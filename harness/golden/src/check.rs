@@ -85,7 +85,13 @@ pub fn check_golden(
 }
 
 /// A bitwise difference report between two outputs, as failure text.
-pub fn diff_message(case: &str, lane: &str, got: &Output, want: &Output, refresh: &str) -> String {
+pub(crate) fn diff_message(
+    case: &str,
+    lane: &str,
+    got: &Output,
+    want: &Output,
+    refresh: &str,
+) -> String {
     match (got, want) {
         (Output::F32 { data: g, .. }, Output::F32 { data: w, .. }) => {
             failure_message(case, lane, &bitwise_f32(g, w), refresh)

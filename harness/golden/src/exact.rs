@@ -38,7 +38,7 @@ use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0,
 use tiercheck_core::GgmlType;
 
 /// Unit roundoff of binary32.
-pub const U: f64 = 1.0 / (1u64 << 24) as f64;
+pub(crate) const U: f64 = 1.0 / (1u64 << 24) as f64;
 
 /// Activation values of one row: (scale per element, integer code per element).
 fn activation_terms(fmt: GgmlType, act: &[u8]) -> Option<Vec<(f64, i32)>> {

@@ -19,7 +19,7 @@ pub const FORMAT: u32 = 1;
 /// Outputs with more f32 values than this are stored as their first [`SAMPLE`] values
 /// plus the digest of the whole (keeps golden/ small; the sample locates most
 /// differences, and the digest proves any).
-pub const STORE_FULL_MAX: usize = 4096;
+pub(crate) const STORE_FULL_MAX: usize = 4096;
 /// Values kept of a large output.
 pub const SAMPLE: usize = 1024;
 
@@ -97,7 +97,7 @@ pub struct Entry {
 
 impl Entry {
     /// The digest `check` must hold.
-    pub fn expected_check(&self, name: &str) -> String {
+    pub(crate) fn expected_check(&self, name: &str) -> String {
         let mut e = self.clone();
         e.check = String::new();
         let json = serde_json::to_string(&e).expect("entries serialize");

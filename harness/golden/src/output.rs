@@ -62,7 +62,7 @@ impl Output {
     }
     /// What the outputs file keeps of this output: all of it, or the first
     /// [`SAMPLE`](super::manifest::SAMPLE) values of a large f32 output.
-    pub fn stored_part(&self) -> Output {
+    pub(crate) fn stored_part(&self) -> Output {
         match self {
             Output::F32 { data, .. } if data.len() > super::manifest::STORE_FULL_MAX => {
                 let n = super::manifest::SAMPLE;

@@ -65,7 +65,7 @@ fn block_input<'a>(inputs: &'a Inputs, name: &str) -> Result<&'a [u8], String> {
 }
 
 /// The activation quantized by `kernels` for weights of `wtype`, as the lane would.
-pub fn quantized_activation(
+pub(crate) fn quantized_activation(
     kernels: &dyn Kernels,
     wtype: GgmlType,
     x: &[f32],

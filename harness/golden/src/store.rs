@@ -75,7 +75,7 @@ pub struct GoldenDir {
 
 /// Inputs manifest: the file's digest and each tensor's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct InputsManifest {
+pub(crate) struct InputsManifest {
     /// [`FORMAT`].
     pub format: u32,
     /// The command that regenerates the inputs.
@@ -383,12 +383,12 @@ pub fn input_bytes(i: &Input) -> Vec<u8> {
 }
 
 /// The block type that starts a case or weight tensor name (`q4_K/...`).
-pub fn type_of_case(name: &str) -> Option<GgmlType> {
+pub(crate) fn type_of_case(name: &str) -> Option<GgmlType> {
     GgmlType::from_name(name.split('/').next()?)
 }
 
 /// The exact command that refreshes goldens of `lane` (for `filter`, if given).
-pub fn bless_command(lane: &str, filter: Option<&str>) -> String {
+pub(crate) fn bless_command(lane: &str, filter: Option<&str>) -> String {
     match filter {
         Some(f) => format!("cargo run -p tiercheck -- bless --lane {lane} --filter '{f}'"),
         None => format!("cargo run -p tiercheck -- bless --lane {lane}"),

@@ -202,7 +202,7 @@ fn next_toward(x: f32, to: f32) -> f32 {
 }
 
 /// llama.cpp's padded KV length for `used` filled cells in a cache of `n_ctx`.
-pub fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
+pub(crate) fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
     let pad = used.div_ceil(256) * 256;
     n_ctx.min(pad.max(256))
 }
@@ -312,7 +312,7 @@ impl<'m> Decoder<'m> {
     }
 
     /// The elementwise flavour in use.
-    pub fn elem_flavour(&self) -> ElemFlavour {
+    pub(crate) fn elem_flavour(&self) -> ElemFlavour {
         self.elem.flavour()
     }
 
@@ -391,7 +391,7 @@ impl<'m> Decoder<'m> {
     }
 
     /// Embedding rows of `tokens`.
-    pub fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+    pub(crate) fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
         let e = self.hp.n_embd;
         let row_bytes = self.embd_ty.row_bytes(e).expect("checked by HParams");
         let mut x = vec![0.0f32; tokens.len() * e];
@@ -417,7 +417,7 @@ impl<'m> Decoder<'m> {
     }
 
     /// Evaluate `tokens` at positions `pos0..`, returning the logits (one row per token).
-    pub fn eval(
+    pub(crate) fn eval(
         &self,
         cache: &mut KvCache,
         tokens: &[u32],

@@ -163,7 +163,7 @@ impl HParams {
     }
 
     /// Every tensor the decoder reads, with its expected dims `[ne0, ne1]` (or `[ne0]`).
-    pub fn expected_tensors(&self) -> Vec<(String, Vec<u64>)> {
+    pub(crate) fn expected_tensors(&self) -> Vec<(String, Vec<u64>)> {
         let (e, q, kv, ff) = (
             self.n_embd as u64,
             (self.n_head * self.head_dim) as u64,

@@ -79,7 +79,7 @@ pub struct RunOutput {
 }
 
 /// The five best logits, best first, ties to the lowest id.
-pub fn top5(logits: &[f32]) -> Vec<(u32, f32)> {
+pub(crate) fn top5(logits: &[f32]) -> Vec<(u32, f32)> {
     let mut best: Vec<(u32, f32)> = Vec::with_capacity(6);
     for (i, &v) in logits.iter().enumerate() {
         // NaN never enters; equal values keep the earlier (lower) id first.

@@ -71,7 +71,7 @@ pub struct LaneResult {
 }
 
 /// Provenance of a decoder run.
-pub fn provenance_for(
+pub(crate) fn provenance_for(
     chosen: &Chosen,
     dec: &Decoder<'_>,
     model: &Model,

@@ -47,7 +47,7 @@ impl TapSink {
     }
 
     /// Record one tap.
-    pub fn put(&mut self, name: &str, rows: usize, data: &[f32]) {
+    pub(crate) fn put(&mut self, name: &str, rows: usize, data: &[f32]) {
         if self.hash {
             let h = self.digests.entry(name.to_string()).or_default();
             for v in data {

@@ -77,7 +77,7 @@ impl OracleConfig {
     }
 
     /// Like [`OracleConfig::from_env`], with `lookup` standing in for the environment.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> OracleConfig {
+    pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> OracleConfig {
         let get = |key: &str| lookup(key).filter(|v| !v.is_empty());
         let cache = get(CACHE_ENV)
             .map(PathBuf::from)
