@@ -6,5 +6,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = tiercheck::fuzzing::gguf(data);
+    let _ = tiercheck_golden::fuzzing::gguf(data);
 });

@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = tiercheck::fuzzing::trace(data);
+    let _ = tiercheck_golden::fuzzing::trace(data);
 });

@@ -1,0 +1,197 @@
+//! Free-running comparison: both sides decode greedily, and their taps are compared
+//! step by step while their inputs are still the same (up to the first differing
+//! token), giving the first step and tap whose bits differ, a per-tap profile and the
+//! single-op jumps of the divergence.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use tiercheck_model::run::{StepRecord, Trace};
+use tiercheck_model::Model;
+
+use crate::flips::{flips, matmul_input, Flip};
+use crate::metrics::{self, Acc, Stat};
+use crate::{tap_order, SideRun, Source};
+
+/// Per-tap divergence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TapRow {
+    /// Tap name.
+    pub name: String,
+    /// At the first divergent step (when there is one).
+    pub first: Option<Stat>,
+    /// Over every compared step.
+    pub all: Stat,
+    /// The floor for this tap (relative L2), when measured.
+    pub floor: Option<f64>,
+    /// `all.rel_l2 / floor`.
+    pub ratio: Option<f64>,
+}
+
+/// A single-op jump of the divergence: the signature of an activation-quantization flip.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Jump {
+    /// Step.
+    pub step: usize,
+    /// Tap before the jump.
+    pub from: String,
+    /// Tap where it jumped.
+    pub to: String,
+    /// Relative L2 before.
+    pub from_rel: f64,
+    /// Relative L2 after.
+    pub to_rel: f64,
+    /// The activation codes entering the matmul that produced `to`, compared between
+    /// the two sides (when `to` is a matmul output and a lane side can quantize).
+    pub codes: Option<Flip>,
+}
+
+/// A tap-by-tap comparison over some steps.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Divergence {
+    /// Steps compared.
+    pub steps_compared: usize,
+    /// First step where any tap's bits differ.
+    pub first_step: Option<usize>,
+    /// There, the first tap (graph order) whose bits differ.
+    pub first_tap: Option<String>,
+    /// Per tap, graph order.
+    pub rows: Vec<TapRow>,
+    /// Jumps of at least 100x between consecutive taps at the first divergent step.
+    pub jumps: Vec<Jump>,
+}
+
+pub(crate) fn compare(
+    a: &Trace,
+    b: &Trace,
+    steps: &[usize],
+    floor: Option<&BTreeMap<String, f64>>,
+) -> Divergence {
+    let mut names: Vec<String> = Vec::new();
+    for (s, n) in a.taps.keys() {
+        if steps.contains(s) && b.taps.contains_key(&(*s, n.clone())) && !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    names.sort_by_key(|n| tap_order(n));
+    let mut first_step = None;
+    let mut first_tap = None;
+    'outer: for &s in steps {
+        for n in &names {
+            if let (Some(x), Some(y)) = (a.taps.get(&(s, n.clone())), b.taps.get(&(s, n.clone()))) {
+                if x.data.iter().zip(&y.data).any(|(p, q)| p.to_bits() != q.to_bits()) {
+                    first_step = Some(s);
+                    first_tap = Some(n.clone());
+                    break 'outer;
+                }
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for n in &names {
+        let mut acc = Acc::default();
+        let mut first = None;
+        for &s in steps {
+            if let (Some(x), Some(y)) = (a.taps.get(&(s, n.clone())), b.taps.get(&(s, n.clone()))) {
+                acc.add(&x.data, &y.data);
+                if Some(s) == first_step {
+                    first = Some(metrics::stat(&x.data, &y.data));
+                }
+            }
+        }
+        let all = acc.stat();
+        let fl = floor.and_then(|f| f.get(n).copied());
+        let ratio = fl.filter(|f| *f > 0.0).map(|f| all.rel_l2 / f);
+        rows.push(TapRow { name: n.clone(), first, all, floor: fl, ratio });
+    }
+    let mut jumps = Vec::new();
+    if let Some(s) = first_step {
+        let seq: Vec<(&str, f64)> =
+            rows.iter().filter_map(|r| r.first.map(|f| (r.name.as_str(), f.rel_l2))).collect();
+        for w in seq.windows(2) {
+            let ((n0, r0), (n1, r1)) = (w[0], w[1]);
+            if r0 > 0.0 && r1 >= 100.0 * r0 && r1 >= 1e-5 {
+                jumps.push(Jump {
+                    step: s,
+                    from: n0.into(),
+                    to: n1.into(),
+                    from_rel: r0,
+                    to_rel: r1,
+                    codes: None,
+                });
+            }
+        }
+    }
+    Divergence { steps_compared: steps.len(), first_step, first_tap, rows, jumps }
+}
+
+/// The free-running comparison of two side runs: the steps whose inputs are identical so
+/// far, with the per-tap `floor` (when measured); at each jump at a matmul output, the
+/// activation codes that entered that matmul, compared between the sides.
+pub(crate) fn analyse(
+    model: &Model,
+    a: &Source,
+    b: &Source,
+    ra: &SideRun,
+    rb: &SideRun,
+    floor: Option<&BTreeMap<String, f64>>,
+) -> anyhow::Result<Divergence> {
+    // Free-running: steps whose inputs are identical so far.
+    let mut same = Vec::new();
+    for (i, (x, y)) in ra.trace.steps.iter().zip(&rb.trace.steps).enumerate() {
+        if x.input_ids != y.input_ids || x.positions != y.positions {
+            break;
+        }
+        same.push(i);
+    }
+    let mut free = compare(&ra.trace, &rb.trace, &same, floor);
+    // A jump at a matmul output: compare the codes that entered that matmul.
+    if let Some(c) = a.chosen().or(b.chosen()) {
+        let a_is_lane = a.chosen().is_some();
+        for j in free.jumps.iter_mut() {
+            let Some(input) = matmul_input(&j.to) else { continue };
+            let key = [(j.step, input.clone())];
+            let found = if a_is_lane {
+                flips(model, c, &ra.trace, &rb.trace, b.chosen(), Some(&key))?
+            } else {
+                flips(model, c, &rb.trace, &ra.trace, None, Some(&key))?
+            };
+            j.codes = Some(found.into_iter().next().unwrap_or(Flip {
+                step: j.step,
+                input,
+                weights: Vec::new(),
+                codes_differ: 0,
+                codes: 0,
+                min_boundary: f64::NAN,
+                max_boundary: f64::NAN,
+                flip_effect: 0.0,
+                observed: None,
+            }));
+        }
+    }
+    Ok(free)
+}
+
+/// The free-running verdict: where the greedy tokens diverge, and whether either side
+/// has a near-tie there.
+pub(crate) fn verdict(a: &SideRun, b: &SideRun, agree: usize, threshold: f32) -> String {
+    let n = a.generated.len().min(b.generated.len());
+    if agree >= n {
+        return format!("identical greedy tokens for all {n} steps");
+    }
+    // Generated token `agree` comes from step (prompt steps - 1 + agree).
+    let step_of = |r: &SideRun| r.trace.steps.len() + agree + 1 - r.generated.len() - 1;
+    let (sa, sb): (&StepRecord, &StepRecord) =
+        (&a.trace.steps[step_of(a)], &b.trace.steps[step_of(b)]);
+    let near = sa.gap < threshold || sb.gap < threshold;
+    format!(
+        "tokens diverge at generated token {agree} (step {}): A {} (gap {:.3}), B {} (gap {:.3}) — {}",
+        step_of(a),
+        sa.emitted,
+        sa.gap,
+        sb.emitted,
+        sb.gap,
+        if near { "a near-tie: explained by reduction-order noise" } else { "NOT a near-tie: a wrong tier is suspected" }
+    )
+}

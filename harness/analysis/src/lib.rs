@@ -1,0 +1,347 @@
+//! Divergence analysis between two lanes or traces (`tiercheck delta`).
+//!
+//! The question is always the same: two tiers ran one model and disagree somewhere. Is
+//! the disagreement the noise two legitimate reduction orders make (a near-tie decided
+//! by the last bits), or is one tier wrong, and where? The report answers in layers:
+//!
+//! - **free-running** ([`free_running`]): both sides decode greedily; their taps are compared step by step
+//!   while their inputs are still the same (up to the first differing token), giving
+//!   the first step and tap whose bits differ and a per-tap profile;
+//! - **teacher-forced** ([`teacher_forced`]): one side replays the other's token sequence, so every step has
+//!   the same context: per-step KLD, top-1 agreement, max |Δlogit|, and the near-tie
+//!   table (tokens that differ or gaps below a threshold);
+//! - **layer-local** ([`layer_local`]): a lane's layer `L` is fed exactly the input (and KV cache) the
+//!   other side's layer `L` received, separating each layer's own contribution from
+//!   what it inherited;
+//! - **activation-quantization flips** ([`flips`]): at each quantized matmul input of the layer-local run
+//!   (`attn_norm`, `kqv_out`, `ffn_norm`, `ffn_swiglu`, `result_norm`),
+//!   the two sides' int8 activation codes are compared, with the distance of each
+//!   flipped value from its rounding boundary and the output change the flips alone
+//!   cause;
+//! - **the floor** ([`floor`]): the divergence one lane has against itself when the
+//!   residual stream after layer 0 is dithered by one ulp; every divergence is also
+//!   given as a ratio to it.
+//!
+//! [`delta`] runs the two sides and then each layer of the report in turn; [`attribute`]
+//! answers the next question (which recipe component accounts for the divergence), and
+//! [`plot`] draws the per-layer profile.
+
+pub mod attribute;
+pub mod flips;
+pub mod floor;
+pub mod free_running;
+pub mod layer_local;
+pub mod metrics;
+pub mod plot;
+pub mod teacher_forced;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use tiercheck_gguf::tensorfile::Tensor;
+use tiercheck_lanes::{self as lanes, Chosen, Impl};
+use tiercheck_model::run::{self, read_trace, RunOutput, RunSpec, Trace};
+use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
+
+pub use flips::Flip;
+pub use free_running::{Divergence, Jump, TapRow};
+pub use layer_local::{LayerVerdict, NEAR_BOUNDARY, NOISE_RATIO};
+pub use teacher_forced::{StepMetric, TeacherForced};
+
+/// One side of a comparison.
+pub enum Source {
+    /// A lane, run on the fly.
+    Lane(Chosen),
+    /// A trace file (tiercheck's, an oracle's, another engine's dump with the same tap
+    /// names).
+    Trace(PathBuf),
+}
+
+impl Source {
+    /// A trace file when `arg` names an existing file, else a lane name.
+    pub fn parse(arg: &str, imp: Impl) -> anyhow::Result<Source> {
+        let p = Path::new(arg);
+        if p.is_file() {
+            return Ok(Source::Trace(p.to_owned()));
+        }
+        if arg.ends_with(".safetensors") || arg.contains('/') {
+            anyhow::bail!("{arg}: no such trace file");
+        }
+        let lane = lanes::find(arg).map_err(|e| anyhow::anyhow!("{e} (or give a trace file)"))?;
+        Ok(Source::Lane(lanes::choose(lane, imp).map_err(anyhow::Error::msg)?))
+    }
+
+    /// A short label.
+    pub fn label(&self) -> String {
+        match self {
+            Source::Lane(c) => format!("{} ({})", c.lane.name, c.impl_name()),
+            Source::Trace(p) => p.display().to_string(),
+        }
+    }
+
+    pub(crate) fn chosen(&self) -> Option<&Chosen> {
+        match self {
+            Source::Lane(c) => Some(c),
+            Source::Trace(_) => None,
+        }
+    }
+}
+
+/// Options of a delta run.
+#[derive(Clone, Debug)]
+pub struct DeltaOptions {
+    /// Prompt ids (for lanes; a trace brings its own).
+    pub ids: Vec<u32>,
+    /// Greedy steps (for lanes).
+    pub steps: usize,
+    /// Batching mode (for lanes).
+    pub mode: Mode,
+    /// Residual stream type.
+    pub residual: Residual,
+    /// Context length.
+    pub n_ctx: usize,
+    /// Near-tie threshold on the top-1/top-2 gap, in nats (logit units).
+    pub threshold: f32,
+    /// Dither seeds for the floor (0: no floor).
+    pub floor_seeds: u64,
+}
+
+/// A side's run: its trace, prompt, mode and greedy tokens.
+pub(crate) struct SideRun {
+    trace: Trace,
+    prompt: Vec<u32>,
+    mode: Mode,
+    generated: Vec<u32>,
+}
+
+/// Convert a run into the in-memory form of a trace.
+pub(crate) fn trace_of(out: RunOutput) -> Trace {
+    let mut taps = BTreeMap::new();
+    for t in out.taps {
+        let width = t.data.len() / t.rows.max(1);
+        taps.insert(
+            (t.step, t.name.clone()),
+            Tensor {
+                name: run::tap_key(t.step, &t.name),
+                shape: vec![t.rows, width],
+                data: t.data,
+            },
+        );
+    }
+    Trace { taps, steps: out.steps, meta: BTreeMap::new() }
+}
+
+/// A decoder running lane `c`, one thread.
+pub(crate) fn decoder<'m>(
+    model: &'m Model,
+    c: &Chosen,
+    o: &DeltaOptions,
+) -> anyhow::Result<Decoder<'m>> {
+    let arith = Arith::Lane { kernels: c.kernels, elem: lanes::elem_ops(c), threads: 1 };
+    Ok(Decoder::new(model, arith, o.residual, o.n_ctx)?)
+}
+
+/// Run `spec` keeping every tap.
+pub(crate) fn run_spec(dec: &Decoder<'_>, spec: &RunSpec) -> anyhow::Result<RunOutput> {
+    Ok(run::run(dec, spec, TapSink::new(true, false))?)
+}
+
+fn side_run(
+    model: &Model,
+    src: &Source,
+    o: &DeltaOptions,
+    prompt: &[u32],
+    steps: usize,
+    mode: Mode,
+) -> anyhow::Result<SideRun> {
+    match src {
+        Source::Lane(c) => {
+            let dec = decoder(model, c, o)?;
+            let spec = RunSpec { ids: prompt.to_vec(), steps, mode, forced: Vec::new() };
+            let out = run_spec(&dec, &spec)?;
+            let generated = out.generated.clone();
+            Ok(SideRun { trace: trace_of(out), prompt: prompt.to_vec(), mode, generated })
+        }
+        Source::Trace(p) => {
+            let trace = read_trace(p)?;
+            let (prompt, mode, generated) = trace_shape(p, &trace)?;
+            Ok(SideRun { trace, prompt, mode, generated })
+        }
+    }
+}
+
+/// The prompt, mode and greedy tokens a trace file records.
+fn trace_shape(path: &Path, t: &Trace) -> anyhow::Result<(Vec<u32>, Mode, Vec<u32>)> {
+    let first = t
+        .steps
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("{}: the trace has no steps", path.display()))?;
+    let mode = match t.meta.get("mode").map(String::as_str) {
+        Some("decode") => Mode::Decode,
+        Some("prompt") => Mode::Prompt,
+        Some(other) => anyhow::bail!("{}: unknown mode '{other}'", path.display()),
+        None if first.input_ids.len() > 1 => Mode::Prompt,
+        None => Mode::Decode,
+    };
+    let prompt: Vec<u32> = match t.meta.get("prompt_ids") {
+        Some(s) => serde_json::from_str(s)
+            .map_err(|e| anyhow::anyhow!("{}: metadata prompt_ids: {e}", path.display()))?,
+        None => first.input_ids.clone(),
+    };
+    let prompt_steps = match mode {
+        Mode::Prompt => 1,
+        Mode::Decode => prompt.len(),
+    };
+    if prompt_steps == 0 || prompt_steps > t.steps.len() {
+        anyhow::bail!(
+            "{}: {} steps do not cover a prompt of {} ids",
+            path.display(),
+            t.steps.len(),
+            prompt.len()
+        );
+    }
+    let generated = t.steps[prompt_steps - 1..].iter().map(|s| s.emitted).collect();
+    Ok((prompt, mode, generated))
+}
+
+/// Position of a tap name in the graph (for "first divergent tap" and plots).
+pub(crate) fn tap_order(name: &str) -> (i64, usize) {
+    const KINDS: [&str; 10] = [
+        "attn_norm",
+        "Qcur",
+        "Kcur",
+        "Vcur",
+        "kqv_out",
+        "ffn_inp",
+        "ffn_norm",
+        "ffn_swiglu",
+        "ffn_out",
+        "l_out",
+    ];
+    match name {
+        "inp_embd" => (-1, 0),
+        "result_norm" => (i64::MAX, 0),
+        "result_output" => (i64::MAX, 1),
+        _ => {
+            let (kind, l) = name.rsplit_once('-').unwrap_or((name, "0"));
+            let l: i64 = l.parse().unwrap_or(0);
+            (l, KINDS.iter().position(|k| *k == kind).unwrap_or(KINDS.len()))
+        }
+    }
+}
+
+/// Layer of a tap (`None` for the embedding and the head).
+pub(crate) fn tap_layer(name: &str) -> Option<usize> {
+    name.rsplit_once('-').and_then(|(_, l)| l.parse().ok())
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeltaReport {
+    /// Side A.
+    pub a: String,
+    /// Side B.
+    pub b: String,
+    /// Model sha256.
+    pub model_sha256: String,
+    /// Prompt ids.
+    pub prompt: Vec<u32>,
+    /// Mode.
+    pub mode: Mode,
+    /// Near-tie threshold.
+    pub threshold: f32,
+    /// A's greedy tokens.
+    pub tokens_a: Vec<u32>,
+    /// B's greedy tokens.
+    pub tokens_b: Vec<u32>,
+    /// Greedy tokens equal before the first difference.
+    pub tokens_agree: usize,
+    /// Free-running tap comparison (steps with identical inputs).
+    pub free: Divergence,
+    /// Free-running verdict.
+    pub free_verdict: String,
+    /// Teacher-forced comparison.
+    pub teacher: Option<TeacherForced>,
+    /// Teacher-forced verdict.
+    pub teacher_verdict: String,
+    /// Layer-local comparison, when one side is a lane.
+    pub layer_local: Option<Divergence>,
+    /// Which lane ran layer-locally on whose inputs.
+    pub layer_local_how: String,
+    /// Activation-code comparisons (layer-local), where codes differ.
+    pub flips: Vec<Flip>,
+    /// Per layer, the layer-local verdict against the floor.
+    pub layer_verdicts: Vec<LayerVerdict>,
+    /// The floor: lane, seeds, per tap.
+    pub floor: Option<floor::Floor>,
+}
+
+/// Run the whole analysis.
+pub fn delta(
+    model: &Model,
+    a: &Source,
+    b: &Source,
+    o: &DeltaOptions,
+) -> anyhow::Result<DeltaReport> {
+    // Free-running runs. A trace brings its prompt; a lane follows it.
+    let (prompt, steps, mode) = match (a, b) {
+        (_, Source::Trace(p)) | (Source::Trace(p), _) => {
+            let t = read_trace(p)?;
+            let (pr, md, gen) = trace_shape(p, &t)?;
+            (pr, gen.len(), md)
+        }
+        _ => (o.ids.clone(), o.steps, o.mode),
+    };
+    let ra = side_run(model, a, o, &prompt, steps, mode)?;
+    let rb = side_run(model, b, o, &prompt, steps, mode)?;
+    if ra.prompt != rb.prompt {
+        anyhow::bail!("the two sides ran different prompts ({:?} vs {:?})", ra.prompt, rb.prompt);
+    }
+    let tokens_agree = ra.generated.iter().zip(&rb.generated).take_while(|(x, y)| x == y).count();
+
+    // The floor, from a lane side, teacher-forced on B's sequence.
+    let floor_lane = a.chosen().or(b.chosen());
+    let seq = if b.chosen().is_none() || a.chosen().is_some() { &rb } else { &ra };
+    let floor = match floor_lane {
+        Some(c) if o.floor_seeds > 0 => Some(floor::measure(model, c, o, &seq.generated, |d| {
+            teacher_forced::replay(model, c, o, &seq.prompt, seq.mode, &seq.generated, d)
+        })?),
+        _ => None,
+    };
+    let fmap = floor.as_ref().map(|f| &f.per_tap);
+    let llmap = floor.as_ref().map(|f| &f.layer_local);
+
+    let free = free_running::analyse(model, a, b, &ra, &rb, fmap)?;
+    let free_verdict = free_running::verdict(&ra, &rb, tokens_agree, o.threshold);
+    let teacher = teacher_forced::analyse(model, a, b, &ra, &rb, o)?;
+    let teacher_verdict = teacher_forced::verdict(teacher.as_ref(), o.threshold);
+    let (layer_local, layer_local_how, flips) =
+        layer_local::analyse(model, a, b, &ra, &rb, o, llmap)?;
+
+    let layer_verdicts = match &layer_local {
+        Some(d) => layer_local::layer_verdicts(d, &flips, model.hp.n_layer),
+        None => Vec::new(),
+    };
+    Ok(DeltaReport {
+        layer_verdicts,
+        a: a.label(),
+        b: b.label(),
+        model_sha256: model.sha256.clone(),
+        prompt: ra.prompt.clone(),
+        mode: ra.mode,
+        threshold: o.threshold,
+        tokens_a: ra.generated.clone(),
+        tokens_b: rb.generated.clone(),
+        tokens_agree,
+        free,
+        free_verdict,
+        teacher,
+        teacher_verdict,
+        layer_local,
+        layer_local_how,
+        flips,
+        floor,
+    })
+}

@@ -1,0 +1,203 @@
+//! Arguments several subcommands share: lane names, checked by clap and listed in
+//! `--help`, and the model, prompt and run options of `run`, `matrix`, `delta` and
+//! `attribute`.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::error::ErrorKind;
+use clap::Args;
+
+use tiercheck_core::Lane;
+use tiercheck_model::embedded::{self, Prompts, Recipe};
+use tiercheck_model::runner::{PromptIds, RunOptions};
+use tiercheck_model::{Mode, Model, Residual};
+
+/// The lane named `name`, or clap's error naming the known lanes.
+fn lane(cmd: &clap::Command, name: &str) -> Result<&'static Lane, clap::Error> {
+    tiercheck_lanes::find(name)
+        .map_err(|e| clap::Error::raw(ErrorKind::InvalidValue, format!("{e}\n")).with_cmd(cmd))
+}
+
+/// The value as text, or clap's error.
+fn text<'v>(cmd: &clap::Command, value: &'v OsStr) -> Result<&'v str, clap::Error> {
+    value.to_str().ok_or_else(|| clap::Error::new(ErrorKind::InvalidUtf8).with_cmd(cmd))
+}
+
+/// Every lane name, for `--help`.
+fn lane_names() -> Box<dyn Iterator<Item = PossibleValue>> {
+    Box::new(tiercheck_lanes::all().iter().map(|l| PossibleValue::new(l.name)))
+}
+
+/// One lane name, parsed into its [`Lane`].
+#[derive(Clone, Copy, Debug)]
+pub struct LaneParser;
+
+impl TypedValueParser for LaneParser {
+    type Value = &'static Lane;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        lane(cmd, text(cmd, value)?)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(lane_names())
+    }
+}
+
+/// Comma-separated lane names, in the order given (blanks around names and empty items
+/// are ignored).
+#[derive(Clone, Debug)]
+pub struct LaneList(pub Vec<&'static Lane>);
+
+/// Parses a [`LaneList`].
+#[derive(Clone, Copy, Debug)]
+pub struct LaneListParser;
+
+impl TypedValueParser for LaneListParser {
+    type Value = LaneList;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let list = text(cmd, value)?;
+        let mut lanes = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            lanes.push(lane(cmd, name)?);
+        }
+        Ok(LaneList(lanes))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(lane_names())
+    }
+}
+
+/// The model, prompt and run options `run`, `matrix`, `delta` and `attribute` share.
+#[derive(Args, Clone, Debug)]
+pub struct Setup {
+    /// GGUF model (qwen3). Default: the embedded model, built into the cache on first use.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Prompts file (TOML: `steps`, `[[prompt]] name, tokens`). Default:
+    /// golden/prompts/prompts.toml.
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Only the prompt with this name (default: every prompt for `run` and `matrix`, the
+    /// first one for `delta` and `attribute`). `delta` ignores it when a side is a trace
+    /// file (the trace brings its prompt).
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// Greedy tokens per prompt (default: the prompts file's `steps`).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// `prompt`: the prompt as one batch (gemm paths), then token by token; `decode`:
+    /// token by token throughout (gemv paths).
+    #[arg(long, value_enum, default_value_t = Mode::Prompt)]
+    pub mode: Mode,
+    /// Residual stream type.
+    #[arg(long, value_enum, default_value_t = Residual::F32)]
+    pub residual: Residual,
+    /// Context length (a multiple of 256).
+    #[arg(long = "ctx", default_value_t = 512)]
+    pub n_ctx: usize,
+}
+
+/// The options `run` and `matrix` add: threads, and how the result is shown.
+#[derive(Args, Clone, Debug)]
+pub struct Exec {
+    /// Threads per matmul (results do not depend on it).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress display.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Setup {
+    /// The model path (building the embedded one when none is given).
+    pub fn model_path(&self) -> Result<PathBuf> {
+        match &self.model {
+            Some(p) => Ok(p.clone()),
+            None => Ok(embedded::ensure_model(None)?),
+        }
+    }
+
+    /// The model (the embedded one unless `--model` names a file).
+    pub fn model(&self) -> Result<Model> {
+        Ok(Model::open(&self.model_path()?)?)
+    }
+
+    /// The prompts file, checked against `model` (vocabulary, context length).
+    fn prompts_file(&self, model: &Model) -> Result<(PathBuf, Prompts)> {
+        let path = self.prompts.clone().unwrap_or_else(Prompts::default_path);
+        let mut limits = Recipe::load(&Recipe::default_path())?;
+        limits.n_vocab = model.hp.n_vocab as u32;
+        limits.context_length = self.n_ctx as u32;
+        let prompts = Prompts::load(&path, &limits)?;
+        Ok((path, prompts))
+    }
+
+    /// Every prompt (or only `--prompt`), and the step count.
+    pub fn prompts(&self, model: &Model) -> Result<(PathBuf, Vec<PromptIds>, usize)> {
+        let (path, prompts) = self.prompts_file(model)?;
+        let mut list: Vec<PromptIds> = prompts
+            .prompts
+            .iter()
+            .map(|p| PromptIds { name: p.name.clone(), ids: p.tokens.clone() })
+            .collect();
+        if let Some(name) = &self.prompt {
+            list.retain(|p| &p.name == name);
+            if list.is_empty() {
+                bail!("{}: no prompt named '{name}'", path.display());
+            }
+        }
+        Ok((path, list, self.steps.unwrap_or(prompts.steps as usize)))
+    }
+
+    /// One prompt's ids (`--prompt`, else the first) and the greedy step count.
+    pub fn prompt(&self, model: &Model) -> Result<(Vec<u32>, usize)> {
+        let (path, prompts) = self.prompts_file(model)?;
+        let p = match &self.prompt {
+            None => prompts
+                .prompts
+                .first()
+                .ok_or_else(|| anyhow::anyhow!("{}: no prompts", path.display()))?,
+            Some(n) => prompts
+                .prompts
+                .iter()
+                .find(|p| &p.name == n)
+                .ok_or_else(|| anyhow::anyhow!("{}: no prompt named '{n}'", path.display()))?,
+        };
+        let steps = self.steps.unwrap_or(prompts.steps as usize);
+        if steps == 0 {
+            bail!("--steps must be at least 1");
+        }
+        Ok((p.tokens.clone(), steps))
+    }
+
+    /// The decoder options of a run of `steps` greedy tokens per prompt.
+    pub fn run_options(&self, exec: &Exec, steps: usize, traces: Option<PathBuf>) -> RunOptions {
+        RunOptions {
+            steps,
+            mode: self.mode,
+            residual: self.residual,
+            threads: exec.threads,
+            n_ctx: self.n_ctx,
+            traces,
+        }
+    }
+}

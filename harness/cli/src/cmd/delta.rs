@@ -1,0 +1,311 @@
+//! `tiercheck delta`: divergence analysis between two lanes or trace files.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use tiercheck_analysis::{self as analysis, plot, DeltaOptions, DeltaReport, Divergence, Source};
+use tiercheck_gguf::atomic_write::write_atomic;
+use tiercheck_lanes::Impl;
+
+use crate::args::Setup;
+
+/// `tiercheck delta`.
+#[derive(Args, Clone, Debug)]
+pub struct DeltaArgs {
+    /// Side A: a lane name (run on the fly) or a trace file.
+    pub a: String,
+    /// Side B: a lane name or a trace file.
+    pub b: String,
+    /// Which implementation of lane sides to run.
+    #[arg(long = "impl", value_enum, default_value_t = Impl::Auto)]
+    pub imp: Impl,
+    #[command(flatten)]
+    pub setup: Setup,
+    /// Near-tie threshold on the top-1/top-2 logit gap (nats).
+    #[arg(long, default_value_t = 0.2)]
+    pub threshold: f32,
+    /// Dither seeds for the noise floor (0: no floor).
+    #[arg(long, default_value_t = 3)]
+    pub floor_seeds: u64,
+    /// Tap kinds to plot (comma-separated; the first also gives the floor band).
+    #[arg(long, default_value = "l_out,ffn_out,kqv_out")]
+    pub taps: String,
+    /// Write the report (delta.txt, delta.json) and the plot (delta.svg) into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const KINDS: [&str; 10] = [
+    "attn_norm",
+    "Qcur",
+    "Kcur",
+    "Vcur",
+    "kqv_out",
+    "ffn_inp",
+    "ffn_norm",
+    "ffn_swiglu",
+    "ffn_out",
+    "l_out",
+];
+
+fn sci(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
+fn profile(d: &Divergence, n_layer: usize, out: &mut String) {
+    let cell = |name: &str| -> String {
+        match d.rows.iter().find(|r| r.name == name) {
+            None => "-".into(),
+            Some(r) => match r.ratio {
+                Some(q) => format!("{} x{:.1}", sci(r.all.rel_l2), q),
+                None => sci(r.all.rel_l2),
+            },
+        }
+    };
+    out.push_str(&format!("  {:<7}", "layer"));
+    for k in KINDS {
+        out.push_str(&format!(" {k:>14}"));
+    }
+    out.push('\n');
+    out.push_str(&format!("  {:<7} {:>14}\n", "embd", cell("inp_embd")));
+    for l in 0..n_layer {
+        out.push_str(&format!("  {l:<7}"));
+        for k in KINDS {
+            out.push_str(&format!(" {:>14}", cell(&format!("{k}-{l}"))));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "  {:<7} result_norm {}  result_output {}\n",
+        "head",
+        cell("result_norm"),
+        cell("result_output")
+    ));
+}
+
+/// The report as text.
+pub fn render(r: &DeltaReport, n_layer: usize) -> String {
+    let mut s = String::new();
+    s += &format!("delta  A = {}\n       B = {}\n", r.a, r.b);
+    s += &format!(
+        "model {}, prompt {:?}, {} greedy tokens, mode {}, near-tie threshold {}\n",
+        &r.model_sha256[..12],
+        r.prompt,
+        r.tokens_a.len().max(r.tokens_b.len()),
+        r.mode.name(),
+        r.threshold
+    );
+    if let Some(f) = &r.floor {
+        s += &format!("floor: {} teacher-forced, {} steps, one-ulp dither after layer 0, max over {} seeds; cells below read `rel_l2 xRATIO` (ratio to the floor, layer-local floor for the layer-local table; <= 4: reduction-order noise)\n", f.lane, f.steps, f.seeds);
+    }
+    s += &format!(
+        "\nFREE-RUNNING: {} of {} greedy tokens agree\n  verdict: {}\n",
+        r.tokens_agree,
+        r.tokens_a.len().min(r.tokens_b.len()),
+        r.free_verdict
+    );
+    match (&r.free.first_step, &r.free.first_tap) {
+        (Some(st), Some(t)) => {
+            s += &format!("  first divergent step {st}, first tap whose bits differ: {t}\n")
+        }
+        _ => {
+            s += &format!(
+                "  every tap bitwise equal over the {} steps with equal inputs\n",
+                r.free.steps_compared
+            )
+        }
+    }
+    for j in &r.free.jumps {
+        s += &format!(
+            "  JUMP at step {}: {} {:.1e} -> {} {:.1e} (x{:.0}): a single-op jump, the signature of an activation-quantization flip\n",
+            j.step, j.from, j.from_rel, j.to, j.to_rel, j.to_rel / j.from_rel
+        );
+        match &j.codes {
+            Some(f) if f.codes_differ > 0 => {
+                s += &format!(
+                    "    confirmed: {} of {} int8 codes of {} differ between the sides (the flipped values sat {:.1e}..{:.1e} code units from the rounding boundary); the flips alone move the matmul output by {:.1e}\n",
+                    f.codes_differ, f.codes, f.input, f.min_boundary, f.max_boundary, f.flip_effect
+                );
+            }
+            Some(f) => {
+                s += &format!(
+                    "    not a flip: the int8 codes of {} are identical on both sides\n",
+                    f.input
+                )
+            }
+            None => {}
+        }
+    }
+    s += &format!(
+        "  profile over the {} steps with equal inputs (relative L2; an activation flip, a discrete event the floor's\n  few seeds may not reproduce, shows as a large ratio from its layer on: the layer-local verdicts judge each layer):\n",
+        r.free.steps_compared
+    );
+    profile(&r.free, n_layer, &mut s);
+    match &r.teacher {
+        None => s += &format!("\nTEACHER-FORCED: {}\n", r.teacher_verdict),
+        Some(t) => {
+            s += &format!("\nTEACHER-FORCED: {}\n", t.how);
+            s += &format!(
+                "  top-1 agreement {:.1}% over {} steps; KLD mean {:.2e} median {:.2e} p99 {:.2e} max {:.2e}; max|dlogit| mean {:.2e} median {:.2e} p99 {:.2e} max {:.2e}\n",
+                100.0 * t.top1_agreement,
+                t.steps.len(),
+                t.kld.mean,
+                t.kld.median,
+                t.kld.p99,
+                t.kld.max,
+                t.max_abs_dlogit.mean,
+                t.max_abs_dlogit.median,
+                t.max_abs_dlogit.p99,
+                t.max_abs_dlogit.max
+            );
+            s += &format!("  verdict: {}\n", r.teacher_verdict);
+            if !t.near_ties.is_empty() {
+                s += &format!("  near-ties (tokens differ, or a gap below {}):\n", r.threshold);
+                s += &format!(
+                    "  {:>5} {:>7} {:>8} {:>7} {:>8} {:>9} {:>9} {:>9}\n",
+                    "step", "tok A", "gap A", "tok B", "gap B", "A in B", "B in A", "KLD"
+                );
+                for n in &t.near_ties {
+                    s += &format!(
+                        "  {:>5} {:>7} {:>8.3} {:>7} {:>8.3} {:>9} {:>9} {:>9.1e}{}\n",
+                        n.step,
+                        n.token_a,
+                        n.gap_a,
+                        n.token_b,
+                        n.gap_b,
+                        format!("#{}", n.rank_a_in_b),
+                        format!("#{}", n.rank_b_in_a),
+                        n.kld,
+                        if n.token_a != n.token_b { "  <- tokens differ" } else { "" }
+                    );
+                }
+            }
+        }
+    }
+    match &r.layer_local {
+        None => s += &format!("\nLAYER-LOCAL: {}\n", r.layer_local_how),
+        Some(d) => {
+            s += &format!("\nLAYER-LOCAL: {} ({} steps)\n", r.layer_local_how, d.steps_compared);
+            match &d.first_tap {
+                Some(t) => {
+                    s += &format!(
+                        "  first tap whose bits differ: step {} {t}\n",
+                        d.first_step.unwrap_or(0)
+                    )
+                }
+                None => {
+                    s +=
+                        "  every tap bitwise equal: the two sides compute every layer identically\n"
+                }
+            }
+            profile(d, n_layer, &mut s);
+            s += "  per layer (ratio to the layer-local floor; noise <= 4; a flip: above it, but every flipped code sat within 0.05 of a rounding boundary):\n";
+            for v in &r.layer_verdicts {
+                let what = match v.verdict.as_str() {
+                    "noise" => "reduction-order noise".to_string(),
+                    "flip" => format!(
+                        "{} near-boundary activation flip(s): noise decided by the last bits",
+                        v.flipped_codes
+                    ),
+                    _ => format!(
+                        "DISCREPANCY: above the floor{}",
+                        if v.flipped_codes > 0 {
+                            format!(
+                                ", {} flipped codes up to {:.2} from a boundary",
+                                v.flipped_codes, v.max_boundary
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                };
+                s += &format!(
+                    "    layer {:<2} x{:<9.1} {:<12} {what}\n",
+                    v.layer, v.ratio, v.worst_tap
+                );
+            }
+        }
+    }
+    if !r.flips.is_empty() {
+        let total: usize = r.flips.iter().map(|f| f.codes_differ).sum();
+        s += &format!("\nACTIVATION-QUANTIZATION FLIPS (layer-local): {total} int8 codes differ at {} matmul inputs\n", r.flips.len());
+        s += "  boundary: how far the other side's value sat from the rounding boundary (code units); flip effect:\n  output change from the flipped codes alone (one kernel); observed: the two sides' outputs (own codes, own kernels)\n";
+        s += &format!(
+            "  {:>5} {:<14} {:>11} {:>22} {:>11} {:>10} {:>8}  weights\n",
+            "step", "input", "codes", "boundary min..max", "flip effect", "observed", "share"
+        );
+        for f in r.flips.iter().take(24) {
+            let (obs, share) = match f.observed {
+                Some(o) if o > 0.0 => (sci(o), format!("{:.0}%", 100.0 * f.flip_effect / o)),
+                Some(o) => (sci(o), "-".into()),
+                None => ("-".into(), "-".into()),
+            };
+            s += &format!(
+                "  {:>5} {:<14} {:>5}/{:<5} {:>10.1e}..{:<10.1e} {:>11.1e} {:>10} {:>8}  {}\n",
+                f.step,
+                f.input,
+                f.codes_differ,
+                f.codes,
+                f.min_boundary,
+                f.max_boundary,
+                f.flip_effect,
+                obs,
+                share,
+                f.weights.join(",")
+            );
+        }
+        if r.flips.len() > 24 {
+            s += &format!("  ... {} more (see --json)\n", r.flips.len() - 24);
+        }
+    }
+    s
+}
+
+/// `tiercheck delta`.
+pub fn run(a: DeltaArgs) -> Result<()> {
+    let model = a.setup.model()?;
+    let sa = Source::parse(&a.a, a.imp)?;
+    let sb = Source::parse(&a.b, a.imp)?;
+    let (ids, steps) = a.setup.prompt(&model)?;
+    if !(a.threshold.is_finite() && a.threshold >= 0.0) {
+        bail!("--threshold {} is not a non-negative number", a.threshold);
+    }
+    let kinds: Vec<&str> = a.taps.split(',').map(str::trim).filter(|k| !k.is_empty()).collect();
+    if let Some(bad) = kinds.iter().find(|k| !KINDS.contains(k)) {
+        bail!("--taps: unknown tap kind '{bad}' (known: {})", KINDS.join(", "));
+    }
+    let opts = DeltaOptions {
+        ids,
+        steps,
+        mode: a.setup.mode,
+        residual: a.setup.residual,
+        n_ctx: a.setup.n_ctx,
+        threshold: a.threshold,
+        floor_seeds: a.floor_seeds,
+    };
+    let report = analysis::delta(&model, &sa, &sb, &opts)?;
+    let text = render(&report, model.hp.n_layer);
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+        let svg = dir.join("delta.svg");
+        plot::write_svg(&report, &kinds, model.hp.n_layer, &svg)?;
+        write_atomic(&dir.join("delta.txt"), text.as_bytes())?;
+        write_atomic(&dir.join("delta.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+        eprintln!("wrote {}, delta.txt, delta.json", svg.display());
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{text}");
+    }
+    Ok(())
+}

@@ -1,0 +1,282 @@
+//! Divergence analysis (`delta`, `attribute`) on the embedded model: a lane against
+//! itself reports zero everywhere; a planted one-component bug is found at the right
+//! tap and named as the right component; the two pairs of the issue give the
+//! component-level answers their recipes predict.
+
+use tiercheck_analysis::attribute::{attribute, Component};
+use tiercheck_analysis::{delta, DeltaOptions, Source};
+use tiercheck_core::lane::{Kernels, Lane, RefKernels, REF};
+use tiercheck_core::quant::ActRule;
+use tiercheck_core::{GgmlType, KernelError};
+use tiercheck_lanes::{self as lanes, Chosen, Impl};
+use tiercheck_model::embedded;
+use tiercheck_model::{Mode, Model, Residual};
+
+const PROMPT: [u32; 4] = [17, 2045, 388, 901];
+
+fn model() -> Model {
+    Model::open(&embedded::ensure_model(None).unwrap()).unwrap()
+}
+
+fn opts(steps: usize, floor_seeds: u64) -> DeltaOptions {
+    DeltaOptions {
+        ids: PROMPT.to_vec(),
+        steps,
+        mode: Mode::Prompt,
+        residual: Residual::F32,
+        n_ctx: 512,
+        threshold: 0.2,
+        floor_seeds,
+    }
+}
+
+fn lane(name: &str) -> Source {
+    Source::Lane(lanes::choose(lanes::find(name).unwrap(), Impl::Portable).unwrap())
+}
+
+/// `ref` with one planted bug: its q8_K activation quantizer truncates toward zero
+/// instead of rounding to nearest (everything else, the recipe included, is `ref`'s).
+struct Planted;
+
+fn q8_k_truncating(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / 256 * 292);
+    for b in x.chunks_exact(256) {
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &v in b {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        let mut qs = [0i8; 256];
+        let mut d = 0.0f32;
+        if amax != 0.0 {
+            let iscale = -127.0f32 / max;
+            for (q, &v) in qs.iter_mut().zip(b) {
+                *q = ((iscale * v).trunc() as i32).min(127) as i8;
+            }
+            d = 1.0 / iscale;
+        }
+        out.extend_from_slice(&d.to_le_bytes());
+        out.extend(qs.iter().map(|&q| q as u8));
+        for g in qs.chunks_exact(16) {
+            let s: i16 = g.iter().map(|&q| q as i16).sum();
+            out.extend_from_slice(&s.to_le_bytes());
+        }
+    }
+    out
+}
+
+impl Kernels for Planted {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        RefKernels.act_rule(wtype)
+    }
+    fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
+        match wtype {
+            GgmlType::Q4_K | GgmlType::Q6_K => Ok(q8_k_truncating(x)),
+            _ => RefKernels.quantize_act(wtype, x),
+        }
+    }
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        RefKernels.vec_dot(wtype, w_row, act)
+    }
+}
+
+static PLANTED: Lane = Lane {
+    name: "planted-q8k-truncation",
+    arch: tiercheck_core::lane::Arch::Portable,
+    status: tiercheck_core::lane::Status::Synthetic { checked: "a negative control" },
+    summary: "ref with a truncating q8_K quantizer (negative control)",
+    recipe: REF.recipe,
+    portable: &Planted,
+};
+
+fn planted() -> Source {
+    Source::Lane(Chosen { lane: &PLANTED, kernels: &Planted, native: false })
+}
+
+#[test]
+fn a_lane_against_itself_is_zero_everywhere() {
+    let m = model();
+    let r =
+        delta(&m, &lane("x86_64-avx2-repack"), &lane("x86_64-avx2-repack"), &opts(6, 1)).unwrap();
+    assert_eq!(r.tokens_agree, 6);
+    assert_eq!(r.free.first_step, None, "{:?}", r.free.first_tap);
+    assert!(r
+        .free
+        .rows
+        .iter()
+        .all(|t| t.all.n_diff == 0 && t.all.rel_l2 == 0.0 && (t.all.cosine - 1.0).abs() < 1e-12));
+    let t = r.teacher.as_ref().unwrap();
+    assert_eq!(t.top1_agreement, 1.0);
+    assert_eq!((t.kld.max, t.max_abs_dlogit.max), (0.0, 0.0));
+    let ll = r.layer_local.as_ref().unwrap();
+    assert_eq!(ll.first_tap, None);
+    assert!(ll.rows.iter().all(|t| t.all.n_diff == 0));
+    assert!(r.flips.is_empty());
+    assert!(r.free.jumps.is_empty());
+    assert!(r.layer_verdicts.iter().all(|v| v.verdict == "noise"));
+    // The floor exists and is positive downstream of the dither.
+    let f = r.floor.as_ref().unwrap();
+    assert!(f.per_tap["l_out-7"] > 0.0 && f.layer_local["l_out-3"] > 0.0);
+}
+
+#[test]
+fn a_planted_quantizer_bug_is_found_at_the_first_quantized_matmul_and_named() {
+    let m = model();
+    let r = delta(&m, &planted(), &lane("ref"), &opts(4, 1)).unwrap();
+    // The embedding and the first norm are untouched; the first matmul output differs.
+    assert_eq!(r.free.first_step, Some(0));
+    assert_eq!(r.free.first_tap.as_deref(), Some("Qcur-0"));
+    let row = |n: &str| r.free.rows.iter().find(|t| t.name == n).unwrap().clone();
+    assert_eq!(row("attn_norm-0").all.n_diff, 0);
+    assert!(row("Qcur-0").all.rel_l2 > 1e-3, "{:?}", row("Qcur-0"));
+    // Layer-locally the layers stay far above their floor (a one-ulp input dither flips
+    // a few codes: 4e-4 here; truncation moves half of them: 40 times that), and codes
+    // differ at the quantized matmul inputs.
+    let ll = r.layer_local.as_ref().unwrap();
+    let l3 = ll.rows.iter().find(|t| t.name == "Vcur-3").unwrap();
+    assert!(l3.ratio.unwrap() > 10.0, "{l3:?}");
+    assert!(r.flips.iter().any(|f| f.input == "attn_norm-0" && f.codes_differ > 100));
+    assert!(r.layer_verdicts.iter().all(|v| v.verdict == "discrepancy"), "{:?}", r.layer_verdicts);
+
+    let a = attribute(&m, &PLANTED, &REF, &PROMPT, 4, Mode::Prompt, Residual::F32, 512).unwrap();
+    assert!(a.closes);
+    assert!(a.recipe_differs.is_empty(), "the planted bug hides from the recipe");
+    assert_eq!(a.responsible, vec![Component::Act]);
+    let act = &a.components[0];
+    assert!(act.swapped_into_a.equal() && act.share_removed == 1.0);
+}
+
+#[test]
+fn legitimate_tiers_are_noise_or_near_boundary_flips_never_discrepancies() {
+    let m = model();
+    let r = delta(&m, &lane("x86_64-avx2"), &lane("ref"), &opts(48, 3)).unwrap();
+    assert_eq!(r.tokens_agree, 6);
+    assert!(r.free_verdict.contains("near-tie"), "{}", r.free_verdict);
+    let j = &r.free.jumps[0];
+    assert_eq!((j.step, j.to.as_str()), (0, "ffn_out-5"));
+    let c = j.codes.as_ref().unwrap();
+    assert_eq!(c.codes_differ, 1);
+    assert!(c.max_boundary < 1e-3);
+    let t = r.teacher.as_ref().unwrap();
+    assert!(t.unexplained.is_empty() && t.top1_agreement < 1.0);
+    assert!(r.layer_verdicts.iter().all(|v| v.verdict != "discrepancy"), "{:?}", r.layer_verdicts);
+    // x86 against aarch64: flips at layers 3 and 5 (a q8_K rounding-rule flip at a value
+    // sitting on the boundary, then its consequences), every other layer noise.
+    let r = delta(&m, &lane("x86_64-avx2"), &lane("aarch64-neon"), &opts(48, 3)).unwrap();
+    let v: Vec<&str> = r.layer_verdicts.iter().map(|v| v.verdict.as_str()).collect();
+    assert_eq!(
+        v,
+        ["noise", "noise", "noise", "flip", "noise", "flip", "noise", "noise"],
+        "{:?}",
+        r.layer_verdicts
+    );
+}
+
+#[test]
+fn x86_avx2_against_aarch64_neon_names_act_kernel_and_elem() {
+    let m = model();
+    let a = attribute(
+        &m,
+        lanes::find("x86_64-avx2").unwrap(),
+        lanes::find("aarch64-neon").unwrap(),
+        &PROMPT,
+        48,
+        Mode::Prompt,
+        Residual::F32,
+        512,
+    )
+    .unwrap();
+    assert!(a.closes, "the decomposition must close");
+    // The recipes differ in all four components ...
+    assert_eq!(
+        a.recipe_differs,
+        vec![Component::Act, Component::Kernel, Component::GetRows, Component::Elem]
+    );
+    // ... and three of them change bits on their own. The embedding dequantizer's
+    // fused `fma(d1, q, -m1)` equals the unfused form for Q4_K: `d1*q` is exact (an
+    // f16 scale times a 6-bit sub-scale times a 4-bit code fits in 24 bits).
+    assert_eq!(a.responsible, vec![Component::Act, Component::Kernel, Component::Elem]);
+    let by = |c: Component| a.components.iter().find(|r| r.component == c).unwrap();
+    // The q8_K rounding rules differ only where a value sits on a rounding boundary:
+    // the first such flip is in layer 3, at step 10.
+    assert_eq!(by(Component::Act).alone.first_tap, Some((10, "Qcur-3".to_string())));
+    assert_eq!(by(Component::Kernel).alone.first_tap, Some((0, "Qcur-0".to_string())));
+    assert!(by(Component::GetRows).alone.equal());
+}
+
+#[test]
+fn aarch64_neon_against_i8mm_repack_names_the_kernel_alone() {
+    let m = model();
+    let a = attribute(
+        &m,
+        lanes::find("aarch64-neon").unwrap(),
+        lanes::find("aarch64-i8mm-repack").unwrap(),
+        &PROMPT,
+        16,
+        Mode::Prompt,
+        Residual::F32,
+        512,
+    )
+    .unwrap();
+    assert!(a.closes);
+    assert_eq!(a.recipe_differs, vec![Component::Kernel]);
+    assert_eq!(a.responsible, vec![Component::Kernel]);
+    let k = a.components.iter().find(|r| r.component == Component::Kernel).unwrap();
+    assert!(k.swapped_into_a.equal());
+    assert_eq!(k.share_removed, 1.0);
+}
+
+#[test]
+fn delta_reads_trace_files_and_writes_a_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("ref.safetensors");
+    let bin = env!("CARGO_BIN_EXE_tiercheck");
+    let st = std::process::Command::new(bin)
+        .args(["run", "--lane", "ref", "--prompt", "short-4", "--steps", "6", "--quiet", "--out"])
+        .arg(&trace)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = dir.path().join("report");
+    let o = std::process::Command::new(bin)
+        .args(["delta", "x86_64-avx2"])
+        .arg(&trace)
+        .args(["--floor-seeds", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("FREE-RUNNING")
+            && text.contains("TEACHER-FORCED")
+            && text.contains("LAYER-LOCAL"),
+        "{text}"
+    );
+    assert!(text.contains("A's layers (x86_64-avx2) fed B's inputs"), "{text}");
+    let svg = std::fs::read_to_string(out.join("delta.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("floor band") && svg.contains("l_out free-running")
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("delta.json")).unwrap()).unwrap();
+    assert_eq!(json["prompt"], serde_json::json!(PROMPT));
+    // Bad input: a missing trace file and an unknown tap kind are clear errors.
+    let o = std::process::Command::new(bin)
+        .args(["delta", "ref", "/no/such.safetensors"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("/no/such.safetensors")
+    );
+    let o = std::process::Command::new(bin)
+        .args(["delta", "ref", "ref", "--taps", "bogus"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains("unknown tap kind 'bogus'")
+    );
+}

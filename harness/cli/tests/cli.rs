@@ -1,0 +1,463 @@
+//! The `tiercheck` binary end to end: every subcommand on files the test makes, and
+//! the errors a user gets for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tiercheck_core::blocks::dequantize;
+use tiercheck_core::quant::weights;
+use tiercheck_core::{lane, GgmlType, WeightMatrix};
+use tiercheck_gguf::tensorfile::{self, Tensor};
+use tiercheck_gguf::{GgufFile, GgufWriter, MetaValue};
+use tiercheck_model::gen::Rng;
+
+fn tiercheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tiercheck")).args(args).output().expect("run tiercheck")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = tiercheck(args);
+    assert!(
+        out.status.success(),
+        "tiercheck {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = tiercheck(args);
+    assert!(!out.status.success(), "tiercheck {args:?} should fail");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "panic instead of an error: {err}");
+    err
+}
+
+const LAYERS: usize = 8;
+const HIDDEN: usize = 256;
+const FFN: usize = 512;
+
+/// A small f32 model with the tensor names of a llama.cpp qwen3 GGUF.
+fn write_f32_model(path: &Path) {
+    let mut rng = Rng::new(7);
+    let mut w = GgufWriter::new();
+    w.add_metadata("general.architecture", MetaValue::String("qwen3".into())).unwrap();
+    w.add_metadata("qwen3.block_count", MetaValue::U32(LAYERS as u32)).unwrap();
+    w.add_metadata("general.file_type", MetaValue::U32(0)).unwrap();
+    let mut add = |name: String, dims: &[usize]| {
+        let n: usize = dims.iter().product();
+        let data: Vec<u8> = rng.normals(n, 0.05).iter().flat_map(|v| v.to_le_bytes()).collect();
+        let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        w.add_tensor(name, &dims, GgmlType::F32, data).unwrap();
+    };
+    add("token_embd.weight".into(), &[HIDDEN, 64]);
+    for l in 0..LAYERS {
+        add(format!("blk.{l}.attn_norm.weight"), &[HIDDEN]);
+        add(format!("blk.{l}.attn_q.weight"), &[HIDDEN, HIDDEN]);
+        add(format!("blk.{l}.attn_v.weight"), &[HIDDEN, 64]);
+        add(format!("blk.{l}.ffn_down.weight"), &[FFN, HIDDEN]);
+    }
+    add("output_norm.weight".into(), &[HIDDEN]);
+    add("output.weight".into(), &[HIDDEN, 64]);
+    w.write_file(path).unwrap();
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_owned();
+        write_f32_model(&root.join("f32.gguf"));
+        Fixture { _dir: dir, root }
+    }
+    fn p(&self, name: &str) -> String {
+        self.root.join(name).to_string_lossy().into_owned()
+    }
+}
+
+#[test]
+fn lanes_lists_ref_and_cpu_features() {
+    let out = ok(&["lanes"]);
+    assert!(out.contains("ref"), "{out}");
+    assert!(out.contains("cpu features:"), "{out}");
+    assert!(out.contains("act_k=q8_K/ref-nearest-even"), "{out}");
+}
+
+#[test]
+fn info_prints_metadata_and_tensor_table() {
+    let f = Fixture::new();
+    let out = ok(&["gguf", "info", &f.p("f32.gguf")]);
+    assert!(out.contains("general.architecture = \"qwen3\""), "{out}");
+    assert!(out.contains("blk.7.ffn_down.weight"), "{out}");
+    assert!(out.contains("[512, 256]"), "{out}");
+}
+
+#[test]
+fn quantize_q4_k_m_follows_llama_cpp_rules() {
+    let f = Fixture::new();
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q4km.gguf"), "--type", "q4_k_m"]);
+    let q = GgufFile::open(f.p("q4km.gguf")).unwrap();
+    // llama.cpp's use_more_bits for 8 layers picks layers 0, 3, 6, 7 (written out by
+    // hand from `i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2`).
+    let more = [0usize, 3, 6, 7];
+    let ty = |name: &str| q.tensor(name).unwrap().ty;
+    assert_eq!(ty("token_embd.weight"), GgmlType::Q4_K);
+    assert_eq!(ty("output.weight"), GgmlType::Q6_K);
+    assert_eq!(ty("output_norm.weight"), GgmlType::F32);
+    for l in 0..LAYERS {
+        let want = if more.contains(&l) { GgmlType::Q6_K } else { GgmlType::Q4_K };
+        assert_eq!(ty(&format!("blk.{l}.attn_v.weight")), want, "layer {l}");
+        assert_eq!(ty(&format!("blk.{l}.ffn_down.weight")), want, "layer {l}");
+        assert_eq!(ty(&format!("blk.{l}.attn_q.weight")), GgmlType::Q4_K);
+        assert_eq!(ty(&format!("blk.{l}.attn_norm.weight")), GgmlType::F32);
+    }
+    assert_eq!(q.get("general.file_type"), Some(&MetaValue::U32(15)));
+    // The bytes are the reference quantizer's.
+    let src = GgufFile::open(f.p("f32.gguf")).unwrap();
+    let t = src.tensor("blk.3.ffn_down.weight").unwrap();
+    let vals: Vec<f32> = src
+        .tensor_data(t)
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let want = weights::quantize(GgmlType::Q6_K, &vals, HIDDEN, FFN).unwrap();
+    assert_eq!(q.tensor_bytes("blk.3.ffn_down.weight").unwrap(), &want[..]);
+}
+
+#[test]
+fn dequant_writes_the_tensor_as_safetensors() {
+    let f = Fixture::new();
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q8.gguf"), "--type", "q8_0"]);
+    ok(&[
+        "gguf",
+        "dequant",
+        &f.p("q8.gguf"),
+        "blk.2.attn_q.weight",
+        "--out",
+        &f.p("w.safetensors"),
+    ]);
+    let (ts, meta) = tensorfile::read(Path::new(&f.p("w.safetensors"))).unwrap();
+    assert_eq!(ts[0].shape, vec![HIDDEN, HIDDEN]);
+    assert_eq!(meta.get("source_type").map(String::as_str), Some("q8_0"));
+    let q = GgufFile::open(f.p("q8.gguf")).unwrap();
+    let mut want = vec![0.0; HIDDEN * HIDDEN];
+    dequantize(GgmlType::Q8_0, q.tensor_bytes("blk.2.attn_q.weight").unwrap(), &mut want).unwrap();
+    assert_eq!(ts[0].data.len(), want.len());
+    assert!(ts[0].data.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn matmul_replays_the_lane_bitwise_for_gemv_and_gemm() {
+    let f = Fixture::new();
+    for scheme in ["q4_0", "q8_0", "q4_k", "q6_k"] {
+        let qfile = f.p(&format!("{scheme}.gguf"));
+        ok(&["gguf", "quantize", &f.p("f32.gguf"), &qfile, "--type", scheme]);
+        for m in [1usize, 3] {
+            let mut rng = Rng::new(m as u64);
+            let x = Tensor {
+                name: "x".into(),
+                shape: vec![m, HIDDEN],
+                data: rng.normals(m * HIDDEN, 1.0),
+            };
+            let xin = f.p(&format!("x{m}.safetensors"));
+            tensorfile::write(Path::new(&xin), std::slice::from_ref(&x), &Default::default())
+                .unwrap();
+            let yout = f.p(&format!("y-{scheme}-{m}.safetensors"));
+            let out = tiercheck(&[
+                "matmul",
+                "--lane",
+                "ref",
+                "--gguf",
+                &qfile,
+                "--tensor",
+                "blk.1.attn_q.weight",
+                "--input",
+                &xin,
+                "--out",
+                &yout,
+            ]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("portable"), "says which implementation ran: {err}");
+            assert!(err.contains(if m == 1 { "gemv" } else { "gemm" }), "{err}");
+            let (y, meta) = tensorfile::read(Path::new(&yout)).unwrap();
+            assert_eq!(y[0].shape, vec![m, HIDDEN]);
+            assert_eq!(meta.get("lane").map(String::as_str), Some("ref"));
+            let q = GgufFile::open(&qfile).unwrap();
+            let t = q.tensor("blk.1.attn_q.weight").unwrap();
+            let wm = WeightMatrix::new(t.ty, HIDDEN, HIDDEN, q.tensor_data(t)).unwrap();
+            let want = lane("ref").unwrap().portable.matmul(&wm, &x.data, m).unwrap();
+            assert_eq!(y[0].data.len(), want.len(), "{scheme} m={m}");
+            assert!(
+                y[0].data.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{scheme} m={m}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_give_clear_errors_naming_the_file() {
+    let f = Fixture::new();
+    std::fs::write(f.p("junk.gguf"), b"not a gguf file at all").unwrap();
+    let e = fails(&["gguf", "info", &f.p("junk.gguf")]);
+    assert!(e.contains("junk.gguf"), "{e}");
+    let e = fails(&["gguf", "info", &f.p("missing.gguf")]);
+    assert!(e.contains("missing.gguf"), "{e}");
+    let e = fails(&["gguf", "dequant", &f.p("f32.gguf"), "nope", "--out", &f.p("o.safetensors")]);
+    assert!(e.contains("no tensor named 'nope'"), "{e}");
+    let e = fails(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("o.gguf"), "--type", "q5_k"]);
+    assert!(e.contains("unknown --type"), "{e}");
+    assert!(!Path::new(&f.p("o.gguf")).exists());
+
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q.gguf"), "--type", "q4_k"]);
+    let e = fails(&["gguf", "quantize", &f.p("q.gguf"), &f.p("qq.gguf"), "--type", "q8_0"]);
+    assert!(e.contains("already q4_K"), "{e}");
+    assert!(!Path::new(&f.p("qq.gguf")).exists(), "no output on error");
+
+    let x = Tensor { name: "x".into(), shape: vec![2, 100], data: vec![0.0; 200] };
+    tensorfile::write(Path::new(&f.p("x.safetensors")), &[x], &Default::default()).unwrap();
+    let base = |lane: &str, imp: &str, tensor: &str| {
+        fails(&[
+            "matmul",
+            "--lane",
+            lane,
+            "--impl",
+            imp,
+            "--gguf",
+            &f.p("q.gguf"),
+            "--tensor",
+            tensor,
+            "--input",
+            &f.p("x.safetensors"),
+            "--out",
+            &f.p("y.safetensors"),
+        ])
+    };
+    let e = base("ref", "auto", "blk.0.attn_q.weight");
+    assert!(e.contains("x.safetensors") && e.contains("100 columns"), "{e}");
+    let e = base("nosuch", "auto", "blk.0.attn_q.weight");
+    assert!(e.contains("unknown lane `nosuch`") && e.contains("ref"), "{e}");
+    let e = base("ref", "native", "blk.0.attn_q.weight");
+    assert!(e.contains("--impl native") && e.contains("specification"), "{e}");
+    let e = base("ref", "auto", "blk.0.attn_norm.weight");
+    assert!(e.contains("matmul needs a 2-D weight"), "{e}");
+    std::fs::write(f.p("bad.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
+    let e = fails(&[
+        "matmul",
+        "--lane",
+        "ref",
+        "--gguf",
+        &f.p("q.gguf"),
+        "--tensor",
+        "blk.0.attn_q.weight",
+        "--input",
+        &f.p("bad.safetensors"),
+        "--out",
+        &f.p("y.safetensors"),
+    ]);
+    assert!(e.contains("bad.safetensors"), "{e}");
+    assert!(!Path::new(&f.p("y.safetensors")).exists());
+}
+
+/// A small valid embedded-model recipe without a sha256.
+const TINY_RECIPE: &str = r#"
+architecture = "qwen3"
+name = "tiny"
+n_embd = 512
+n_layer = 1
+n_head = 8
+n_head_kv = 2
+head_dim = 64
+n_ff = 256
+n_vocab = 64
+context_length = 64
+rope_freq_base = 1000000.0
+rms_eps = 1e-6
+seed = 3
+embd_std = 0.5
+norm_noise_std = 0.05
+logit_std = 3.0
+quantization = "q4_k_m"
+sha256 = ""
+"#;
+
+#[test]
+fn golden_model_blesses_builds_and_reuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.toml");
+    std::fs::write(&recipe, TINY_RECIPE).unwrap();
+    let cache = dir.path().join("cache");
+    let args = ["golden", "model", "--recipe", recipe.to_str().unwrap()];
+    let args: Vec<&str> = args.into_iter().chain(["--cache", cache.to_str().unwrap()]).collect();
+    let run = |extra: &[&str], ci: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tiercheck"));
+        c.args(&args).args(extra);
+        match ci {
+            Some(v) => c.env("CI", v),
+            None => c.env_remove("CI"),
+        };
+        c.output().expect("run tiercheck")
+    };
+    let err = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    let out = run(&[], None);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("no sha256 recorded") && err(&out).contains("--bless"));
+    let out = run(&["--bless"], Some("1"));
+    assert!(!out.status.success());
+    assert!(err(&out).contains("refusing to rewrite"), "{}", err(&out));
+
+    let out = run(&["--bless"], None);
+    assert!(out.status.success(), "{}", err(&out));
+    let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    let sha = text.lines().find_map(|l| l.strip_prefix("sha256 = \"")).unwrap();
+    let sha = sha.trim_end_matches('"');
+    assert_eq!(path, cache.join("model").join(format!("{sha}.gguf")));
+    assert_eq!(GgufFile::open(&path).unwrap().get_str("general.name").unwrap(), "tiny");
+
+    let out = run(&[], Some("1"));
+    assert!(out.status.success(), "{}", err(&out));
+    assert!(err(&out).contains("reused"), "{}", err(&out));
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), path.to_str().unwrap());
+}
+
+#[test]
+fn run_writes_a_trace_with_taps_steps_and_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.safetensors");
+    let o = out.to_str().unwrap();
+    ok(&[
+        "run",
+        "--lane",
+        "x86_64-avx2",
+        "--prompt",
+        "short-4",
+        "--steps",
+        "3",
+        "--out",
+        o,
+        "--quiet",
+    ]);
+    let t = tiercheck_model::run::read_trace(&out).unwrap();
+    // The prompt as one batch, then two greedy single-token steps.
+    assert_eq!(t.steps.len(), 3);
+    assert_eq!(t.steps[0].input_ids, vec![17, 2045, 388, 901]);
+    assert_eq!(t.steps[1].input_ids, vec![t.steps[0].emitted]);
+    assert_eq!(t.steps[2].positions, vec![5]);
+    assert_eq!(t.steps[0].top.len(), 5);
+    assert!(t.steps.iter().all(|s| s.gap >= 0.0 && s.top[0].0 == s.emitted));
+    assert_eq!(t.taps[&(0, "attn_norm-0".to_string())].shape, vec![4, 512]);
+    assert_eq!(t.taps[&(2, "result_output".to_string())].shape, vec![1, 3072]);
+    assert_eq!(t.taps.len(), 3 * (1 + 10 * 8 + 2));
+    for (k, v) in [
+        ("lane", "x86_64-avx2"),
+        ("mode", "prompt"),
+        ("residual", "f32"),
+        ("threads", "1"),
+        ("producer", "tiercheck"),
+    ] {
+        assert_eq!(t.meta.get(k).map(String::as_str), Some(v), "metadata {k}");
+    }
+    assert_eq!(t.meta["prompt_ids"], "[17,2045,388,901]");
+    for k in [
+        "impl",
+        "cpu_features",
+        "repack",
+        "matmul_paths",
+        "model_sha256",
+        "git_revision",
+        "tiercheck_version",
+        "elem",
+    ] {
+        assert!(t.meta.contains_key(k), "metadata lacks {k}");
+    }
+}
+
+#[test]
+fn run_teacher_forced_decode_mode_is_one_step_per_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.safetensors");
+    let args = ["run", "--lane", "ref", "--teacher-force", "1,250,1999", "--mode", "decode"];
+    ok(&[&args[..], &["--out", out.to_str().unwrap(), "--quiet"]].concat());
+    let t = tiercheck_model::run::read_trace(&out).unwrap();
+    assert_eq!(t.steps.len(), 3);
+    assert_eq!(t.steps.iter().map(|s| s.input_ids[0]).collect::<Vec<_>>(), vec![1, 250, 1999]);
+    assert_eq!(t.taps[&(2, "Qcur-7".to_string())].shape, vec![1, 512]);
+}
+
+#[test]
+fn run_and_matrix_refuse_bad_input_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.gguf");
+    std::fs::write(&junk, b"not a gguf").unwrap();
+    let j = junk.to_str().unwrap();
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "1,x"]);
+    assert!(e.contains("--teacher-force"), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "99999"]);
+    assert!(e.contains("token id 99999 is out of range"), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "1", "--ctx", "300"]);
+    assert!(e.contains("multiple of 256"), "{e}");
+    let e = fails(&["run", "--lane", "nope", "--teacher-force", "1"]);
+    assert!(e.contains("unknown lane"), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--model", j, "--teacher-force", "1"]);
+    assert!(e.contains(j), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--prompt", "no-such-prompt"]);
+    assert!(e.contains("no prompt named 'no-such-prompt'"), "{e}");
+    let t = dir.path().join("x.safetensors");
+    let e = fails(&["run", "--lane", "ref", "--steps", "1", "--out", t.to_str().unwrap()]);
+    assert!(e.contains("need a folder"), "{e}");
+    // A qwen3 file without the hyper-parameters.
+    let llama = dir.path().join("llama.gguf");
+    write_f32_model(&llama);
+    let e = fails(&[
+        "run",
+        "--lane",
+        "ref",
+        "--model",
+        llama.to_str().unwrap(),
+        "--teacher-force",
+        "1",
+    ]);
+    assert!(
+        e.contains("llama.gguf") && (e.contains("not supported") || e.contains("missing")),
+        "{e}"
+    );
+    let e = fails(&["matrix", "--lanes", "ref,bogus"]);
+    assert!(e.contains("unknown lane `bogus`"), "{e}");
+    let e = fails(&["matrix", "--aarch64-bin", "/no/such/binary", "--steps", "1"]);
+    assert!(e.contains("/no/such/binary"), "{e}");
+}
+
+#[test]
+fn matrix_json_compares_every_lane_with_ref() {
+    let out = ok(&[
+        "matrix",
+        "--lanes",
+        "x86_64-avx2-repack,aarch64-neon",
+        "--portable",
+        "--prompt",
+        "short-4",
+        "--steps",
+        "3",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let lanes = v["lanes"].as_array().unwrap();
+    let names: Vec<&str> = lanes.iter().map(|l| l["lane"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["ref", "x86_64-avx2-repack", "aarch64-neon"]);
+    for l in lanes {
+        assert_eq!(l["how"], "portable");
+        let a = &l["agreement"][0];
+        assert_eq!(a["name"], "short-4");
+        assert_eq!(a["of"], 3);
+        assert!(a["agree"].as_u64().unwrap() <= 3);
+        assert_eq!(l["prompts"][0]["generated"].as_array().unwrap().len(), 3);
+    }
+    assert_eq!(lanes[0]["agreement"][0]["agree"], 3, "ref agrees with itself");
+}

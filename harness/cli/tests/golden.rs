@@ -1,0 +1,304 @@
+//! The golden suite: one trial per (kernel, shape, case, lane) and check, except where
+//! a check would compare a value with itself.
+//!
+//! Trial names (sorted):
+//! - `<kernel>/<op>/<shape>/<case>/<lane>`: the lane's portable implementation is
+//!   bitwise equal to the lane's golden;
+//! - `<...>/<lane>/native`: the lane's native kernel is bitwise equal to its portable
+//!   twin (and so to the golden); ignored at run time with the reason where this CPU
+//!   cannot run it, a failure instead when `TIERCHECK_REQUIRE_LANES` names the lane;
+//! - `<...>/<lane>/tolerance`: the lane is within its error bound of the exact answer
+//!   and within NMSE of `ref` (`tiercheck_golden::check`); for quantize and dequantize
+//!   cases only where the lane's goldens differ from `ref`'s (never for `ref` itself);
+//! - `<kernel>/<op>/<lane>/equals-ref` (quantize and dequantize): the lane's goldens of
+//!   every case of that kernel and op are `ref`'s, digest for digest; one trial checks
+//!   the lane's outputs of all of them against its goldens (per-case trials and a
+//!   tolerance against `ref` would repeat `ref`'s own);
+//! - `<kernel>/<op>/<lane>/native-shares-twin-code` (quantize and dequantize): the
+//!   native implementation runs its twin's code for these cases (see
+//!   [`NATIVE_QUANTIZERS`]); one trial still compares native and twin on all of them;
+//! - `golden/inputs-reproducible`, `golden/verify`, `golden/require-lanes`.
+//!
+//! `TIERCHECK_BLESS=1 cargo test --test golden` refreshes every lane's goldens first
+//! (refused under `CI`), then runs the suite.
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Completion, Trial};
+use tiercheck_core::quant::ActRule;
+use tiercheck_core::Lane;
+use tiercheck_golden::bless::{allowed, bless_lane};
+use tiercheck_golden::cases::generate;
+use tiercheck_golden::cases::{Case, Op};
+use tiercheck_golden::check::{check_golden, check_tolerance, check_twin};
+use tiercheck_golden::manifest::sha256_hex;
+use tiercheck_golden::run::{applicable, run_case};
+use tiercheck_golden::{catalogue, verify, GoldenDir, GoldenError, Inputs, LaneGolden};
+use tiercheck_lanes as lanes;
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let dir = GoldenDir::from_env();
+    if std::env::var("TIERCHECK_BLESS").is_ok_and(|v| v == "1") {
+        if !allowed() {
+            eprintln!("TIERCHECK_BLESS=1 is refused under CI (the CI environment variable is set)");
+            return ExitCode::FAILURE;
+        }
+        let inputs = match dir.load_inputs() {
+            Ok(i) => i,
+            Err(e) => {
+                eprintln!("cannot bless: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        for lane in lanes::all() {
+            match bless_lane(&dir, lane, None, &inputs) {
+                Ok(summary) => eprint!("{summary}"),
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
+    let mut trials = vec![
+        inputs_reproducible(dir.clone()),
+        Trial::test("golden/verify", {
+            let dir = dir.clone();
+            move || {
+                let r = verify(&dir);
+                if r.problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(r.to_string().into())
+                }
+            }
+        }),
+    ];
+    let required = required_lanes();
+    trials.push(Trial::test("golden/require-lanes", {
+        let required = required.clone();
+        move || {
+            let unknown: Vec<&String> =
+                required.iter().filter(|l| lanes::find(l).is_err()).collect();
+            if unknown.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("TIERCHECK_REQUIRE_LANES names unknown lanes: {unknown:?}").into())
+            }
+        }
+    }));
+    let inputs: Arc<Result<Inputs, String>> =
+        Arc::new(dir.load_inputs().map_err(|e| e.to_string()));
+    let goldens: Vec<Arc<Result<LaneGolden, String>>> = lanes::all()
+        .iter()
+        .map(|lane| {
+            Arc::new(dir.load_lane(lane.name).map_err(|e| match e {
+                GoldenError::Corrupt { .. } => {
+                    format!("{e} (a damaged golden, not a kernel failure)")
+                }
+                other => other.to_string(),
+            }))
+        })
+        .collect();
+    let ref_golden = lanes::all().iter().position(|l| l.name == "ref").map(|i| goldens[i].clone());
+    let cases = catalogue();
+    for (lane, golden) in lanes::all().iter().copied().zip(&goldens) {
+        let t = Trials {
+            lane,
+            inputs: inputs.clone(),
+            golden: golden.clone(),
+            must_run: required.contains(lane.name),
+        };
+        let lane_cases: Vec<&Case> = cases.iter().filter(|c| applicable(lane, c)).collect();
+        // Dot products: every case has its own trials.
+        for case in lane_cases.iter().filter(|c| !is_codec(c)) {
+            trials.push(t.golden(format!("{}/{}", case.name, lane.name), &[case]));
+            if lanes::has_native(lane) {
+                trials.push(t.native(format!("{}/{}/native", case.name, lane.name), &[case]));
+            }
+            trials.push(t.tolerance(case));
+        }
+        // Quantize and dequantize, per (op, type).
+        let mut groups: Vec<(String, Vec<&Case>)> = Vec::new();
+        for case in lane_cases.iter().filter(|c| is_codec(c)) {
+            let key = format!("{}/{}", case.op.ty().name(), case.op.name());
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, g)) => g.push(case),
+                None => groups.push((key, vec![case])),
+            }
+        }
+        for (key, group) in groups {
+            let same_as_ref = lane.name != "ref"
+                && ref_golden.as_ref().is_some_and(|r| goldens_equal(golden, r, &group));
+            if same_as_ref {
+                trials.push(t.golden(format!("{key}/{}/equals-ref", lane.name), &group));
+            } else {
+                for case in &group {
+                    trials.push(t.golden(format!("{}/{}", case.name, lane.name), &[case]));
+                    if lane.name != "ref" {
+                        trials.push(t.tolerance(case));
+                    }
+                }
+            }
+            if !lanes::has_native(lane) {
+                continue;
+            }
+            if native_has_own_code(lane, group[0].op) {
+                for case in &group {
+                    let name = format!("{}/{}/native", case.name, lane.name);
+                    trials.push(t.native(name, &[case]));
+                }
+            } else {
+                let name = format!("{key}/{}/native-shares-twin-code", lane.name);
+                trials.push(t.native(name, &group));
+            }
+        }
+    }
+    trials.sort_by(|a, b| a.name().cmp(b.name()));
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// The lanes whose native trials must run here: `TIERCHECK_REQUIRE_LANES`, read by
+/// [`tiercheck_core::require::required_lanes`] (a comma list, or `auto`: the `require`
+/// list of this target's table for the CPU model in `QEMU_CPU`).
+fn required_lanes() -> HashSet<String> {
+    tiercheck_core::require::required_lanes()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .collect()
+}
+
+/// Activation rules that a native implementation computes with code of its own: the
+/// x86 lanes' AVX2 `quantize_row_q8_0` and the HIP device's `quantize_q8_1`. Every
+/// other rule is quantized by the shared portable `ActRule::quantize` in the native
+/// implementations too, and no native implementation has a dequantizer of its own
+/// (each uses `Kernels::dequantize`'s default or its twin's), so their native trials
+/// would compare the twin's code with itself: such cases share one trial per (type,
+/// op, lane), `<kernel>/<op>/<lane>/native-shares-twin-code`, which still runs every
+/// case (and so catches a native implementation that gains code of its own).
+const NATIVE_QUANTIZERS: &[ActRule] = &[ActRule::Q8_0X86, ActRule::Q8_1HipMmvq];
+
+/// Whether the native implementation of `lane` runs code of its own for `op` (a
+/// quantize or dequantize op).
+fn native_has_own_code(lane: &Lane, op: Op) -> bool {
+    match op {
+        Op::Quantize(fmt) => [lane.recipe.act_k, lane.recipe.act_legacy]
+            .into_iter()
+            .any(|r| r.format() == fmt && NATIVE_QUANTIZERS.contains(&r)),
+        Op::Dequantize(_) => false,
+        Op::VecDot(_) | Op::Gemv(_) | Op::Gemm(_) => true,
+    }
+}
+
+/// Quantize and dequantize cases (the codecs), as opposed to dot products.
+fn is_codec(case: &Case) -> bool {
+    matches!(case.op, Op::Quantize(_) | Op::Dequantize(_))
+}
+
+/// Whether `lane`'s committed goldens of every case in `cases` are `ref`'s (same
+/// digest): then the lane's outputs are checked against them in one trial
+/// (`<kernel>/<op>/<lane>/equals-ref`), and no tolerance trial compares `ref` with
+/// itself.
+fn goldens_equal(
+    lane: &Result<LaneGolden, String>,
+    reference: &Result<LaneGolden, String>,
+    cases: &[&Case],
+) -> bool {
+    let (Ok(lane), Ok(reference)) = (lane, reference) else { return false };
+    cases.iter().all(|c| {
+        match (lane.manifest.entries.get(&c.name), reference.manifest.entries.get(&c.name)) {
+            (Some(a), Some(b)) => a.sha256 == b.sha256,
+            _ => false,
+        }
+    })
+}
+
+/// The trials of one lane.
+struct Trials {
+    lane: &'static Lane,
+    inputs: Arc<Result<Inputs, String>>,
+    golden: Arc<Result<LaneGolden, String>>,
+    must_run: bool,
+}
+
+impl Trials {
+    /// `name` (`<case>/<lane>` for one case): the lane's portable outputs of `cases`
+    /// are bitwise its goldens.
+    fn golden(&self, name: String, cases: &[&Case]) -> Trial {
+        let (lane, inputs, golden) = (self.lane, self.inputs.clone(), self.golden.clone());
+        let cases: Vec<Case> = cases.iter().map(|&c| c.clone()).collect();
+        Trial::test(name, move || {
+            let inputs = inputs.as_ref().as_ref()?;
+            let golden = golden.as_ref().as_ref()?;
+            for case in &cases {
+                let out = run_case(lane, lane.portable, case, inputs)?;
+                check_golden(lane.name, case, &out, golden)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// `name` (`<case>/<lane>/native` for one case): the lane's native outputs of
+    /// `cases` are bitwise its portable twin's; ignored at run time with the reason
+    /// where this machine cannot run them, a failure instead when the lane is required.
+    fn native(&self, name: String, cases: &[&Case]) -> Trial {
+        let (lane, inputs, must_run) = (self.lane, self.inputs.clone(), self.must_run);
+        let cases: Vec<Case> = cases.iter().map(|&c| c.clone()).collect();
+        Trial::ignorable_test(name, move || {
+            let native = match lanes::native(lane) {
+                Ok(k) => k,
+                Err(why) if must_run => {
+                    return Err(
+                        format!("TIERCHECK_REQUIRE_LANES requires {}: {why}", lane.name).into()
+                    )
+                }
+                Err(why) => return Ok(Completion::ignored_with(why)),
+            };
+            let inputs = inputs.as_ref().as_ref()?;
+            for case in &cases {
+                let n = run_case(lane, native, case, inputs)?;
+                let p = run_case(lane, lane.portable, case, inputs)?;
+                check_twin(lane.name, case, &n, &p)?;
+            }
+            Ok(Completion::Completed)
+        })
+    }
+
+    /// `<case>/<lane>/tolerance`: the lane is within its error bound of the exact
+    /// answer and of `ref` (`tiercheck_golden::check`).
+    fn tolerance(&self, case: &Case) -> Trial {
+        let (lane, inputs, case) = (self.lane, self.inputs.clone(), case.clone());
+        Trial::test(format!("{}/{}/tolerance", case.name, lane.name), move || {
+            let inputs = inputs.as_ref().as_ref()?;
+            let out = run_case(lane, lane.portable, &case, inputs)?;
+            let want = tiercheck_golden::run::reference_output(&case, inputs)?;
+            check_tolerance(lane, lane.portable, &case, &out, &want, inputs)?;
+            Ok(())
+        })
+    }
+}
+
+/// Regenerating the inputs in memory reproduces the committed file byte for byte.
+fn inputs_reproducible(dir: GoldenDir) -> Trial {
+    Trial::test("golden/inputs-reproducible", move || {
+        let bytes = GoldenDir::inputs_bytes(&generate());
+        let path = dir.root().join("inputs").join("kernels.safetensors");
+        let committed = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if bytes == committed {
+            Ok(())
+        } else {
+            Err(format!(
+                "regenerated inputs (sha256 {}) differ from {} (sha256 {}); if the generator \
+                 changed on purpose, run `cargo run -p tiercheck -- golden gen-inputs` and then \
+                 `cargo run -p tiercheck -- bless`",
+                sha256_hex(&bytes),
+                path.display(),
+                sha256_hex(&committed)
+            )
+            .into())
+        }
+    })
+}

@@ -1,0 +1,65 @@
+//! The lanes' status claims point at real proofs: every test a [`Proof`] names is an
+//! integration test of this package that checks its claims
+//! (`tiercheck_golden::claims::claim_checks`, which fails a claim whose trials are missing), a
+//! proven lane names at least one proof with trials, and the labels the issue of
+//! truthful status asks for hold (`hip-*` modelled, `x86_64-avx512` synthetic).
+//!
+//! [`Proof`]: tiercheck_core::lane::Proof
+
+use std::path::Path;
+
+use tiercheck_core::lane::Status;
+use tiercheck_core::LANES;
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn every_named_proof_test_exists_and_checks_its_claims() {
+    let manifest = std::fs::read_to_string(manifest_dir().join("Cargo.toml")).unwrap();
+    for lane in LANES {
+        for proof in lane.status.proofs() {
+            assert!(
+                manifest.contains(&format!("name = \"{}\"", proof.test)),
+                "{}: proof test `{}` is not a [[test]] of this package",
+                lane.name,
+                proof.test
+            );
+            let src = manifest_dir().join("tests").join(format!("{}.rs", proof.test));
+            let text = std::fs::read_to_string(&src)
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", lane.name, src.display()));
+            assert!(
+                text.contains(&format!("claim_checks(\n        \"{}\"", proof.test))
+                    || text.contains(&format!("claim_checks(\"{}\"", proof.test)),
+                "{}: {} does not check its claims with claim_checks(\"{}\", ..)",
+                lane.name,
+                src.display(),
+                proof.test
+            );
+            assert!(!proof.trials.is_empty(), "{}: a proof naming no trials", lane.name);
+            assert!(!proof.against.is_empty(), "{}: a proof against nothing", lane.name);
+        }
+    }
+}
+
+#[test]
+fn proven_lanes_name_proofs_and_labels_are_truthful() {
+    for lane in LANES {
+        if let Status::Proven(p) = lane.status {
+            assert!(!p.is_empty(), "{} is `proven` with no proof", lane.name);
+        }
+        if lane.name.starts_with("hip-") {
+            assert!(matches!(lane.status, Status::Modelled { .. }), "{}", lane.name);
+        }
+    }
+    let avx512 = tiercheck_core::lane("x86_64-avx512").unwrap();
+    assert!(matches!(avx512.status, Status::Synthetic { .. }));
+    // The one whole-decoder claim today.
+    let repack = tiercheck_core::lane("x86_64-avx2-repack").unwrap();
+    assert_eq!(
+        repack.status.best_level(),
+        Some(tiercheck_core::lane::Level::DecoderPrompt),
+        "x86_64-avx2-repack"
+    );
+}

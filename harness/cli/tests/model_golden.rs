@@ -1,0 +1,98 @@
+//! Model goldens: every lane's decoder run on the embedded model (tokens and the digest
+//! of every tap over all steps) checked bitwise against `golden/model/lanes/<lane>.json`.
+//!
+//! One trial per lane, implementation (`native`, `portable`) and prompt:
+//! `model/<lane>/<impl>/<prompt>`. A native trial this host cannot run is reported
+//! ignored with the reason (never passed); with `TIERCHECK_REQUIRE_LANES` naming the
+//! lane (as CI sets it per CPU model) that is a failure instead. The portable trials run
+//! everywhere, so x86 lanes are checked under qemu-aarch64 and aarch64 lanes on x86.
+//!
+//! `TIERCHECK_MODEL_PROMPTS=N` limits the run to the first N prompts (used under qemu,
+//! where the decoder is slow).
+
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+
+use libtest_mimic::{Arguments, Completion, Trial};
+
+use tiercheck_golden::model::{self as mg, ModelGolden};
+use tiercheck_golden::GoldenDir;
+use tiercheck_lanes::{self as lanes, Impl};
+use tiercheck_model::runner::PromptIds;
+use tiercheck_model::Model;
+
+type Inputs = (Model, Vec<PromptIds>, usize);
+
+fn inputs() -> Result<&'static Inputs, String> {
+    static CELL: OnceLock<Result<Inputs, String>> = OnceLock::new();
+    CELL.get_or_init(|| mg::inputs().map_err(|e| format!("{e:#}"))).as_ref().map_err(Clone::clone)
+}
+
+fn required_lanes() -> Vec<String> {
+    tiercheck_core::require::required_lanes().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let dir = GoldenDir::from_env();
+    let limit: usize = std::env::var("TIERCHECK_MODEL_PROMPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX);
+    let required = required_lanes();
+    let recipe =
+        tiercheck_model::embedded::Recipe::load(&tiercheck_model::embedded::Recipe::default_path())
+            .expect("golden/model/recipe.toml");
+    let prompts = tiercheck_model::embedded::Prompts::load(
+        &tiercheck_model::embedded::Prompts::default_path(),
+        &recipe,
+    )
+    .expect("golden/prompts/prompts.toml");
+    let mut trials = Vec::new();
+    for lane in lanes::all() {
+        let golden: Arc<Result<ModelGolden, String>> =
+            Arc::new(mg::load(&mg::path(dir.root(), lane.name)).map_err(|e| format!("{e:#}")));
+        for imp in [Impl::Native, Impl::Portable] {
+            if imp == Impl::Native && !lanes::has_native(lane) {
+                continue;
+            }
+            let imp_name = if imp == Impl::Native { "native" } else { "portable" };
+            for (i, p) in prompts.prompts.iter().enumerate().take(limit) {
+                let name = format!("model/{}/{imp_name}/{}", lane.name, p.name);
+                let golden = Arc::clone(&golden);
+                let must = required.iter().any(|r| r == lane.name);
+                trials.push(Trial::ignorable_test(name, move || {
+                    let chosen = match lanes::choose(lane, imp) {
+                        Ok(c) => c,
+                        Err(why) if must => {
+                            return Err(format!("required lane cannot run natively: {why}").into())
+                        }
+                        Err(why) => return Ok(Completion::ignored_with(why)),
+                    };
+                    let golden = golden.as_ref().as_ref().map_err(Clone::clone)?;
+                    let (model, list, steps) = inputs()?;
+                    if golden.model_sha256 != model.sha256 {
+                        return Err(format!(
+                            "golden was made for model {} but the embedded model is {}: run `tiercheck bless`",
+                            golden.model_sha256, model.sha256
+                        )
+                        .into());
+                    }
+                    if golden.steps != *steps {
+                        return Err(format!("golden has {} steps, the prompts file {steps}", golden.steps).into());
+                    }
+                    let want = golden
+                        .prompts
+                        .iter()
+                        .find(|g| g.name == list[i].name)
+                        .ok_or_else(|| format!("no golden for prompt '{}'", list[i].name))?;
+                    let got = mg::compute(model, &chosen, &list[i..i + 1], *steps)
+                        .map_err(|e| format!("{e:#}"))?;
+                    mg::check_prompt(want, &got.prompts[0])?;
+                    Ok(Completion::Completed)
+                }));
+            }
+        }
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}

@@ -1,0 +1,339 @@
+//! The aarch64 lanes against ggml built by GCC for aarch64 (`ci/oracle`'s
+//! `arm-dotprod` flavour, `-march=armv8.2-a+dotprod`), run under qemu-user with the
+//! matching CPU model, bitwise:
+//!
+//! - `oracle/arm-dotprod/from_float/{q8_K,q8_0}/aarch64-neon`: the lane's activation
+//!   rules against the tier's `from_float`, 240 rows each (ties, both-sign maxima, tiny,
+//!   wide range, NaN/Inf, ...);
+//! - `oracle/arm-dotprod/vec_dot/<type>/aarch64-neon`: the lane's vec_dot (twin, and
+//!   native on aarch64 hosts) against the tier's `vec_dot` with nrc = 1, on activations
+//!   quantized by the tier, weights quantized by the reference quantizer, random and
+//!   edge blocks; k includes odd block counts (the scalar tail of the legacy kernels).
+//! - `oracle/arm-dotprod/matmul-repack/<type>/aarch64-neon-repack`: the lane's matmul
+//!   (twin, and native on aarch64 hosts) against one `ggml_mul_mat` node with the weight
+//!   in the `CPU_REPACK` buffer, k in {256, 512}, m in {1, 2, 3, 4, 5, 7, 8} (gemm groups
+//!   and gemv leftovers), n in {8, 16, 24} (and 12 for the 4-row layouts), several
+//!   activation kinds; weights from the reference quantizer (passed as bytes: ggml's
+//!   aarch64 quantizer differs for q4_K). Row counts ggml does not repack (12 for q4_K,
+//!   10 for q4_0/q8_0) must be refused by the repack buffer and match the plain matmul
+//!   (q4_0/q8_0 at m = 1 only: with more rows ggml runs llamafile's tinyBLAS).
+//!
+//! - `oracle/arm-i8mm/matmul-repack/<type>/aarch64-i8mm-repack`: the same against the
+//!   `arm-i8mm` flavour (`-march=armv8.6-a+dotprod+i8mm`, qemu `max,sve=off`), layouts
+//!   q4_K_8x8, q4_0_4x8, q8_0_4x8. Row counts without a layout (12 for q4_K, 10 for
+//!   q4_0/q8_0) at odd m only (that build has no llamafile; at even m and even n its
+//!   plain vec_dot runs two rows at a time, `nrc == 2`, which the lane does not
+//!   reproduce).
+//!
+//! Ignored with the reason without the oracle; failures under
+//! `TIERCHECK_REQUIRE_ORACLE=1`.
+
+use std::process::ExitCode;
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use tiercheck_core::quant::weights;
+use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
+use tiercheck_lanes as lanes;
+use tiercheck_model::gen::{edge_blocks, random_blocks, Rng, RowKind};
+use tiercheck_oracle::{ArmDriver, ArmTier, MulmatJob, MulmatMode, OracleConfig, OracleError};
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let mut trials = Vec::new();
+    let neon = lanes::find("aarch64-neon").expect("lane");
+    for (ty, rule) in
+        [(GgmlType::Q8_K, neon.recipe.act_k), (GgmlType::Q8_0, neon.recipe.act_legacy)]
+    {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/from_float/{}/aarch64-neon", ty.name()),
+            move |d| {
+                let mut rng = Rng::new(0xA4C4 + ty.id() as u64);
+                let mut rows = Vec::new();
+                for k in [256usize, 512, 4096] {
+                    for kind in RowKind::ALL {
+                        for _ in 0..8 {
+                            rows.push((k, kind.row(&mut rng, k)));
+                        }
+                    }
+                }
+                let mut bad = Vec::new();
+                for (i, (k, x)) in rows.iter().enumerate() {
+                    let theirs = d.from_float(ty.id(), *k, x).map_err(|e| e.to_string())?;
+                    let ours = rule.quantize(x).map_err(|e| e.to_string())?;
+                    if ours != theirs {
+                        bad.push(format!("row {i} (k={k})"));
+                    }
+                }
+                report(rows.len(), bad)
+            },
+        ));
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/vec_dot/{}/aarch64-neon", ty.name()),
+            move |d| check_vec_dot(d, ty, "aarch64-neon"),
+        ));
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/matmul-repack/{}/aarch64-neon-repack", ty.name()),
+            move |d| check_matmul_repack(d, ty),
+        ));
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+        trials.push(trial_on(
+            ArmTier::I8mm,
+            format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),
+            move |d| check_matmul_repack_i8mm(d, ty),
+        ));
+    }
+    trials.sort_by(|a, b| a.name().cmp(b.name()));
+    for (name, verdict) in tiercheck_golden::claims::claim_checks(
+        "oracle_arm_lanes",
+        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
+    ) {
+        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn report(cases: usize, bad: Vec<String>) -> Result<usize, String> {
+    if bad.is_empty() {
+        Ok(cases)
+    } else {
+        Err(format!(
+            "{} of {cases} cases differ from ggml: {}",
+            bad.len(),
+            bad.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
+        ))
+    }
+}
+
+fn trial(
+    name: String,
+    f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
+) -> Trial {
+    trial_on(ArmTier::Dotprod, name, f)
+}
+
+fn trial_on(
+    tier: ArmTier,
+    name: String,
+    f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
+) -> Trial {
+    Trial::ignorable_test(name, move || {
+        let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
+        let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), tier) {
+            Ok(d) => d,
+            Err(e) if required => {
+                return Err(Failed::from(format!("TIERCHECK_REQUIRE_ORACLE=1 but {e}")))
+            }
+            Err(e) => {
+                return Ok(Completion::ignored_with(format!(
+                    "oracle unavailable ({e}); run ci/oracle"
+                )))
+            }
+        };
+        let n = f(&driver)?;
+        if n < 200 {
+            return Err(format!("only {n} cases ran").into());
+        }
+        Ok(Completion::Completed)
+    })
+}
+
+fn check_vec_dot(d: &ArmDriver, ty: GgmlType, lane_name: &str) -> Result<usize, String> {
+    let lane = lanes::find(lane_name)?;
+    let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
+    if let Ok(native) = lanes::native(lane) {
+        impls.push(("native", native));
+    }
+    let act_ty = lane.portable.act_rule(ty).map_err(|e| e.to_string())?.format();
+    let sizes: &[usize] =
+        if ty.block_size() == 256 { &[256, 512, 1024, 4096] } else { &[32, 96, 160, 512, 4096] };
+    let mut rng = Rng::new(0xD0D0 + ty.id() as u64);
+    let mut cases = 0;
+    let mut bad = Vec::new();
+    for &k in sizes {
+        let nb = k / ty.block_size();
+        // One batch per k: weights and tier-quantized activations for every kind x variant.
+        let (mut xs, mut ys, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+        for kind in RowKind::FINITE {
+            let a = kind.row(&mut rng, k.max(32));
+            let act = d.from_float(act_ty.id(), k, &a[..k]).map_err(|e| e.to_string())?;
+            for variant in 0..6 {
+                let w = match variant {
+                    0 | 1 => {
+                        let wx =
+                            RowKind::FINITE[(variant * 4 + kind as usize) % 9].row(&mut rng, k);
+                        weights::quantize(ty, &wx, 1, k).map_err(|e| e.to_string())?
+                    }
+                    2 | 3 => random_blocks(&mut rng, ty, nb),
+                    v => edge_blocks(&mut rng, ty, nb, v),
+                };
+                xs.extend_from_slice(&w);
+                ys.extend_from_slice(&act);
+                labels.push((kind.name(), variant, w, act.clone()));
+            }
+        }
+        let theirs = d.vec_dot(ty.id(), k, 1, &xs, &ys).map_err(|e| e.to_string())?;
+        for ((kind, variant, w, act), want) in labels.iter().zip(&theirs) {
+            for (name, kernels) in &impls {
+                let got = kernels.vec_dot(ty, w, act).map_err(|e| e.to_string())?;
+                cases += 1;
+                // NaN results: compare as NaN (generated-NaN bits are not portable).
+                if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
+                    bad.push(format!(
+                        "{name} k={k} act={kind} weights#{variant}: got {got:e}, want {want:e}"
+                    ));
+                }
+            }
+        }
+    }
+    report(cases, bad)
+}
+
+/// One repacked-matmul case: weights (reference quantizer), activations, and the mode
+/// ggml runs it in.
+struct MatmulCase {
+    label: String,
+    mode: MulmatMode,
+    k: usize,
+    n: usize,
+    m: usize,
+    w: Vec<u8>,
+    x: Vec<f32>,
+    /// The layout ggml must report (`None`: the repack buffer must refuse the weight).
+    layout: Option<&'static str>,
+}
+
+fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
+    let layout = tiercheck_core::lane::arm_dotprod_layout(ty).expect("a repacked type");
+    let plain_ms: &[usize] = if layout.cols() == 8 { &[1, 2, 3, 4, 5, 7] } else { &[1] };
+    check_repack_lane(d, ty, &tiercheck_core::lane::AARCH64_NEON_REPACK, layout, plain_ms)
+}
+
+fn check_matmul_repack_i8mm(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
+    let layout = tiercheck_core::lane::arm_i8mm_layout(ty).expect("a repacked type");
+    let lane = &tiercheck_core::lane::AARCH64_I8MM_REPACK;
+    check_repack_lane(d, ty, lane, layout, &[1, 3, 5, 7])
+}
+
+fn check_repack_lane(
+    d: &ArmDriver,
+    ty: GgmlType,
+    lane: &'static tiercheck_core::lane::Lane,
+    layout: tiercheck_core::repack::RepackLayout,
+    plain_ms: &[usize],
+) -> Result<usize, String> {
+    let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
+    if let Ok(native) = lanes::native(lane) {
+        impls.push(("native", native));
+    }
+    let mut rng = Rng::new(0x4E9A + ty.id() as u64 + 0x100 * (layout.interleave() as u64 - 4));
+    let mut cases = Vec::new();
+    let mut ns = vec![8usize, 16, 24];
+    if layout.cols() == 4 {
+        ns.push(12);
+    }
+    let kinds =
+        [RowKind::Normal, RowKind::Outlier, RowKind::Ties, RowKind::ZeroBlocks, RowKind::Tiny];
+    for k in [256usize, 512] {
+        for &n in &ns {
+            for m in [1usize, 2, 3, 4, 5, 7, 8] {
+                for (v, kind) in kinds.iter().enumerate() {
+                    let wkind = RowKind::FINITE[(v + n + m) % RowKind::FINITE.len()];
+                    let wx: Vec<f32> = (0..n).flat_map(|_| wkind.row(&mut rng, k)).collect();
+                    let w = weights::quantize(ty, &wx, n, k).map_err(|e| e.to_string())?;
+                    let x: Vec<f32> = (0..m).flat_map(|_| kind.row(&mut rng, k)).collect();
+                    cases.push(MatmulCase {
+                        label: format!("k={k} n={n} m={m} act={} w={}", kind.name(), wkind.name()),
+                        mode: MulmatMode::Repack,
+                        k,
+                        n,
+                        m,
+                        w,
+                        x,
+                        layout: Some(layout.name()),
+                    });
+                }
+            }
+        }
+        // Row counts without a layout: refused by the repack buffer, plain in ggml.
+        let n = if layout.cols() == 8 { 12 } else { 10 };
+        for &m in plain_ms {
+            for kind in [RowKind::Normal, RowKind::Ties] {
+                let wx: Vec<f32> = (0..n).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
+                let w = weights::quantize(ty, &wx, n, k).map_err(|e| e.to_string())?;
+                let x: Vec<f32> = (0..m).flat_map(|_| kind.row(&mut rng, k)).collect();
+                for mode in [MulmatMode::Repack, MulmatMode::Plain] {
+                    cases.push(MatmulCase {
+                        label: format!("k={k} n={n} m={m} act={} {mode:?}", kind.name()),
+                        mode,
+                        k,
+                        n,
+                        m,
+                        w: w.clone(),
+                        x: x.clone(),
+                        layout: None,
+                    });
+                }
+            }
+        }
+    }
+    let jobs: Vec<MulmatJob<'_>> = cases
+        .iter()
+        .map(|c| MulmatJob {
+            mode: c.mode,
+            ty: ty.id(),
+            k: c.k,
+            n: c.n,
+            m: c.m,
+            threads: 1 + c.m % 2,
+            weights: &c.w,
+            acts: &c.x,
+        })
+        .collect();
+    let results = d.mulmat_batch(&jobs).map_err(|e| e.to_string())?;
+    let mut count = 0;
+    let mut bad = Vec::new();
+    for (c, res) in cases.iter().zip(results) {
+        let want = match (c.mode, c.layout, res) {
+            (MulmatMode::Repack, None, Err(OracleError::NoRepackLayout { .. })) => continue,
+            (MulmatMode::Repack, None, other) => {
+                bad.push(format!("{}: expected no repack layout, got {other:?}", c.label));
+                continue;
+            }
+            (_, _, Err(e)) => return Err(format!("{}: {e}", c.label)),
+            (_, want_layout, Ok(r)) => {
+                if want_layout.is_some() && (!r.repacked || r.layout.as_deref() != want_layout) {
+                    bad.push(format!("{}: expected layout {want_layout:?}, got {r:?}", c.label));
+                    continue;
+                }
+                r.out
+            }
+        };
+        let w = WeightMatrix::new(ty, c.n, c.k, &c.w).map_err(|e| e.to_string())?;
+        for (name, kernels) in &impls {
+            let got = kernels.matmul(&w, &c.x, c.m).map_err(|e| e.to_string())?;
+            count += 1;
+            let diff = got
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
+            if got.len() != want.len() {
+                bad.push(format!("{name} {}: {} outputs, want {}", c.label, got.len(), want.len()));
+            } else if let Some(i) = diff {
+                bad.push(format!(
+                    "{name} {}: output {i} (row {}, col {}) got {:e}, want {:e}",
+                    c.label,
+                    i / c.n,
+                    i % c.n,
+                    got[i],
+                    want[i]
+                ));
+            }
+        }
+    }
+    report(count, bad)
+}

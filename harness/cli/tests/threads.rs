@@ -1,0 +1,70 @@
+//! Thread-count invariance: every lane's matmul split over 1, 2 and 3 threads (by
+//! output columns only, `tiercheck_core::lane::parallel`) gives bitwise identical
+//! results, for plain and repacked weights, portable and native implementations.
+//! A native trial that cannot run here is ignored with the reason, and fails instead
+//! when `TIERCHECK_REQUIRE_LANES` requires the lane (`tiercheck_core::require`).
+
+use std::process::ExitCode;
+
+use libtest_mimic::{Arguments, Completion, Trial};
+use tiercheck_core::lane::parallel::matmul_parallel;
+use tiercheck_core::quant::weights;
+use tiercheck_core::repack::Target;
+use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
+use tiercheck_lanes as lanes;
+use tiercheck_model::gen::{Rng, RowKind};
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let required = tiercheck_core::require::required_lanes();
+    let mut trials = Vec::new();
+    for lane in lanes::all() {
+        trials.push(Trial::test(format!("threads/{}/portable", lane.name), move || {
+            check(lane, lane.portable)
+        }));
+        if lanes::has_native(lane) {
+            let required = required.clone();
+            trials.push(Trial::ignorable_test(
+                format!("threads/{}/native", lane.name),
+                move || match lanes::native(lane) {
+                    Ok(k) => check(lane, k).map(|()| Completion::Completed),
+                    Err(why) if required?.iter().any(|r| r == lane.name) => {
+                        Err(format!("TIERCHECK_REQUIRE_LANES requires {}: {why}", lane.name).into())
+                    }
+                    Err(why) => Ok(Completion::ignored_with(why)),
+                },
+            ));
+        }
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn check(lane: &Lane, kernels: &dyn Kernels) -> Result<(), libtest_mimic::Failed> {
+    let mut rng = Rng::new(3);
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        if kernels.act_rule(ty).is_err() {
+            continue; // the lane does not multiply this type (hip lanes: Q4_0)
+        }
+        for (k, n, m) in [(512usize, 40usize, 5usize), (256, 33, 4), (512, 24, 1)] {
+            let w: Vec<f32> = (0..n).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
+            let wq = weights::quantize(ty, &w, n, k)?;
+            let x: Vec<f32> = (0..m).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
+            let wm = WeightMatrix::new(ty, n, k, &wq)?;
+            let prepared = kernels.prepare(wm, Target::Cpu)?;
+            let one = kernels.matmul(&wm, &x, m)?;
+            for threads in [1, 2, 3] {
+                let got = matmul_parallel(kernels, &prepared, &x, m, threads)?;
+                if got.iter().zip(&one).any(|(a, b)| a.to_bits() != b.to_bits())
+                    || got.len() != one.len()
+                {
+                    return Err(format!(
+                        "{} {ty} k={k} n={n} m={m}: {threads} threads differ",
+                        lane.name
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
+}

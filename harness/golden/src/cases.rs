@@ -1,0 +1,284 @@
+//! The kernel case catalogue and its seeded input generator.
+//!
+//! A case is one (kernel, shape, input) triple, named `kernel/op/shape/caseN` with the
+//! shape as `key=value` pairs: `q8_K/quantize/k=256/case0`,
+//! `q4_K/dequantize/k=512,n=3/case1`, `q4_K/vec_dot/k=4096/case2`,
+//! `q4_K/gemv/k=4096,n=8,m=1/case0`, `q6_K/gemm/k=512,n=7,m=5/case1`. Every lane that
+//! can run a case gets one trial per case.
+//!
+//! Shapes reach the tails: k in {256, 512, 4096, 5120, 17408}, weight rows n in
+//! {1, 3, 4, 7, 8, 9, 16, 33}, activation rows m in {1, 2, 3, 4, 5, 8}. Inputs cover
+//! all-zero blocks, exact rounding ties, the maximum magnitude with both signs, huge
+//! dynamic range, f16-subnormal scales, maximum/zero scale codes, and (activation
+//! quantizers only) NaN and infinities.
+//!
+//! Inputs are shared by all lanes: f32 activations, and weights as quantized block
+//! bytes (made by the reference quantizer from seeded rows, or seeded random and edge
+//! blocks). [`generate`] makes them from fixed seeds, so `tiercheck golden gen-inputs`
+//! rewrites `golden/inputs/` byte-identically.
+
+use tiercheck_core::quant::weights;
+use tiercheck_core::GgmlType;
+
+use tiercheck_model::gen::{edge_blocks, random_blocks, Rng, RowKind};
+
+/// What a case exercises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Activation quantization into this format (q8_K, q8_0, q8_1).
+    Quantize(GgmlType),
+    /// Dequantization of weight blocks of this type.
+    Dequantize(GgmlType),
+    /// One weight row times one activation row.
+    VecDot(GgmlType),
+    /// A weight matrix times one activation row.
+    Gemv(GgmlType),
+    /// A weight matrix times several activation rows.
+    Gemm(GgmlType),
+}
+
+impl Op {
+    /// The type named first in the case name.
+    pub fn ty(self) -> GgmlType {
+        match self {
+            Op::Quantize(t) | Op::Dequantize(t) | Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => t,
+        }
+    }
+    /// The op's name in case names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Quantize(_) => "quantize",
+            Op::Dequantize(_) => "dequantize",
+            Op::VecDot(_) => "vec_dot",
+            Op::Gemv(_) => "gemv",
+            Op::Gemm(_) => "gemm",
+        }
+    }
+}
+
+/// One kernel case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Case {
+    /// `kernel/op/shape/caseN`.
+    pub name: String,
+    /// The operation.
+    pub op: Op,
+    /// Values per row.
+    pub k: usize,
+    /// Weight rows (1 for quantize and vec_dot).
+    pub n: usize,
+    /// Activation rows (1 for quantize, dequantize and vec_dot).
+    pub m: usize,
+    /// Case index within the shape.
+    pub index: usize,
+}
+
+impl Case {
+    fn new(op: Op, k: usize, n: usize, m: usize, index: usize) -> Case {
+        let shape = match op {
+            Op::Quantize(_) | Op::VecDot(_) => format!("k={k}"),
+            Op::Dequantize(_) => format!("k={k},n={n}"),
+            Op::Gemv(_) | Op::Gemm(_) => format!("k={k},n={n},m={m}"),
+        };
+        let name = format!("{}/{}/{shape}/case{index}", op.ty().name(), op.name());
+        Case { name, op, k, n, m, index }
+    }
+
+    /// Name of the weight input tensor (`<case>/w`), if the case has weights.
+    pub(crate) fn weight_input(&self) -> Option<String> {
+        match self.op {
+            Op::Quantize(_) => None,
+            _ => Some(format!("{}/w", self.name)),
+        }
+    }
+
+    /// Name of the activation input tensor, if the case has activations. Activations
+    /// do not depend on the weight type, so cases of every type with the same op, k, m
+    /// and index share one tensor: `x/<op>/k=<k>,m=<m>/case<i>` (a quantize case is one
+    /// row, m = 1).
+    pub(crate) fn activation_input(&self) -> Option<String> {
+        match self.op {
+            Op::Dequantize(_) => None,
+            _ => Some(format!("x/{}/k={},m={}/case{}", self.op.name(), self.k, self.m, self.index)),
+        }
+    }
+}
+
+/// Activation formats with quantize cases.
+pub(crate) const ACT_FORMATS: &[GgmlType] = &[GgmlType::Q8_K, GgmlType::Q8_0, GgmlType::Q8_1];
+/// Weight types with dequantize, vec_dot, gemv and gemm cases.
+pub const WEIGHT_TYPES: &[GgmlType] =
+    &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+
+/// Activation kinds for quantize cases, one per case index.
+const QUANTIZE_KINDS: [RowKind; 8] = [
+    RowKind::Normal,
+    RowKind::Ties,
+    RowKind::ZeroBlocks,
+    RowKind::BothSignsMax,
+    RowKind::WideRange,
+    RowKind::Tiny,
+    RowKind::Outlier,
+    RowKind::NonFinite,
+];
+
+const VEC_DOT_K: [usize; 5] = [256, 512, 4096, 5120, 17408];
+const GEMV_SHAPES: [(usize, usize); 8] =
+    [(256, 1), (256, 3), (512, 4), (512, 7), (4096, 8), (4096, 9), (5120, 16), (17408, 3)];
+const GEMM_SHAPES: [(usize, usize, usize); 7] = [
+    (256, 4, 2),
+    (256, 9, 3),
+    (512, 8, 4),
+    (512, 7, 5),
+    (4096, 16, 8),
+    (5120, 33, 5),
+    (17408, 1, 2),
+];
+const DEQUANT_SHAPES: [(usize, usize); 3] = [(256, 1), (512, 3), (4096, 4)];
+
+/// Every case, sorted by name.
+pub fn catalogue() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for &f in ACT_FORMATS {
+        for k in [256, 4096, 17408] {
+            // The longest rows get the first two kinds only (golden/ size budget).
+            let kinds = if k == 17408 { 2 } else { QUANTIZE_KINDS.len() };
+            for i in 0..kinds {
+                cases.push(Case::new(Op::Quantize(f), k, 1, 1, i));
+            }
+        }
+    }
+    for &t in WEIGHT_TYPES {
+        for (k, n) in DEQUANT_SHAPES {
+            for i in 0..3 {
+                cases.push(Case::new(Op::Dequantize(t), k, n, 1, i));
+            }
+        }
+        for k in VEC_DOT_K {
+            for i in 0..if k == 17408 { 2 } else { 3 } {
+                cases.push(Case::new(Op::VecDot(t), k, 1, 1, i));
+            }
+        }
+        for (k, n) in GEMV_SHAPES {
+            for i in 0..2 {
+                cases.push(Case::new(Op::Gemv(t), k, n, 1, i));
+            }
+        }
+        for (k, n, m) in GEMM_SHAPES {
+            for i in 0..2 {
+                cases.push(Case::new(Op::Gemm(t), k, n, m, i));
+            }
+        }
+    }
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    cases
+}
+
+/// A generated input tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// f32 values with a shape (outermost first).
+    F32 {
+        /// Shape.
+        shape: Vec<usize>,
+        /// Values.
+        data: Vec<f32>,
+    },
+    /// Raw block bytes of `n` rows.
+    Blocks {
+        /// Block type.
+        ty: GgmlType,
+        /// Rows.
+        rows: usize,
+        /// Bytes.
+        data: Vec<u8>,
+    },
+}
+
+/// A stable 64-bit seed for a case's input, from its name (FNV-1a).
+fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The weight blocks of a case: index 0 quantizes seeded normal rows with the
+/// reference quantizer, index 1 is edge blocks (random quants under an extreme f16
+/// scale and extreme scale codes, the variant picked by the shape), index 2 quantizes
+/// rows with all-zero blocks, index 3 and above are random blocks.
+fn weights_for(case: &Case, rng: &mut Rng) -> Vec<u8> {
+    let ty = case.op.ty();
+    let nb = case.k / ty.block_size() * case.n;
+    let quantized = |kind: RowKind, rng: &mut Rng| {
+        let x: Vec<f32> = (0..case.n).flat_map(|_| kind.row(rng, case.k)).collect();
+        weights::quantize(ty, &x, case.n, case.k).expect("catalogue shapes are whole blocks")
+    };
+    match case.index {
+        0 => quantized(RowKind::Normal, rng),
+        1 => edge_blocks(rng, ty, nb, case.k / 256 + case.n),
+        2 => quantized(RowKind::ZeroBlocks, rng),
+        _ => random_blocks(rng, ty, nb),
+    }
+}
+
+/// The activation rows of a case, seeded by the shared activation tensor's name.
+fn activations_for(case: &Case, name: &str) -> Vec<f32> {
+    let mut rng = Rng::new(seed_of(name));
+    if let Op::Quantize(_) = case.op {
+        return QUANTIZE_KINDS[case.index % QUANTIZE_KINDS.len()].row(&mut rng, case.k);
+    }
+    let kinds = [RowKind::Normal, RowKind::Ties, RowKind::BothSignsMax, RowKind::WideRange];
+    (0..case.m).flat_map(|r| kinds[(case.index + r) % kinds.len()].row(&mut rng, case.k)).collect()
+}
+
+/// The inputs of one case, as (tensor name, tensor).
+pub(crate) fn inputs_of(case: &Case) -> Vec<(String, Input)> {
+    let mut out = Vec::new();
+    if let Some(name) = case.weight_input() {
+        let mut rng = Rng::new(seed_of(&case.name));
+        let w = weights_for(case, &mut rng);
+        out.push((name, Input::Blocks { ty: case.op.ty(), rows: case.n, data: w }));
+    }
+    if let Some(name) = case.activation_input() {
+        let x = activations_for(case, &name);
+        out.push((name, Input::F32 { shape: vec![case.m, case.k], data: x }));
+    }
+    out
+}
+
+/// Every input of every case, sorted by tensor name.
+pub fn generate() -> Vec<(String, Input)> {
+    let mut all: Vec<(String, Input)> = catalogue().iter().flat_map(inputs_of).collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    // Shared activation tensors appear once per weight type, identical each time.
+    all.dedup_by(|a, b| a.0 == b.0);
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_reaches_every_tail_value_and_names_are_unique() {
+        let cases = catalogue();
+        let mut names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before);
+        for k in [256, 512, 4096, 5120, 17408] {
+            assert!(cases.iter().any(|c| c.k == k && matches!(c.op, Op::Gemv(_) | Op::Gemm(_))));
+        }
+        for n in [1, 3, 4, 7, 8, 9, 16, 33] {
+            assert!(cases.iter().any(|c| c.n == n && matches!(c.op, Op::Gemv(_) | Op::Gemm(_))));
+        }
+        for m in [1, 2, 3, 4, 5, 8] {
+            assert!(cases.iter().any(|c| c.m == m && matches!(c.op, Op::Gemv(_) | Op::Gemm(_))));
+        }
+        assert!(cases.iter().any(|c| c.name == "q4_K/gemv/k=4096,n=8,m=1/case0"));
+    }
+
+    #[test]
+    fn inputs_are_deterministic() {
+        let c = &catalogue()[7];
+        assert_eq!(inputs_of(c), inputs_of(c));
+    }
+}

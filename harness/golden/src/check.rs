@@ -1,0 +1,400 @@
+//! The three checks a trial makes: a lane's output against its golden (bitwise), a
+//! native implementation against its portable twin (bitwise), and a lane against `ref`
+//! and the exact answer (tolerance).
+//!
+//! Tolerances, by op (each a bound derived from the arithmetic, never fitted):
+//! - **vec_dot, gemv, gemm**: every output within `gamma_{k/16+67} * S` of the exact
+//!   value of the lane's own quantized operands (see [`super::exact`] for the
+//!   derivation); within `|exact - exact_ref| + bound + bound_ref` of `ref`'s output
+//!   (the difference the activation codes make, plus both rounding bounds); and NMSE at
+//!   most [`NMSE_SAME_CODES`] against `ref` when the lane quantizes activations by
+//!   `ref`'s rule, or against `ref`'s kernel run on the lane's own codes when only the
+//!   rounding rule differs. (A raw NMSE against `ref` across different rounding rules is
+//!   not bounded: on rows made of exact ties it reaches 3.8e-2 over 4096-long rows, and
+//!   on a single deeply cancelling dot any relative difference; the calibration example
+//!   prints it.)
+//! - **dequantize**: |lane - ref| <= 2^-22 * B per element, B = the block's largest
+//!   |value| plus |dmin| * 63 (q4_K). A fused `d1*q - m1` differs from the unfused one
+//!   by the skipped rounding of `d1*q`, at most u * |d1*q| <= u * B; 4u leaves room for
+//!   one more rounding of the scale product;
+//! - **activation quantize**: every dequantized value within one quantization step
+//!   (max of the two blocks' |d|, times 1 + 2^-10 for an f16 scale's last bit) of
+//!   `ref`'s: lanes may differ in the scale's last ulp and in rounding at ties, never by
+//!   more than one code. Blocks whose inputs hold NaN or infinities are excluded: there
+//!   each lane reproduces its own tier's bits (checked bitwise), and tiers differ.
+
+use tiercheck_core::blocks::{BlockQ4K, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use tiercheck_core::{GgmlType, Kernels, Lane};
+
+use super::cases::{Case, Input, Op};
+use super::exact::dot_with_bound;
+use super::output::Output;
+use super::run::quantized_activation;
+use super::store::{bless_command, Inputs, LaneGolden};
+use crate::compare::{bitwise_bytes, bitwise_f32, failure_message, tolerance, within_bounds};
+
+/// NMSE limit between a lane's dot products and `ref`'s when both multiply the *same*
+/// activation codes, so that only the float schedule differs (accumulation order,
+/// fusing). Calibrated (`cargo run --release -p tiercheck-golden --example calibrate_bounds`):
+/// the worst case over 100 seeds x 9 row kinds x 4 weight types is 1.2e-8 (x86_64-avx2,
+/// q4_K, constant rows); the limit leaves a factor of ~80.
+pub const NMSE_SAME_CODES: f64 = 1e-6;
+
+/// Bitwise check of `got` against the lane's golden for `case`.
+pub fn check_golden(
+    lane: &str,
+    case: &Case,
+    got: &Output,
+    golden: &LaneGolden,
+) -> Result<(), String> {
+    let (entry, want) = match golden.expected(&case.name) {
+        Ok(Some(x)) => x,
+        Ok(None) => {
+            return Err(format!(
+                "no golden entry for `{}` on lane `{lane}`; create it with `{}`",
+                case.name,
+                bless_command(lane, Some(&case.name))
+            ))
+        }
+        Err(corruption) => {
+            return Err(format!("{corruption} (a damaged golden, not a kernel failure)"))
+        }
+    };
+    if got.sha256() == entry.sha256 {
+        return Ok(());
+    }
+    let refresh = bless_command(lane, Some(&case.name));
+    if entry.stored < got.len() {
+        // Only a leading sample is stored: compare it, and say what the digest proves.
+        let head = got.stored_part();
+        if head.sha256() == want.sha256() {
+            return Err(format!(
+                "mismatch in case `{}` on lane `{lane}`: the output's sha256 {} differs from the \
+                 golden's {}, but its first {} of {} values agree (only those are stored)\n\
+                 to refresh this golden (only if the change is intended): {refresh}",
+                case.name,
+                got.sha256(),
+                entry.sha256,
+                entry.stored,
+                got.len()
+            ));
+        }
+        return Err(diff_message(&case.name, lane, &head, want, &refresh));
+    }
+    Err(diff_message(&case.name, lane, got, want, &refresh))
+}
+
+/// A bitwise difference report between two outputs, as failure text.
+pub(crate) fn diff_message(
+    case: &str,
+    lane: &str,
+    got: &Output,
+    want: &Output,
+    refresh: &str,
+) -> String {
+    match (got, want) {
+        (Output::F32 { data: g, .. }, Output::F32 { data: w, .. }) => {
+            failure_message(case, lane, &bitwise_f32(g, w), refresh)
+        }
+        (Output::Blocks { ty, data: g }, Output::Blocks { data: w, .. }) => {
+            failure_message(case, lane, &bitwise_bytes(g, w, ty.type_size()), refresh)
+        }
+        _ => format!(
+            "case `{case}` on lane `{lane}`: output kind {} differs from the golden's {}",
+            got.dtype(),
+            want.dtype()
+        ),
+    }
+}
+
+/// Bitwise check of a native output against the portable twin's.
+pub fn check_twin(
+    lane: &str,
+    case: &Case,
+    native: &Output,
+    portable: &Output,
+) -> Result<(), String> {
+    if native.sha256() == portable.sha256() {
+        return Ok(());
+    }
+    let msg = diff_message(
+        &case.name,
+        lane,
+        native,
+        portable,
+        "(none: the native kernel and its portable twin must agree; fix one of them)",
+    );
+    Err(format!("native != portable twin\n{msg}"))
+}
+
+/// Tolerance check of `got` (from `kernels`, an implementation of `lane`) against
+/// `ref`'s output and, for dot products, the exact answer.
+pub fn check_tolerance(
+    lane: &Lane,
+    kernels: &dyn Kernels,
+    case: &Case,
+    got: &Output,
+    reference: &Output,
+    inputs: &Inputs,
+) -> Result<(), String> {
+    let fail = |what: &str, report: &dyn std::fmt::Display| {
+        Err(format!("case `{}` on lane `{}`: {what}\n{report}", case.name, lane.name))
+    };
+    match case.op {
+        Op::VecDot(ty) | Op::Gemv(ty) | Op::Gemm(ty) => {
+            let (mut exact, mut bound) = exact_matmul(kernels, case, ty, inputs)?;
+            let mut g = got.values();
+            // Outputs of activation rows with NaN or infinite values: each tier does its
+            // own thing there (a GPU's q8_1 scale becomes inf and inf*0 = NaN, a CPU's
+            // q8_K scale 0), checked bitwise against the tier and the golden; no
+            // tolerance. The same outputs are dropped from every comparison below.
+            // Also outputs whose exact value for this lane's own codes is not finite (a
+            // GPU's f16 q8_1 scale overflows above 65504 where a CPU's f32 q8_K does not).
+            let keep = match finite_rows(case, inputs)? {
+                Some(k) => Some(k),
+                None if exact.iter().chain(&bound).any(|v| !v.is_finite()) => {
+                    Some(vec![true; exact.len()])
+                }
+                None => None,
+            }
+            .map(|k: Vec<bool>| {
+                k.iter()
+                    .zip(exact.iter().zip(&bound))
+                    .map(|(k, (e, b))| *k && e.is_finite() && b.is_finite())
+                    .collect::<Vec<bool>>()
+            });
+            let mut reference = reference.clone();
+            if let Some(keep) = &keep {
+                let pick = |v: &mut Vec<f32>| {
+                    *v = v.iter().zip(keep).filter(|(_, k)| **k).map(|(x, _)| *x).collect()
+                };
+                let pick64 = |v: &mut Vec<f64>| {
+                    *v = v.iter().zip(keep).filter(|(_, k)| **k).map(|(x, _)| *x).collect()
+                };
+                pick(&mut g);
+                pick64(&mut exact);
+                pick64(&mut bound);
+                if let Output::F32 { data, shape } = &mut reference {
+                    pick(data);
+                    *shape = vec![data.len()];
+                }
+            }
+            let reference = &reference;
+            let report = within_bounds(&g, &exact, &bound);
+            if !report.is_ok() {
+                return fail("outside the error bound of the exact result", &report);
+            }
+            let ref_lane = tiercheck_core::lane("ref").ok_or("no ref lane")?;
+            let rule = kernels.act_rule(ty).map_err(|e| e.to_string())?;
+            let ref_rule = ref_lane.portable.act_rule(ty).map_err(|e| e.to_string())?;
+            // Max-abs bound against ref: both sides are within their rigorous bounds of
+            // the exact values of their own codes, so they differ by at most the exact
+            // difference the codes make plus both bounds.
+            let (mut ref_exact, mut ref_bound) = exact_matmul(ref_lane.portable, case, ty, inputs)?;
+            if let Some(keep) = &keep {
+                ref_exact =
+                    ref_exact.iter().zip(keep).filter(|(_, k)| **k).map(|(x, _)| *x).collect();
+                ref_bound =
+                    ref_bound.iter().zip(keep).filter(|(_, k)| **k).map(|(x, _)| *x).collect();
+            }
+            let explained: Vec<f64> = (0..exact.len())
+                .map(|i| (exact[i] - ref_exact[i]).abs() + bound[i] + ref_bound[i])
+                .collect();
+            let ref_vals: Vec<f64> = reference.values().iter().map(|&v| v as f64).collect();
+            let report = within_bounds(&g, &ref_vals, &explained);
+            if !report.is_ok() {
+                return fail(
+                    "further from ref than activation codes and rounding explain",
+                    &report,
+                );
+            }
+            // NMSE with only the float schedule differing.
+            let (against, what) = if rule == ref_rule {
+                (reference.values(), "ref")
+            } else if rule.format() == ref_rule.format() {
+                let mut v = ref_kernel_on_lane_codes(kernels, ref_lane.portable, case, ty, inputs)?;
+                if let Some(keep) = &keep {
+                    v = v.iter().zip(keep).filter(|(_, k)| **k).map(|(x, _)| *x).collect();
+                }
+                (v, "ref's kernel on this lane's activation codes")
+            } else {
+                return Ok(()); // different activation formats: the bounds above are the check
+            };
+            let stats = tolerance(&g, &against);
+            if stats.nmse.is_nan()
+                || stats.nmse > NMSE_SAME_CODES
+                || stats.nan_mismatch > 0
+                || stats.inf_mismatch > 0
+            {
+                return fail(&format!("NMSE against {what} above {NMSE_SAME_CODES:e}"), &stats);
+            }
+            Ok(())
+        }
+        Op::Dequantize(ty) => {
+            let w = weight_input(case, inputs)?;
+            let want = reference.values();
+            let bound = dequant_bounds(ty, w, &want);
+            let want64: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+            let report = within_bounds(&got.values(), &want64, &bound);
+            if report.is_ok() {
+                Ok(())
+            } else {
+                fail(
+                    "dequantized values differ from ref by more than 2^-22 of the block scale",
+                    &report,
+                )
+            }
+        }
+        Op::Quantize(fmt) => {
+            let (Output::Blocks { data: g, .. }, Output::Blocks { data: r, .. }) = (got, reference)
+            else {
+                return Err("quantize outputs must be blocks".into());
+            };
+            let xname = case.activation_input().ok_or("case has no activations")?;
+            let Some(Input::F32 { data: x, .. }) = inputs.get(&xname) else {
+                return Err(format!("input {xname} missing or not f32"));
+            };
+            let (gv, rv) = (got.values(), reference.values());
+            let (gs, rs) = (block_steps(fmt, g), block_steps(fmt, r));
+            let per_block = fmt.block_size();
+            let (mut gsel, mut want, mut bound) = (Vec::new(), Vec::new(), Vec::new());
+            for (bi, xb) in x.chunks(per_block).enumerate() {
+                // Blocks with NaN or infinite inputs: each tier does its own thing there
+                // (checked bitwise against the tier and the golden), so no tolerance.
+                if xb.iter().any(|v| !v.is_finite()) {
+                    continue;
+                }
+                for i in bi * per_block..((bi + 1) * per_block).min(rv.len()).min(gv.len()) {
+                    gsel.push(gv[i]);
+                    want.push(rv[i] as f64);
+                    bound.push(gs[i].max(rs[i]) * (1.0 + 1.0 / 1024.0));
+                }
+            }
+            let report = within_bounds(&gsel, &want, &bound);
+            if report.is_ok() && gv.len() == rv.len() {
+                Ok(())
+            } else {
+                fail("quantized activations differ from ref by more than one step", &report)
+            }
+        }
+    }
+}
+
+/// For a matmul case: which outputs (`m` rows of `n`) come from an activation row that
+/// is entirely finite; `None` when all are.
+fn finite_rows(case: &Case, inputs: &Inputs) -> Result<Option<Vec<bool>>, String> {
+    let xname = case.activation_input().ok_or("case has no activations")?;
+    let Some(Input::F32 { data: x, .. }) = inputs.get(&xname) else {
+        return Err(format!("input {xname} missing or not f32"));
+    };
+    let (m, n, k) = (case.m.max(1), case.n.max(1), case.k);
+    if k == 0 || x.iter().all(|v| v.is_finite()) {
+        return Ok(None);
+    }
+    let rows: Vec<bool> = x.chunks(k).map(|r| r.iter().all(|v| v.is_finite())).collect();
+    let per_out = if matches!(case.op, Op::VecDot(_)) { 1 } else { n };
+    Ok(Some((0..m.min(rows.len())).flat_map(|i| std::iter::repeat_n(rows[i], per_out)).collect()))
+}
+
+fn weight_input<'a>(case: &Case, inputs: &'a Inputs) -> Result<&'a [u8], String> {
+    let name = case.weight_input().ok_or("case has no weights")?;
+    match inputs.get(&name) {
+        Some(Input::Blocks { data, .. }) => Ok(data),
+        _ => Err(format!("input {name} missing or not blocks")),
+    }
+}
+
+/// `ref`'s vec_dot of every (weight row, activation row) pair, on the activation codes
+/// that `kernels` produced.
+fn ref_kernel_on_lane_codes(
+    kernels: &dyn Kernels,
+    reference: &dyn Kernels,
+    case: &Case,
+    ty: GgmlType,
+    inputs: &Inputs,
+) -> Result<Vec<f32>, String> {
+    let w = weight_input(case, inputs)?;
+    let xname = case.activation_input().ok_or("case has no activations")?;
+    let Some(Input::F32 { data: x, .. }) = inputs.get(&xname) else {
+        return Err(format!("input {xname} missing or not f32"));
+    };
+    let row_bytes = ty.row_bytes(case.k).ok_or("bad row length")?;
+    let mut out = Vec::new();
+    for i in 0..case.m {
+        let act = quantized_activation(kernels, ty, &x[i * case.k..(i + 1) * case.k])?;
+        for j in 0..case.n {
+            let row = &w[j * row_bytes..(j + 1) * row_bytes];
+            out.push(reference.vec_dot(ty, row, &act).map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Exact values and bounds of every output of a dot-product case.
+fn exact_matmul(
+    kernels: &dyn Kernels,
+    case: &Case,
+    ty: GgmlType,
+    inputs: &Inputs,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let w = weight_input(case, inputs)?;
+    let xname = case.activation_input().ok_or("case has no activations")?;
+    let Some(Input::F32 { data: x, .. }) = inputs.get(&xname) else {
+        return Err(format!("input {xname} missing or not f32"));
+    };
+    let fmt = kernels.act_rule(ty).map_err(|e| e.to_string())?.format();
+    let row_bytes = ty.row_bytes(case.k).ok_or("bad row length")?;
+    let (mut exact, mut bound) = (Vec::new(), Vec::new());
+    for i in 0..case.m {
+        let act = quantized_activation(kernels, ty, &x[i * case.k..(i + 1) * case.k])?;
+        for j in 0..case.n {
+            let row = &w[j * row_bytes..(j + 1) * row_bytes];
+            let (e, _, b) = dot_with_bound(ty, row, fmt, &act)
+                .ok_or_else(|| format!("no exact model for {} x {}", ty.name(), fmt.name()))?;
+            exact.push(e);
+            bound.push(b);
+        }
+    }
+    Ok((exact, bound))
+}
+
+/// Per element: 2^-22 * (the block's largest |value| + |dmin| * 63 for q4_K).
+fn dequant_bounds(ty: GgmlType, w: &[u8], values: &[f32]) -> Vec<f64> {
+    let per_block = ty.block_size();
+    let mut out = Vec::with_capacity(values.len());
+    for (bi, vals) in values.chunks(per_block).enumerate() {
+        let mut b = vals.iter().fold(0.0f64, |a, &v| a.max((v as f64).abs()));
+        if ty == GgmlType::Q4_K {
+            if let Some(blk) = w.get(bi * ty.type_size()..(bi + 1) * ty.type_size()) {
+                let blk: &BlockQ4K = bytemuck::from_bytes(blk);
+                b += (blk.dmin() as f64).abs() * 63.0;
+            }
+        }
+        out.extend(std::iter::repeat_n(b * f64::powi(2.0, -22), vals.len()));
+    }
+    out
+}
+
+/// Per element: the block's quantization step |d|.
+fn block_steps(fmt: GgmlType, bytes: &[u8]) -> Vec<f64> {
+    let mut out = Vec::new();
+    match fmt {
+        GgmlType::Q8_K => {
+            for b in bytemuck::cast_slice::<u8, BlockQ8K>(bytes) {
+                out.extend(std::iter::repeat_n((b.d() as f64).abs(), 256));
+            }
+        }
+        GgmlType::Q8_0 => {
+            for b in bytemuck::cast_slice::<u8, BlockQ8_0>(bytes) {
+                out.extend(std::iter::repeat_n((b.d() as f64).abs(), 32));
+            }
+        }
+        GgmlType::Q8_1 => {
+            for b in bytemuck::cast_slice::<u8, BlockQ8_1>(bytes) {
+                out.extend(std::iter::repeat_n((b.d() as f64).abs(), 32));
+            }
+        }
+        _ => {}
+    }
+    out
+}

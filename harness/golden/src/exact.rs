@@ -1,0 +1,141 @@
+//! The exact value of a quantized dot product and a rigorous bound on the float error
+//! any lane may make computing it.
+//!
+//! A lane multiplies weight blocks (integers times f16 scales) by activation blocks
+//! (integers times an f16 or f32 scale). The integer parts are exact on every tier;
+//! only the float stage differs. We compute here, in f64:
+//!
+//! - `exact` = sum over elements i of (weight term_i) * a_i, where the weight term is
+//!   `d*(q-8)` (q4_0), `d*q` (q8_0), `d*sc*q - dmin*m` (q4_K), `d*sc*q` (q6_K), and
+//!   a_i = d_y * q_y. Every factor is exactly representable in f64 and products of
+//!   at most 11+11+24 significant bits plus small integers round only in the last bit
+//!   of the f64 sum (negligible against f32 rounding);
+//! - `magnitude` S = the sum over elements of the absolute values of every product
+//!   term above (scale term and min term separately).
+//!
+//! Error bound. A lane's float stage forms each of its T float terms with at most 3
+//! roundings (e.g. `d = x.d * y.d`, `float(isum)` exact below 2^24, `d * float(isum)`,
+//! or one more scale product), then adds the T terms in some order or tree. Whatever
+//! the order, grouping and fusing (an FMA only removes roundings), the computed sum s
+//! satisfies |s - exact| <= gamma_{T+3} * S', where u = 2^-24, gamma_n = n u/(1 - n u)
+//! (Higham, Accuracy and Stability, Lemma 3.1 and Section 4.2), and S' is the sum of
+//! the absolute values of the lane's terms. A lane's terms are sums of the elementwise
+//! products above, so S' <= S. We take T = k/16 + 64, which covers every schedule we
+//! reproduce (at most two float terms per 32 values — a scale and a min term — plus
+//! horizontal-reduction partials), so the bound holds for all lanes:
+//!
+//! `bound = gamma_{k/16 + 67} * S`.
+//!
+//! This bound is loose but rigorous, so a tolerance failure is a real bug: a wrong
+//! scale, a dropped block or a mis-decoded nibble moves the result by O(S).
+//! Calibration (`cargo run --release -p tiercheck-golden --example calibrate_bounds`, 200
+//! seeds x k in {256, 4096, 17408} x the four weight types): the `ref` lane's largest
+//! |err| is 3.9e-2 of the bound (q4_0; 1.4e-2 to 2.6e-2 for the others) and at most
+//! 3.3e-7 of S.
+
+use tiercheck_core::blocks::q4_k::scale_min_k4;
+use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use tiercheck_core::GgmlType;
+
+/// Unit roundoff of binary32.
+pub(crate) const U: f64 = 1.0 / (1u64 << 24) as f64;
+
+/// Activation values of one row: (scale per element, integer code per element).
+fn activation_terms(fmt: GgmlType, act: &[u8]) -> Option<Vec<(f64, i32)>> {
+    let mut out = Vec::new();
+    match fmt {
+        GgmlType::Q8_K => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ8K>(act).ok()? {
+                out.extend(b.qs.iter().map(|&q| (b.d() as f64, q as i8 as i32)));
+            }
+        }
+        GgmlType::Q8_0 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ8_0>(act).ok()? {
+                out.extend(b.qs.iter().map(|&q| (b.d() as f64, q as i8 as i32)));
+            }
+        }
+        GgmlType::Q8_1 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ8_1>(act).ok()? {
+                out.extend(b.qs.iter().map(|&q| (b.d() as f64, q as i8 as i32)));
+            }
+        }
+        _ => return None,
+    }
+    Some(out)
+}
+
+/// Weight terms of one row: per element (scale term factor, min term), so that the
+/// weight value is `scale * q - min` with q folded into the scale factor.
+fn weight_terms(ty: GgmlType, w: &[u8]) -> Option<Vec<(f64, f64)>> {
+    let mut out = Vec::new();
+    match ty {
+        GgmlType::Q4_0 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ4_0>(w).ok()? {
+                let d = b.d() as f64;
+                let mut v = [0.0f64; 32];
+                for j in 0..16 {
+                    v[j] = d * ((b.qs[j] & 15) as f64 - 8.0);
+                    v[j + 16] = d * ((b.qs[j] >> 4) as f64 - 8.0);
+                }
+                out.extend(v.iter().map(|&x| (x, 0.0)));
+            }
+        }
+        GgmlType::Q8_0 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ8_0>(w).ok()? {
+                let d = b.d() as f64;
+                out.extend(b.qs.iter().map(|&q| (d * (q as i8) as f64, 0.0)));
+            }
+        }
+        GgmlType::Q4_K => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ4K>(w).ok()? {
+                let (d, dmin) = (b.d() as f64, b.dmin() as f64);
+                for c in 0..4 {
+                    for half in 0..2 {
+                        let (sc, m) = scale_min_k4(2 * c + half, &b.scales);
+                        for l in 0..32 {
+                            let byte = b.qs[32 * c + l];
+                            let q = if half == 0 { byte & 15 } else { byte >> 4 };
+                            out.push((d * sc as f64 * q as f64, dmin * m as f64));
+                        }
+                    }
+                }
+            }
+        }
+        GgmlType::Q6_K => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ6K>(w).ok()? {
+                let d = b.d() as f64;
+                let q = b.quants();
+                for (i, &q) in q.iter().enumerate() {
+                    out.push((d * b.scale(i / 16) as f64 * q as f64, 0.0));
+                }
+            }
+        }
+        _ => return None,
+    }
+    Some(out)
+}
+
+/// (exact, magnitude S, bound) for one weight row and one quantized activation row in
+/// format `fmt`; `None` for a type pair this module does not model.
+pub fn dot_with_bound(
+    wtype: GgmlType,
+    w_row: &[u8],
+    fmt: GgmlType,
+    act: &[u8],
+) -> Option<(f64, f64, f64)> {
+    let w = weight_terms(wtype, w_row)?;
+    let a = activation_terms(fmt, act)?;
+    if w.len() != a.len() {
+        return None;
+    }
+    let mut exact = 0.0f64;
+    let mut mag = 0.0f64;
+    for (&(ws, wm), &(ad, aq)) in w.iter().zip(&a) {
+        let av = ad * aq as f64;
+        exact += ws * av - wm * av;
+        mag += (ws * av).abs() + (wm * av).abs();
+    }
+    let n = (w.len() / 16 + 67) as f64;
+    let gamma = n * U / (1.0 - n * U);
+    Some((exact, mag, gamma * mag))
+}

@@ -1,0 +1,136 @@
+//! Running one kernel case on one lane implementation.
+
+use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
+
+use super::cases::{Case, Input, Op};
+use super::output::Output;
+use super::store::Inputs;
+
+/// The weight type whose activation rule produces `fmt` on `lane`, if any: Q4_K stands
+/// for the K-quant family, Q4_0 for the legacy family.
+fn family_for_format(lane: &Lane, fmt: GgmlType) -> Option<GgmlType> {
+    if lane.recipe.act_k.format() == fmt {
+        Some(GgmlType::Q4_K)
+    } else if lane.recipe.act_legacy.format() == fmt {
+        Some(GgmlType::Q4_0)
+    } else {
+        None
+    }
+}
+
+/// `ref`'s answer to `case`: the `ref` lane's output, or, for quantizing to a format
+/// whose rule `ref` does not use as its activation rule (q8_1), ggml's reference
+/// quantizer of that format (`quantize_row_q8_1_ref`).
+pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Output, String> {
+    let reference = tiercheck_core::lane("ref").ok_or("no ref lane")?;
+    if let Op::Quantize(fmt) = case.op {
+        if family_for_format(reference, fmt).is_none() {
+            let rule = match fmt {
+                GgmlType::Q8_1 => tiercheck_core::quant::ActRule::Q8_1Ref,
+                GgmlType::Q8_0 => tiercheck_core::quant::ActRule::Q8_0Ref,
+                _ => tiercheck_core::quant::ActRule::Q8KRef,
+            };
+            let x = f32_input(inputs, case.activation_input().as_deref().unwrap_or_default())?;
+            let data = rule.quantize(x).map_err(|e| e.to_string())?;
+            return Ok(Output::Blocks { ty: fmt, data });
+        }
+    }
+    run_case(reference, reference.portable, case, inputs)
+}
+
+/// Whether `lane` has this case at all (a lane whose activation rule produces another
+/// format, or that does not multiply this weight type, has no trial for it).
+pub fn applicable(lane: &Lane, case: &Case) -> bool {
+    match case.op {
+        Op::Quantize(fmt) => family_for_format(lane, fmt).is_some(),
+        Op::Dequantize(_) => true,
+        Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => lane.portable.act_rule(t).is_ok(),
+    }
+}
+
+fn f32_input<'a>(inputs: &'a Inputs, name: &str) -> Result<&'a [f32], String> {
+    match inputs.get(name) {
+        Some(Input::F32 { data, .. }) => Ok(data),
+        Some(_) => Err(format!("input {name} is not f32")),
+        None => Err(format!("input {name} missing; regenerate with `tiercheck golden gen-inputs`")),
+    }
+}
+
+fn block_input<'a>(inputs: &'a Inputs, name: &str) -> Result<&'a [u8], String> {
+    match inputs.get(name) {
+        Some(Input::Blocks { data, .. }) => Ok(data),
+        Some(_) => Err(format!("input {name} is not block bytes")),
+        None => Err(format!("input {name} missing; regenerate with `tiercheck golden gen-inputs`")),
+    }
+}
+
+/// The activation quantized by `kernels` for weights of `wtype`, as the lane would.
+pub(crate) fn quantized_activation(
+    kernels: &dyn Kernels,
+    wtype: GgmlType,
+    x: &[f32],
+) -> Result<Vec<u8>, String> {
+    kernels.quantize_act(wtype, x).map_err(|e| e.to_string())
+}
+
+/// Run `case` with `kernels` (an implementation of `lane`). NaN values of f32 outputs
+/// are canonicalized to `0x7FC00000`: the sign and payload of a NaN that an operation
+/// *generates* (inf - inf, 0 * inf) differ between architectures (x86's default NaN is
+/// `0xFFC00000`, aarch64's `0x7FC00000`), so they are not part of any lane's contract;
+/// every other bit is.
+pub fn run_case(
+    lane: &Lane,
+    kernels: &dyn Kernels,
+    case: &Case,
+    inputs: &Inputs,
+) -> Result<Output, String> {
+    Ok(match run_case_raw(lane, kernels, case, inputs)? {
+        Output::F32 { shape, data } => Output::F32 {
+            shape,
+            data: data
+                .into_iter()
+                .map(|v| if v.is_nan() { f32::from_bits(0x7FC0_0000) } else { v })
+                .collect(),
+        },
+        blocks => blocks,
+    })
+}
+
+fn run_case_raw(
+    lane: &Lane,
+    kernels: &dyn Kernels,
+    case: &Case,
+    inputs: &Inputs,
+) -> Result<Output, String> {
+    let x_name = case.activation_input();
+    let w_name = case.weight_input();
+    match case.op {
+        Op::Quantize(fmt) => {
+            let family = family_for_format(lane, fmt)
+                .ok_or_else(|| format!("lane {} has no {} activations", lane.name, fmt.name()))?;
+            let x = f32_input(inputs, x_name.as_deref().unwrap_or_default())?;
+            let data = kernels.quantize_act(family, x).map_err(|e| e.to_string())?;
+            Ok(Output::Blocks { ty: fmt, data })
+        }
+        Op::Dequantize(ty) => {
+            let w = block_input(inputs, w_name.as_deref().unwrap_or_default())?;
+            let mut out = vec![0.0f32; case.n * case.k];
+            kernels.dequantize(ty, w, &mut out).map_err(|e| e.to_string())?;
+            Ok(Output::F32 { shape: vec![case.n, case.k], data: out })
+        }
+        Op::VecDot(ty) => {
+            let w = block_input(inputs, w_name.as_deref().unwrap_or_default())?;
+            let x = f32_input(inputs, x_name.as_deref().unwrap_or_default())?;
+            let act = quantized_activation(kernels, ty, x)?;
+            let s = kernels.vec_dot(ty, w, &act).map_err(|e| e.to_string())?;
+            Ok(Output::F32 { shape: vec![1], data: vec![s] })
+        }
+        Op::Gemv(ty) | Op::Gemm(ty) => {
+            let w = block_input(inputs, w_name.as_deref().unwrap_or_default())?;
+            let x = f32_input(inputs, x_name.as_deref().unwrap_or_default())?;
+            let wm = WeightMatrix::new(ty, case.n, case.k, w).map_err(|e| e.to_string())?;
+            let y = kernels.matmul(&wm, x, case.m).map_err(|e| e.to_string())?;
+            Ok(Output::F32 { shape: vec![case.m, case.n], data: y })
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The lanes this build knows, paired with their native implementations, and what the
+//! harness records about the host they run on.
+//!
+//! - the crate root (from `lanes.rs`): [`find`], [`all`], [`choose`] and [`native`], the
+//!   only place that links the architecture crates and the HIP crate;
+//! - [`host`]: the CPU features detected at run time;
+//! - [`provenance`]: the metadata every file tiercheck writes carries;
+//! - [`targets`]: the target tables (`targets/<triple>.toml`).
+
+pub mod host;
+mod lanes;
+pub mod provenance;
+pub mod targets;
+
+pub use lanes::*;

@@ -1,0 +1,590 @@
+//! The qwen3 forward pass, op by op as llama.cpp's graph and ggml's CPU backend run it
+//! (flash attention off, f32 KV cache, every token's logits).
+//!
+//! Float order, per step of `m` tokens at positions `p0..p0+m`:
+//!
+//! 1. `inp_embd`: the token rows of `token_embd.weight`, dequantized by the lane
+//!    ([`Kernels::dequantize`], ggml's `get_rows`).
+//! 2. Per layer `L`:
+//!    - `attn_norm`: [`elem::rms_norm_mul`] (f64 sum of f32 squares, `1/sqrtf(mean+eps)`,
+//!      then `x*scale*w`);
+//!    - `Q`, `K`, `V` projections through the lane's matmul (its activation quantizer,
+//!      repack and gemv/gemm choice for `m` rows);
+//!    - per head, RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE with ggml's
+//!      cache (`theta *= powf(base, -2/d)` per pair, libm `cosf`/`sinf`) and the
+//!      flavour's contraction ([`elem::rope_neox`]) — the `Qcur`/`Kcur` taps;
+//!    - K and V stored in the f32 cache (V transposed, as llama.cpp stores it without
+//!      flash attention);
+//!    - attention over `n_kv` cells, llama.cpp's padded KV length
+//!      (`max(256, roundup(used, 256))`, capped at the context): `kq = dot_f32(K_j, Q)`
+//!      ([`ElemOps::dot_f32`]), `w = kq*scale + mask` (mask 0 or -inf), `max`, then
+//!      [`ElemOps::soft_max`], `p *= (f32)(1/sum)`; output `V·p` per head dimension by
+//!      `dot_f32`, or by tinyBLAS' single-accumulator tile ([`ElemOps::sgemm_dot`]) when
+//!      the step has at least [`ElemFlavour::sgemm_min_rows`] tokens — the `kqv_out` tap;
+//!    - `attn_output` projection, plus the layer input: `ffn_inp`;
+//!    - `ffn_norm`, `ffn_gate` and `ffn_up` projections, [`ElemOps::swiglu`], `ffn_down`:
+//!      `ffn_out` (the SwiGLU product, `ffn_down`'s input, is the `ffn_swiglu` tap); plus
+//!      `ffn_inp`: `l_out`.
+//! 3. `result_norm` with `output_norm.weight`, `result_output` through `output.weight`
+//!    (or the token embedding when the model ties them).
+//!
+//! With [`Residual::Bf16`] the residual stream (`inp_embd`, `ffn_inp`, `l_out`) is
+//! rounded to bf16 after each add, as engines with a bf16 stream do; llama.cpp's CPU
+//! backend keeps it in f32 ([`Residual::F32`], the default).
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use tiercheck_core::elem::{self, ElemFlavour, ElemOps};
+use tiercheck_core::lane::parallel::matmul_parallel;
+use tiercheck_core::repack::{Prepared, Target};
+use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
+
+use super::hparams::HParams;
+use super::taps::TapSink;
+use super::{Model, ModelError};
+
+/// Data type of the residual stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Residual {
+    /// f32, as ggml's CPU backend.
+    F32,
+    /// Rounded to bf16 after every residual add.
+    Bf16,
+}
+
+impl Residual {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Residual::F32 => "f32",
+            Residual::Bf16 => "bf16",
+        }
+    }
+}
+
+/// The arithmetic of a decoder.
+#[derive(Clone, Copy)]
+pub enum Arith {
+    /// A lane: its kernels for matmuls and embeddings, its elementwise flavour.
+    Lane {
+        /// Matmul and dequantization kernels.
+        kernels: &'static dyn Kernels,
+        /// Elementwise and attention kernels.
+        elem: &'static dyn ElemOps,
+        /// Threads per matmul (results do not depend on it).
+        threads: usize,
+    },
+    /// The architecture check: weights dequantized to f32 once, activations never
+    /// quantized, every matmul output an f64 sum of exact products rounded to f32;
+    /// elementwise loops of the x64 flavour. Compared with a float64 numpy forward.
+    DequantF32,
+}
+
+enum Linear<'m> {
+    Lane(Prepared<'m>),
+    F32 { n: usize, k: usize, w: Vec<f32> },
+}
+
+struct Layer<'m> {
+    attn_norm: Vec<f32>,
+    wq: Linear<'m>,
+    wk: Linear<'m>,
+    wv: Linear<'m>,
+    wo: Linear<'m>,
+    q_norm: Vec<f32>,
+    k_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    gate: Linear<'m>,
+    up: Linear<'m>,
+    down: Linear<'m>,
+}
+
+/// A model ready to run on one lane.
+pub struct Decoder<'m> {
+    /// Hyper-parameters.
+    pub hp: &'m HParams,
+    embd_ty: GgmlType,
+    embd: &'m [u8],
+    layers: Vec<Layer<'m>>,
+    out_norm: Vec<f32>,
+    output: Linear<'m>,
+    arith: Arith,
+    elem: &'static dyn ElemOps,
+    residual: Residual,
+    n_ctx: usize,
+    paths: Mutex<BTreeSet<String>>,
+    dither: Option<u64>,
+}
+
+/// The KV cache: per layer, K rows per position and V transposed per KV head.
+pub struct KvCache {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    kv_dim: usize,
+    head_dim: usize,
+    n_ctx: usize,
+    used: usize,
+}
+
+impl KvCache {
+    /// An empty (zeroed) cache for `n_ctx` positions.
+    pub fn new(hp: &HParams, n_ctx: usize) -> KvCache {
+        let kv_dim = hp.n_head_kv * hp.head_dim;
+        KvCache {
+            k: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
+            v: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
+            kv_dim,
+            head_dim: hp.head_dim,
+            n_ctx,
+            used: 0,
+        }
+    }
+
+    /// Positions filled so far.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Store layer `il`'s K and V rows (`kv_dim` values each) for position `pos`.
+    pub fn store(&mut self, il: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let (d, hd, n_ctx) = (self.kv_dim, self.head_dim, self.n_ctx);
+        self.k[il][pos * d..(pos + 1) * d].copy_from_slice(k);
+        for (c, &val) in v.iter().enumerate() {
+            let (g, dd) = (c / hd, c % hd);
+            self.v[il][(g * hd + dd) * n_ctx + pos] = val;
+        }
+    }
+
+    fn k_row(&self, il: usize, pos: usize, g: usize) -> &[f32] {
+        let o = pos * self.kv_dim + g * self.head_dim;
+        &self.k[il][o..o + self.head_dim]
+    }
+
+    fn v_col(&self, il: usize, g: usize, d: usize, n_kv: usize) -> &[f32] {
+        let o = (g * self.head_dim + d) * self.n_ctx;
+        &self.v[il][o..o + n_kv]
+    }
+}
+
+fn kerr(what: impl Into<String>) -> impl FnOnce(tiercheck_core::KernelError) -> ModelError {
+    let what = what.into();
+    move |source| ModelError::Kernel { what, source }
+}
+
+fn f32_tensor(model: &Model, name: &str) -> Result<Vec<f32>, ModelError> {
+    let t = model.file.tensor(name).ok_or_else(|| ModelError::Invalid {
+        path: model.path.display().to_string(),
+        problem: format!("missing tensor '{name}'"),
+    })?;
+    let bytes = model.file.tensor_data(t);
+    Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// SplitMix64 finalizer: a well-mixed 64-bit hash.
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The next float from `x` toward `to` (one ulp; zero steps to the smallest subnormal).
+fn next_toward(x: f32, to: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    if to > x {
+        x.next_up()
+    } else {
+        x.next_down()
+    }
+}
+
+/// llama.cpp's padded KV length for `used` filled cells in a cache of `n_ctx`.
+pub(crate) fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
+    let pad = used.div_ceil(256) * 256;
+    n_ctx.min(pad.max(256))
+}
+
+impl<'m> Decoder<'m> {
+    /// Prepare `model` for `arith` (repacking weights where the lane's tier does) with a
+    /// context of `n_ctx` positions (a multiple of 256, as llama.cpp pads it).
+    pub fn new(
+        model: &'m Model,
+        arith: Arith,
+        residual: Residual,
+        n_ctx: usize,
+    ) -> Result<Decoder<'m>, ModelError> {
+        let hp = &model.hp;
+        if n_ctx == 0 || !n_ctx.is_multiple_of(256) {
+            return Err(ModelError::Request(format!(
+                "context length {n_ctx} must be a positive multiple of 256 (llama.cpp pads its KV cache so)"
+            )));
+        }
+        let f = &model.file;
+        let linear = |name: &str| -> Result<Linear<'m>, ModelError> {
+            let t = f.tensor(name).expect("checked by HParams");
+            let (k, n) = (t.dims[0] as usize, t.dims[1] as usize);
+            let data = f.tensor_data(t);
+            if t.ty == GgmlType::F32 || matches!(arith, Arith::DequantF32) {
+                let mut w = vec![0.0f32; n * k];
+                tiercheck_core::blocks::dequantize(t.ty, data, &mut w)
+                    .map_err(kerr(format!("dequantize {name}")))?;
+                return Ok(Linear::F32 { n, k, w });
+            }
+            let Arith::Lane { kernels, .. } = arith else { unreachable!() };
+            let w = WeightMatrix::new(t.ty, n, k, data).map_err(kerr(name))?;
+            Ok(Linear::Lane(
+                kernels.prepare(w, Target::Cpu).map_err(kerr(format!("prepare {name}")))?,
+            ))
+        };
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        for l in 0..hp.n_layer {
+            let b = |s: &str| format!("blk.{l}.{s}.weight");
+            layers.push(Layer {
+                attn_norm: f32_tensor(model, &b("attn_norm"))?,
+                wq: linear(&b("attn_q"))?,
+                wk: linear(&b("attn_k"))?,
+                wv: linear(&b("attn_v"))?,
+                wo: linear(&b("attn_output"))?,
+                q_norm: f32_tensor(model, &b("attn_q_norm"))?,
+                k_norm: f32_tensor(model, &b("attn_k_norm"))?,
+                ffn_norm: f32_tensor(model, &b("ffn_norm"))?,
+                gate: linear(&b("ffn_gate"))?,
+                up: linear(&b("ffn_up"))?,
+                down: linear(&b("ffn_down"))?,
+            });
+        }
+        let output = if f.tensor("output.weight").is_some() {
+            linear("output.weight")?
+        } else {
+            linear("token_embd.weight")?
+        };
+        let embd = f.tensor("token_embd.weight").expect("checked by HParams");
+        let elem: &'static dyn ElemOps = match arith {
+            Arith::Lane { elem, .. } => elem,
+            Arith::DequantF32 => elem::portable(ElemFlavour::X64),
+        };
+        Ok(Decoder {
+            hp,
+            embd_ty: embd.ty,
+            embd: f.tensor_data(embd),
+            layers,
+            out_norm: f32_tensor(model, "output_norm.weight")?,
+            output,
+            arith,
+            elem,
+            residual,
+            n_ctx,
+            paths: Mutex::new(BTreeSet::new()),
+            dither: None,
+        })
+    }
+
+    /// Perturb the residual stream after layer 0 by a seeded one-ulp dither (`None`:
+    /// off). Each value of `l_out-0` moves one ulp down, stays, or moves one ulp up,
+    /// chosen by a hash of (seed, position, index), so the perturbation of a token does
+    /// not depend on how tokens are batched. This is the minimal perturbation that
+    /// defines the noise floor of divergence analysis.
+    pub fn set_dither(&mut self, seed: Option<u64>) {
+        self.dither = seed;
+    }
+
+    fn apply_dither(&self, x: &mut [f32], pos0: usize) {
+        let Some(seed) = self.dither else { return };
+        let e = self.hp.n_embd;
+        for (r, row) in x.chunks_exact_mut(e).enumerate() {
+            for (i, v) in row.iter_mut().enumerate() {
+                let h = splitmix64(seed ^ splitmix64(((pos0 + r) as u64) << 32 | i as u64));
+                *v = match h % 3 {
+                    0 => next_toward(*v, f32::NEG_INFINITY),
+                    1 => *v,
+                    _ => next_toward(*v, f32::INFINITY),
+                };
+            }
+        }
+    }
+
+    /// Context length.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// The elementwise flavour in use.
+    pub(crate) fn elem_flavour(&self) -> ElemFlavour {
+        self.elem.flavour()
+    }
+
+    /// Which kernel path each matmul took so far: `type layout m=rows path` lines.
+    pub fn matmul_paths(&self) -> Vec<String> {
+        self.paths.lock().map(|p| p.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Whether any weight was repacked for this lane.
+    pub fn repacked(&self) -> bool {
+        let all = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].into_iter());
+        all.chain(std::iter::once(&self.output))
+            .any(|w| matches!(w, Linear::Lane(Prepared::Repacked(_))))
+    }
+
+    /// A fresh KV cache for this decoder.
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(self.hp, self.n_ctx)
+    }
+
+    fn matmul(
+        &self,
+        w: &Linear<'_>,
+        x: &[f32],
+        m: usize,
+        what: &str,
+    ) -> Result<Vec<f32>, ModelError> {
+        match w {
+            Linear::F32 { n, k, w } => {
+                let mut out = vec![0.0f32; m * n];
+                for (i, xi) in x.chunks_exact(*k).enumerate() {
+                    for j in 0..*n {
+                        let row = &w[j * k..(j + 1) * k];
+                        let s: f64 = row.iter().zip(xi).map(|(a, b)| *a as f64 * *b as f64).sum();
+                        out[i * n + j] = s as f32;
+                    }
+                }
+                self.note_path("f32", "dense", m, "f64-dot");
+                Ok(out)
+            }
+            Linear::Lane(p) => {
+                let Arith::Lane { kernels, threads, .. } = self.arith else { unreachable!() };
+                let (ty, layout, path) = match p {
+                    Prepared::Plain(w) => (w.ty().name(), "plain", "vec_dot"),
+                    Prepared::Repacked(r) => (
+                        r.layout().source().name(),
+                        r.layout().name(),
+                        match (m / 4, m % 4) {
+                            (0, _) => "gemv",
+                            (_, 0) => "gemm",
+                            _ => "gemm+gemv",
+                        },
+                    ),
+                };
+                self.note_path(ty, layout, m, path);
+                matmul_parallel(kernels, p, x, m, threads).map_err(kerr(what))
+            }
+        }
+    }
+
+    fn note_path(&self, ty: &str, layout: &str, m: usize, path: &str) {
+        if let Ok(mut p) = self.paths.lock() {
+            p.insert(format!("{ty} {layout} m={m} {path}"));
+        }
+    }
+
+    fn round_residual(&self, x: &mut [f32]) {
+        if self.residual == Residual::Bf16 {
+            for v in x {
+                *v = elem::round_bf16(*v);
+            }
+        }
+    }
+
+    /// Embedding rows of `tokens`.
+    pub(crate) fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let e = self.hp.n_embd;
+        let row_bytes = self.embd_ty.row_bytes(e).expect("checked by HParams");
+        let mut x = vec![0.0f32; tokens.len() * e];
+        for (i, &t) in tokens.iter().enumerate() {
+            if t as usize >= self.hp.n_vocab {
+                return Err(ModelError::Request(format!(
+                    "token id {t} is out of range (vocabulary of {})",
+                    self.hp.n_vocab
+                )));
+            }
+            let bytes = &self.embd[t as usize * row_bytes..(t as usize + 1) * row_bytes];
+            let out = &mut x[i * e..(i + 1) * e];
+            match self.arith {
+                Arith::Lane { kernels, .. } => {
+                    kernels.dequantize(self.embd_ty, bytes, out).map_err(kerr("get_rows"))?
+                }
+                Arith::DequantF32 => tiercheck_core::blocks::dequantize(self.embd_ty, bytes, out)
+                    .map_err(kerr("get_rows"))?,
+            }
+        }
+        self.round_residual(&mut x);
+        Ok(x)
+    }
+
+    /// Evaluate `tokens` at positions `pos0..`, returning the logits (one row per token).
+    pub(crate) fn eval(
+        &self,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        pos0: usize,
+        taps: &mut TapSink,
+    ) -> Result<Vec<f32>, ModelError> {
+        let m = tokens.len();
+        if m == 0 {
+            return Err(ModelError::Request("no tokens to evaluate".into()));
+        }
+        if pos0 + m > self.n_ctx {
+            return Err(ModelError::Request(format!(
+                "positions {pos0}..{} exceed the context length {}",
+                pos0 + m,
+                self.n_ctx
+            )));
+        }
+        let mut x = self.embed(tokens)?;
+        taps.put("inp_embd", m, &x);
+        for il in 0..self.hp.n_layer {
+            x = self.eval_layer(il, cache, &x, pos0, m, taps)?;
+            if il == 0 {
+                self.apply_dither(&mut x, pos0);
+            }
+        }
+        self.head(&x, m, taps)
+    }
+
+    /// The final norm and output projection of `m` rows.
+    pub fn head(&self, x: &[f32], m: usize, taps: &mut TapSink) -> Result<Vec<f32>, ModelError> {
+        let e = self.hp.n_embd;
+        let mut normed = vec![0.0f32; m * e];
+        for (y, xi) in normed.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
+            elem::rms_norm_mul(y, xi, &self.out_norm, self.hp.rms_eps);
+        }
+        taps.put("result_norm", m, &normed);
+        let logits = self.matmul(&self.output, &normed, m, "output")?;
+        taps.put("result_output", m, &logits);
+        Ok(logits)
+    }
+
+    /// One layer on `m` rows `x` at positions `pos0..pos0+m`; returns `l_out`. The KV
+    /// cache of layer `il` must hold positions `0..pos0` already (from earlier steps,
+    /// or filled by [`KvCache::store`] for a layer-local check).
+    pub fn eval_layer(
+        &self,
+        il: usize,
+        cache: &mut KvCache,
+        x: &[f32],
+        pos0: usize,
+        m: usize,
+        taps: &mut TapSink,
+    ) -> Result<Vec<f32>, ModelError> {
+        let hp = self.hp;
+        let (e, hd, nh, nkv) = (hp.n_embd, hp.head_dim, hp.n_head, hp.n_head_kv);
+        let ly = &self.layers[il];
+        let tag = |s: &str| format!("{s}-{il}");
+        let fused = self.elem.flavour().fused();
+
+        let mut cur = vec![0.0f32; m * e];
+        for (y, xi) in cur.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
+            elem::rms_norm_mul(y, xi, &ly.attn_norm, hp.rms_eps);
+        }
+        taps.put(&tag("attn_norm"), m, &cur);
+
+        let mut q = self.matmul(&ly.wq, &cur, m, &tag("attn_q"))?;
+        let mut k = self.matmul(&ly.wk, &cur, m, &tag("attn_k"))?;
+        let v = self.matmul(&ly.wv, &cur, m, &tag("attn_v"))?;
+        for i in 0..m {
+            let rope = elem::rope_cache((pos0 + i) as i32, hd, hp.rope_base);
+            for (rows, heads, norm) in [(&mut q, nh, &ly.q_norm), (&mut k, nkv, &ly.k_norm)] {
+                let row = &mut rows[i * heads * hd..(i + 1) * heads * hd];
+                for h in row.chunks_exact_mut(hd) {
+                    let src = h.to_vec();
+                    elem::rms_norm_mul(h, &src, norm, hp.rms_eps);
+                    elem::rope_neox(h, &rope, fused);
+                }
+            }
+        }
+        taps.put(&tag("Qcur"), m, &q);
+        taps.put(&tag("Kcur"), m, &k);
+        taps.put(&tag("Vcur"), m, &v);
+
+        let kvd = nkv * hd;
+        for i in 0..m {
+            cache.store(il, pos0 + i, &k[i * kvd..(i + 1) * kvd], &v[i * kvd..(i + 1) * kvd]);
+        }
+        cache.used = cache.used.max(pos0 + m);
+        let kqv = self.attention(il, cache, &q, pos0, m);
+        taps.put(&tag("kqv_out"), m, &kqv);
+
+        let attn = self.matmul(&ly.wo, &kqv, m, &tag("attn_output"))?;
+        let mut ffn_inp: Vec<f32> = attn.iter().zip(x).map(|(a, b)| a + b).collect();
+        self.round_residual(&mut ffn_inp);
+        taps.put(&tag("ffn_inp"), m, &ffn_inp);
+
+        let mut normed = vec![0.0f32; m * e];
+        for (y, xi) in normed.chunks_exact_mut(e).zip(ffn_inp.chunks_exact(e)) {
+            elem::rms_norm_mul(y, xi, &ly.ffn_norm, hp.rms_eps);
+        }
+        taps.put(&tag("ffn_norm"), m, &normed);
+        let gate = self.matmul(&ly.gate, &normed, m, &tag("ffn_gate"))?;
+        let up = self.matmul(&ly.up, &normed, m, &tag("ffn_up"))?;
+        let ff = hp.n_ff;
+        let mut h = vec![0.0f32; m * ff];
+        for i in 0..m {
+            let r = i * ff..(i + 1) * ff;
+            self.elem.swiglu(&mut h[r.clone()], &gate[r.clone()], &up[r]);
+        }
+        taps.put(&tag("ffn_swiglu"), m, &h);
+        let ffn_out = self.matmul(&ly.down, &h, m, &tag("ffn_down"))?;
+        taps.put(&tag("ffn_out"), m, &ffn_out);
+        let mut l_out: Vec<f32> = ffn_out.iter().zip(&ffn_inp).map(|(a, b)| a + b).collect();
+        self.round_residual(&mut l_out);
+        taps.put(&tag("l_out"), m, &l_out);
+        Ok(l_out)
+    }
+
+    /// Causal grouped-query attention of `m` query rows against the cache.
+    fn attention(&self, il: usize, cache: &KvCache, q: &[f32], pos0: usize, m: usize) -> Vec<f32> {
+        let hp = self.hp;
+        let (hd, nh) = (hp.head_dim, hp.n_head);
+        let group = nh / hp.n_head_kv;
+        let n_kv = padded_n_kv(cache.used, self.n_ctx);
+        let scale = 1.0f32 / (hd as f32).sqrt();
+        let w = self.elem.flavour().width();
+        let sgemm = self.elem.flavour().sgemm_min_rows().is_some_and(|min| m >= min)
+            && n_kv.is_multiple_of(w)
+            && hd.is_multiple_of(4);
+        let kqv_path = if sgemm { "tinyblas-f32" } else { "vec_dot_f32" };
+        self.note_path("f32", "kv-cache", m, &format!("kq vec_dot_f32, kqv {kqv_path}"));
+        let mut out = vec![0.0f32; m * nh * hd];
+        let mut wp = vec![0.0f32; n_kv];
+        let mut dp = vec![0.0f32; n_kv];
+        for i in 0..m {
+            let p = pos0 + i;
+            for h in 0..nh {
+                let g = h / group;
+                let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+                for (j, slot) in wp.iter_mut().enumerate() {
+                    *slot = if j <= p {
+                        // ggml_vec_scale_f32 then `wp += slope*mask` with mask 0.
+                        self.elem.dot_f32(cache.k_row(il, j, g), qh) * scale + 0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    };
+                }
+                let mut max = f32::NEG_INFINITY;
+                for &v in &wp {
+                    max = if max > v { max } else { v };
+                }
+                let sum = self.elem.soft_max(&mut dp, &wp, max);
+                let inv = (1.0 / sum) as f32;
+                for v in dp.iter_mut() {
+                    *v *= inv;
+                }
+                let o = &mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+                for (d, od) in o.iter_mut().enumerate() {
+                    let vcol = cache.v_col(il, g, d, n_kv);
+                    *od = if sgemm {
+                        self.elem.sgemm_dot(vcol, &dp)
+                    } else {
+                        self.elem.dot_f32(vcol, &dp)
+                    };
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,328 @@
+//! Hyper-parameters of a qwen3 GGUF model, read from its metadata and checked against
+//! its tensors.
+
+use tiercheck_core::GgmlType;
+
+use super::ModelError;
+use tiercheck_gguf::{GgufFile, MetaValue};
+
+/// What the decoder needs to know about a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HParams {
+    /// `general.architecture` (only `qwen3` is supported).
+    pub arch: String,
+    /// Hidden size.
+    pub n_embd: usize,
+    /// Number of layers.
+    pub n_layer: usize,
+    /// Attention heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention).
+    pub n_head_kv: usize,
+    /// Size of one head (key and value length).
+    pub head_dim: usize,
+    /// Feed-forward width.
+    pub n_ff: usize,
+    /// Vocabulary size (rows of `token_embd.weight`).
+    pub n_vocab: usize,
+    /// Training context length.
+    pub n_ctx_train: usize,
+    /// RoPE frequency base.
+    pub rope_base: f32,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+}
+
+fn bad(path: &str, problem: impl Into<String>) -> ModelError {
+    ModelError::Invalid { path: path.to_string(), problem: problem.into() }
+}
+
+fn get_usize(f: &GgufFile, key: &str) -> Result<Option<usize>, ModelError> {
+    match f.get(key) {
+        None => Ok(None),
+        Some(v) => match v.to_u64() {
+            Some(x) if x > 0 && x <= (1 << 24) => Ok(Some(x as usize)),
+            Some(x) => Err(bad(f.path(), format!("metadata '{key}' = {x} is out of range"))),
+            None => Err(bad(
+                f.path(),
+                format!("metadata '{key}' is {}, expected an integer", v.value_type().name()),
+            )),
+        },
+    }
+}
+
+fn need_usize(f: &GgufFile, key: &str) -> Result<usize, ModelError> {
+    get_usize(f, key)?.ok_or_else(|| bad(f.path(), format!("missing metadata key '{key}'")))
+}
+
+fn get_float(f: &GgufFile, key: &str) -> Result<Option<f32>, ModelError> {
+    match f.get(key) {
+        None => Ok(None),
+        Some(MetaValue::F32(x)) => Ok(Some(*x)),
+        Some(MetaValue::F64(x)) => Ok(Some(*x as f32)),
+        Some(v) => Err(bad(
+            f.path(),
+            format!("metadata '{key}' is {}, expected a float", v.value_type().name()),
+        )),
+    }
+}
+
+impl HParams {
+    /// Read and validate the hyper-parameters of `f`.
+    pub fn from_gguf(f: &GgufFile) -> Result<HParams, ModelError> {
+        let p = f.path();
+        let arch = f
+            .get_str("general.architecture")
+            .map_err(|_| bad(p, "missing or non-string 'general.architecture'"))?
+            .to_string();
+        if arch != "qwen3" {
+            return Err(bad(
+                p,
+                format!(
+                    "architecture '{arch}' is not supported (the decoder runs qwen3; llama would \
+                     need the interleaved RoPE, whose GCC contraction differs and is not reproduced)"
+                ),
+            ));
+        }
+        let k = |s: &str| format!("{arch}.{s}");
+        let n_embd = need_usize(f, &k("embedding_length"))?;
+        let n_layer = need_usize(f, &k("block_count"))?;
+        let n_head = need_usize(f, &k("attention.head_count"))?;
+        let n_head_kv = get_usize(f, &k("attention.head_count_kv"))?.unwrap_or(n_head);
+        let n_ff = need_usize(f, &k("feed_forward_length"))?;
+        let n_ctx_train = need_usize(f, &k("context_length"))?;
+        // Each layer has 11 tensors; a block_count the tensor table cannot hold is wrong
+        // (and the tensor check below would otherwise list up to 2^24 layers' names).
+        if n_layer.saturating_mul(11) > f.tensors().len() {
+            return Err(bad(
+                p,
+                format!(
+                    "{arch}.block_count {n_layer} needs {} layer tensors; the file has {} tensors",
+                    n_layer.saturating_mul(11),
+                    f.tensors().len()
+                ),
+            ));
+        }
+        if !n_embd.is_multiple_of(n_head) && f.get(&k("attention.key_length")).is_none() {
+            return Err(bad(p, format!("embedding_length {n_embd} is not a multiple of head_count {n_head} and no key_length is given")));
+        }
+        let head_dim = get_usize(f, &k("attention.key_length"))?.unwrap_or(n_embd / n_head);
+        let v_len = get_usize(f, &k("attention.value_length"))?.unwrap_or(head_dim);
+        if v_len != head_dim {
+            return Err(bad(p, format!("key_length {head_dim} != value_length {v_len}")));
+        }
+        if !n_head.is_multiple_of(n_head_kv) {
+            return Err(bad(
+                p,
+                format!("head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"),
+            ));
+        }
+        if !head_dim.is_multiple_of(4) {
+            return Err(bad(p, format!("head size {head_dim} is not a multiple of 4")));
+        }
+        let rope_base = get_float(f, &k("rope.freq_base"))?.unwrap_or(10000.0);
+        let rms_eps = get_float(f, &k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| {
+            bad(p, format!("missing metadata key '{}'", k("attention.layer_norm_rms_epsilon")))
+        })?;
+        if !(rope_base.is_finite() && rope_base > 0.0) {
+            return Err(bad(p, format!("rope.freq_base {rope_base} is not a positive number")));
+        }
+        if !(rms_eps.is_finite() && rms_eps >= 0.0) {
+            return Err(bad(p, format!("layer_norm_rms_epsilon {rms_eps} is invalid")));
+        }
+        let embd = f
+            .tensor("token_embd.weight")
+            .ok_or_else(|| bad(p, "missing tensor 'token_embd.weight'"))?;
+        if embd.dims.len() != 2 || embd.dims[0] as usize != n_embd {
+            return Err(bad(
+                p,
+                format!("token_embd.weight has dims {:?}, expected [{n_embd}, n_vocab]", embd.dims),
+            ));
+        }
+        let n_vocab = embd.dims[1] as usize;
+        if let Some(v) = get_usize(f, &k("vocab_size"))? {
+            if v != n_vocab {
+                return Err(bad(p, format!("{arch}.vocab_size {v} != token_embd rows {n_vocab}")));
+            }
+        }
+        let hp = HParams {
+            arch,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim,
+            n_ff,
+            n_vocab,
+            n_ctx_train,
+            rope_base,
+            rms_eps,
+        };
+        hp.check_tensors(f)?;
+        Ok(hp)
+    }
+
+    /// Every tensor the decoder reads, with its expected dims `[ne0, ne1]` (or `[ne0]`).
+    pub(crate) fn expected_tensors(&self) -> Vec<(String, Vec<u64>)> {
+        let (e, q, kv, ff) = (
+            self.n_embd as u64,
+            (self.n_head * self.head_dim) as u64,
+            (self.n_head_kv * self.head_dim) as u64,
+            self.n_ff as u64,
+        );
+        let hd = self.head_dim as u64;
+        let mut v = vec![("token_embd.weight".to_string(), vec![e, self.n_vocab as u64])];
+        for l in 0..self.n_layer {
+            let b = |s: &str| format!("blk.{l}.{s}.weight");
+            v.push((b("attn_norm"), vec![e]));
+            v.push((b("attn_q"), vec![e, q]));
+            v.push((b("attn_k"), vec![e, kv]));
+            v.push((b("attn_v"), vec![e, kv]));
+            v.push((b("attn_output"), vec![q, e]));
+            v.push((b("attn_q_norm"), vec![hd]));
+            v.push((b("attn_k_norm"), vec![hd]));
+            v.push((b("ffn_norm"), vec![e]));
+            v.push((b("ffn_gate"), vec![e, ff]));
+            v.push((b("ffn_up"), vec![e, ff]));
+            v.push((b("ffn_down"), vec![ff, e]));
+        }
+        v.push(("output_norm.weight".to_string(), vec![e]));
+        v
+    }
+
+    fn check_tensors(&self, f: &GgufFile) -> Result<(), ModelError> {
+        let p = f.path();
+        let mut want = self.expected_tensors();
+        if f.tensor("output.weight").is_some() {
+            want.push(("output.weight".to_string(), vec![self.n_embd as u64, self.n_vocab as u64]));
+        }
+        for (name, dims) in want {
+            let t = f.tensor(&name).ok_or_else(|| bad(p, format!("missing tensor '{name}'")))?;
+            if t.dims != dims {
+                return Err(bad(
+                    p,
+                    format!("tensor '{name}' has dims {:?}, expected {dims:?}", t.dims),
+                ));
+            }
+            let ok = if dims.len() == 1 {
+                t.ty == GgmlType::F32
+            } else {
+                name == "token_embd.weight"
+                    || tiercheck_core::lane::WEIGHT_TYPES.contains(&t.ty)
+                    || t.ty == GgmlType::F32
+            };
+            if !ok {
+                return Err(bad(
+                    p,
+                    format!(
+                        "tensor '{name}' is {}; the decoder multiplies q4_0, q8_0, q4_K, q6_K (or f32) weights and reads f32 norms",
+                        t.ty.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tiercheck_gguf::GgufWriter;
+
+    /// A complete tiny qwen3 file (1 layer, 32 wide, 2+1 heads of 16), with `edit`
+    /// applied to the metadata list before writing.
+    fn tiny(
+        edit: impl FnOnce(&mut Vec<(String, MetaValue)>),
+        skip_tensor: Option<&str>,
+    ) -> Result<HParams, ModelError> {
+        let mut meta: Vec<(String, MetaValue)> = vec![
+            ("general.architecture".into(), MetaValue::String("qwen3".into())),
+            ("qwen3.embedding_length".into(), MetaValue::U32(32)),
+            ("qwen3.block_count".into(), MetaValue::U32(1)),
+            ("qwen3.attention.head_count".into(), MetaValue::U32(2)),
+            ("qwen3.attention.head_count_kv".into(), MetaValue::U32(1)),
+            ("qwen3.attention.key_length".into(), MetaValue::U32(16)),
+            ("qwen3.feed_forward_length".into(), MetaValue::U32(64)),
+            ("qwen3.context_length".into(), MetaValue::U32(256)),
+            ("qwen3.rope.freq_base".into(), MetaValue::F32(1e6)),
+            ("qwen3.attention.layer_norm_rms_epsilon".into(), MetaValue::F32(1e-6)),
+        ];
+        edit(&mut meta);
+        let mut w = GgufWriter::new();
+        for (k, v) in meta {
+            w.add_metadata(k, v).unwrap();
+        }
+        let hp = HParams {
+            arch: "qwen3".into(),
+            n_embd: 32,
+            n_layer: 1,
+            n_head: 2,
+            n_head_kv: 1,
+            head_dim: 16,
+            n_ff: 64,
+            n_vocab: 10,
+            n_ctx_train: 256,
+            rope_base: 1e6,
+            rms_eps: 1e-6,
+        };
+        for (name, dims) in hp.expected_tensors() {
+            if Some(name.as_str()) == skip_tensor {
+                continue;
+            }
+            let n: u64 = dims.iter().product();
+            w.add_tensor(name, &dims, GgmlType::F32, vec![0u8; n as usize * 4]).unwrap();
+        }
+        let f = GgufFile::from_bytes("tiny.gguf", w.to_bytes().unwrap()).unwrap();
+        HParams::from_gguf(&f)
+    }
+
+    fn err(r: Result<HParams, ModelError>) -> String {
+        let e = r.expect_err("should be refused").to_string();
+        assert!(e.starts_with("tiny.gguf: "), "{e}");
+        e
+    }
+
+    #[test]
+    fn reads_a_complete_file() {
+        let hp = tiny(|_| {}, None).unwrap();
+        assert_eq!(
+            (hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_vocab),
+            (32, 2, 1, 16, 10)
+        );
+    }
+
+    #[test]
+    fn refuses_missing_wrong_and_inconsistent_metadata() {
+        let set = |k: &'static str, v: MetaValue| {
+            move |m: &mut Vec<(String, MetaValue)>| {
+                m.retain(|(key, _)| key != k);
+                m.push((k.into(), v));
+            }
+        };
+        let drop =
+            |k: &'static str| move |m: &mut Vec<(String, MetaValue)>| m.retain(|(key, _)| key != k);
+        assert!(err(tiny(set("general.architecture", MetaValue::String("llama".into())), None))
+            .contains("not supported"));
+        assert!(err(tiny(drop("qwen3.block_count"), None))
+            .contains("missing metadata key 'qwen3.block_count'"));
+        assert!(err(tiny(drop("qwen3.attention.layer_norm_rms_epsilon"), None))
+            .contains("layer_norm_rms_epsilon"));
+        assert!(err(tiny(set("qwen3.attention.head_count", MetaValue::String("2".into())), None))
+            .contains("expected an integer"));
+        assert!(err(tiny(set("qwen3.attention.head_count_kv", MetaValue::U32(3)), None))
+            .contains("not a multiple"));
+        assert!(err(tiny(set("qwen3.attention.value_length", MetaValue::U32(8)), None))
+            .contains("value_length"));
+        assert!(err(tiny(set("qwen3.rope.freq_base", MetaValue::F32(-1.0)), None))
+            .contains("freq_base"));
+        assert!(
+            err(tiny(set("qwen3.vocab_size", MetaValue::U32(11)), None)).contains("vocab_size 11")
+        );
+        // Metadata that disagrees with the tensors.
+        assert!(err(tiny(set("qwen3.feed_forward_length", MetaValue::U32(32)), None))
+            .contains("blk.0.ffn_gate.weight"));
+        assert!(err(tiny(|_| {}, Some("blk.0.attn_k_norm.weight")))
+            .contains("missing tensor 'blk.0.attn_k_norm.weight'"));
+    }
+}

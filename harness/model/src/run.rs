@@ -1,0 +1,244 @@
+//! Runs of the decoder: teacher-forced prompts, greedy steps, step records, taps and
+//! trace files (the layout is documented in `docs/TRACES.md`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::decoder::Decoder;
+use super::taps::{Tap, TapSink};
+use super::ModelError;
+use tiercheck_gguf::tensorfile::{self, Tensor, TensorFileError};
+
+/// How a sequence of ids goes through the decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The teacher-forced ids as one batch (the gemm paths where the lane has them),
+    /// then one token per greedy step.
+    Prompt,
+    /// One token per step throughout (the gemv paths).
+    Decode,
+}
+
+impl Mode {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Prompt => "prompt",
+            Mode::Decode => "decode",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// Teacher-forced ids (the prompt).
+    pub ids: Vec<u32>,
+    /// Greedy tokens to emit after the prompt (0: teacher-forced evaluation only, the
+    /// prompt's last step still records its greedy choice).
+    pub steps: usize,
+    /// Batching of the teacher-forced ids.
+    pub mode: Mode,
+    /// Tokens to feed after the prompt instead of the greedy choices (teacher forcing
+    /// a continuation, e.g. another lane's output); empty for greedy decoding. Step `k`
+    /// after the prompt feeds `forced[k-1]`; the greedy choices are still recorded.
+    pub forced: Vec<u32>,
+}
+
+/// What one step did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Step number.
+    pub step: usize,
+    /// Positions evaluated.
+    pub positions: Vec<usize>,
+    /// Ids evaluated.
+    pub input_ids: Vec<u32>,
+    /// The greedy choice after the step's last row (argmax, ties to the lowest id).
+    pub emitted: u32,
+    /// The five best `[id, logit]`, best first.
+    pub top: Vec<(u32, f32)>,
+    /// Top-1 minus top-2 logit.
+    pub gap: f32,
+}
+
+/// The result of a run.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    /// Step records.
+    pub steps: Vec<StepRecord>,
+    /// The greedy tokens emitted after the prompt (`spec.steps` of them).
+    pub generated: Vec<u32>,
+    /// Kept taps (empty unless asked for).
+    pub taps: Vec<Tap>,
+    /// sha256 per tap name over all steps (empty unless asked for).
+    pub digests: BTreeMap<String, String>,
+}
+
+/// The five best logits, best first, ties to the lowest id.
+pub(crate) fn top5(logits: &[f32]) -> Vec<(u32, f32)> {
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(6);
+    for (i, &v) in logits.iter().enumerate() {
+        // NaN never enters; equal values keep the earlier (lower) id first.
+        let pos = best.iter().position(|&(_, b)| v > b).unwrap_or(best.len());
+        if pos < 5 {
+            best.insert(pos, (i as u32, v));
+            best.truncate(5);
+        }
+    }
+    best
+}
+
+fn record(step: usize, positions: Vec<usize>, ids: &[u32], last_logits: &[f32]) -> StepRecord {
+    let top = top5(last_logits);
+    let emitted = top.first().map(|t| t.0).unwrap_or(0);
+    let gap = if top.len() >= 2 { top[0].1 - top[1].1 } else { f32::INFINITY };
+    StepRecord { step, positions, input_ids: ids.to_vec(), emitted, top, gap }
+}
+
+/// Run `spec` on `dec`, collecting taps into `sink`.
+pub fn run(dec: &Decoder<'_>, spec: &RunSpec, mut sink: TapSink) -> Result<RunOutput, ModelError> {
+    if spec.ids.is_empty() {
+        return Err(ModelError::Request("the prompt has no ids".into()));
+    }
+    let total = spec.ids.len() + spec.steps.saturating_sub(1);
+    if total > dec.n_ctx() {
+        return Err(ModelError::Request(format!(
+            "{} prompt ids + {} greedy steps need {total} positions; the context has {}",
+            spec.ids.len(),
+            spec.steps,
+            dec.n_ctx()
+        )));
+    }
+    let nv = dec.hp.n_vocab;
+    let mut cache = dec.new_cache();
+    let mut steps = Vec::new();
+    let mut pos = 0usize;
+    let chunks: Vec<&[u32]> = match spec.mode {
+        Mode::Prompt => vec![&spec.ids[..]],
+        Mode::Decode => spec.ids.chunks(1).collect(),
+    };
+    for ids in chunks {
+        sink.set_step(steps.len());
+        let logits = dec.eval(&mut cache, ids, pos, &mut sink)?;
+        let last = &logits[(ids.len() - 1) * nv..];
+        steps.push(record(steps.len(), (pos..pos + ids.len()).collect(), ids, last));
+        pos += ids.len();
+    }
+    let mut generated = Vec::with_capacity(spec.steps);
+    if spec.steps > 0 {
+        generated.push(steps.last().expect("one step at least").emitted);
+    }
+    if !spec.forced.is_empty() && spec.forced.len() + 1 < spec.steps {
+        return Err(ModelError::Request(format!(
+            "{} forced tokens cannot drive {} steps",
+            spec.forced.len(),
+            spec.steps
+        )));
+    }
+    while generated.len() < spec.steps {
+        let tok = match spec.forced.get(generated.len() - 1) {
+            Some(&t) => [t],
+            None => [*generated.last().expect("nonempty")],
+        };
+        sink.set_step(steps.len());
+        let logits = dec.eval(&mut cache, &tok, pos, &mut sink)?;
+        steps.push(record(steps.len(), vec![pos], &tok, &logits));
+        generated.push(steps.last().expect("pushed").emitted);
+        pos += 1;
+    }
+    let (taps, digests) = sink.into_taps();
+    Ok(RunOutput { steps, generated, taps, digests })
+}
+
+/// Tensor name of a tap in a trace file.
+pub fn tap_key(step: usize, name: &str) -> String {
+    format!("{step:03}/{name}")
+}
+
+/// Write a trace file: every kept tap as `NNN/NAME` (rows x width), the step records
+/// and `meta` (provenance) in the metadata. Atomic.
+pub fn write_trace(
+    path: &Path,
+    out: &RunOutput,
+    mut meta: BTreeMap<String, String>,
+) -> Result<(), TensorFileError> {
+    let tensors: Vec<Tensor> = out
+        .taps
+        .iter()
+        .map(|t| Tensor {
+            name: tap_key(t.step, &t.name),
+            shape: vec![t.rows, t.data.len() / t.rows.max(1)],
+            data: t.data.clone(),
+        })
+        .collect();
+    meta.insert("tiercheck.format".into(), "trace-1".into());
+    meta.insert(
+        "tiercheck.steps".into(),
+        serde_json::to_string(&out.steps).expect("step records serialize"),
+    );
+    tensorfile::write(path, &tensors, &meta)
+}
+
+#[derive(Clone, Debug)]
+/// A trace read back: taps by `(step, name)` and the step records.
+pub struct Trace {
+    /// Taps keyed by `(step, name)`.
+    pub taps: BTreeMap<(usize, String), Tensor>,
+    /// Step records.
+    pub steps: Vec<StepRecord>,
+    /// All metadata.
+    pub meta: BTreeMap<String, String>,
+}
+
+/// Read a trace file written by tiercheck or an oracle script.
+pub fn read_trace(path: &Path) -> Result<Trace, TensorFileError> {
+    let bytes = std::fs::read(path)
+        .map_err(|source| TensorFileError::Io { path: path.to_owned(), source })?;
+    parse_trace(path, &bytes)
+}
+
+/// [`read_trace`] on a file's bytes already in memory; `path` names it in errors.
+pub fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, TensorFileError> {
+    let (tensors, meta) = tensorfile::read_bytes(path, bytes)?;
+    let content = |problem: String| TensorFileError::Content { path: path.to_owned(), problem };
+    if meta.get("tiercheck.format").map(String::as_str) != Some("trace-1") {
+        return Err(content("not a tiercheck trace (metadata tiercheck.format != trace-1)".into()));
+    }
+    let steps: Vec<StepRecord> = match meta.get("tiercheck.steps") {
+        Some(s) => serde_json::from_str(s)
+            .map_err(|e| content(format!("metadata tiercheck.steps: {e}")))?,
+        None => return Err(content("metadata tiercheck.steps is missing".into())),
+    };
+    let mut taps = BTreeMap::new();
+    for t in tensors {
+        let Some((s, name)) = t.name.split_once('/') else {
+            return Err(content(format!("tensor '{}' is not named NNN/TAP", t.name)));
+        };
+        let step: usize =
+            s.parse().map_err(|_| content(format!("tensor '{}': bad step number", t.name)))?;
+        if t.shape.len() != 2 {
+            return Err(content(format!("tensor '{}' is not 2-D", t.name)));
+        }
+        taps.insert((step, name.to_string()), t);
+    }
+    Ok(Trace { taps, steps, meta })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top5_orders_and_breaks_ties_low() {
+        let l = [1.0, 5.0, 3.0, 5.0, 4.0, -1.0, 4.5];
+        let t = top5(&l);
+        assert_eq!(t.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 3, 6, 4, 2]);
+        let r = record(0, vec![0], &[7], &l);
+        assert_eq!(r.emitted, 1);
+        assert_eq!(r.gap, 0.0);
+    }
+}

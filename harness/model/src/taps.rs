@@ -1,0 +1,72 @@
+//! Taps: the named per-layer tensors a decoder step produces (llama.cpp's eval-callback
+//! names), and where they go while the decoder runs.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use super::hex;
+
+/// One named per-layer tensor of one step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tap {
+    /// Step number.
+    pub step: usize,
+    /// llama.cpp eval-callback name (`attn_norm-3`, `result_output`, ...).
+    pub name: String,
+    /// Rows (tokens of the step).
+    pub rows: usize,
+    /// Values, row-major.
+    pub data: Vec<f32>,
+}
+
+/// Where taps go: kept whole (for traces), hashed (for goldens), or dropped.
+#[derive(Default)]
+pub struct TapSink {
+    step: usize,
+    keep: bool,
+    hash: bool,
+    taps: Vec<Tap>,
+    digests: BTreeMap<String, Sha256>,
+}
+
+impl TapSink {
+    /// Drop every tap.
+    pub fn none() -> TapSink {
+        TapSink::default()
+    }
+
+    /// Keep every tap and/or hash each tap name's bytes over all steps.
+    pub fn new(keep: bool, hash: bool) -> TapSink {
+        TapSink { keep, hash, ..TapSink::default() }
+    }
+
+    /// Set the step that following taps belong to.
+    pub fn set_step(&mut self, step: usize) {
+        self.step = step;
+    }
+
+    /// Record one tap.
+    pub(crate) fn put(&mut self, name: &str, rows: usize, data: &[f32]) {
+        if self.hash {
+            let h = self.digests.entry(name.to_string()).or_default();
+            for v in data {
+                h.update(v.to_bits().to_le_bytes());
+            }
+        }
+        if self.keep {
+            self.taps.push(Tap {
+                step: self.step,
+                name: name.to_string(),
+                rows,
+                data: data.to_vec(),
+            });
+        }
+    }
+
+    /// The kept taps.
+    pub fn into_taps(self) -> (Vec<Tap>, BTreeMap<String, String>) {
+        let d = self.digests.into_iter().map(|(k, h)| (k, hex(&h.finalize()))).collect();
+        (self.taps, d)
+    }
+}
