@@ -1,6 +1,7 @@
 //! Divergence analysis (`delta`, `attribute`) on the embedded model: a lane against
 //! itself reports zero everywhere; a planted one-component bug is found at the right
-//! tap and named as the right component; the two pairs of the issue give the
+//! tap and named as the right component; two pinned lane
+//! pairs (`x86_64-avx2` against `ref` and against `aarch64-neon`) give the
 //! component-level answers their recipes predict.
 
 use tiercheck_analysis::attribute::{attribute, Component};

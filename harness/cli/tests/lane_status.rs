@@ -63,3 +63,23 @@ fn proven_lanes_name_proofs_and_labels_are_truthful() {
         "x86_64-avx2-repack"
     );
 }
+
+#[test]
+fn tiercheck_lanes_prints_every_lanes_status() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tiercheck"))
+        .arg("lanes")
+        .output()
+        .expect("run tiercheck lanes");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for lane in LANES {
+        let at = text
+            .lines()
+            .position(|l| l.split_whitespace().next() == Some(lane.name))
+            .unwrap_or_else(|| panic!("`tiercheck lanes` does not list {}:\n{text}", lane.name));
+        let status = text.lines().nth(at + 1).unwrap_or_default();
+        let want = format!("status: {}", lane.status);
+        assert!(status.contains(&want), "{}: {status:?} lacks {want:?}", lane.name);
+        assert!(status.contains(lane.status.kind()), "{}", lane.name);
+    }
+}

@@ -20,7 +20,7 @@ fn digests(
     (out.generated, out.digests.into_iter().collect())
 }
 
-/// The guarantee (README, "Determinism"): for every lane, two runs and 1, 2, 3 or 4
+/// The guarantee (docs/CORRECTNESS.md, "Hardening"): for every lane, two runs and 1, 2, 3 or 4
 /// threads give the same tokens and the same bits at every tap, in both modes.
 #[test]
 fn every_lane_is_invariant_under_reruns_and_thread_counts() {

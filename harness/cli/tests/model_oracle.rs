@@ -164,7 +164,7 @@ const TILED_TOL: f64 = 1e-5;
 /// tiny differences flip rounding decisions of later activation quantizations (a code
 /// off by one), which then move whole dot products. llama.cpp's own x86 tiers drift
 /// apart by up to 1.8e-2 at the logits of a 4-layer model this way
-/// (shared/docs/ORACLE.md); measured here: 2.8e-4 at the logits, 4e-7 at every
+/// (docs/ORACLE.md); measured here: 2.8e-4 at the logits, 4e-7 at every
 /// per-layer tap, for 20 teacher-forced tokens. 5e-2 bounds the worst case reported
 /// upstream with margin, while a wrong tier (a wrong scale, a wrong RoPE) gives O(1).
 const TILED_END_TO_END_TOL: f64 = 5e-2;

@@ -1,5 +1,5 @@
 //! The aarch64 ggml oracle: ggml cross-built for aarch64 (flavours dotprod and i8mm) and run
-//! under qemu-user through `ArmDriver`, checked against the facts ORACLE.md and NUMERICS.md
+//! under qemu-user through `ArmDriver`, checked against the facts docs/ORACLE.md and docs/NUMERICS.md
 //! state about it.
 //!
 //! Without the aarch64 oracle each trial is reported ignored with the reason, unless
@@ -159,7 +159,7 @@ fn info_and_traits(d: &ArmDriver) -> Result<(), String> {
     if !(f.neon && f.dotprod && f.fma && !f.sve && f.i8mm == i8mm) {
         return Err(format!("{}: features {f:?}", d.tier()));
     }
-    // ggml compiles llamafile's sgemm out of i8mm builds (ORACLE.md).
+    // ggml compiles llamafile's sgemm out of i8mm builds (docs/ORACLE.md).
     if f.llamafile == i8mm {
         return Err(format!("{}: llamafile = {}", d.tier(), f.llamafile));
     }

@@ -1,5 +1,5 @@
 //! Edge cases of the `ref` lane's quantizers and kernels, and the accuracy bounds of
-//! llama.cpp's `test-quantize-fns` (NUMERICS.md §6).
+//! llama.cpp's `test-quantize-fns` (docs/NUMERICS.md §6).
 
 use tiercheck_core::blocks::{self, BlockQ4K, BlockQ8K, BlockQ8_0, BlockQ8_1};
 use tiercheck_core::quant::{weights, ActRule};

@@ -1,6 +1,6 @@
 // tiercheck's device kernels for the hip-wave32 / hip-wave64 lanes: ggml's MMVQ path
 // for one activation column, written from the float order documented in
-// tiercheck-core's `gpu` module (NUMERICS.md section 5). Upstream functions:
+// tiercheck-core's `gpu` module (docs/NUMERICS.md, section 5). Upstream functions:
 //   quantize_q8_1            ggml-cuda/quantize.cu
 //   vec_dot_q4_K_q8_1        ggml-cuda/vecdotq.cuh (+ _impl_vmmq)
 //   vec_dot_q6_K_q8_1        ggml-cuda/vecdotq.cuh (+ _impl_mmvq)

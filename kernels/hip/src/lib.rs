@@ -15,7 +15,7 @@
 //! - Default: no device code; [`BUILD_NOTE`] says so and [`kernels`] reports it.
 //! - `--features hip`: `build.rs` runs hipcc once per offload target
 //!   (`TIERCHECK_HIP_TARGETS`, default `gfx90a,gfx1030`) into AMDGPU code objects
-//!   ([`CODE_OBJECTS`]), and the host side ([`hip-sys`](https://docs.rs/hip-sys)) is
+//!   ([`CODE_OBJECTS`]), and the host side (the `hip-sys` crate) is
 //!   compiled in. Without hipcc the crate still builds, with no code objects, and
 //!   says so (a cargo warning and [`BUILD_NOTE`]); hip-sys itself needs HIP's headers
 //!   and `libamdhip64`.

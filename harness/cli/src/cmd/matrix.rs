@@ -145,6 +145,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
             .map(|(r, note)| {
                 serde_json::json!({
                     "lane": r.lane,
+                    "status": lanes::find(&r.lane).map(|l| l.status.to_string()).unwrap_or_default(),
                     "how": r.how,
                     "note": note,
                     "wall_s": r.wall_s,
@@ -189,7 +190,8 @@ fn print_table(
         setup.residual.name()
     );
     println!("cells: tokens agreeing with ref / generated; at the first divergence: step and ref's top-1/top-2 gap");
-    let mut header = format!("{:<22} {:<40}", "lane", "how");
+    println!("status: what the lane is proven against (`tiercheck lanes` says which build), modelled or synthetic");
+    let mut header = format!("{:<22} {:<14} {:<40}", "lane", "status", "how");
     for p in prompts {
         header += &format!(" {:>18}", truncate(&p.name, 18));
     }
@@ -198,7 +200,8 @@ fn print_table(
     for (r, note) in results {
         let agree = matrix::agreement(reference, r);
         let how = truncate(&r.how, 40);
-        let mut line = format!("{:<22} {:<40}", r.lane, how);
+        let status = lanes::find(&r.lane).map(|l| l.status.tag()).unwrap_or_default();
+        let mut line = format!("{:<22} {status:<14} {:<40}", r.lane, how);
         for p in prompts {
             let cell = match agree.iter().find(|x| x.name == p.name) {
                 Some(x) => match x.first_divergence {

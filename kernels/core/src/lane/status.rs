@@ -128,6 +128,14 @@ impl Status {
         self.proofs().iter().map(|p| p.level).max()
     }
 
+    /// A tag for tables: `proven:<highest level>`, `modelled` or `synthetic`.
+    pub fn tag(&self) -> String {
+        match self.best_level() {
+            Some(level) => format!("proven:{}", level.name()),
+            None => self.kind().to_string(),
+        }
+    }
+
     /// One short line: `proven: kernel, decode vs llama.cpp haswell`, `modelled`, ...
     pub fn short(&self) -> String {
         match self {

@@ -5,7 +5,7 @@
 //! Q4_K and Q6_K run ggml's iterative searches (`make_qkx2_quants`, `make_qx_quants`)
 //! with every float operation in the C source's order and without contraction, as the
 //! x86-64 build of ggml-base computes them. (GCC on aarch64 contracts some of them, so
-//! an aarch64-built llama-quantize can produce different Q4_K bytes; see NUMERICS.md.)
+//! an aarch64-built llama-quantize can produce different Q4_K bytes; see docs/NUMERICS.md, section 3.)
 
 mod q4_0;
 mod q4_k;
