@@ -2,7 +2,7 @@
 // public API only. ci/oracle cross-builds ggml (libggml.a, libggml-cpu.a, libggml-base.a)
 // per aarch64 tier and links this file statically against each; the binary runs under
 // qemu-aarch64 (QEMU_CPU chooses the CPU model, and with it which instructions are legal)
-// or natively on an aarch64 host. The tiercheck harness (harness/src/oracle/arm.rs) runs it
+// or natively on an aarch64 host. The tiercheck harness (harness/oracle/src/arm.rs) runs it
 // as a subprocess.
 //
 // Usage (all data files are raw little-endian; "row bytes" means ggml_row_size(type, k)):

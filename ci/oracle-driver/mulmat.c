@@ -4,7 +4,7 @@
 // it is stored and then runs the repacked gemv/gemm kernels).
 //
 // Built per CPU tier by ci/oracle against that tier's libraries; the tiercheck harness
-// (harness/src/oracle/mulmat.rs) runs it as a subprocess.
+// (harness/oracle/src/mulmat.rs) runs it as a subprocess.
 //
 // Usage: mulmat <plain|repack> <ggml type id> <k> <n> <m> <threads> <weights.bin> <acts.bin> <out.bin>
 //

@@ -4,7 +4,7 @@
 //! ([`tiercheck_core::lane::NativeEntry`]), runtime detection cached once, kernels handed
 //! out only where the CPU has every feature, `unsafe` `#[target_feature]` kernels, a
 //! portable twin at the same path in `tiercheck-core` (`arch::aarch64::neon::vec_dot`
-//! beside [`neon::vec_dot`], ...), and one table of entry points, [`NATIVE`]. The dotprod
+//! beside `neon::vec_dot`, ...), and one table of entry points, `NATIVE`. The dotprod
 //! instruction (`sdot`) is reached through stable inline assembly, since its intrinsic
 //! is still unstable; CPUs without dotprod compute the same integer sums with plain NEON
 //! widening multiplies, so the bits do not depend on the path.

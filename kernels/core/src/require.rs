@@ -10,7 +10,7 @@
 //!   the CPU model in `QEMU_CPU` (unset or empty: the model whose `qemu_cpu` is `""`,
 //!   the host itself). No such model is an error.
 //!
-//! The harness reads the same tables with a full TOML parser (`tiercheck::targets`);
+//! The harness reads the same tables with a full TOML parser (`tiercheck_lanes::targets`);
 //! [`parse_models`] reads only what this needs (each `[[model]]`'s `qemu_cpu` and
 //! `require`), and a harness test checks that both agree on every committed table.
 
