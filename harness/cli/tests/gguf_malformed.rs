@@ -556,13 +556,8 @@ fn random_mutations_never_panic_or_overallocate() {
     w.add_tensor("t", &[256], GgmlType::Q4_K, vec![1u8; 144]).unwrap();
     let good = w.to_bytes().unwrap();
     let header_len = GgufFile::from_bytes("mem", good.clone()).unwrap().data_offset() as usize;
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = tiercheck_core::rng::Rng::new(0x9E37_79B9_7F4A_7C15);
+    let mut next = move || rng.next_u64();
     for _ in 0..20_000 {
         let mut bad = good.clone();
         for _ in 0..1 + next() % 4 {

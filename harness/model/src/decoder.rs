@@ -38,6 +38,7 @@ use std::sync::Mutex;
 use tiercheck_core::elem::{self, ElemFlavour, ElemOps};
 use tiercheck_core::lane::parallel::matmul_parallel;
 use tiercheck_core::repack::{Prepared, Target};
+use tiercheck_core::rng::splitmix64;
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 
 use super::hparams::HParams;
@@ -179,14 +180,6 @@ fn f32_tensor(model: &Model, name: &str) -> Result<Vec<f32>, ModelError> {
     })?;
     let bytes = model.file.tensor_data(t);
     Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-}
-
-/// SplitMix64 finalizer: a well-mixed 64-bit hash.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// The next float from `x` toward `to` (one ulp; zero steps to the smallest subnormal).

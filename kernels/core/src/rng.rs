@@ -74,6 +74,15 @@ impl Rng {
     }
 }
 
+/// The splitmix64 step as a hash: `z + golden gamma`, then the finalizer. It seeds
+/// [`Rng`] and serves as a well-mixed 64-bit hash where a value must follow from a key.
+pub fn splitmix64(z: u64) -> u64 {
+    let mut x = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 impl Rng {
     /// Next random byte (the top 8 bits of [`Rng::next_u64`]).
     pub fn next_u8(&mut self) -> u8 {
