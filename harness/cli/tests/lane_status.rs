@@ -83,3 +83,13 @@ fn tiercheck_lanes_prints_every_lanes_status() {
         assert!(status.contains(lane.status.kind()), "{}", lane.name);
     }
 }
+
+#[test]
+fn status_tags_name_the_unqualified_level() {
+    let tag = |name: &str| tiercheck_core::lane(name).unwrap().status.tag();
+    // Prompt mode is proven only with llama.cpp's tiled matmul off: decode, plus more.
+    assert_eq!(tag("x86_64-avx2-repack"), "proven:decode+");
+    assert_eq!(tag("x86_64-avx2"), "proven:kernel");
+    assert_eq!(tag("x86_64-avx512"), "synthetic");
+    assert_eq!(tag("hip-wave32"), "modelled");
+}

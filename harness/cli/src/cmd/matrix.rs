@@ -190,7 +190,7 @@ fn print_table(
         setup.residual.name()
     );
     println!("cells: tokens agreeing with ref / generated; at the first divergence: step and ref's top-1/top-2 gap");
-    println!("status: what the lane is proven against (`tiercheck lanes` says which build), modelled or synthetic");
+    println!("status: the highest level proven against the lane's real tier (+: higher under a stated setting; `tiercheck lanes` says which build and setting), or modelled / synthetic");
     let mut header = format!("{:<22} {:<14} {:<40}", "lane", "status", "how");
     for p in prompts {
         header += &format!(" {:>18}", truncate(&p.name, 18));

@@ -128,11 +128,16 @@ impl Status {
         self.proofs().iter().map(|p| p.level).max()
     }
 
-    /// A tag for tables: `proven:<highest level>`, `modelled` or `synthetic`.
+    /// A tag for tables: `proven:<highest level proven without qualification>`, with a
+    /// `+` when a qualified proof (one that holds only under a stated setting) reaches
+    /// higher; `modelled` or `synthetic`.
     pub fn tag(&self) -> String {
-        match self.best_level() {
-            Some(level) => format!("proven:{}", level.name()),
-            None => self.kind().to_string(),
+        let plain = self.proofs().iter().filter(|p| p.only.is_empty()).map(|p| p.level).max();
+        match (plain, self.best_level()) {
+            (Some(p), Some(best)) if best > p => format!("proven:{}+", p.name()),
+            (Some(p), _) => format!("proven:{}", p.name()),
+            (None, Some(best)) => format!("proven:{}+", best.name()),
+            (None, None) => self.kind().to_string(),
         }
     }
 
