@@ -125,8 +125,8 @@ impl Kernels for Composite {
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
         match w {
-            // Plain weights: the act component's codes into the kernel's vec_dot, per
-            // (weight row, activation row), as every plain tier path does.
+            // Plain weights: the act component's codes into the kernel component's plain
+            // matmul (vec_dot per row pair, or the tier's whole-matrix kernel).
             Prepared::Plain(p) => self.matmul(p, x, m),
             // Repacked weights: the repacking tier's own gemv/gemm, quantizers included.
             Prepared::Repacked(_) => self.kernel.portable.matmul_prepared(w, x, m),
@@ -135,6 +135,19 @@ impl Kernels for Composite {
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
         self.kernel.portable.vec_dot(wtype, w_row, act)
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        self.kernel.portable.matmul_quantized(w, act, m)
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        self.kernel.portable.plain_path(wtype, m)
     }
 }
 

@@ -161,6 +161,7 @@ static SKEWED: Lane = Lane {
         contraction: Contraction::None,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: tiercheck_core::lane::PlainGemm::VecDot,
         elem: tiercheck_core::elem::ElemFlavour::X64,
     },
     portable: &Skewed,

@@ -1,15 +1,15 @@
 //! The x86 lanes' whole matmuls against ggml's haswell tier (the `mulmat` driver that
 //! `ci/oracle` builds: one `ggml_mul_mat` node, weights plain or in the CPU repack
-//! buffer), bitwise.
+//! buffer, llama.cpp's defaults otherwise: the tiled K-quant path on), bitwise.
 //!
 //! - `oracle/haswell/matmul-repack/<type>/x86_64-avx2-repack`: Q4_K and Q4_0 with the
 //!   repack buffer, at k in {256, 512, 1024}, n in {8, 16, 24}, m in {1, 2, 3, 4, 5, 7,
-//!   8} (gemm for groups of four rows, gemv for the rest) and four activation kinds:
-//!   252 cases per type; plus n = 12, which ggml does not repack, against its plain path
-//!   (m < 8: from 8 rows on, ggml's plain x86 K-quant matmul takes a tiled path that the
-//!   lanes do not reproduce);
+//!   8, 9, 12, 17} (gemm for groups of four rows, gemv for the rest) and four activation
+//!   kinds; plus n = 12, which ggml does not repack, against its plain path (from 8 rows
+//!   on the tiled K-quant matmul for Q4_K); Q6_K, which the haswell repack buffer does
+//!   not take, against the plain path (tiled from 8 rows);
 //! - `oracle/haswell/matmul-plain/<type>/x86_64-avx2`: every type at m in {1, 3, 4, 5,
-//!   7} (below the x86 tiled path's m >= 8), same k/n grid: 180 cases per type.
+//!   7, 8, 9, 16, 17} (below and from the x86 tiled path's m >= 8), same k/n grid.
 //!
 //! Both the portable twin and, where the CPU runs it, the native kernels are compared.
 //! Ignored with the reason without the oracle or without AVX2; either is a failure
@@ -27,16 +27,18 @@ use tiercheck_oracle::{MulmatDriver, MulmatMode, OracleConfig, OracleError, Tier
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_K] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {
         trials.push(trial(
             format!("oracle/haswell/matmul-repack/{}/x86_64-avx2-repack", ty.name()),
-            move |d| check(d, ty, "x86_64-avx2-repack", MulmatMode::Repack, &[1, 2, 3, 4, 5, 7, 8]),
+            move |d| {
+                check(d, ty, "x86_64-avx2-repack", MulmatMode::Repack, &[1, 2, 3, 4, 5, 7, 8, 9, 12, 17])
+            },
         ));
     }
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
         trials.push(trial(
             format!("oracle/haswell/matmul-plain/{}/x86_64-avx2", ty.name()),
-            move |d| check(d, ty, "x86_64-avx2", MulmatMode::Plain, &[1, 3, 4, 5, 7]),
+            move |d| check(d, ty, "x86_64-avx2", MulmatMode::Plain, &[1, 3, 4, 5, 7, 8, 9, 16, 17]),
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
@@ -107,11 +109,6 @@ fn check(
     }
     for (k, n) in shapes {
         for &m in ms {
-            if n % 8 != 0 && m >= 8 {
-                // Not repacked: ggml takes its plain path, whose x86 K-quant "tiled" variant
-                // at m >= 8 these lanes do not reproduce (documented in the lane).
-                continue;
-            }
             for (ki, kind) in kinds.iter().enumerate() {
                 let w: Vec<f32> = (0..n).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
                 let wq = weights::quantize(ty, &w, n, k).map_err(|e| e.to_string())?;

@@ -352,7 +352,7 @@ impl<'m> Decoder<'m> {
             Linear::Lane(p) => {
                 let Arith::Lane { kernels, threads, .. } = self.arith else { unreachable!() };
                 let (ty, layout, path) = match p {
-                    Prepared::Plain(w) => (w.ty().name(), "plain", "vec_dot"),
+                    Prepared::Plain(w) => (w.ty().name(), "plain", kernels.plain_path(w.ty(), m)),
                     Prepared::Repacked(r) => (
                         r.layout().source().name(),
                         r.layout().name(),

@@ -18,6 +18,10 @@
 //! - `matmul`: `vec_dot-per-row` is row-by-row `vec_dot` for any row count; the
 //!   repacked path runs groups of four rows through the gemm kernel with `gemm_act`
 //!   activations and the rest through the gemv kernel, and is not row-by-row vec_dot;
+//! - `plain_gemm`: weights that stay plain are multiplied row by row with `vec_dot`, or
+//!   (`x86-tiled-kquant-m8`) Q4_K/Q6_K at 8 or more rows by the tiled formula written
+//!   out here from ggml's microkernel (exact integer sums per superblock, then
+//!   `fma(-dmin, s2, d*s1)` and `fma(r, d8, acc)`), which is not row-by-row vec_dot;
 //! - `elem`: the flavour's fusion and vector width are those of the tier the lane's
 //!   contraction and accumulation name (its `soft_max` gives `ggml_v_expf` fused or
 //!   not on whole vectors and the C library's `expf` on the tail).
@@ -35,7 +39,9 @@ use tiercheck_core::arch::x86_64::avx512::vec_dot as avx512;
 use tiercheck_core::blocks::{self, cast_blocks, BlockQ8_0, BlockQ8_1};
 use tiercheck_core::elem::{self, ElemOps};
 use tiercheck_core::gpu::{self, MmvqTable};
-use tiercheck_core::lane::{Accumulation, Contraction, MatmulPath, RowPath, WeightLayout};
+use tiercheck_core::lane::{
+    Accumulation, Contraction, MatmulPath, PlainGemm, RowPath, WeightLayout,
+};
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, Prepared, RepackLayout, Target};
 use tiercheck_core::{GgmlType, Lane, WeightMatrix, LANES};
@@ -552,16 +558,77 @@ fn layout_kernel(
     }
 }
 
+/// ggml's x86 tiled K-quant matmul, written out independently of the lane code: per
+/// superblock the exact integer sums (i64, checked to fit the microkernel's i32), then
+/// `r = fma(-dmin, s2, d * s1)` (Q4_K) or `d * s1` (Q6_K) and `acc = fma(r, d8, acc)`.
+fn x86_tiled_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> {
+    use tiercheck_core::blocks::{q4_k::scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8K};
+    let (n, k) = (wm.n(), wm.k());
+    let m = x.len() / k;
+    let acts: Vec<Vec<u8>> = x.chunks(k).map(|xi| rule.quantize(xi).unwrap()).collect();
+    let mut out = vec![0.0f32; m * n];
+    for (i, a) in acts.iter().enumerate() {
+        let ys: &[BlockQ8K] = cast_blocks(GgmlType::Q8_K, a).unwrap();
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            for (b, y) in ys.iter().enumerate() {
+                let r = match wm.ty() {
+                    GgmlType::Q4_K => {
+                        let w: &[BlockQ4K] = cast_blocks(GgmlType::Q4_K, wm.row(j)).unwrap();
+                        let w = &w[b];
+                        let (mut s1, mut s2) = (0i64, 0i64);
+                        for s in 0..8 {
+                            let (sc, mn) = scale_min_k4(s, &w.scales);
+                            let mut dot = 0i64;
+                            for e in 32 * s..32 * s + 32 {
+                                let byte = w.qs[32 * (e / 64) + e % 32];
+                                let q = if e % 64 < 32 { byte & 15 } else { byte >> 4 };
+                                dot += q as i64 * y.q(e) as i64;
+                            }
+                            s1 += sc as i64 * dot;
+                            s2 += mn as i64 * (y.bsum(2 * s) as i64 + y.bsum(2 * s + 1) as i64);
+                        }
+                        let (s1, s2) = (i32::try_from(s1).unwrap(), i32::try_from(s2).unwrap());
+                        (-w.dmin()).mul_add(s2 as f32, w.d() * s1 as f32)
+                    }
+                    GgmlType::Q6_K => {
+                        let w: &[BlockQ6K] = cast_blocks(GgmlType::Q6_K, wm.row(j)).unwrap();
+                        let w = &w[b];
+                        let q = w.quants();
+                        let mut s1 = 0i64;
+                        for s in 0..16 {
+                            let dot: i64 =
+                                (16 * s..16 * s + 16).map(|e| q[e] as i64 * y.q(e) as i64).sum();
+                            s1 += w.scale(s) as i64 * dot;
+                        }
+                        w.d() * i32::try_from(s1).unwrap() as f32
+                    }
+                    other => panic!("no tiled path for {}", other.name()),
+                };
+                acc = r.mul_add(y.d(), acc);
+            }
+            out[i * n + j] = acc;
+        }
+    }
+    out
+}
+
 #[test]
 fn matmul_path_is_what_matmul_does() {
     for lane in LANES {
         let r = &lane.recipe;
-        let (mut not_per_row, mut gemm_differs) = (false, false);
+        let (mut not_per_row, mut gemm_differs, mut tiled_differs) = (false, false, false);
+        assert!(
+            [PlainGemm::VecDot, PlainGemm::X86TiledK].contains(&r.plain_gemm),
+            "{}: no expectation for plain gemm {}",
+            lane.name,
+            r.plain_gemm.name()
+        );
         for ty in types_of(lane) {
             for n in [8usize, 12, 16] {
                 let bytes = weight_rows(19 + n as u64, ty, n);
                 let wm = WeightMatrix::new(ty, n, K, &bytes).unwrap();
-                for m in [1usize, 2, 3, 4, 5, 8] {
+                for m in [1usize, 2, 3, 4, 5, 8, 9] {
                     let x = act_rows(700 + m as u64, m, m);
                     let got = lane.portable.matmul(&wm, &x, m).unwrap();
                     assert_eq!(got.len(), m * n);
@@ -576,7 +643,13 @@ fn matmul_path_is_what_matmul_does() {
                         })
                         .collect();
                     let prepared = lane.portable.prepare(wm, Target::Cpu).unwrap();
+                    let tiled = r.plain_gemm == PlainGemm::X86TiledK && is_k_quant(ty) && m >= 8;
                     let want = match (r.matmul, &prepared) {
+                        (_, Prepared::Plain(_)) if tiled => {
+                            let want = x86_tiled_matmul(&wm, &x, recipe_rule(lane, ty));
+                            tiled_differs |= bits(&want) != bits(&per_row);
+                            want
+                        }
                         (MatmulPath::VecDotPerRow, _)
                         | (MatmulPath::RepackedGemmGemv { .. }, Prepared::Plain(_)) => {
                             per_row.clone()
@@ -653,8 +726,16 @@ fn matmul_path_is_what_matmul_does() {
             }
         }
         assert_eq!(
+            tiled_differs,
+            r.plain_gemm != PlainGemm::VecDot,
+            "{}: plain gemm {} but the tiled formula {} row-by-row vec_dot",
+            lane.name,
+            r.plain_gemm.name(),
+            if tiled_differs { "differs from" } else { "always equals" }
+        );
+        assert_eq!(
             not_per_row,
-            r.matmul != MatmulPath::VecDotPerRow,
+            r.matmul != MatmulPath::VecDotPerRow || r.plain_gemm != PlainGemm::VecDot,
             "{}: matmul path {} but matmul {} row-by-row vec_dot",
             lane.name,
             r.matmul.name(),

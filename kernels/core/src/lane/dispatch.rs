@@ -4,6 +4,7 @@
 use super::Kernels;
 use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use crate::error::KernelError;
+use crate::matrix::WeightMatrix;
 use crate::GgmlType;
 
 /// Check that a weight row and an activation row hold the same number of values.
@@ -60,4 +61,49 @@ pub(crate) fn dispatch_vec_dot(
         GgmlType::Q6_K => (fns.q6_k)(cast_blocks(wtype, w)?, cast_blocks(atype, a)?),
         other => return Err(KernelError::Unsupported { op, ty: other.name() }),
     })
+}
+
+/// `m` quantized activation rows (concatenated, `kernels`' format for `w.ty()`) split
+/// into rows, with the length checked: `act` must hold exactly `m` rows.
+pub fn act_rows<'a, K: Kernels + ?Sized>(
+    kernels: &K,
+    w: &WeightMatrix<'_>,
+    act: &'a [u8],
+    m: usize,
+) -> Result<Vec<&'a [u8]>, KernelError> {
+    let atype = kernels.act_rule(w.ty())?.format();
+    let row = atype.row_bytes(w.k()).ok_or(KernelError::BadRowLength {
+        ty: atype.name(),
+        k: w.k(),
+        block: atype.block_size(),
+    })?;
+    if act.len() != row * m {
+        return Err(KernelError::ShapeMismatch {
+            what: "quantized activation bytes",
+            expected: row * m,
+            got: act.len(),
+        });
+    }
+    Ok(if row == 0 { vec![act; m] } else { act.chunks_exact(row).collect() })
+}
+
+/// `vec_dot` per (weight row, activation row) pair: `out[i*n + j]`
+/// ([`super::PlainGemm::VecDot`]).
+pub fn vec_dot_rows<K: Kernels + ?Sized>(
+    kernels: &K,
+    w: &WeightMatrix<'_>,
+    act: &[u8],
+    m: usize,
+) -> Result<Vec<f32>, KernelError> {
+    let n = w.n();
+    let mut out = vec![0.0f32; m * n];
+    if w.k() == 0 {
+        return Ok(out);
+    }
+    for (i, a) in act_rows(kernels, w, act, m)?.into_iter().enumerate() {
+        for j in 0..n {
+            out[i * n + j] = kernels.vec_dot(w.ty(), w.row(j), a)?;
+        }
+    }
+    Ok(out)
 }

@@ -12,7 +12,9 @@
 //! - the **weight layout** ([`WeightLayout`]): plain blocks or a repacked
 //!   interleave, which also selects a different kernel;
 //! - the **matmul path** ([`MatmulPath`]): which kernel variant runs for one
-//!   activation row (decode, gemv) and for several (prompt, gemm).
+//!   activation row (decode, gemv) and for several (prompt, gemm);
+//! - the **plain gemm** ([`PlainGemm`]): how weights that stay plain are multiplied by
+//!   several activation rows (`vec_dot` per row, or a tier's whole-matrix kernel).
 //!
 //! Every lane has a **portable** implementation ([`Kernels`]) in this crate
 //! ([`crate::arch`]): scalar Rust performing the same float operations in the same order
@@ -33,6 +35,7 @@
 //! row in `targets/<triple>.toml`, and the bless of its goldens.
 
 pub(crate) mod dispatch;
+pub use dispatch::{act_rows, vec_dot_rows};
 pub mod parallel;
 mod recipe;
 mod registry;
@@ -47,7 +50,7 @@ pub use crate::arch::hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP
 pub use crate::arch::x86_64::avx2::{Avx2Twin, X86_64_AVX2};
 pub use crate::arch::x86_64::avx2_repack::{x86_layout, X86_64_AVX2_REPACK};
 pub use crate::arch::x86_64::avx512::{Avx512Twin, X86_64_AVX512};
-pub use recipe::{Accumulation, Contraction, MatmulPath, Recipe, WeightLayout};
+pub use recipe::{Accumulation, Contraction, MatmulPath, PlainGemm, Recipe, WeightLayout};
 pub use registry::{
     native_entry, NativeElem, NativeElemEntry, NativeEntry, NativeLane, Unavailable,
 };
@@ -114,22 +117,39 @@ pub trait Kernels: Sync + Send {
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError>;
 
     /// `out[i*n + j] = dot(W_j, quantize(x_i))` for `m` activation rows of `w.k()`
-    /// values. The default runs [`Kernels::vec_dot`] for every (row, column) pair, which
-    /// is what ggml's plain CPU matmul does on the tiers that have no gemm variant.
+    /// values: each row quantized by [`Kernels::quantize_act`], then
+    /// [`Kernels::matmul_quantized`].
     fn matmul(&self, w: &WeightMatrix<'_>, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
         check_activations(x, m, w.k())?;
-        let n = w.n();
-        let mut out = vec![0.0f32; m * n];
         if w.k() == 0 {
-            return Ok(out);
+            return Ok(vec![0.0f32; m * w.n()]);
         }
-        for (i, xi) in x.chunks_exact(w.k()).enumerate() {
-            let act = self.quantize_act(w.ty(), xi)?;
-            for j in 0..n {
-                out[i * n + j] = self.vec_dot(w.ty(), w.row(j), &act)?;
-            }
+        let mut act = Vec::new();
+        for xi in x.chunks_exact(w.k()) {
+            act.extend_from_slice(&self.quantize_act(w.ty(), xi)?);
         }
-        Ok(out)
+        self.matmul_quantized(w, &act, m)
+    }
+
+    /// The plain-weight matmul on `m` activation rows already quantized in this lane's
+    /// format for `w.ty()`, concatenated (`act`): `out[i*n + j]`. The default runs
+    /// [`Kernels::vec_dot`] for every (row, column) pair ([`PlainGemm::VecDot`]), which
+    /// is what ggml's plain CPU matmul does on the tiers that have no gemm variant; a
+    /// lane whose tier has one overrides this.
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        dispatch::vec_dot_rows(self, w, act, m)
+    }
+
+    /// The name of the kernel [`Kernels::matmul_quantized`] runs for `m` rows of plain
+    /// `wtype` weights (reported in a trace's provenance).
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        let _ = (wtype, m);
+        "vec_dot"
     }
 }
 

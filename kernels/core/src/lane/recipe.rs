@@ -1,5 +1,5 @@
-//! Recipe components. The accumulation schedule, the contraction and the weight layout
-//! are named labels (a new lane with a new one defines its own constant beside its
+//! Recipe components. The accumulation schedule, the contraction, the weight layout and
+//! the plain-weight gemm are named labels (a new lane with a new one defines its own constant beside its
 //! twin); the matmul path is a closed enum: its two shapes are the only two the shared
 //! matmul code implements (`Kernels::matmul`, [`super::RepackedLane`]). Every value has a stable name for reports.
 
@@ -22,6 +22,8 @@ pub struct Recipe {
     pub layout: WeightLayout,
     /// Kernel variant per activation-row count.
     pub matmul: MatmulPath,
+    /// How weights that stay plain are multiplied by several activation rows.
+    pub plain_gemm: PlainGemm,
     /// The decoder's elementwise and attention loops (softmax, SwiGLU, f32 dots, RoPE).
     pub elem: crate::elem::ElemFlavour,
 }
@@ -172,6 +174,46 @@ impl core::fmt::Debug for WeightLayout {
     }
 }
 
+/// How a tier multiplies weights that stay plain (not repacked) by several activation
+/// rows.
+///
+/// A named label, not a closed list: a lane whose tier has another variant defines its
+/// own constant with [`PlainGemm::named`] beside its twin and implements it in its
+/// [`super::Kernels::matmul_quantized`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlainGemm {
+    name: &'static str,
+}
+
+#[allow(non_upper_case_globals)]
+impl PlainGemm {
+    /// `vec_dot` per (weight row, activation row) pair at every row count: one row and
+    /// several give the same bits per row.
+    pub const VecDot: PlainGemm = PlainGemm::named("vec_dot-per-row");
+    /// ggml's x86 tiled K-quant matmul (`ggml-cpu/tiled`, on unless
+    /// `GGML_CPU_TILED_MM=0`): Q4_K and Q6_K weights at 8 or more activation rows, one
+    /// exact integer sum per (row, column, superblock) and a fused float chain per
+    /// superblock (see [`crate::arch::x86_64::avx2::tiled`]); `vec_dot` below 8 rows and
+    /// for the other types.
+    pub const X86TiledK: PlainGemm = PlainGemm::named("x86-tiled-kquant-m8");
+
+    /// The label `name` (stable: it names the component in reports).
+    pub const fn named(name: &'static str) -> Self {
+        PlainGemm { name }
+    }
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+}
+
+impl core::fmt::Debug for PlainGemm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
 /// Which kernel runs for one activation row and for several.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -202,7 +244,7 @@ impl MatmulPath {
 
 impl Recipe {
     /// `(component, value)` pairs, in a fixed order, for reports.
-    pub fn components(&self) -> [(&'static str, &'static str); 7] {
+    pub fn components(&self) -> [(&'static str, &'static str); 8] {
         [
             ("act_k", self.act_k.name()),
             ("act_legacy", self.act_legacy.name()),
@@ -210,6 +252,7 @@ impl Recipe {
             ("contraction", self.contraction.name()),
             ("layout", self.layout.name()),
             ("matmul", self.matmul.name()),
+            ("plain_gemm", self.plain_gemm.name()),
             ("elem", self.elem.name()),
         ]
     }

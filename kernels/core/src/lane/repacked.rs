@@ -158,6 +158,20 @@ impl Kernels for RepackedLane {
         self.plain.vec_dot(wtype, w_row, act)
     }
 
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        // Weights that stay plain: the tier's plain matmul.
+        self.plain.matmul_quantized(w, act, m)
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        self.plain.plain_path(wtype, m)
+    }
+
     fn prepare<'a>(
         &self,
         w: WeightMatrix<'a>,

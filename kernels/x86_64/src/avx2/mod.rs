@@ -2,12 +2,14 @@
 //! intrinsics. Portable twin: `tiercheck_core::lane::X86_64_AVX2`.
 
 pub mod quantize;
+pub mod tiled;
 pub mod vec_dot;
 
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::Avx2Twin;
+use tiercheck_core::arch::x86_64::avx2::tiled as tiled_path;
+use tiercheck_core::lane::{act_rows, vec_dot_rows, Avx2Twin};
 use tiercheck_core::quant::ActRule;
-use tiercheck_core::{GgmlType, KernelError, Kernels};
+use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 
 use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::Unavailable;
@@ -103,5 +105,24 @@ impl Kernels for Avx2Native {
                 })
             }
         })
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        if tiled_path::applies(w.ty(), m) {
+            let rows = act_rows(self, w, act, m)?;
+            // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+            unsafe { tiled::matmul(w, &rows) }
+        } else {
+            vec_dot_rows(self, w, act, m)
+        }
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        Avx2Twin.plain_path(wtype, m)
     }
 }

@@ -32,6 +32,7 @@ pub static REF: Lane = Lane {
         contraction: Contraction::None,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::X64,
     },
     status: Status::Proven(&[

@@ -49,6 +49,7 @@ const fn recipe(acc: Accumulation) -> Recipe {
         contraction: Contraction::HipClang,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::X64,
     }
 }

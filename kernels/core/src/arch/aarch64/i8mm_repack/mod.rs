@@ -57,6 +57,7 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         contraction: Contraction::GccAarch64,
         layout: WeightLayout::ArmI8mmRepack,
         matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
+        plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::Neon,
     },
     portable: &TWIN,

@@ -40,6 +40,7 @@ pub static AARCH64_NEON: Lane = Lane {
         contraction: Contraction::GccAarch64,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::Neon,
     },
     status: Status::Proven(&[Proof {

@@ -51,6 +51,7 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
         contraction: Contraction::GccAarch64,
         layout: WeightLayout::ArmDotprodRepack,
         matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
+        plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::Neon,
     },
     portable: &TWIN,

@@ -3,19 +3,21 @@
 //! `quantize_row_q8_K` calls it, and ggml-base is built without FMA), q8_0 by the AVX2
 //! quantizer ([`ActRule::Q8_0X86`]: id = 127/max, nearest even). Dot products: the
 //! AVX2 `ggml_vec_dot_*` kernels ([`vec_dot`]). Matmul: vec_dot per (weight
-//! row, activation row) for every row count. This is what ggml runs for Q4_0/Q8_0 at
-//! any m (llamafile's tinyBLAS_Q0_AVX gives the same bits) and for K-quants at m < 8;
-//! at m >= 8 ggml's x86 K-quant matmul takes a tiled path this lane does not reproduce
-//! (it equals ggml run with `GGML_CPU_TILED_MM=0`).
+//! row, activation row) for Q4_0/Q8_0 at any m (llamafile's tinyBLAS_Q0_AVX gives the
+//! same bits) and for K-quants at m < 8; Q4_K and Q6_K at m >= 8 by ggml's x86 tiled
+//! K-quant matmul ([`tiled`], [`crate::lane::PlainGemm::X86TiledK`]), llama.cpp's
+//! default (`GGML_CPU_TILED_MM` unset).
 
+pub mod tiled;
 pub mod vec_dot;
 
 use crate::error::KernelError;
 use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
 use crate::lane::{
-    Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
+    act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
     WeightLayout,
 };
+use crate::matrix::WeightMatrix;
 use crate::quant::ActRule;
 use crate::GgmlType;
 use vec_dot as avx2;
@@ -36,6 +38,7 @@ pub static X86_64_AVX2: Lane = Lane {
         contraction: Contraction::FusedAccumulate,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: crate::lane::PlainGemm::X86TiledK,
         elem: crate::elem::ElemFlavour::Avx2,
     },
     status: Status::Proven(&[
@@ -70,5 +73,26 @@ impl Kernels for Avx2Twin {
             q6_k: avx2::vec_dot_q6_k_q8_k,
         };
         dispatch_vec_dot(self, &fns, "x86_64-avx2 vec_dot", wtype, w_row, act)
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        if tiled::applies(w.ty(), m) {
+            tiled::matmul(w, &act_rows(self, w, act, m)?)
+        } else {
+            vec_dot_rows(self, w, act, m)
+        }
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        if tiled::applies(wtype, m) {
+            "tiled"
+        } else {
+            "vec_dot"
+        }
     }
 }

@@ -63,6 +63,7 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
         contraction: Contraction::FusedAccumulate,
         layout: WeightLayout::X86Repack8x8,
         matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KX86x4 },
+        plain_gemm: crate::lane::PlainGemm::X86TiledK,
         elem: crate::elem::ElemFlavour::Avx2,
     },
     portable: &TWIN,

@@ -37,6 +37,7 @@ pub static X86_64_AVX512: Lane = Lane {
         contraction: Contraction::FusedAccumulate,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::Avx2,
     },
     status: Status::Synthetic {

@@ -1,0 +1,161 @@
+//! Portable twin of ggml's x86 tiled K-quant matmul as the haswell build compiles it
+//! (`ggml_compute_forward_mul_mat_tiled` in `ggml-cpu/tiled/tiled.cpp` with the AVX2
+//! microkernel `tiled_run_microtile_avx2` of `tiled-kernel.cpp`).
+//!
+//! **When ggml takes it.** `ggml_compute_forward_mul_mat` tries it first, before
+//! llamafile's sgemm and the `vec_dot` loop: for weights of a K-quant type that are not
+//! in the repack buffer (`src0->extra == NULL`) when the activation has 8 or more rows
+//! (`ne11 >= 8`), unless the environment sets `GGML_CPU_TILED_MM=0`. Of the types the
+//! lanes multiply that is Q4_K and Q6_K ([`applies`]). Activations are quantized to
+//! q8_K by the tier's `from_float` (on x86 the reference `quantize_row_q8_K`), the same
+//! codes the `vec_dot` path uses.
+//!
+//! **What one output is.** For weight row `j` and activation row `i`, superblock by
+//! superblock in ascending order (the driver's 256-wide K loop, or its narrow path's
+//! slabs: both visit the blocks of one output in order and add into one float):
+//!
+//! - integer sums, exact (every `maddubs` pair stays below the i16 limit: Q4_K codes are
+//!   0..15, and Q6_K is multiplied with the activation biased by +128 against the
+//!   weight minus 32, then the bias is subtracted as `128 * sum_s sc_s * sum(q - 32)`):
+//!   `s1 = sum_s sc_s * sum_{e in s} q_e * a_e` over the eight 32-value sub-blocks of
+//!   Q4_K (6-bit scales) or the sixteen 16-value sub-blocks of Q6_K (signed scales, codes
+//!   `q - 32`); for Q4_K also `s2 = sum_s m_s * (bsums[2s] + bsums[2s+1])` from the
+//!   activation block's stored 16-value sums;
+//! - the float chain, in f32, with `d`/`dmin` the weight block's f16 values widened and
+//!   `d8` the activation block's scale:
+//!   Q4_K `r = fma(-dmin, (float)s2, d * (float)s1)` (the product `d * (float)s1`
+//!   rounded, then `_mm256_fnmadd_ps`), Q6_K `r = d * (float)s1`;
+//!   then `acc = fma(r, d8, acc)` (`_mm256_fmadd_ps`), from `acc = 0`.
+//!
+//! The int-to-float conversions round to nearest even (`_mm256_cvtepi32_ps`). Threads
+//! split the output into chunks of whole (row, column) ranges, so the thread count never
+//! changes a bit. The non-FMA AVX build (`_mm256_sub_ps`/`_mm256_add_ps`), the scalar
+//! fallback (float sums per sub-block) and the AVX-512 VNNI microkernel (whose final
+//! `acc + r * d8` is not fused) round differently: they are not this tier.
+
+use crate::blocks::q4_k::scale_min_k4;
+use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8K, QK_K};
+use crate::error::KernelError;
+use crate::matrix::WeightMatrix;
+use crate::GgmlType;
+
+/// The fewest activation rows at which ggml takes the tiled path (`ggml_tiled_min_batch`).
+pub const MIN_ROWS: usize = 8;
+
+/// Whether ggml's haswell build multiplies `m` rows of plain `wtype` weights by the
+/// tiled kernel: Q4_K and Q6_K at [`MIN_ROWS`] or more rows.
+pub fn applies(wtype: GgmlType, m: usize) -> bool {
+    matches!(wtype, GgmlType::Q4_K | GgmlType::Q6_K) && m >= MIN_ROWS
+}
+
+/// The eight 32-value sub-block scales and mins of a Q4_K block (6 bits each).
+pub fn q4_k_scales_mins(b: &BlockQ4K) -> ([i32; 8], [i32; 8]) {
+    let (mut sc, mut mn) = ([0i32; 8], [0i32; 8]);
+    for (s, (sc, mn)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+        let (a, b) = scale_min_k4(s, &b.scales);
+        (*sc, *mn) = (a as i32, b as i32);
+    }
+    (sc, mn)
+}
+
+/// The codes of a Q4_K block in value order (0..=15).
+pub fn q4_k_codes(b: &BlockQ4K) -> [u8; QK_K] {
+    let mut q = [0u8; QK_K];
+    for c in 0..4 {
+        for l in 0..32 {
+            let byte = b.qs[32 * c + l];
+            q[64 * c + l] = byte & 0xF;
+            q[64 * c + 32 + l] = byte >> 4;
+        }
+    }
+    q
+}
+
+/// The sixteen signed sub-block scales of a Q6_K block.
+pub fn q6_k_scales(b: &BlockQ6K) -> [i32; 16] {
+    core::array::from_fn(|s| b.scale(s) as i32)
+}
+
+/// The per-superblock float step: `r` from the exact sums, then `acc = fma(r, d8, acc)`.
+#[inline]
+pub fn q4_k_step(acc: f32, d: f32, dmin: f32, s1: i32, s2: i32, d8: f32) -> f32 {
+    let r = (-dmin).mul_add(s2 as f32, d * s1 as f32);
+    r.mul_add(d8, acc)
+}
+
+/// The Q6_K step (no min term): `acc = fma(d * (float)s1, d8, acc)`.
+#[inline]
+pub fn q6_k_step(acc: f32, d: f32, s1: i32, d8: f32) -> f32 {
+    (d * s1 as f32).mul_add(d8, acc)
+}
+
+/// `s2` of one Q4_K block: the mins times the activation's stored 32-value sums.
+#[inline]
+pub fn q4_k_s2(mins: &[i32; 8], y: &BlockQ8K) -> i32 {
+    (0..8).map(|s| mins[s] * (y.bsum(2 * s) as i32 + y.bsum(2 * s + 1) as i32)).sum()
+}
+
+/// The twin: `out[i*n + j]` for plain Q4_K or Q6_K weights and `m` q8_K activation rows
+/// (`act`, concatenated), every row by the tiled formula (the caller decides
+/// [`applies`]).
+pub fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, KernelError> {
+    let (n, m) = (w.n(), act.len());
+    let ys: Vec<&[BlockQ8K]> = act
+        .iter()
+        .map(|a| crate::blocks::cast_blocks(GgmlType::Q8_K, a))
+        .collect::<Result<_, _>>()?;
+    let mut out = vec![0.0f32; m * n];
+    match w.ty() {
+        GgmlType::Q4_K => {
+            for j in 0..n {
+                let row: &[BlockQ4K] = crate::blocks::cast_blocks(GgmlType::Q4_K, w.row(j))?;
+                let mut acc = vec![0.0f32; m];
+                for (b, x) in row.iter().enumerate() {
+                    let ((sc, mn), q) = (q4_k_scales_mins(x), q4_k_codes(x));
+                    let (d, dmin) = (x.d(), x.dmin());
+                    for (acc, y) in acc.iter_mut().zip(&ys) {
+                        let y = &y[b];
+                        let mut s1 = 0i32;
+                        for s in 0..8 {
+                            let mut dot = 0i32;
+                            for e in 32 * s..32 * s + 32 {
+                                dot += q[e] as i32 * y.q(e) as i32;
+                            }
+                            s1 += sc[s] * dot;
+                        }
+                        *acc = q4_k_step(*acc, d, dmin, s1, q4_k_s2(&mn, y), y.d());
+                    }
+                }
+                for (i, v) in acc.into_iter().enumerate() {
+                    out[i * n + j] = v;
+                }
+            }
+        }
+        GgmlType::Q6_K => {
+            for j in 0..n {
+                let row: &[BlockQ6K] = crate::blocks::cast_blocks(GgmlType::Q6_K, w.row(j))?;
+                let mut acc = vec![0.0f32; m];
+                for (b, x) in row.iter().enumerate() {
+                    let (sc, q, d) = (q6_k_scales(x), x.quants(), x.d());
+                    for (acc, y) in acc.iter_mut().zip(&ys) {
+                        let y = &y[b];
+                        let mut s1 = 0i32;
+                        for s in 0..16 {
+                            let mut dot = 0i32;
+                            for e in 16 * s..16 * s + 16 {
+                                dot += q[e] as i32 * y.q(e) as i32;
+                            }
+                            s1 += sc[s] * dot;
+                        }
+                        *acc = q6_k_step(*acc, d, s1, y.d());
+                    }
+                }
+                for (i, v) in acc.into_iter().enumerate() {
+                    out[i * n + j] = v;
+                }
+            }
+        }
+        other => return Err(KernelError::Unsupported { op: "x86 tiled matmul", ty: other.name() }),
+    }
+    Ok(out)
+}
