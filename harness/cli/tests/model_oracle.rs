@@ -6,7 +6,11 @@
 //!   prompt mode, every tap of every step within [`F64_TOL`].
 //! - `llama_cpp/*`: llama.cpp itself (its haswell CPU tier, built by `ci/oracle`, driven
 //!   through `ci/py/llama_taps.py` with a `cb_eval` callback; flash attention off, F32 KV
-//!   cache, repack on) against the `x86_64-avx2-repack` lane, whole-run and layer-local.
+//!   cache, its tiled K-quant matmul on as by default) against the `x86_64-avx2-repack`
+//!   lane (repack on, llama.cpp's default) and, under `llama_cpp/no_repack/`, the
+//!   `x86_64-avx2` lane (`--no-repack`): decode and prompt mode (the prompt is one batch
+//!   of 20 rows, so every K-quant matmul of the plain weights takes the tiled path),
+//!   whole-run and layer-local, every tap of every step bitwise.
 //!
 //! Needs the oracle stage (`ci/oracle`); without it the trials are reported ignored with
 //! the reason, and `TIERCHECK_REQUIRE_ORACLE=1` (CI) makes that a failure.
@@ -23,8 +27,15 @@ use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 use tiercheck_oracle::OracleConfig;
 
-/// The lane that reproduces the tier llama.cpp's haswell build runs (repack on).
-const LLAMA_LANE: &str = "x86_64-avx2-repack";
+/// The lane that reproduces the tier llama.cpp's haswell build runs, with its repack
+/// buffer on (llama.cpp's default) or off.
+fn llama_lane(repack: bool) -> &'static str {
+    if repack {
+        "x86_64-avx2-repack"
+    } else {
+        "x86_64-avx2"
+    }
+}
 
 /// Tolerance of the f32 forward against the float64 one, as `||a-b||/||b||` per tap.
 ///
@@ -151,24 +162,6 @@ fn numpy_f64(mode: Mode) -> Result<(), String> {
     Ok(())
 }
 
-/// Tolerance, as `||a-b||/||b||` per tap, for taps computed through a llama.cpp kernel
-/// this project does not reproduce: the x86 tiled K-quant matmul (`ggml-cpu/tiled`, Q6_K
-/// weights with 8 or more activation rows, so only in prompt mode). It multiplies the
-/// same q8_K activation codes by the same weights with the same integer sub-block
-/// products and only orders the float accumulation differently, so each output differs
-/// by a few ulps of its terms: measured worst 2.2e-7 (layer-local); 1e-5 is fifty times
-/// that and far below what a wrong kernel gives (1e-2 and up).
-const TILED_TOL: f64 = 1e-5;
-
-/// Tolerance at the logits when that difference is carried through the whole model:
-/// tiny differences flip rounding decisions of later activation quantizations (a code
-/// off by one), which then move whole dot products. llama.cpp's own x86 tiers drift
-/// apart by up to 1.8e-2 at the logits of a 4-layer model this way
-/// (docs/ORACLE.md); measured here: 2.8e-4 at the logits, 4e-7 at every
-/// per-layer tap, for 20 teacher-forced tokens. 5e-2 bounds the worst case reported
-/// upstream with margin, while a wrong tier (a wrong scale, a wrong RoPE) gives O(1).
-const TILED_END_TO_END_TOL: f64 = 5e-2;
-
 fn llama_lib() -> Result<PathBuf, String> {
     let dir =
         OracleConfig::from_env().setting("TIERCHECK_ORACLE_LLAMA").map_err(|e| e.to_string())?;
@@ -181,12 +174,13 @@ fn llama_lib() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// llama.cpp's taps for `ids` (teacher-forced) in `mode`, with its tiled matmul on or off.
+/// llama.cpp's taps for `ids` (teacher-forced) in `mode`, with its repack buffer on or
+/// off (its tiled K-quant matmul on, as by default, whatever the caller's environment).
 fn llama_trace(
     model: &Path,
     ids: &[u32],
     mode: Mode,
-    tiled: bool,
+    repack: bool,
     out: &Path,
 ) -> Result<Trace, String> {
     let py = python()?;
@@ -202,7 +196,10 @@ fn llama_trace(
         .args(["--ids", &ids_s.join(","), "--mode", mode.name()])
         .arg("--out")
         .arg(out)
-        .env("GGML_CPU_TILED_MM", if tiled { "1" } else { "0" });
+        .env_remove("GGML_CPU_TILED_MM");
+    if !repack {
+        cmd.arg("--no-repack");
+    }
     let res = cmd.output().map_err(|e| format!("{}: {e}", py.display()))?;
     if !res.status.success() {
         return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
@@ -216,69 +213,20 @@ fn lane_arith(name: &str) -> Result<Arith, String> {
     Ok(Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 })
 }
 
-/// Taps whose layer has a Q6_K weight (attn_v or ffn_down), from `Vcur` on, and every
-/// later tap whose input came through one: those the tiled kernel reaches.
-fn tiled_reach(model: &Model, tap: &str, layer_local: bool) -> bool {
-    let f = &model.file;
-    let q6 = |l: usize, w: &str| {
-        f.tensor(&format!("blk.{l}.{w}.weight"))
-            .is_some_and(|t| t.ty == tiercheck_gguf::GgmlType::Q6_K)
-    };
-    let kind = tapdiff::tap_kind(tap);
-    let layer: Option<usize> = tap.rsplit_once('-').and_then(|(_, l)| l.parse().ok());
-    let first_q6 = (0..model.hp.n_layer).find(|&l| q6(l, "attn_v") || q6(l, "ffn_down"));
-    match layer {
-        None => kind != "inp_embd" && (!layer_local || kind == "result_output"),
-        Some(l) if layer_local => {
-            (q6(l, "attn_v") && !matches!(kind, "attn_norm" | "Qcur" | "Kcur"))
-                || (q6(l, "ffn_down") && matches!(kind, "ffn_out" | "l_out"))
-        }
-        Some(l) => match first_q6 {
-            Some(f0) if l > f0 => true,
-            Some(f0) if l == f0 => {
-                (q6(l, "attn_v") && !matches!(kind, "attn_norm" | "Qcur" | "Kcur"))
-                    || (q6(l, "ffn_down") && matches!(kind, "ffn_out" | "l_out"))
-            }
-            _ => false,
-        },
-    }
-}
-
-/// Check diffs: every tap bitwise equal, except (when `tiled` is given) the taps the
-/// tiled kernel reaches, which must be within that tolerance.
-fn judge(
-    what: &str,
-    model: &Model,
-    diffs: &[TapDiff],
-    tiled: Option<(bool, f64)>,
-) -> Result<(), String> {
+/// Check diffs: every tap bitwise equal.
+fn judge(what: &str, diffs: &[TapDiff]) -> Result<(), String> {
     let n_bit = diffs.iter().filter(|d| d.bitwise()).count();
     eprintln!("{what}: {n_bit}/{} taps bitwise equal\n{}", diffs.len(), report(diffs));
     if diffs.is_empty() {
         return Err(format!("{what}: nothing compared"));
     }
-    for d in diffs {
-        if d.bitwise() {
-            continue;
-        }
-        match tiled {
-            Some((layer_local, tol)) if tiled_reach(model, &d.name, layer_local) => {
-                if d.rel_l2 > tol {
-                    return Err(format!(
-                        "{what}: step {} tap {} rel_l2 {:.3e} > {tol:e} (tiled-kernel tolerance)",
-                        d.step, d.name, d.rel_l2
-                    ));
-                }
-            }
-            _ => {
-                return Err(format!(
-                    "{what}: step {} tap {} is not bitwise equal ({} of {} values differ, rel_l2 {:.3e})",
-                    d.step, d.name, d.n_diff, d.n, d.rel_l2
-                ))
-            }
-        }
+    match diffs.iter().find(|d| !d.bitwise()) {
+        None => Ok(()),
+        Some(d) => Err(format!(
+            "{what}: step {} tap {} is not bitwise equal ({} of {} values differ, rel_l2 {:.3e})",
+            d.step, d.name, d.n_diff, d.n, d.rel_l2
+        )),
     }
-    Ok(())
 }
 
 fn embedded_model() -> Result<Model, String> {
@@ -287,37 +235,32 @@ fn embedded_model() -> Result<Model, String> {
 }
 
 /// Whole run: our lane against llama.cpp, every tap of every step.
-fn llama_end_to_end(mode: Mode, tiled: bool) -> Result<(), String> {
+fn llama_end_to_end(mode: Mode, repack: bool) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(20);
     let theirs =
-        llama_trace(&model.path, &ids, mode, tiled, &dir.path().join("llama.safetensors"))?;
-    let mine =
-        ours(&model, lane_arith(LLAMA_LANE)?, &ids, mode, &dir.path().join("ours.safetensors"))?;
+        llama_trace(&model.path, &ids, mode, repack, &dir.path().join("llama.safetensors"))?;
+    let arith = lane_arith(llama_lane(repack))?;
+    let mine = ours(&model, arith, &ids, mode, &dir.path().join("ours.safetensors"))?;
     let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
     if !unmatched.is_empty() {
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
     }
-    let what = format!(
-        "llama.cpp {} (tiled matmul {}) end to end",
-        mode.name(),
-        if tiled { "on" } else { "off" }
-    );
-    let tol = (tiled && mode == Mode::Prompt).then_some((false, TILED_END_TO_END_TOL));
-    judge(&what, &model, &diffs, tol)
+    let what = format!("llama.cpp {} (repack {repack}) end to end", mode.name());
+    judge(&what, &diffs)
 }
 
 /// Layer-local: each of our layers fed llama.cpp's input to that layer (its previous
 /// `l_out`, or its embedding rows) and a KV cache filled from llama.cpp's own `Kcur` and
 /// `Vcur` of earlier steps; the head fed llama.cpp's last `l_out`.
-fn llama_layer_local(mode: Mode, tiled: bool) -> Result<(), String> {
+fn llama_layer_local(mode: Mode, repack: bool) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(20);
     let theirs =
-        llama_trace(&model.path, &ids, mode, tiled, &dir.path().join("llama.safetensors"))?;
-    let dec = Decoder::new(&model, lane_arith(LLAMA_LANE)?, Residual::F32, 512)
+        llama_trace(&model.path, &ids, mode, repack, &dir.path().join("llama.safetensors"))?;
+    let dec = Decoder::new(&model, lane_arith(llama_lane(repack))?, Residual::F32, 512)
         .map_err(|e| e.to_string())?;
     let hp = &model.hp;
     let get = |step: usize, name: &str| -> Result<&tiercheck_gguf::tensorfile::Tensor, String> {
@@ -366,13 +309,8 @@ fn llama_layer_local(mode: Mode, tiled: bool) -> Result<(), String> {
             diffs.push(tapdiff::diff(step, &t.name, &t.data, &get(step, &t.name)?.data));
         }
     }
-    let what = format!(
-        "llama.cpp {} (tiled matmul {}) layer-local",
-        mode.name(),
-        if tiled { "on" } else { "off" }
-    );
-    let tol = (tiled && mode == Mode::Prompt).then_some((true, TILED_TOL));
-    judge(&what, &model, &diffs, tol)
+    let what = format!("llama.cpp {} (repack {repack}) layer-local", mode.name());
+    judge(&what, &diffs)
 }
 
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied
@@ -441,9 +379,10 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// `tiercheck delta` between our lane and llama.cpp's own greedy trace (prompt `short-4`
-/// as one batch of 4 rows, below the tiled kernel's 8, then 12 greedy steps): the same
-/// tokens, and every tap of every step bitwise equal, free-running and layer-local.
+/// `tiercheck delta` between our lane and llama.cpp's own greedy trace (a prompt of 9
+/// ids as one batch, so the plain K-quant weights take the tiled path, then 12 greedy
+/// steps): the same tokens, and every tap of every step bitwise equal, free-running and
+/// layer-local.
 fn llama_delta() -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -457,14 +396,16 @@ fn llama_delta() -> Result<(), String> {
         .arg(&lib)
         .arg("--model")
         .arg(&model.path)
-        .args(["--ids", "17,2045,388,901", "--steps", "12", "--mode", "prompt", "--out"])
+        .args(["--ids", "17,2045,388,901,5,5,912,42,3000", "--steps", "12", "--mode", "prompt"])
+        .arg("--out")
         .arg(&out)
+        .env_remove("GGML_CPU_TILED_MM")
         .output()
         .map_err(|e| e.to_string())?;
     if !res.status.success() {
         return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
-    let a = tiercheck_analysis::Source::parse(LLAMA_LANE, Impl::Auto).map_err(|e| e.to_string())?;
+    let a = tiercheck_analysis::Source::parse(llama_lane(true), Impl::Auto).map_err(|e| e.to_string())?;
     let b = tiercheck_analysis::Source::Trace(out);
     let opts = tiercheck_analysis::DeltaOptions {
         ids: Vec::new(),
@@ -515,10 +456,16 @@ fn main() -> ExitCode {
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/decode/end_to_end", || llama_end_to_end(Mode::Decode, true)),
         trial("llama_cpp/decode/layer_local", || llama_layer_local(Mode::Decode, true)),
-        trial("llama_cpp/prompt_untiled/end_to_end", || llama_end_to_end(Mode::Prompt, false)),
-        trial("llama_cpp/prompt_untiled/layer_local", || llama_layer_local(Mode::Prompt, false)),
-        trial("llama_cpp/prompt/layer_local", || llama_layer_local(Mode::Prompt, true)),
         trial("llama_cpp/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, true)),
+        trial("llama_cpp/prompt/layer_local", || llama_layer_local(Mode::Prompt, true)),
+        trial("llama_cpp/no_repack/decode/end_to_end", || llama_end_to_end(Mode::Decode, false)),
+        trial("llama_cpp/no_repack/decode/layer_local", || {
+            llama_layer_local(Mode::Decode, false)
+        }),
+        trial("llama_cpp/no_repack/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, false)),
+        trial("llama_cpp/no_repack/prompt/layer_local", || {
+            llama_layer_local(Mode::Prompt, false)
+        }),
         trial("llama_cpp/delta_greedy", llama_delta),
     ];
     for (name, verdict) in tiercheck_golden::claims::claim_checks(

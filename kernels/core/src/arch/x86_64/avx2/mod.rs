@@ -56,6 +56,26 @@ pub static X86_64_AVX2: Lane = Lane {
             test: "oracle_x86_lanes",
             trials: &["oracle/haswell/matmul-plain"],
         },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp haswell, repack off (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/no_repack/decode/end_to_end",
+                "llama_cpp/no_repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp haswell, repack off (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/no_repack/prompt/end_to_end",
+                "llama_cpp/no_repack/prompt/layer_local",
+            ],
+        },
     ]),
     portable: &Avx2Twin,
 };

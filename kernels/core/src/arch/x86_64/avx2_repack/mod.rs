@@ -2,7 +2,8 @@
 //! default in llama.cpp on AVX2 machines). Q4_K and Q4_0 weights whose row count is a
 //! multiple of 8 are repacked to `q4_K_8x8` / `q4_0_8x8` ([`crate::repack`]) and
 //! multiplied by the repacked kernels ([`kernels`]); other weights, and
-//! Q6_K and Q8_0 (which x86 does not repack), take the `x86_64-avx2` lane's plain path. The
+//! Q6_K and Q8_0 (which x86 does not repack), take the `x86_64-avx2` lane's plain path
+//! (for Q4_K and Q6_K at 8 or more rows: ggml's tiled K-quant matmul). The
 //! matmul itself is the shared [`RepackedLane`]; this module supplies the layouts, the
 //! row rules and the group kernels.
 //!
@@ -48,12 +49,9 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
         Proof {
             level: Level::DecoderPrompt,
             against: "llama.cpp haswell (F32 KV cache, flash attention off)",
-            only: "tiled matmul off",
+            only: "",
             test: "model_oracle",
-            trials: &[
-                "llama_cpp/prompt_untiled/end_to_end",
-                "llama_cpp/prompt_untiled/layer_local",
-            ],
+            trials: &["llama_cpp/prompt/end_to_end", "llama_cpp/prompt/layer_local"],
         },
     ]),
     recipe: Recipe {
