@@ -87,9 +87,19 @@ fn tiercheck_lanes_prints_every_lanes_status() {
 #[test]
 fn status_tags_name_the_unqualified_level() {
     let tag = |name: &str| tiercheck_core::lane(name).unwrap().status.tag();
-    // Prompt mode is proven only with llama.cpp's tiled matmul off: decode, plus more.
-    assert_eq!(tag("x86_64-avx2-repack"), "proven:decode+");
-    assert_eq!(tag("x86_64-avx2"), "proven:kernel");
+    assert_eq!(tag("x86_64-avx2-repack"), "proven:prompt");
+    assert_eq!(tag("x86_64-avx2"), "proven:prompt");
+    assert_eq!(tag("aarch64-neon"), "proven:kernel");
     assert_eq!(tag("x86_64-avx512"), "synthetic");
     assert_eq!(tag("hip-wave32"), "modelled");
+    // A proof that holds only under a stated setting does not raise the plain level: the
+    // tag names the unqualified one and says more is proven with `+`.
+    use tiercheck_core::lane::{Level, Proof, Status};
+    let proof = |level, only| Proof { level, against: "a build", only, test: "t", trials: &[] };
+    static QUALIFIED: std::sync::OnceLock<[Proof; 2]> = std::sync::OnceLock::new();
+    let proofs = QUALIFIED.get_or_init(|| {
+        [proof(Level::DecoderDecode, ""), proof(Level::DecoderPrompt, "with a switch off")]
+    });
+    assert_eq!(Status::Proven(proofs).tag(), "proven:decode+");
+    assert_eq!(Status::Proven(&proofs[..1]).tag(), "proven:decode");
 }

@@ -405,7 +405,8 @@ fn llama_delta() -> Result<(), String> {
     if !res.status.success() {
         return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
-    let a = tiercheck_analysis::Source::parse(llama_lane(true), Impl::Auto).map_err(|e| e.to_string())?;
+    let a = tiercheck_analysis::Source::parse(llama_lane(true), Impl::Auto)
+        .map_err(|e| e.to_string())?;
     let b = tiercheck_analysis::Source::Trace(out);
     let opts = tiercheck_analysis::DeltaOptions {
         ids: Vec::new(),
@@ -459,13 +460,9 @@ fn main() -> ExitCode {
         trial("llama_cpp/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, true)),
         trial("llama_cpp/prompt/layer_local", || llama_layer_local(Mode::Prompt, true)),
         trial("llama_cpp/no_repack/decode/end_to_end", || llama_end_to_end(Mode::Decode, false)),
-        trial("llama_cpp/no_repack/decode/layer_local", || {
-            llama_layer_local(Mode::Decode, false)
-        }),
+        trial("llama_cpp/no_repack/decode/layer_local", || llama_layer_local(Mode::Decode, false)),
         trial("llama_cpp/no_repack/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, false)),
-        trial("llama_cpp/no_repack/prompt/layer_local", || {
-            llama_layer_local(Mode::Prompt, false)
-        }),
+        trial("llama_cpp/no_repack/prompt/layer_local", || llama_layer_local(Mode::Prompt, false)),
         trial("llama_cpp/delta_greedy", llama_delta),
     ];
     for (name, verdict) in tiercheck_golden::claims::claim_checks(

@@ -31,7 +31,13 @@ fn main() -> ExitCode {
         trials.push(trial(
             format!("oracle/haswell/matmul-repack/{}/x86_64-avx2-repack", ty.name()),
             move |d| {
-                check(d, ty, "x86_64-avx2-repack", MulmatMode::Repack, &[1, 2, 3, 4, 5, 7, 8, 9, 12, 17])
+                check(
+                    d,
+                    ty,
+                    "x86_64-avx2-repack",
+                    MulmatMode::Repack,
+                    &[1, 2, 3, 4, 5, 7, 8, 9, 12, 17],
+                )
             },
         ));
     }

@@ -56,7 +56,13 @@ mod x86 {
                 let x: Vec<f32> = (0..k)
                     .map(|e| match i % 3 {
                         0 => (g.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0,
-                        1 => if e % 2 == 0 { 3.5 } else { -2.25 },
+                        1 => {
+                            if e % 2 == 0 {
+                                3.5
+                            } else {
+                                -2.25
+                            }
+                        }
                         _ => ((g.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 1e4,
                     })
                     .collect();
@@ -124,18 +130,26 @@ mod x86 {
                 for (name, k) in [("native", native), ("portable", &Avx2Twin as &dyn Kernels)] {
                     let got = k.matmul_quantized(&wm, &flat, m).map_err(|e| e.to_string())?;
                     if got.iter().map(|v| v.to_bits()).ne(want.iter().map(|v| v.to_bits())) {
-                        return Err(format!("{name} {} m={m}: not the expected path", ty.name()).into());
+                        return Err(
+                            format!("{name} {} m={m}: not the expected path", ty.name()).into()
+                        );
                     }
                     let path = k.plain_path(ty, m);
                     if path != if m >= 8 { "tiled" } else { "vec_dot" } {
-                        return Err(format!("{name} {} m={m}: plain_path says {path}", ty.name()).into());
+                        return Err(
+                            format!("{name} {} m={m}: plain_path says {path}", ty.name()).into()
+                        );
                     }
                 }
-                tiled_differs |= m >= 8 && want.iter().zip(&per_row).any(|(a, b)| a.to_bits() != b.to_bits());
+                tiled_differs |=
+                    m >= 8 && want.iter().zip(&per_row).any(|(a, b)| a.to_bits() != b.to_bits());
             }
         }
         if !tiled_differs {
-            return Err("the tiled path never differed from vec_dot: the test cannot tell them apart".into());
+            return Err(
+                "the tiled path never differed from vec_dot: the test cannot tell them apart"
+                    .into(),
+            );
         }
         Ok(())
     }

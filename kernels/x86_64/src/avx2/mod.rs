@@ -5,8 +5,8 @@ pub mod quantize;
 pub mod tiled;
 pub mod vec_dot;
 
-use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::arch::x86_64::avx2::tiled as tiled_path;
+use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::{act_rows, vec_dot_rows, Avx2Twin};
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};

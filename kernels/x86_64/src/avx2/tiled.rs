@@ -126,8 +126,12 @@ pub unsafe fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, Ke
                         let a = &y[b].qs;
                         let mut v = _mm256_setzero_si256();
                         for s in 0..8 {
-                            let p = _mm256_maddubs_epi16(load256(&q[32 * s..]), load256(&a[32 * s..]));
-                            v = _mm256_add_epi32(v, _mm256_madd_epi16(_mm256_set1_epi16(sc[s] as i16), p));
+                            let p =
+                                _mm256_maddubs_epi16(load256(&q[32 * s..]), load256(&a[32 * s..]));
+                            v = _mm256_add_epi32(
+                                v,
+                                _mm256_madd_epi16(_mm256_set1_epi16(sc[s] as i16), p),
+                            );
                         }
                         *s1 = hsum_i32x8(v);
                     }
@@ -138,9 +142,15 @@ pub unsafe fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, Ke
                         let mut s2 = _mm256_setzero_si256();
                         for s in 0..8 {
                             let v = load_i32x8(&bs[s * m + i..]);
-                            s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(v, _mm256_set1_epi32(mn[s])));
+                            s2 = _mm256_add_epi32(
+                                s2,
+                                _mm256_mullo_epi32(v, _mm256_set1_epi32(mn[s])),
+                            );
                         }
-                        let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(load_i32x8(&s1[i..])));
+                        let mut r = _mm256_mul_ps(
+                            _mm256_set1_ps(d),
+                            _mm256_cvtepi32_ps(load_i32x8(&s1[i..])),
+                        );
                         r = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(s2), r);
                         let upd = _mm256_fmadd_ps(r, load_f32x8(&d8[i..]), load_f32x8(&acc[i..]));
                         store_f32x8(&mut acc[i..], upd);
@@ -167,11 +177,14 @@ pub unsafe fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, Ke
                 for (b, x) in row.iter().enumerate() {
                     let sc = q6_k_scales(x);
                     let wq: [u8; QK_K] = x.quants().map(|v| v as u8); // q - 32, as i8 bytes
-                    // corr = 128 * sum_s sc_s * sum_{e in s} (q_e - 32) (`tiled_repack_src0`).
+                                                                      // corr = 128 * sum_s sc_s * sum_{e in s} (q_e - 32) (`tiled_repack_src0`).
                     let corr: i32 = (0..16)
                         .map(|s| {
                             128 * sc[s]
-                                * wq[16 * s..16 * s + 16].iter().map(|&v| v as i8 as i32).sum::<i32>()
+                                * wq[16 * s..16 * s + 16]
+                                    .iter()
+                                    .map(|&v| v as i8 as i32)
+                                    .sum::<i32>()
                         })
                         .sum();
                     for (s1, a) in s1.iter_mut().zip(&biased) {
@@ -182,7 +195,10 @@ pub unsafe fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, Ke
                                 _mm_set1_epi16(sc[sp + 1] as i16),
                                 _mm_set1_epi16(sc[sp] as i16),
                             );
-                            let p = _mm256_maddubs_epi16(load256(&a[16 * sp..]), load256(&wq[16 * sp..]));
+                            let p = _mm256_maddubs_epi16(
+                                load256(&a[16 * sp..]),
+                                load256(&wq[16 * sp..]),
+                            );
                             v = _mm256_add_epi32(v, _mm256_madd_epi16(scales, p));
                         }
                         *s1 = hsum_i32x8(v) - corr;
@@ -191,7 +207,10 @@ pub unsafe fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, Ke
                     let d8 = &d8[b * m..(b + 1) * m];
                     let mut i = 0;
                     while i + 8 <= m {
-                        let r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(load_i32x8(&s1[i..])));
+                        let r = _mm256_mul_ps(
+                            _mm256_set1_ps(d),
+                            _mm256_cvtepi32_ps(load_i32x8(&s1[i..])),
+                        );
                         let upd = _mm256_fmadd_ps(r, load_f32x8(&d8[i..]), load_f32x8(&acc[i..]));
                         store_f32x8(&mut acc[i..], upd);
                         i += 8;

@@ -14,8 +14,8 @@ pub mod vec_dot;
 use crate::error::KernelError;
 use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
 use crate::lane::{
-    act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
-    WeightLayout,
+    act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath,
+    Proof, Recipe, Status, WeightLayout,
 };
 use crate::matrix::WeightMatrix;
 use crate::quant::ActRule;
