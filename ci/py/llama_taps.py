@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
-# llama_taps.py: the llama.cpp oracle. Runs a GGUF model (qwen3) through the real llama.cpp,
-# built by ci/oracle for the haswell CPU tier only (AVX2+FMA+F16C+BMI2, no AVX-512), and
-# writes the per-layer tensors of the run as a trace (docs/TRACES.md), producer
-# `llama.cpp-haswell`.
+# llama_taps.py: the llama.cpp oracle. Runs a GGUF model (qwen3) through the real llama.cpp
+# built by ci/oracle, and writes the per-layer tensors of the run as a trace
+# (docs/TRACES.md): in process through ctypes for the haswell build (AVX2+FMA+F16C+BMI2, no
+# AVX-512; producer `llama.cpp-haswell`), or through the static driver
+# ci/oracle-driver/llamataps.c for the aarch64 builds (dotprod, i8mm), run under
+# qemu-aarch64 (producer `llama.cpp-aarch64`). Both paths share the tap selection, the
+# checks and the trace writer below; on the haswell build the two give identical traces.
 #
 #   llama_taps.py --lib DIR --model FILE.gguf --ids 1,2,3 --mode decode|prompt \
 #       --out TRACE.safetensors [--threads N] [--no-repack] [--steps N] [--verbose]
+#   llama_taps.py --driver BIN [--qemu-cpu MODEL] --model ... (the same options)
+#
+# BIN is ci/oracle's `TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD` / `_I8MM` (run with QEMU_CPU =
+# MODEL: neoverse-n1 for dotprod, `max,sve=off` for i8mm; an empty MODEL runs BIN directly,
+# for a driver built for this host).
 #
 # DIR is ci/oracle's `TIERCHECK_ORACLE_LLAMA` (…/ggml-0.3.36/llama-haswell/lib): libllama.so
 # with libggml.so, libggml-base.so and libggml-cpu.so beside it (RUNPATH $ORIGIN). Run with
@@ -364,15 +372,7 @@ class Capture:
 
     def __init__(self, llama, n_layer):
         self.llama = llama
-        self.want = {}
-        for il in range(n_layer):
-            for tap in LAYER_TAPS:
-                self.want[f"{tap}-{il}"] = f"{tap}-{il}"
-        for tap in GLOBAL_TAPS:
-            if tap not in TAP_ALIASES.values():
-                self.want[tap] = tap
-        for node, tap in TAP_ALIASES.items():
-            self.want[node] = tap
+        self.want = node_names(n_layer)
         self.n_kv = set()
         self.reset()
         self.cb = EVAL_CB(self._cb)
@@ -535,28 +535,48 @@ class Session:
         return positions, logits, taps
 
     def _taps(self, rows, logits):
-        cap = self.capture
-        names = [t for t in GLOBAL_TAPS[:1]]
-        for il in range(self.n_layer):
-            names += [f"{tap}-{il}" for tap in LAYER_TAPS]
-        names += GLOBAL_TAPS[1:]
-        missing = [t for t in names if t not in cap.taps]
-        if missing:
-            raise OracleError("taps not seen in the graph: " + ", ".join(missing))
-        out = []
-        for t in names:
-            ne, flat, op = cap.taps[t]
-            want_op = EXPECTED_OP.get(t.rsplit("-", 1)[0])
-            if want_op is not None and op != want_op:
-                raise OracleError(f"tap {t}: the last node of that name is a {op}, not {want_op}")
-            out.append((t, to_rows(t, ne, flat, rows)))
-        res = dict(out)["result_output"]
-        if res.shape != logits.shape or res.tobytes() != logits.tobytes():
-            d = np.abs(res.astype(np.float64) - logits) if res.shape == logits.shape else None
-            raise OracleError(
-                f"result_output {res.shape} differs from llama_get_logits_ith {logits.shape}"
-                + (f" (max |diff| {d.max():.3e})" if d is not None else ""))
-        return out
+        return assemble_taps(self.capture.taps, self.n_layer, rows, logits)
+
+
+def assemble_taps(captured, n_layer, rows, logits):
+    """The taps of one llama_decode in trace order, as rows x width arrays, from the nodes
+    captured (tap -> (ne, flat array, op name)); checks that every tap was seen, that the
+    last node of each name has the expected op, and that result_output is the logits."""
+    names = [t for t in GLOBAL_TAPS[:1]]
+    for il in range(n_layer):
+        names += [f"{tap}-{il}" for tap in LAYER_TAPS]
+    names += GLOBAL_TAPS[1:]
+    missing = [t for t in names if t not in captured]
+    if missing:
+        raise OracleError("taps not seen in the graph: " + ", ".join(missing))
+    out = []
+    for t in names:
+        ne, flat, op = captured[t]
+        want_op = EXPECTED_OP.get(t.rsplit("-", 1)[0])
+        if want_op is not None and op != want_op:
+            raise OracleError(f"tap {t}: the last node of that name is a {op}, not {want_op}")
+        out.append((t, to_rows(t, ne, flat, rows)))
+    res = dict(out)["result_output"]
+    if res.shape != logits.shape or res.tobytes() != logits.tobytes():
+        d = np.abs(res.astype(np.float64) - logits) if res.shape == logits.shape else None
+        raise OracleError(
+            f"result_output {res.shape} differs from llama_get_logits_ith {logits.shape}"
+            + (f" (max |diff| {d.max():.3e})" if d is not None else ""))
+    return out
+
+
+def node_names(n_layer):
+    """llama.cpp node name -> trace tap name, for every tap of a model of n_layer layers."""
+    want = {}
+    for il in range(n_layer):
+        for tap in LAYER_TAPS:
+            want[f"{tap}-{il}"] = f"{tap}-{il}"
+    for tap in GLOBAL_TAPS:
+        if tap not in TAP_ALIASES.values():
+            want[tap] = tap
+    for node, tap in TAP_ALIASES.items():
+        want[node] = tap
+    return want
 
 
 def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True):
@@ -585,6 +605,127 @@ def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, captur
         sess.close()
 
 
+# ----------------------------------------------------------------------------- driver
+
+MAX_LAYERS = 512  # captured node names are mapped to taps before the layer count is read
+
+
+class Dump:
+    """Reads the dump ci/oracle-driver/llamataps.c writes (format in its header)."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            self.b = f.read()
+        self.path = path
+        self.i = 0
+        if self.b[:6] != b"TCLT1\n":
+            raise OracleError(f"{path}: not a llamataps dump")
+        self.i = 6
+
+    def take(self, n):
+        if self.i + n > len(self.b):
+            raise OracleError(f"{self.path}: truncated at byte {self.i}")
+        v = self.b[self.i:self.i + n]
+        self.i += n
+        return v
+
+    def u32(self):
+        return int.from_bytes(self.take(4), "little")
+
+    def i32(self):
+        return int.from_bytes(self.take(4), "little", signed=True)
+
+    def i64(self):
+        return int.from_bytes(self.take(8), "little", signed=True)
+
+    def str(self):
+        return self.take(self.u32()).decode("utf-8", "replace")
+
+    def f32(self, n):
+        return np.frombuffer(self.take(4 * n), dtype="<f4").astype(np.float32)
+
+
+def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greedy):
+    """Runs a llama.cpp driver (the aarch64 one under qemu-aarch64 with CPU model
+    `qemu_cpu` unless this host is aarch64; with an empty `qemu_cpu`, directly: a driver
+    built for this host) and returns (info, steps, repacked) as run() and main() build
+    them in process."""
+    import platform
+    import subprocess
+    import tempfile
+    want = node_names(MAX_LAYERS)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "taps.dump")
+        cmd = [driver, model_path, mode, ",".join(str(i) for i in ids), str(threads),
+               "1" if repack else "0", str(n_greedy), out]
+        globals_ = [n for n in node_names(0)]
+        env = dict(os.environ, TAPS_LAYER=",".join(LAYER_TAPS), TAPS_GLOBAL=",".join(globals_))
+        env.pop("GGML_CPU_TILED_MM", None)
+        if qemu_cpu and platform.machine() != "aarch64":
+            cmd = ["qemu-aarch64"] + cmd
+            env["QEMU_CPU"] = qemu_cpu
+        res = subprocess.run(cmd, env=env, capture_output=True)
+        if res.returncode != 0:
+            raise OracleError(f"{' '.join(cmd[:2])} exited {res.returncode}: "
+                              + res.stderr.decode("utf-8", "replace")[-2000:])
+        d = Dump(out)
+        info = {"n_kv": set(), "noncontig": [], "seen": {}}
+        repacked = {}
+        steps = []
+        captured, seen, logits = {}, {}, None
+        while True:
+            tag = d.take(1)
+            if tag == b"E":
+                break
+            if tag == b"I":
+                info["n_layer"], info["n_embd"], info["n_vocab"] = d.u32(), d.u32(), d.u32()
+                info["desc"] = d.str()
+            elif tag == b"K":
+                info["n_kv"].add(d.u32())
+            elif tag == b"R":
+                name = d.str()
+                repacked[name] = d.str()
+            elif tag == b"G":
+                sys.stderr.write(d.str() + "\n")
+            elif tag == b"T":
+                node, op = d.str(), d.str()
+                ne = [d.i64() for _ in range(4)]
+                flat = d.f32(d.u32())
+                tap = want.get(node)
+                if tap is None:
+                    raise OracleError(f"the driver captured {node}, which was not asked for")
+                seen[tap] = seen.get(tap, 0) + 1
+                captured[tap] = (ne, flat, op)
+            elif tag == b"L":
+                rows, n_vocab = d.u32(), d.u32()
+                logits = d.f32(rows * n_vocab).reshape(rows, n_vocab)
+            elif tag == b"S":
+                step, n = d.u32(), d.u32()
+                pairs = [(d.i32(), d.i32()) for _ in range(n)]
+                emitted = d.i32()
+                if step != len(steps) or logits is None or logits.shape[0] != n:
+                    raise OracleError(f"{out}: step {step} out of order or without its logits")
+                taps = assemble_taps(captured, info["n_layer"], n, logits)
+                nxt, top, gap = trace_io.pick(logits[-1])
+                if nxt != emitted:
+                    raise OracleError(f"step {step}: the driver picked {emitted}, argmax is {nxt}")
+                steps.append({"step": step, "positions": [p for _, p in pairs],
+                              "input_ids": [t for t, _ in pairs], "emitted": nxt, "top": top,
+                              "gap": gap, "taps": taps, "logits": logits})
+                for k, v in seen.items():
+                    info["seen"][k] = info["seen"].get(k, 0) + v
+                captured, seen, logits = {}, {}, None
+            else:
+                raise OracleError(f"{out}: unknown record {tag!r} at byte {d.i - 1}")
+        if d.i != len(d.b):
+            raise OracleError(f"{out}: {len(d.b) - d.i} bytes after the end record")
+        n_steps = (1 if mode == "prompt" else len(ids)) + n_greedy
+        if len(steps) != n_steps:
+            raise OracleError(f"{out}: {len(steps)} steps, expected {n_steps}")
+    info["n_kv"] = sorted(info["n_kv"])
+    return info, steps, repacked
+
+
 def parse_ids(s):
     try:
         ids = [int(x) for x in s.replace(" ", "").split(",") if x != ""]
@@ -597,7 +738,15 @@ def parse_ids(s):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Per-layer taps of llama.cpp (haswell tier) as a trace.")
-    ap.add_argument("--lib", required=True, help="folder with libllama.so (TIERCHECK_ORACLE_LLAMA)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--lib", help="folder with libllama.so (TIERCHECK_ORACLE_LLAMA)")
+    src.add_argument("--driver", help="an aarch64 llamataps driver (TIERCHECK_ORACLE_LLAMA_ARM_*), "
+                                      "run under qemu-aarch64 with --qemu-cpu")
+    ap.add_argument("--qemu-cpu", default="max,sve=off",
+                    help="qemu CPU model for --driver (the tier's: neoverse-n1 for dotprod); "
+                         "empty: run the driver directly (one built for this host)")
+    ap.add_argument("--producer", default=None,
+                    help="the trace's producer (default llama.cpp-haswell, or llama.cpp-aarch64)")
     ap.add_argument("--model", required=True, help="GGUF model file (qwen3)")
     ap.add_argument("--ids", required=True, help="comma-separated token ids, teacher-forced")
     ap.add_argument("--mode", required=True, choices=["decode", "prompt"])
@@ -611,28 +760,39 @@ def main(argv=None):
     if a.threads < 1:
         raise SystemExit("--threads must be at least 1")
     try:
-        llama = Llama(a.lib, verbose=a.verbose)
-        info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps)
+        if a.driver:
+            info, steps, repacked = run_driver(a.driver, a.qemu_cpu, a.model, ids, a.mode,
+                                               a.threads, not a.no_repack, a.steps)
+        else:
+            llama = Llama(a.lib, verbose=a.verbose)
+            info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps)
+            # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per
+            # repacked weight.
+            repacked = {}
+            for _, line in llama.log_lines:
+                m = re.search(r"repack tensor (\S+) with (\S+)", line)
+                if m:
+                    repacked[m.group(1)] = m.group(2)
     except OracleError as e:
         print(f"llama_taps: error: {e}", file=sys.stderr)
         return 1
-    # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per repacked weight.
-    repacked = {}
-    for _, line in llama.log_lines:
-        m = re.search(r"repack tensor (\S+) with (\S+)", line)
-        if m:
-            repacked[m.group(1)] = m.group(2)
+    import platform
+    under_qemu = bool(a.driver and a.qemu_cpu and platform.machine() != "aarch64")
+    arch = "aarch64" if under_qemu else platform.machine()
+    producer = a.producer or (f"llama.cpp-{arch}" if a.driver else PRODUCER)
     meta = {
-        "producer": PRODUCER,
+        "producer": producer,
         "model_sha256": sha256_file(a.model),
         "mode": a.mode,
         "prompt_ids": json.dumps(ids, separators=(",", ":")),
         "repack": "off" if a.no_repack else "on",
         "threads": str(a.threads),
-        "arch": "x86_64",
+        "arch": arch,
         "llama.n_kv": json.dumps(info["n_kv"]),
         "llama.repacked": json.dumps(repacked, separators=(",", ":"), sort_keys=True),
     }
+    if under_qemu:
+        meta["qemu_cpu"] = a.qemu_cpu
     trace_io.write_trace(a.out, steps, meta)
     n_taps = sum(len(st["taps"]) for st in steps)
     print(f"llama_taps: {info['desc']}, {info['n_layer']} layers, n_embd {info['n_embd']}, "

@@ -15,8 +15,10 @@
 //! Needs the oracle stage (`ci/oracle`); without it the trials are reported ignored with
 //! the reason, and `TIERCHECK_REQUIRE_ORACLE=1` (CI) makes that a failure.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use libtest_mimic::{Arguments, Completion, Trial};
 
@@ -27,13 +29,44 @@ use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 use tiercheck_oracle::OracleConfig;
 
-/// The lane that reproduces the tier llama.cpp's haswell build runs, with its repack
-/// buffer on (llama.cpp's default) or off.
-fn llama_lane(repack: bool) -> &'static str {
-    if repack {
-        "x86_64-avx2-repack"
-    } else {
-        "x86_64-avx2"
+/// A llama.cpp build of `ci/oracle`: the haswell one (in process through ctypes) or an
+/// aarch64 one (the static `llamataps` driver under qemu-aarch64 on its tier's CPU model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Build {
+    Haswell,
+    ArmDotprod,
+    ArmI8mm,
+}
+
+impl Build {
+    fn name(self) -> &'static str {
+        match self {
+            Build::Haswell => "haswell",
+            Build::ArmDotprod => "arm-dotprod",
+            Build::ArmI8mm => "arm-i8mm",
+        }
+    }
+
+    /// The lane that reproduces this build with its repack buffer on (llama.cpp's
+    /// default) or off.
+    fn lane(self, repack: bool) -> &'static str {
+        match (self, repack) {
+            (Build::Haswell, true) => "x86_64-avx2-repack",
+            (Build::Haswell, false) => "x86_64-avx2",
+            (Build::ArmDotprod, true) => "aarch64-neon-repack",
+            (Build::ArmDotprod, false) => "aarch64-neon",
+            (Build::ArmI8mm, true) => "aarch64-i8mm-repack",
+            (Build::ArmI8mm, false) => "aarch64-i8mm",
+        }
+    }
+
+    /// The oracle.env key of the build and the qemu CPU model its tier runs on.
+    fn oracle(self) -> (&'static str, &'static str) {
+        match self {
+            Build::Haswell => ("TIERCHECK_ORACLE_LLAMA", ""),
+            Build::ArmDotprod => ("TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD", "neoverse-n1"),
+            Build::ArmI8mm => ("TIERCHECK_ORACLE_LLAMA_ARM_I8MM", "max,sve=off"),
+        }
     }
 }
 
@@ -162,38 +195,55 @@ fn numpy_f64(mode: Mode) -> Result<(), String> {
     Ok(())
 }
 
-fn llama_lib() -> Result<PathBuf, String> {
-    let dir =
-        OracleConfig::from_env().setting("TIERCHECK_ORACLE_LLAMA").map_err(|e| e.to_string())?;
-    if !dir.join("libllama.so").is_file() {
-        return Err(format!(
-            "oracle not built: run ci/oracle (no libllama.so in {})",
-            dir.display()
-        ));
+/// The `llama_taps.py` arguments that select `build`: `--lib DIR` or `--driver BIN
+/// --qemu-cpu MODEL`; "oracle not built" when `ci/oracle` did not make it.
+fn build_args(build: Build) -> Result<Vec<String>, String> {
+    let (key, cpu) = build.oracle();
+    let path =
+        OracleConfig::from_env().setting(key).map_err(|e| format!("oracle not built: {e}"))?;
+    if build == Build::Haswell {
+        if !path.join("libllama.so").is_file() {
+            return Err(format!(
+                "oracle not built: run ci/oracle (no libllama.so in {})",
+                path.display()
+            ));
+        }
+        return Ok(vec!["--lib".into(), path.display().to_string()]);
     }
-    Ok(dir)
+    if !path.is_file() {
+        return Err(format!("oracle not built: run ci/oracle (no {})", path.display()));
+    }
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    };
+    if std::env::consts::ARCH != "aarch64" && !on_path("qemu-aarch64") {
+        return Err("oracle not built: qemu-aarch64 is not installed".into());
+    }
+    Ok(vec!["--driver".into(), path.display().to_string(), "--qemu-cpu".into(), cpu.into()])
 }
 
-/// llama.cpp's taps for `ids` (teacher-forced) in `mode`, with its repack buffer on or
-/// off (its tiled K-quant matmul on, as by default, whatever the caller's environment).
+/// llama.cpp's taps for `ids` (teacher-forced) in `mode` on `build`, with its repack
+/// buffer on or off (its tiled K-quant matmul on where the build has it, as by default,
+/// whatever the caller's environment), then `steps` greedy steps.
 fn llama_trace(
+    build: Build,
     model: &Path,
     ids: &[u32],
     mode: Mode,
     repack: bool,
+    steps: usize,
     out: &Path,
 ) -> Result<Trace, String> {
     let py = python()?;
-    let lib = llama_lib()?;
     let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
     let script = repo_root().join("ci/py/llama_taps.py");
     let mut cmd = Command::new(&py);
     cmd.arg(script)
-        .arg("--lib")
-        .arg(&lib)
+        .args(build_args(build)?)
         .arg("--model")
         .arg(model)
-        .args(["--ids", &ids_s.join(","), "--mode", mode.name()])
+        .args(["--ids", &ids_s.join(","), "--mode", mode.name(), "--steps", &steps.to_string()])
         .arg("--out")
         .arg(out)
         .env_remove("GGML_CPU_TILED_MM");
@@ -205,6 +255,24 @@ fn llama_trace(
         return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
     read_trace(out).map_err(|e| e.to_string())
+}
+
+/// The teacher-forced trace of (build, mode, repack) on the embedded model, computed once
+/// per test process (the whole-run and layer-local trials share it).
+fn forced_trace(build: Build, mode: Mode, repack: bool) -> Result<Arc<Trace>, String> {
+    type Cell = Arc<OnceLock<Result<Arc<Trace>, String>>>;
+    static CELLS: OnceLock<Mutex<HashMap<(Build, &'static str, bool), Cell>>> = OnceLock::new();
+    let cell: Cell = {
+        let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
+        Arc::clone(map.entry((build, mode.name(), repack)).or_default())
+    };
+    cell.get_or_init(|| {
+        let model = embedded_model()?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let path = dir.path().join("llama.safetensors");
+        llama_trace(build, &model.path, &forced_ids(20), mode, repack, 0, &path).map(Arc::new)
+    })
+    .clone()
 }
 
 fn lane_arith(name: &str) -> Result<Arith, String> {
@@ -235,32 +303,33 @@ fn embedded_model() -> Result<Model, String> {
 }
 
 /// Whole run: our lane against llama.cpp, every tap of every step.
-fn llama_end_to_end(mode: Mode, repack: bool) -> Result<(), String> {
+fn llama_end_to_end(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(20);
-    let theirs =
-        llama_trace(&model.path, &ids, mode, repack, &dir.path().join("llama.safetensors"))?;
-    let arith = lane_arith(llama_lane(repack))?;
+    let theirs = forced_trace(build, mode, repack)?;
+    let arith = lane_arith(build.lane(repack))?;
     let mine = ours(&model, arith, &ids, mode, &dir.path().join("ours.safetensors"))?;
     let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
     if !unmatched.is_empty() {
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
     }
-    let what = format!("llama.cpp {} (repack {repack}) end to end", mode.name());
+    let what = format!(
+        "{} vs llama.cpp {} {} (repack {repack}) end to end",
+        build.lane(repack),
+        build.name(),
+        mode.name()
+    );
     judge(&what, &diffs)
 }
 
 /// Layer-local: each of our layers fed llama.cpp's input to that layer (its previous
 /// `l_out`, or its embedding rows) and a KV cache filled from llama.cpp's own `Kcur` and
 /// `Vcur` of earlier steps; the head fed llama.cpp's last `l_out`.
-fn llama_layer_local(mode: Mode, repack: bool) -> Result<(), String> {
+fn llama_layer_local(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
     let model = embedded_model()?;
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let ids = forced_ids(20);
-    let theirs =
-        llama_trace(&model.path, &ids, mode, repack, &dir.path().join("llama.safetensors"))?;
-    let dec = Decoder::new(&model, lane_arith(llama_lane(repack))?, Residual::F32, 512)
+    let theirs = forced_trace(build, mode, repack)?;
+    let dec = Decoder::new(&model, lane_arith(build.lane(repack))?, Residual::F32, 512)
         .map_err(|e| e.to_string())?;
     let hp = &model.hp;
     let get = |step: usize, name: &str| -> Result<&tiercheck_gguf::tensorfile::Tensor, String> {
@@ -309,7 +378,12 @@ fn llama_layer_local(mode: Mode, repack: bool) -> Result<(), String> {
             diffs.push(tapdiff::diff(step, &t.name, &t.data, &get(step, &t.name)?.data));
         }
     }
-    let what = format!("llama.cpp {} (repack {repack}) layer-local", mode.name());
+    let what = format!(
+        "{} vs llama.cpp {} {} (repack {repack}) layer-local",
+        build.lane(repack),
+        build.name(),
+        mode.name()
+    );
     judge(&what, &diffs)
 }
 
@@ -387,25 +461,9 @@ fn llama_delta() -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out = dir.path().join("llama.safetensors");
-    let py = python()?;
-    let lib = llama_lib()?;
-    let script = repo_root().join("ci/py/llama_taps.py");
-    let res = Command::new(&py)
-        .arg(script)
-        .arg("--lib")
-        .arg(&lib)
-        .arg("--model")
-        .arg(&model.path)
-        .args(["--ids", "17,2045,388,901,5,5,912,42,3000", "--steps", "12", "--mode", "prompt"])
-        .arg("--out")
-        .arg(&out)
-        .env_remove("GGML_CPU_TILED_MM")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !res.status.success() {
-        return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
-    }
-    let a = tiercheck_analysis::Source::parse(llama_lane(true), Impl::Auto)
+    let ids = [17, 2045, 388, 901, 5, 5, 912, 42, 3000];
+    llama_trace(Build::Haswell, &model.path, &ids, Mode::Prompt, true, 12, &out)?;
+    let a = tiercheck_analysis::Source::parse(Build::Haswell.lane(true), Impl::Auto)
         .map_err(|e| e.to_string())?;
     let b = tiercheck_analysis::Source::Trace(out);
     let opts = tiercheck_analysis::DeltaOptions {
@@ -455,16 +513,44 @@ fn main() -> ExitCode {
         trial("numpy_f64/prompt", || numpy_f64(Mode::Prompt)),
         trial("gguf_py_model/untied", || gguf_py_model(false)),
         trial("gguf_py_model/tied", || gguf_py_model(true)),
-        trial("llama_cpp/decode/end_to_end", || llama_end_to_end(Mode::Decode, true)),
-        trial("llama_cpp/decode/layer_local", || llama_layer_local(Mode::Decode, true)),
-        trial("llama_cpp/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, true)),
-        trial("llama_cpp/prompt/layer_local", || llama_layer_local(Mode::Prompt, true)),
-        trial("llama_cpp/no_repack/decode/end_to_end", || llama_end_to_end(Mode::Decode, false)),
-        trial("llama_cpp/no_repack/decode/layer_local", || llama_layer_local(Mode::Decode, false)),
-        trial("llama_cpp/no_repack/prompt/end_to_end", || llama_end_to_end(Mode::Prompt, false)),
-        trial("llama_cpp/no_repack/prompt/layer_local", || llama_layer_local(Mode::Prompt, false)),
+        trial("llama_cpp/decode/end_to_end", || {
+            llama_end_to_end(Build::Haswell, Mode::Decode, true)
+        }),
+        trial("llama_cpp/decode/layer_local", || {
+            llama_layer_local(Build::Haswell, Mode::Decode, true)
+        }),
+        trial("llama_cpp/prompt/end_to_end", || {
+            llama_end_to_end(Build::Haswell, Mode::Prompt, true)
+        }),
+        trial("llama_cpp/prompt/layer_local", || {
+            llama_layer_local(Build::Haswell, Mode::Prompt, true)
+        }),
         trial("llama_cpp/delta_greedy", llama_delta),
     ];
+    // Every build with repack off and on, where a lane reproduces it: `llama_cpp/<build>/
+    // <repack|no_repack>/<mode>/<end_to_end|layer_local>` (the haswell build with repack
+    // on keeps its shorter names above).
+    for build in [Build::Haswell, Build::ArmDotprod] {
+        for repack in [false, true] {
+            if build == Build::Haswell && repack {
+                continue;
+            }
+            let r = if repack { "repack" } else { "no_repack" };
+            let prefix = if build == Build::Haswell {
+                format!("llama_cpp/{r}")
+            } else {
+                format!("llama_cpp/{}/{r}", build.name())
+            };
+            for mode in [Mode::Decode, Mode::Prompt] {
+                trials.push(trial(&format!("{prefix}/{}/end_to_end", mode.name()), move || {
+                    llama_end_to_end(build, mode, repack)
+                }));
+                trials.push(trial(&format!("{prefix}/{}/layer_local", mode.name()), move || {
+                    llama_layer_local(build, mode, repack)
+                }));
+            }
+        }
+    }
     for (name, verdict) in tiercheck_golden::claims::claim_checks(
         "model_oracle",
         &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),

@@ -1,0 +1,411 @@
+// llamataps: the llama.cpp oracle for a build that Python cannot load in process (the
+// aarch64 builds, which run under qemu-aarch64). It does what ci/py/llama_taps.py does
+// with ctypes on the haswell build, through the same llama.h: load a GGUF model on the
+// CPU (repack on or off), evaluate teacher-forced ids token by token (`decode`) or as one
+// batch (`prompt`), then greedy single-token steps, with a cb_eval callback that copies
+// out the per-layer taps; and it writes what it saw as a dump that llama_taps.py
+// (--dump-from) turns into a trace with the same checks as its in-process path.
+//
+//   llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump
+//   llamataps info
+//
+// Context as llama_taps.py sets it: n_ctx = n_batch = n_ubatch = 512, one sequence,
+// flash attention disabled, K and V cache F32, logits for every row. Tap selection, the
+// llama.cpp node names and the "last node of a name wins" rule are the script's (the
+// lists are passed by the script in TAPS_LAYER and TAPS_GLOBAL, so the two cannot drift
+// apart).
+//
+// Dump format (little-endian), a sequence of records, each a one-byte tag:
+//   'I' u32 n_layer, u32 n_embd, u32 n_vocab, str desc
+//   'S' u32 step, u32 n, n x (i32 id, i32 pos), i32 emitted       one llama_decode
+//   'T' str tap, str op, 4 x i64 ne, u32 count, count x f32         one captured tap
+//   'L' u32 rows, u32 n_vocab, rows*n_vocab x f32                   the step's logits
+//   'K' u32 n_kv                                                    a kq-L width seen
+//   'R' str tensor, str layout                                      a repacked weight
+//   'G' str line                                                    a log line (level >= WARN)
+//   'E'                                                             end: the run succeeded
+// where str = u32 length + bytes. The file is written to OUT.tmp and renamed at the end.
+//
+// Exit codes: 0 success, 1 llama.cpp failed (message on stderr), 2 usage.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "llama.h"
+
+#define N_CTX 512
+#define MAX_WANT 64
+
+static FILE *g_out;
+static bool g_failed;
+
+static void die(const char *fmt, const char *arg) {
+    fprintf(stderr, "llamataps: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+static void put(const void *p, size_t n) {
+    if (fwrite(p, 1, n, g_out) != n) {
+        die("writing the dump failed: %s", strerror(errno));
+    }
+}
+static void put_u8(uint8_t v) { put(&v, 1); }
+static void put_u32(uint32_t v) { put(&v, 4); }
+static void put_i32(int32_t v) { put(&v, 4); }
+static void put_i64(int64_t v) { put(&v, 8); }
+static void put_str(const char *s) {
+    uint32_t n = (uint32_t)strlen(s);
+    put_u32(n);
+    put(s, n);
+}
+
+// ---- taps: the names the caller wants ----
+// TAPS_LAYER (environment): comma-separated per-layer node names, captured as NAME-L for
+// any layer L; TAPS_GLOBAL: whole-model node names, captured as they are.
+
+static char *g_layer[MAX_WANT], *g_global[MAX_WANT];
+static int g_n_layer_names, g_n_global;
+
+static bool wanted(const char *name) {
+    for (int i = 0; i < g_n_global; i++) {
+        if (strcmp(g_global[i], name) == 0) {
+            return true;
+        }
+    }
+    for (int i = 0; i < g_n_layer_names; i++) {
+        size_t n = strlen(g_layer[i]);
+        if (strncmp(g_layer[i], name, n) == 0 && name[n] == '-' && name[n + 1] != 0) {
+            const char *p = name + n + 1;
+            while (*p >= '0' && *p <= '9') {
+                p++;
+            }
+            if (*p == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static int parse_list(const char *var, char **dst) {
+    const char *list = getenv(var);
+    if (!list || !*list) {
+        fprintf(stderr, "llamataps: %s is not set\n", var);
+        exit(2);
+    }
+    int n = 0;
+    char *copy = strdup(list);
+    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == MAX_WANT) {
+            fprintf(stderr, "llamataps: %s names too many nodes\n", var);
+            exit(2);
+        }
+        dst[n++] = tok;
+    }
+    return n;
+}
+
+static bool eval_cb(struct ggml_tensor *t, bool ask, void *user) {
+    (void)user;
+    const char *name = ggml_get_name(t);
+    if (ask) {
+        if (strncmp(name, "kq-", 3) == 0) {
+            put_u8('K');
+            put_u32((uint32_t)t->ne[0]);
+        }
+        return wanted(name);
+    }
+    if (!wanted(name)) {
+        return true;
+    }
+    if (t->type != GGML_TYPE_F32) {
+        fprintf(stderr, "llamataps: node %s is %s, taps must be F32\n", name, ggml_type_name(t->type));
+        g_failed = true;
+        return false;
+    }
+    int64_t count = ggml_nelements(t);
+    float *out = malloc((size_t)count * sizeof(float));
+    if (!out) {
+        die("%s", "out of memory");
+    }
+    if (ggml_is_contiguous(t)) {
+        ggml_backend_tensor_get(t, out, 0, (size_t)count * sizeof(float));
+    } else {
+        // A strided view: fetch the byte span it covers, then gather with its strides.
+        size_t span = sizeof(float);
+        for (int d = 0; d < 4; d++) {
+            span += (size_t)(t->ne[d] - 1) * t->nb[d];
+        }
+        char *raw = malloc(span);
+        if (!raw) {
+            die("%s", "out of memory");
+        }
+        ggml_backend_tensor_get(t, raw, 0, span);
+        int64_t k = 0;
+        for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+                    for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+                        memcpy(&out[k++],
+                               raw + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3],
+                               sizeof(float));
+                    }
+        free(raw);
+    }
+    put_u8('T');
+    put_str(name);
+    put_str(ggml_op_name(t->op));
+    for (int d = 0; d < 4; d++) {
+        put_i64(t->ne[d]);
+    }
+    put_u32((uint32_t)count);
+    put(out, (size_t)count * sizeof(float));
+    free(out);
+    return true;
+}
+
+// ---- log: repack decisions and warnings go into the dump ----
+
+static void log_cb(enum ggml_log_level level, const char *text, void *user) {
+    (void)user;
+    static char line[4096];
+    static size_t len;
+    static enum ggml_log_level last = GGML_LOG_LEVEL_INFO;
+    if (level != GGML_LOG_LEVEL_CONT) {
+        last = level;
+    }
+    for (const char *p = text; *p; p++) {
+        if (*p != '\n' && len + 1 < sizeof(line)) {
+            line[len++] = *p;
+            continue;
+        }
+        if (*p != '\n') {
+            continue;
+        }
+        line[len] = 0;
+        char tensor[512], layout[64];
+        const char *at = strstr(line, "repack tensor ");
+        if (at && sscanf(at, "repack tensor %511s with %63s", tensor, layout) == 2) {
+            put_u8('R');
+            put_str(tensor);
+            put_str(layout);
+        }
+        if (last >= GGML_LOG_LEVEL_WARN) {
+            fprintf(stderr, "%s\n", line);
+            put_u8('G');
+            put_str(line);
+        }
+        len = 0;
+    }
+}
+
+static int parse_int(const char *s, const char *what, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "llamataps: %s must be an integer in %ld..%ld, got '%s'\n", what, lo, hi, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump\n"
+            "       llamataps info\n"
+            "TAPS_LAYER, TAPS_GLOBAL (environment): comma-separated node names to capture\n"
+            "(per layer, captured as NAME-L, and whole-model)\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "info") == 0) {
+        printf("arch=aarch64 neon=%d dotprod=%d i8mm=%d sve=%d fp16_va=%d llamafile=%d\n",
+               ggml_cpu_has_neon(), ggml_cpu_has_dotprod(), ggml_cpu_has_matmul_int8(),
+               ggml_cpu_has_sve(), ggml_cpu_has_fp16_va(), ggml_cpu_has_llamafile());
+        return 0;
+    }
+    if (argc != 8) {
+        return usage();
+    }
+    const char *model_path = argv[1];
+    bool prompt;
+    if (strcmp(argv[2], "decode") == 0) {
+        prompt = false;
+    } else if (strcmp(argv[2], "prompt") == 0) {
+        prompt = true;
+    } else {
+        fprintf(stderr, "llamataps: mode must be decode or prompt, got '%s'\n", argv[2]);
+        return 2;
+    }
+    int32_t ids[N_CTX];
+    int n_ids = 0;
+    {
+        char *copy = strdup(argv[3]);
+        for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+            if (n_ids == N_CTX) {
+                fprintf(stderr, "llamataps: more than %d ids\n", N_CTX);
+                return 2;
+            }
+            ids[n_ids++] = parse_int(tok, "an id", 0, INT32_MAX);
+        }
+        free(copy);
+        if (n_ids == 0) {
+            fprintf(stderr, "llamataps: no ids\n");
+            return 2;
+        }
+    }
+    int threads = parse_int(argv[4], "THREADS", 1, 256);
+    int repack = parse_int(argv[5], "REPACK", 0, 1);
+    int steps = parse_int(argv[6], "STEPS", 0, N_CTX);
+    const char *out_path = argv[7];
+    g_n_layer_names = parse_list("TAPS_LAYER", g_layer);
+    g_n_global = parse_list("TAPS_GLOBAL", g_global);
+    if (n_ids + steps > N_CTX) {
+        fprintf(stderr, "llamataps: %d ids and %d steps exceed n_ctx %d\n", n_ids, steps, N_CTX);
+        return 2;
+    }
+
+    char tmp_path[4096];
+    snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", out_path);
+    g_out = fopen(tmp_path, "wb");
+    if (!g_out) {
+        fprintf(stderr, "llamataps: cannot create %s: %s\n", tmp_path, strerror(errno));
+        return 2;
+    }
+    put("TCLT1\n", 6);
+
+    llama_log_set(log_cb, NULL);
+    ggml_log_set(log_cb, NULL);
+    llama_backend_init();
+
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.use_extra_bufts = repack != 0;
+    struct llama_model *model = llama_model_load_from_file(model_path, mp);
+    if (!model) {
+        die("llama_model_load_from_file(%s) failed", model_path);
+    }
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    int n_vocab = llama_vocab_n_tokens(vocab);
+    char desc[256];
+    llama_model_desc(model, desc, sizeof(desc));
+    put_u8('I');
+    put_u32((uint32_t)llama_model_n_layer(model));
+    put_u32((uint32_t)llama_model_n_embd(model));
+    put_u32((uint32_t)n_vocab);
+    put_str(desc);
+
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = N_CTX;
+    cp.n_batch = N_CTX;
+    cp.n_ubatch = N_CTX;
+    cp.n_seq_max = 1;
+    cp.n_outputs_max = 0;
+    cp.n_outputs_max_per_seq = 0;
+    cp.n_threads = threads;
+    cp.n_threads_batch = threads;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = GGML_TYPE_F32;
+    cp.type_v = GGML_TYPE_F32;
+    cp.embeddings = false;
+    cp.no_perf = true;
+    cp.cb_eval = eval_cb;
+    cp.cb_eval_user_data = NULL;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx) {
+        die("%s", "llama_init_from_model failed");
+    }
+
+    int n_batches = prompt ? 1 : n_ids;
+    int n_past = 0;
+    int32_t next = -1;
+    for (int step = 0; step < n_batches + steps; step++) {
+        int32_t inp[N_CTX];
+        int n;
+        if (step < n_batches) {
+            n = prompt ? n_ids : 1;
+            memcpy(inp, prompt ? ids : &ids[step], (size_t)n * sizeof(int32_t));
+        } else {
+            n = 1;
+            inp[0] = next;
+        }
+        for (int i = 0; i < n; i++) {
+            if (inp[i] < 0 || inp[i] >= n_vocab) {
+                fprintf(stderr, "llamataps: token id %d is outside the vocabulary (n_vocab %d)\n",
+                        inp[i], n_vocab);
+                return 2;
+            }
+        }
+        struct llama_batch batch = llama_batch_init(n, 0, 1);
+        for (int i = 0; i < n; i++) {
+            batch.token[i] = inp[i];
+            batch.pos[i] = n_past + i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = 1;
+        }
+        batch.n_tokens = n;
+        int rc = llama_decode(ctx, batch);
+        llama_batch_free(batch);
+        if (g_failed) {
+            die("%s", "the eval callback failed");
+        }
+        if (rc != 0) {
+            fprintf(stderr, "llamataps: llama_decode returned %d at position %d\n", rc, n_past);
+            return 1;
+        }
+        put_u8('L');
+        put_u32((uint32_t)n);
+        put_u32((uint32_t)n_vocab);
+        const float *last = NULL;
+        for (int i = 0; i < n; i++) {
+            const float *row = llama_get_logits_ith(ctx, i);
+            if (!row) {
+                die("%s", "llama_get_logits_ith returned NULL");
+            }
+            put(row, (size_t)n_vocab * sizeof(float));
+            last = row;
+        }
+        // Greedy: argmax of the last row, ties to the lowest id (trace_io.pick).
+        next = 0;
+        for (int j = 1; j < n_vocab; j++) {
+            if (last[j] > last[next]) {
+                next = j;
+            }
+        }
+        put_u8('S');
+        put_u32((uint32_t)step);
+        put_u32((uint32_t)n);
+        for (int i = 0; i < n; i++) {
+            put_i32(inp[i]);
+            put_i32(n_past + i);
+        }
+        put_i32(next);
+        n_past += n;
+    }
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    put_u8('E');
+    if (fclose(g_out) != 0) {
+        fprintf(stderr, "llamataps: closing %s failed: %s\n", tmp_path, strerror(errno));
+        return 1;
+    }
+    if (rename(tmp_path, out_path) != 0) {
+        fprintf(stderr, "llamataps: renaming %s to %s failed: %s\n", tmp_path, out_path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
