@@ -199,8 +199,7 @@ fn numpy_f64(mode: Mode) -> Result<(), String> {
 /// --qemu-cpu MODEL`; "oracle not built" when `ci/oracle` did not make it.
 fn build_args(build: Build) -> Result<Vec<String>, String> {
     let (key, cpu) = build.oracle();
-    let path =
-        OracleConfig::from_env().setting(key).map_err(|e| format!("oracle not built: {e}"))?;
+    let path = OracleConfig::from_env().setting(key).map_err(|e| e.to_string())?;
     if build == Build::Haswell {
         if !path.join("libllama.so").is_file() {
             return Err(format!(
