@@ -495,6 +495,60 @@ fn llama_delta() -> Result<(), String> {
     Ok(())
 }
 
+/// The aarch64 builds' path (the static `llamataps` driver writing a dump that
+/// `llama_taps.py --driver` turns into a trace) captures exactly what the in-process path
+/// captures: the same driver source built for this host against the haswell library,
+/// decode and prompt mode with greedy steps, every tap and every step record equal.
+fn driver_matches_in_process() -> Result<(), String> {
+    let model = embedded_model()?;
+    let driver = OracleConfig::from_env()
+        .setting("TIERCHECK_ORACLE_LLAMA_DRIVER")
+        .map_err(|e| e.to_string())?;
+    if !driver.is_file() {
+        return Err(format!("oracle not built: run ci/oracle (no {})", driver.display()));
+    }
+    let py = python()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    for mode in [Mode::Decode, Mode::Prompt] {
+        let a = dir.path().join(format!("in-process-{}.safetensors", mode.name()));
+        let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(10), mode, true, 3, &a)?;
+        let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
+        let ids: Vec<String> = forced_ids(10).iter().map(|i| i.to_string()).collect();
+        let res = Command::new(&py)
+            .arg(repo_root().join("ci/py/llama_taps.py"))
+            .arg("--driver")
+            .arg(&driver)
+            .args(["--qemu-cpu", "", "--model"])
+            .arg(&model.path)
+            .args(["--ids", &ids.join(","), "--mode", mode.name(), "--steps", "3", "--out"])
+            .arg(&b)
+            .env_remove("GGML_CPU_TILED_MM")
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !res.status.success() {
+            return Err(format!(
+                "the driver path failed: {}",
+                String::from_utf8_lossy(&res.stderr)
+            ));
+        }
+        let mine = read_trace(&b).map_err(|e| e.to_string())?;
+        let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+        if !unmatched.is_empty() {
+            return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+        }
+        if mine.steps.len() != theirs.steps.len() || mine.steps.len() < 4 {
+            return Err(format!("{} vs {} steps", mine.steps.len(), theirs.steps.len()));
+        }
+        for (x, y) in mine.steps.iter().zip(&theirs.steps) {
+            if x.input_ids != y.input_ids || x.positions != y.positions || x.emitted != y.emitted {
+                return Err(format!("{} step records differ", mode.name()));
+            }
+        }
+        judge(&format!("driver vs in-process, {}", mode.name()), &diffs)?;
+    }
+    Ok(())
+}
+
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
     Trial::ignorable_test(name, move || match f() {
         Ok(()) => Ok(Completion::Completed),
@@ -525,6 +579,7 @@ fn main() -> ExitCode {
             llama_layer_local(Build::Haswell, Mode::Prompt, true)
         }),
         trial("llama_cpp/delta_greedy", llama_delta),
+        trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
     ];
     // Every build with repack off and on, where a lane reproduces it: `llama_cpp/<build>/
     // <repack|no_repack>/<mode>/<end_to_end|layer_local>` (the haswell build with repack
