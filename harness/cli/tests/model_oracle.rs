@@ -29,6 +29,22 @@ use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 use tiercheck_oracle::OracleConfig;
 
+/// A llama.cpp path that no lane reproduces yet, documented in docs/LANES.md: the taps it
+/// reaches may differ, and must (see [`judge_gap`]).
+#[derive(Clone, Copy, Debug)]
+enum Gap {
+    /// The aarch64 Q6_K repack (q6_K_8x4 on dotprod): its gemm rows (prompt mode).
+    Q6KRepackGemm,
+}
+
+impl Gap {
+    fn reaches(self, model: &Model, tap: &str, layer_local: bool) -> bool {
+        match self {
+            Gap::Q6KRepackGemm => q6_k_reach(model, tap, layer_local),
+        }
+    }
+}
+
 /// A llama.cpp build of `ci/oracle`: the haswell one (in process through ctypes) or an
 /// aarch64 one (the static `llamataps` driver under qemu-aarch64 on its tier's CPU model).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -296,13 +312,64 @@ fn judge(what: &str, diffs: &[TapDiff]) -> Result<(), String> {
     }
 }
 
+/// Taps a Q6_K matmul reaches: in a layer with a Q6_K `attn_v`, `Vcur` and everything
+/// after it; with a Q6_K `ffn_down`, `ffn_out` and `l_out`; the logits (Q6_K `output`);
+/// end to end also every tap after the first such layer.
+fn q6_k_reach(model: &Model, tap: &str, layer_local: bool) -> bool {
+    let f = &model.file;
+    let q6 = |l: usize, w: &str| {
+        f.tensor(&format!("blk.{l}.{w}.weight"))
+            .is_some_and(|t| t.ty == tiercheck_gguf::GgmlType::Q6_K)
+    };
+    let kind = tapdiff::tap_kind(tap);
+    let layer: Option<usize> = tap.rsplit_once('-').and_then(|(_, l)| l.parse().ok());
+    let in_layer = |l: usize| {
+        (q6(l, "attn_v") && !matches!(kind, "attn_norm" | "Qcur" | "Kcur"))
+            || (q6(l, "ffn_down") && matches!(kind, "ffn_out" | "l_out"))
+    };
+    let first_q6 = (0..model.hp.n_layer).find(|&l| q6(l, "attn_v") || q6(l, "ffn_down"));
+    match layer {
+        None => kind != "inp_embd" && (!layer_local || kind == "result_output"),
+        Some(l) if layer_local => in_layer(l),
+        Some(l) => match first_q6 {
+            Some(f0) if l > f0 => true,
+            Some(f0) if l == f0 => in_layer(l),
+            _ => false,
+        },
+    }
+}
+
+/// A documented gap (a llama.cpp path no lane reproduces yet): every tap the path does not
+/// reach is bitwise equal, and some tap it reaches differs. When none differs any more the
+/// gap is closed and the trial fails, so that the claim is raised instead.
+fn judge_gap(what: &str, diffs: &[TapDiff], reach: impl Fn(&str) -> bool) -> Result<(), String> {
+    let n_bit = diffs.iter().filter(|d| d.bitwise()).count();
+    eprintln!("{what}: {n_bit}/{} taps bitwise equal\n{}", diffs.len(), report(diffs));
+    if let Some(d) = diffs.iter().find(|d| !d.bitwise() && !reach(&d.name)) {
+        return Err(format!(
+            "{what}: step {} tap {} differs ({} of {} values, rel_l2 {:.3e}) although the \
+             documented gap does not reach it",
+            d.step, d.name, d.n_diff, d.n, d.rel_l2
+        ));
+    }
+    if diffs.iter().all(|d| d.bitwise()) {
+        return Err(format!("{what}: every tap is bitwise equal: the gap is closed"));
+    }
+    Ok(())
+}
+
 fn embedded_model() -> Result<Model, String> {
     let path = embedded::ensure_model(None).map_err(|e| e.to_string())?;
     Model::open(&path).map_err(|e| e.to_string())
 }
 
 /// Whole run: our lane against llama.cpp, every tap of every step.
-fn llama_end_to_end(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+fn llama_end_to_end(
+    build: Build,
+    mode: Mode,
+    repack: bool,
+    gap: Option<Gap>,
+) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(20);
@@ -319,13 +386,21 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool) -> Result<(), String
         build.name(),
         mode.name()
     );
-    judge(&what, &diffs)
+    match gap {
+        None => judge(&what, &diffs),
+        Some(g) => judge_gap(&what, &diffs, |t| g.reaches(&model, t, false)),
+    }
 }
 
 /// Layer-local: each of our layers fed llama.cpp's input to that layer (its previous
 /// `l_out`, or its embedding rows) and a KV cache filled from llama.cpp's own `Kcur` and
 /// `Vcur` of earlier steps; the head fed llama.cpp's last `l_out`.
-fn llama_layer_local(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+fn llama_layer_local(
+    build: Build,
+    mode: Mode,
+    repack: bool,
+    gap: Option<Gap>,
+) -> Result<(), String> {
     let model = embedded_model()?;
     let theirs = forced_trace(build, mode, repack)?;
     let dec = Decoder::new(&model, lane_arith(build.lane(repack))?, Residual::F32, 512)
@@ -383,7 +458,10 @@ fn llama_layer_local(build: Build, mode: Mode, repack: bool) -> Result<(), Strin
         build.name(),
         mode.name()
     );
-    judge(&what, &diffs)
+    match gap {
+        None => judge(&what, &diffs),
+        Some(g) => judge_gap(&what, &diffs, |t| g.reaches(&model, t, true)),
+    }
 }
 
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied
@@ -567,43 +645,46 @@ fn main() -> ExitCode {
         trial("gguf_py_model/untied", || gguf_py_model(false)),
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/decode/end_to_end", || {
-            llama_end_to_end(Build::Haswell, Mode::Decode, true)
+            llama_end_to_end(Build::Haswell, Mode::Decode, true, None)
         }),
         trial("llama_cpp/decode/layer_local", || {
-            llama_layer_local(Build::Haswell, Mode::Decode, true)
+            llama_layer_local(Build::Haswell, Mode::Decode, true, None)
         }),
         trial("llama_cpp/prompt/end_to_end", || {
-            llama_end_to_end(Build::Haswell, Mode::Prompt, true)
+            llama_end_to_end(Build::Haswell, Mode::Prompt, true, None)
         }),
         trial("llama_cpp/prompt/layer_local", || {
-            llama_layer_local(Build::Haswell, Mode::Prompt, true)
+            llama_layer_local(Build::Haswell, Mode::Prompt, true, None)
         }),
         trial("llama_cpp/delta_greedy", llama_delta),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
     ];
     // Every build with repack off and on, where a lane reproduces it: `llama_cpp/<build>/
     // <repack|no_repack>/<mode>/<end_to_end|layer_local>` (the haswell build with repack
-    // on keeps its shorter names above).
-    for build in [Build::Haswell, Build::ArmDotprod] {
-        for repack in [false, true] {
-            if build == Build::Haswell && repack {
-                continue;
-            }
-            let r = if repack { "repack" } else { "no_repack" };
-            let prefix = if build == Build::Haswell {
-                format!("llama_cpp/{r}")
-            } else {
-                format!("llama_cpp/{}/{r}", build.name())
-            };
-            for mode in [Mode::Decode, Mode::Prompt] {
-                trials.push(trial(&format!("{prefix}/{}/end_to_end", mode.name()), move || {
-                    llama_end_to_end(build, mode, repack)
-                }));
-                trials.push(trial(&format!("{prefix}/{}/layer_local", mode.name()), move || {
-                    llama_layer_local(build, mode, repack)
-                }));
-            }
-        }
+    // on keeps its shorter names above); where a documented gap remains, the same check
+    // as `gap/<build>/...` (the taps the gap reaches differ, all others bitwise).
+    let runs: [(Build, bool, Mode, Option<Gap>); 7] = [
+        (Build::Haswell, false, Mode::Decode, None),
+        (Build::Haswell, false, Mode::Prompt, None),
+        (Build::ArmDotprod, false, Mode::Decode, None),
+        (Build::ArmDotprod, false, Mode::Prompt, None),
+        (Build::ArmDotprod, true, Mode::Decode, None),
+        (Build::ArmDotprod, true, Mode::Prompt, Some(Gap::Q6KRepackGemm)),
+        (Build::ArmI8mm, true, Mode::Decode, None),
+    ];
+    for (build, repack, mode, gap) in runs {
+        let r = if repack { "repack" } else { "no_repack" };
+        let prefix = match (build, gap) {
+            (Build::Haswell, _) => format!("llama_cpp/{r}"),
+            (_, None) => format!("llama_cpp/{}/{r}", build.name()),
+            (_, Some(_)) => format!("gap/{}/{r}", build.name()),
+        };
+        trials.push(trial(&format!("{prefix}/{}/end_to_end", mode.name()), move || {
+            llama_end_to_end(build, mode, repack, gap)
+        }));
+        trials.push(trial(&format!("{prefix}/{}/layer_local", mode.name()), move || {
+            llama_layer_local(build, mode, repack, gap)
+        }));
     }
     for (name, verdict) in tiercheck_golden::claims::claim_checks(
         "model_oracle",

@@ -43,13 +43,35 @@ pub static AARCH64_NEON: Lane = Lane {
         plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::Neon,
     },
-    status: Status::Proven(&[Proof {
-        level: Level::Kernel,
-        against: "ggml aarch64 dotprod build (GCC) under qemu",
-        only: "",
-        test: "oracle_arm_lanes",
-        trials: &["oracle/arm-dotprod/vec_dot", "oracle/arm-dotprod/from_float"],
-    }]),
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "ggml aarch64 dotprod build (GCC) under qemu",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &["oracle/arm-dotprod/vec_dot", "oracle/arm-dotprod/from_float"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-dotprod/no_repack/decode/end_to_end",
+                "llama_cpp/arm-dotprod/no_repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-dotprod/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-dotprod/no_repack/prompt/layer_local",
+            ],
+        },
+    ]),
     portable: &NeonTwin,
 };
 

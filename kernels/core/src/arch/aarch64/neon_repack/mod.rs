@@ -37,13 +37,25 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
     name: "aarch64-neon-repack",
     arch: Arch::Aarch64,
     summary: "ggml aarch64 (GCC, dotprod) with CPU repack: q4_K 8x4, q4_0/q8_0 4x4 gemv and gemm",
-    status: Status::Proven(&[Proof {
-        level: Level::Kernel,
-        against: "ggml aarch64 dotprod build (GCC) repacked mul_mat under qemu",
-        only: "",
-        test: "oracle_arm_lanes",
-        trials: &["oracle/arm-dotprod/matmul-repack"],
-    }]),
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "ggml aarch64 dotprod build (GCC) repacked mul_mat under qemu",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &["oracle/arm-dotprod/matmul-repack"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-dotprod/repack/decode/end_to_end",
+                "llama_cpp/arm-dotprod/repack/decode/layer_local",
+            ],
+        },
+    ]),
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
