@@ -297,7 +297,8 @@ fn llama_trace(
 /// per test process (the whole-run and layer-local trials share it).
 fn forced_trace(build: Build, mode: Mode, repack: bool) -> Result<Arc<Trace>, String> {
     type Cell = Arc<OnceLock<Result<Arc<Trace>, String>>>;
-    static CELLS: OnceLock<Mutex<HashMap<(Build, &'static str, bool), Cell>>> = OnceLock::new();
+    type Key = (Build, &'static str, bool);
+    static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
     let cell: Cell = {
         let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
         Arc::clone(map.entry((build, mode.name(), repack)).or_default())
