@@ -1,6 +1,8 @@
 //! `tiercheck matrix`: the decoder on every lane, each compared with `ref`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
@@ -33,6 +35,10 @@ pub struct MatrixArgs {
     /// Write every lane's traces into this folder (`<lane>/<prompt>.safetensors`).
     #[arg(long)]
     pub traces: Option<PathBuf>,
+    /// Lanes run at the same time (each lane's results do not depend on it; its wall
+    /// time does).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: u16,
     #[command(flatten)]
     pub setup: Setup,
     #[command(flatten)]
@@ -66,9 +72,13 @@ pub fn run(a: MatrixArgs) -> Result<()> {
             bail!("--aarch64-bin {}: no such file", b.display());
         }
     }
-    let mut bar = Progress::new(selected.len() * prompts.len(), a.exec.quiet || a.exec.json);
-    let mut results: Vec<(LaneResult, String)> = Vec::new();
-    for lane in &selected {
+    let bar = Mutex::new(Progress::new(selected.len() * prompts.len(), a.exec.quiet || a.exec.json));
+    let tick = |label: &str| {
+        if let Ok(mut b) = bar.lock() {
+            b.tick(label);
+        }
+    };
+    let run_one = |lane: &'static tiercheck_core::Lane| -> Result<(LaneResult, String)> {
         let mut plan = if a.portable {
             Plan::Portable("--portable".into())
         } else {
@@ -90,8 +100,10 @@ pub fn run(a: MatrixArgs) -> Result<()> {
         }
         let traces = a.traces.as_ref().map(|d| d.join(lane.name));
         let opts = a.setup.run_options(&a.exec, steps, traces);
-        bar.show(&format!("{} ...", lane.name));
-        let (result, note) = match &plan {
+        if let Ok(b) = bar.lock() {
+            b.show(&format!("{} ...", lane.name));
+        }
+        Ok(match &plan {
             Plan::Qemu { .. } => {
                 let mut r = LaneResult {
                     lane: lane.name.into(),
@@ -113,7 +125,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
                     r.how = one.how;
                     r.provenance = one.provenance;
                     r.prompts.extend(one.prompts);
-                    bar.tick(&format!("{} {}", lane.name, p.name));
+                    tick(&format!("{} {}", lane.name, p.name));
                 }
                 r.wall_s = t.elapsed().as_secs_f64();
                 (r, String::new())
@@ -122,7 +134,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
                 let imp = if plan == Plan::Native { Impl::Native } else { Impl::Portable };
                 let chosen = lanes::choose(lane, imp).map_err(anyhow::Error::msg)?;
                 let r = runner::run_lane(&model, &chosen, &prompts, &opts, |i| {
-                    bar.tick(&format!("{} {}", lane.name, prompts[i].name))
+                    tick(&format!("{} {}", lane.name, prompts[i].name))
                 })?;
                 let note = match &plan {
                     Plan::Portable(why) => why.clone(),
@@ -130,9 +142,47 @@ pub fn run(a: MatrixArgs) -> Result<()> {
                 };
                 (r, note)
             }
-        };
-        results.push((result, note));
+        })
+    };
+    // `jobs` workers take the lanes in order; the table keeps the lane order.
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Result<(LaneResult, String)>>>> =
+        selected.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..usize::from(a.jobs).min(selected.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(lane) = selected.get(i) else { break };
+                let r = run_one(lane);
+                let failed = r.is_err();
+                if let Ok(mut slot) = slots[i].lock() {
+                    *slot = Some(r);
+                }
+                if failed {
+                    // Stop handing out lanes; the first error in lane order is reported.
+                    next.store(selected.len(), Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let mut results: Vec<(LaneResult, String)> = Vec::new();
+    let mut first_err = None;
+    for slot in slots {
+        match slot.into_inner().map_err(|_| anyhow::anyhow!("a matrix worker panicked"))? {
+            Some(Ok(r)) => results.push(r),
+            Some(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            None => {}
+        }
     }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if results.len() != selected.len() {
+        bail!("the matrix stopped after {} of {} lanes", results.len(), selected.len());
+    }
+    let bar = bar.into_inner().map_err(|_| anyhow::anyhow!("a matrix worker panicked"))?;
     bar.finish();
     let reference = results
         .iter()
