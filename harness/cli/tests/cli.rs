@@ -461,3 +461,44 @@ fn matrix_json_compares_every_lane_with_ref() {
     }
     assert_eq!(lanes[0]["agreement"][0]["agree"], 3, "ref agrees with itself");
 }
+
+#[test]
+fn matrix_jobs_change_only_the_wall_times() {
+    let run = |jobs: &str| {
+        let out = ok(&[
+            "matrix",
+            "--lanes",
+            "x86_64-avx2,aarch64-neon-repack,hip-wave32",
+            "--portable",
+            "--prompt",
+            "mixed-7",
+            "--steps",
+            "4",
+            "--jobs",
+            jobs,
+            "--json",
+        ]);
+        // Everything but the wall times (of the run, each lane and each prompt).
+        fn strip(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.remove("wall_s");
+                    m.values_mut().for_each(strip);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        strip(&mut v);
+        v
+    };
+    let one = run("1");
+    let three = run("3");
+    assert_eq!(one, three, "--jobs 3 changed a result");
+    let names: Vec<&str> =
+        three["lanes"].as_array().unwrap().iter().map(|l| l["lane"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["ref", "x86_64-avx2", "aarch64-neon-repack", "hip-wave32"]);
+    let e = fails(&["matrix", "--jobs", "0"]);
+    assert!(e.contains("--jobs"), "{e}");
+}

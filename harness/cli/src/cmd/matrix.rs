@@ -72,7 +72,8 @@ pub fn run(a: MatrixArgs) -> Result<()> {
             bail!("--aarch64-bin {}: no such file", b.display());
         }
     }
-    let bar = Mutex::new(Progress::new(selected.len() * prompts.len(), a.exec.quiet || a.exec.json));
+    let bar =
+        Mutex::new(Progress::new(selected.len() * prompts.len(), a.exec.quiet || a.exec.json));
     let tick = |label: &str| {
         if let Ok(mut b) = bar.lock() {
             b.tick(label);
@@ -146,8 +147,8 @@ pub fn run(a: MatrixArgs) -> Result<()> {
     };
     // `jobs` workers take the lanes in order; the table keeps the lane order.
     let next = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<(LaneResult, String)>>>> =
-        selected.iter().map(|_| Mutex::new(None)).collect();
+    type Slot = Mutex<Option<Result<(LaneResult, String)>>>;
+    let slots: Vec<Slot> = selected.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
         for _ in 0..usize::from(a.jobs).min(selected.len()) {
             s.spawn(|| loop {
