@@ -5,6 +5,9 @@
 //! instead when `TIERCHECK_REQUIRE_LANES` requires `x86_64-avx512`.
 
 #[cfg(target_arch = "x86_64")]
+mod common;
+
+#[cfg(target_arch = "x86_64")]
 mod x86 {
     use libtest_mimic::{Completion, Failed, Trial};
     use tiercheck_core::arch::x86_64::avx512::vec_dot as twin;
@@ -120,15 +123,7 @@ mod x86 {
     /// Run `check` where the CPU has the lane's features; else ignored with the
     /// reason, or a failure when the lane is required.
     fn run(check: Check) -> Result<Completion, Failed> {
-        if is_available() {
-            check()?;
-            return Ok(Completion::Completed);
-        }
-        let why = kernels().err().map(|e| e.to_string()).unwrap_or_default();
-        if tiercheck_core::require::lane_required(LANE)? {
-            return Err(format!("TIERCHECK_REQUIRE_LANES requires {LANE}: {why}").into());
-        }
-        Ok(Completion::ignored_with(why))
+        crate::common::run_where_available(LANE, is_available(), kernels, check)
     }
 
     pub fn trials() -> Vec<Trial> {

@@ -8,6 +8,9 @@
 //! requires `x86_64-avx2`.
 
 #[cfg(target_arch = "x86_64")]
+mod common;
+
+#[cfg(target_arch = "x86_64")]
 mod x86 {
     use libtest_mimic::{Completion, Failed, Trial};
     use tiercheck_core::arch::x86_64::avx2::tiled as twin;
@@ -155,15 +158,7 @@ mod x86 {
     }
 
     fn run(check: Check) -> Result<Completion, Failed> {
-        if is_available() {
-            check()?;
-            return Ok(Completion::Completed);
-        }
-        let why = kernels().err().map(|e| e.to_string()).unwrap_or_default();
-        if tiercheck_core::require::lane_required(LANE)? {
-            return Err(format!("TIERCHECK_REQUIRE_LANES requires {LANE}: {why}").into());
-        }
-        Ok(Completion::ignored_with(why))
+        crate::common::run_where_available(LANE, is_available(), kernels, check)
     }
 
     pub fn trials() -> Vec<Trial> {

@@ -15,20 +15,13 @@
 
 use core::arch::x86_64::*;
 
+use super::vec_dot::load256;
+
 use tiercheck_core::arch::x86_64::avx2::tiled::{
     q4_k_s2, q4_k_scales_mins, q4_k_step, q6_k_scales, q6_k_step,
 };
 use tiercheck_core::blocks::{cast_blocks, BlockQ4K, BlockQ6K, BlockQ8K, QK_K};
 use tiercheck_core::{GgmlType, KernelError, WeightMatrix};
-
-/// Load 32 bytes from the start of `p` (which has at least 32).
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn load256(p: &[u8]) -> __m256i {
-    assert!(p.len() >= 32);
-    // SAFETY: the assertion above guarantees 32 readable bytes; the load is unaligned.
-    unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
-}
 
 /// Load eight i32 from the start of `p` (which has at least eight).
 #[inline]

@@ -46,7 +46,7 @@ fn load128(p: &[u8; 16]) -> __m128i {
 /// Load 32 bytes from the start of `p` (which has at least 32).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn load256(p: &[u8]) -> __m256i {
+pub(crate) fn load256(p: &[u8]) -> __m256i {
     assert!(p.len() >= 32);
     // SAFETY: the assertion above guarantees 32 readable bytes; the load is unaligned.
     unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
