@@ -41,8 +41,8 @@ use crate::GgmlType;
 pub static AARCH64_I8MM_REPACK: Lane = Lane {
     name: "aarch64-i8mm-repack",
     arch: Arch::Aarch64,
-    summary:
-        "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K 8x8, q4_0/q8_0 4x8 gemv and gemm",
+    summary: "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K 8x8, q4_0/q8_0 4x8 gemv and gemm; \
+              not yet: ggml's q6_K_8x8, nrc=2 vec_dot, the attention without llamafile (decoder: gaps)",
     status: Status::Proven(&[Proof {
         level: Level::Kernel,
         against: "ggml aarch64 i8mm build (GCC) repacked mul_mat under qemu",

@@ -36,7 +36,8 @@ use crate::GgmlType;
 pub static AARCH64_NEON_REPACK: Lane = Lane {
     name: "aarch64-neon-repack",
     arch: Arch::Aarch64,
-    summary: "ggml aarch64 (GCC, dotprod) with CPU repack: q4_K 8x4, q4_0/q8_0 4x4 gemv and gemm",
+    summary: "ggml aarch64 (GCC, dotprod) with CPU repack: q4_K 8x4, q4_0/q8_0 4x4 gemv and gemm; \
+              not yet: ggml's q6_K_8x4 (its gemm: prompt mode differs at Q6_K matmuls)",
     status: Status::Proven(&[
         Proof {
             level: Level::Kernel,
