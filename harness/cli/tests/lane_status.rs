@@ -90,8 +90,8 @@ fn status_tags_name_the_unqualified_level() {
     assert_eq!(tag("x86_64-avx2-repack"), "proven:prompt");
     assert_eq!(tag("x86_64-avx2"), "proven:prompt");
     assert_eq!(tag("aarch64-neon"), "proven:prompt");
-    assert_eq!(tag("aarch64-neon-repack"), "proven:decode");
-    assert_eq!(tag("aarch64-i8mm-repack"), "proven:kernel");
+    assert_eq!(tag("aarch64-neon-repack"), "proven:prompt");
+    assert_eq!(tag("aarch64-i8mm-repack"), "proven:prompt");
     assert_eq!(tag("x86_64-avx512"), "synthetic");
     assert_eq!(tag("hip-wave32"), "modelled");
     // A proof that holds only under a stated setting does not raise the plain level: the

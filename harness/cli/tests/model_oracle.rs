@@ -11,6 +11,13 @@
 //!   `x86_64-avx2` lane (`--no-repack`): decode and prompt mode (the prompt is one batch
 //!   of 20 rows, so every K-quant matmul of the plain weights takes the tiled path),
 //!   whole-run and layer-local, every tap of every step bitwise.
+//! - `llama_cpp/arm-dotprod/{no_repack,repack}/*` and `llama_cpp/arm-i8mm/repack/*`:
+//!   the same against llama.cpp's aarch64 builds (GCC, dotprod and dotprod+i8mm, the
+//!   static `llamataps` driver of `ci/oracle-driver` under qemu-aarch64 on `neoverse-n1`
+//!   and `max,sve=off`), against `aarch64-neon`, `aarch64-neon-repack` and
+//!   `aarch64-i8mm-repack`: decode and prompt mode, whole-run and layer-local, every tap
+//!   bitwise (the Q6_K weights repacked as `q6_K_8x4` / `q6_K_8x8`; the i8mm build's
+//!   batched attention without llamafile).
 //!
 //! Needs the oracle stage (`ci/oracle`); without it the trials are reported ignored with
 //! the reason, and `TIERCHECK_REQUIRE_ORACLE=1` (CI) makes that a failure.
@@ -28,43 +35,6 @@ use tiercheck_model::run::{self, read_trace, RunSpec, Trace};
 use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
 use tiercheck_oracle::OracleConfig;
-
-/// A llama.cpp path that no lane reproduces yet, documented in docs/LANES.md: the taps it
-/// reaches may differ, and some must (see [`judge_gap`]).
-#[derive(Clone, Copy, Debug)]
-enum Gap {
-    /// The aarch64 Q6_K repack (`q6_K_8x4` on dotprod, `q6_K_8x8` on i8mm): the taps a
-    /// Q6_K matmul reaches.
-    Q6KRepack,
-    /// The same, and the i8mm build's attention without llamafile (compiled out there: its
-    /// batched `kqv` product runs `ggml_vec_dot_f32`, where the lane's NEON flavour models
-    /// tinyBLAS): from `kqv_out` on in every layer as well.
-    Q6KRepackNoSgemm,
-}
-
-impl Gap {
-    fn reaches(self, model: &Model, tap: &str, layer_local: bool) -> bool {
-        if q6_k_reach(model, tap, layer_local) {
-            return true;
-        }
-        match self {
-            Gap::Q6KRepack => false,
-            Gap::Q6KRepackNoSgemm => {
-                let kind = tapdiff::tap_kind(tap);
-                let after_attention = matches!(
-                    kind,
-                    "kqv_out" | "ffn_inp" | "ffn_norm" | "ffn_swiglu" | "ffn_out" | "l_out"
-                );
-                let layer: Option<usize> = tap.rsplit_once('-').and_then(|(_, l)| l.parse().ok());
-                match layer {
-                    Some(l) if !layer_local => l > 0 || after_attention,
-                    Some(_) => after_attention,
-                    None => !layer_local && kind != "inp_embd",
-                }
-            }
-        }
-    }
-}
 
 /// A llama.cpp build of `ci/oracle`: the haswell one (in process through ctypes) or an
 /// aarch64 one (the static `llamataps` driver under qemu-aarch64 on its tier's CPU model).
@@ -334,64 +304,13 @@ fn judge(what: &str, diffs: &[TapDiff]) -> Result<(), String> {
     }
 }
 
-/// Taps a Q6_K matmul reaches: in a layer with a Q6_K `attn_v`, `Vcur` and everything
-/// after it; with a Q6_K `ffn_down`, `ffn_out` and `l_out`; the logits (Q6_K `output`);
-/// end to end also every tap after the first such layer.
-fn q6_k_reach(model: &Model, tap: &str, layer_local: bool) -> bool {
-    let f = &model.file;
-    let q6 = |l: usize, w: &str| {
-        f.tensor(&format!("blk.{l}.{w}.weight"))
-            .is_some_and(|t| t.ty == tiercheck_gguf::GgmlType::Q6_K)
-    };
-    let kind = tapdiff::tap_kind(tap);
-    let layer: Option<usize> = tap.rsplit_once('-').and_then(|(_, l)| l.parse().ok());
-    let in_layer = |l: usize| {
-        (q6(l, "attn_v") && !matches!(kind, "attn_norm" | "Qcur" | "Kcur"))
-            || (q6(l, "ffn_down") && matches!(kind, "ffn_out" | "l_out"))
-    };
-    let first_q6 = (0..model.hp.n_layer).find(|&l| q6(l, "attn_v") || q6(l, "ffn_down"));
-    match layer {
-        None => kind != "inp_embd" && (!layer_local || kind == "result_output"),
-        Some(l) if layer_local => in_layer(l),
-        Some(l) => match first_q6 {
-            Some(f0) if l > f0 => true,
-            Some(f0) if l == f0 => in_layer(l),
-            _ => false,
-        },
-    }
-}
-
-/// A documented gap (a llama.cpp path no lane reproduces yet): every tap the path does not
-/// reach is bitwise equal, and some tap it reaches differs. When none differs any more the
-/// gap is closed and the trial fails, so that the claim is raised instead.
-fn judge_gap(what: &str, diffs: &[TapDiff], reach: impl Fn(&str) -> bool) -> Result<(), String> {
-    let n_bit = diffs.iter().filter(|d| d.bitwise()).count();
-    eprintln!("{what}: {n_bit}/{} taps bitwise equal\n{}", diffs.len(), report(diffs));
-    if let Some(d) = diffs.iter().find(|d| !d.bitwise() && !reach(&d.name)) {
-        return Err(format!(
-            "{what}: step {} tap {} differs ({} of {} values, rel_l2 {:.3e}) although the \
-             documented gap does not reach it",
-            d.step, d.name, d.n_diff, d.n, d.rel_l2
-        ));
-    }
-    if diffs.iter().all(|d| d.bitwise()) {
-        return Err(format!("{what}: every tap is bitwise equal: the gap is closed"));
-    }
-    Ok(())
-}
-
 fn embedded_model() -> Result<Model, String> {
     let path = embedded::ensure_model(None).map_err(|e| e.to_string())?;
     Model::open(&path).map_err(|e| e.to_string())
 }
 
 /// Whole run: our lane against llama.cpp, every tap of every step.
-fn llama_end_to_end(
-    build: Build,
-    mode: Mode,
-    repack: bool,
-    gap: Option<Gap>,
-) -> Result<(), String> {
+fn llama_end_to_end(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(20);
@@ -408,21 +327,13 @@ fn llama_end_to_end(
         build.name(),
         mode.name()
     );
-    match gap {
-        None => judge(&what, &diffs),
-        Some(g) => judge_gap(&what, &diffs, |t| g.reaches(&model, t, false)),
-    }
+    judge(&what, &diffs)
 }
 
 /// Layer-local: each of our layers fed llama.cpp's input to that layer (its previous
 /// `l_out`, or its embedding rows) and a KV cache filled from llama.cpp's own `Kcur` and
 /// `Vcur` of earlier steps; the head fed llama.cpp's last `l_out`.
-fn llama_layer_local(
-    build: Build,
-    mode: Mode,
-    repack: bool,
-    gap: Option<Gap>,
-) -> Result<(), String> {
+fn llama_layer_local(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
     let model = embedded_model()?;
     let theirs = forced_trace(build, mode, repack)?;
     let dec = Decoder::new(&model, lane_arith(build.lane(repack))?, Residual::F32, 512)
@@ -480,10 +391,7 @@ fn llama_layer_local(
         build.name(),
         mode.name()
     );
-    match gap {
-        None => judge(&what, &diffs),
-        Some(g) => judge_gap(&what, &diffs, |t| g.reaches(&model, t, true)),
-    }
+    judge(&what, &diffs)
 }
 
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied
@@ -667,46 +575,44 @@ fn main() -> ExitCode {
         trial("gguf_py_model/untied", || gguf_py_model(false)),
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/decode/end_to_end", || {
-            llama_end_to_end(Build::Haswell, Mode::Decode, true, None)
+            llama_end_to_end(Build::Haswell, Mode::Decode, true)
         }),
         trial("llama_cpp/decode/layer_local", || {
-            llama_layer_local(Build::Haswell, Mode::Decode, true, None)
+            llama_layer_local(Build::Haswell, Mode::Decode, true)
         }),
         trial("llama_cpp/prompt/end_to_end", || {
-            llama_end_to_end(Build::Haswell, Mode::Prompt, true, None)
+            llama_end_to_end(Build::Haswell, Mode::Prompt, true)
         }),
         trial("llama_cpp/prompt/layer_local", || {
-            llama_layer_local(Build::Haswell, Mode::Prompt, true, None)
+            llama_layer_local(Build::Haswell, Mode::Prompt, true)
         }),
         trial("llama_cpp/delta_greedy", llama_delta),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
     ];
     // Every build with repack off and on, where a lane reproduces it: `llama_cpp/<build>/
     // <repack|no_repack>/<mode>/<end_to_end|layer_local>` (the haswell build with repack
-    // on keeps its shorter names above); where a documented gap remains, the same check
-    // as `gap/<build>/...` (the taps the gap reaches differ, all others bitwise).
-    let runs: [(Build, bool, Mode, Option<Gap>); 8] = [
-        (Build::Haswell, false, Mode::Decode, None),
-        (Build::Haswell, false, Mode::Prompt, None),
-        (Build::ArmDotprod, false, Mode::Decode, None),
-        (Build::ArmDotprod, false, Mode::Prompt, None),
-        (Build::ArmDotprod, true, Mode::Decode, None),
-        (Build::ArmDotprod, true, Mode::Prompt, Some(Gap::Q6KRepack)),
-        (Build::ArmI8mm, true, Mode::Decode, Some(Gap::Q6KRepack)),
-        (Build::ArmI8mm, true, Mode::Prompt, Some(Gap::Q6KRepackNoSgemm)),
+    // on keeps its shorter names above).
+    let runs: [(Build, bool, Mode); 8] = [
+        (Build::Haswell, false, Mode::Decode),
+        (Build::Haswell, false, Mode::Prompt),
+        (Build::ArmDotprod, false, Mode::Decode),
+        (Build::ArmDotprod, false, Mode::Prompt),
+        (Build::ArmDotprod, true, Mode::Decode),
+        (Build::ArmDotprod, true, Mode::Prompt),
+        (Build::ArmI8mm, true, Mode::Decode),
+        (Build::ArmI8mm, true, Mode::Prompt),
     ];
-    for (build, repack, mode, gap) in runs {
+    for (build, repack, mode) in runs {
         let r = if repack { "repack" } else { "no_repack" };
-        let prefix = match (build, gap) {
-            (Build::Haswell, _) => format!("llama_cpp/{r}"),
-            (_, None) => format!("llama_cpp/{}/{r}", build.name()),
-            (_, Some(_)) => format!("gap/{}/{r}", build.name()),
+        let prefix = match build {
+            Build::Haswell => format!("llama_cpp/{r}"),
+            _ => format!("llama_cpp/{}/{r}", build.name()),
         };
         trials.push(trial(&format!("{prefix}/{}/end_to_end", mode.name()), move || {
-            llama_end_to_end(build, mode, repack, gap)
+            llama_end_to_end(build, mode, repack)
         }));
         trials.push(trial(&format!("{prefix}/{}/layer_local", mode.name()), move || {
-            llama_layer_local(build, mode, repack, gap)
+            llama_layer_local(build, mode, repack)
         }));
     }
     for (name, verdict) in tiercheck_golden::claims::claim_checks(

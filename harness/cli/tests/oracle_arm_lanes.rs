@@ -14,14 +14,15 @@
 //!   in the `CPU_REPACK` buffer, k in {256, 512}, m in {1, 2, 3, 4, 5, 7, 8} (gemm groups
 //!   and gemv leftovers), n in {8, 16, 24} (and 12 for the 4-row layouts), several
 //!   activation kinds; weights from the reference quantizer (passed as bytes: ggml's
-//!   aarch64 quantizer differs for q4_K). Row counts ggml does not repack (12 for q4_K,
-//!   10 for q4_0/q8_0) must be refused by the repack buffer and match the plain matmul
+//!   aarch64 quantizer differs for q4_K); types q4_0, q8_0, q4_K and q6_K (layouts
+//!   q4_0_4x4, q8_0_4x4, q4_K_8x4, q6_K_8x4). Row counts ggml does not repack (12 for
+//!   q4_K and q6_K, 10 for q4_0/q8_0) must be refused by the repack buffer and match the plain matmul
 //!   (q4_0/q8_0 at m = 1 only: with more rows ggml runs llamafile's tinyBLAS).
 //!
 //! - `oracle/arm-i8mm/matmul-repack/<type>/aarch64-i8mm-repack`: the same against the
 //!   `arm-i8mm` flavour (`-march=armv8.6-a+dotprod+i8mm`, qemu `max,sve=off`), layouts
-//!   q4_K_8x8, q4_0_4x8, q8_0_4x8. Row counts without a layout (12 for q4_K, 10 for
-//!   q4_0/q8_0) at odd m only (that build has no llamafile; at even m and even n its
+//!   q4_K_8x8, q6_K_8x8, q4_0_4x8, q8_0_4x8. Row counts without a layout (12 for q4_K
+//!   and q6_K, 10 for q4_0/q8_0) at odd m only (that build has no llamafile; at even m and even n its
 //!   plain vec_dot runs two rows at a time, `nrc == 2`, which the lane does not
 //!   reproduce).
 //!
@@ -74,13 +75,13 @@ fn main() -> ExitCode {
             move |d| check_vec_dot(d, ty, "aarch64-neon"),
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
         trials.push(trial(
             format!("oracle/arm-dotprod/matmul-repack/{}/aarch64-neon-repack", ty.name()),
             move |d| check_matmul_repack(d, ty),
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),

@@ -7,7 +7,9 @@
 //! can run a case gets one trial per case.
 //!
 //! Shapes reach the tails: k in {256, 512, 4096, 5120, 17408}, weight rows n in
-//! {1, 3, 4, 7, 8, 9, 16, 33}, activation rows m in {1, 2, 3, 4, 5, 8}. Inputs cover
+//! {1, 3, 4, 7, 8, 9, 12, 16, 24, 33}, activation rows m in {1, ..., 9}: every row split
+//! of the repacked matmuls (gemm groups of four rows, 0 to 3 leftover rows through the
+//! gemv kernel, on row counts that are and are not multiples of the layouts' 4 and 8). Inputs cover
 //! all-zero blocks, exact rounding ties, the maximum magnitude with both signs, huge
 //! dynamic range, f16-subnormal scales, maximum/zero scale codes, and (activation
 //! quantizers only) NaN and infinities.
@@ -125,7 +127,11 @@ const QUANTIZE_KINDS: [RowKind; 8] = [
 const VEC_DOT_K: [usize; 5] = [256, 512, 4096, 5120, 17408];
 const GEMV_SHAPES: [(usize, usize); 8] =
     [(256, 1), (256, 3), (512, 4), (512, 7), (4096, 8), (4096, 9), (5120, 16), (17408, 3)];
-const GEMM_SHAPES: [(usize, usize, usize); 7] = [
+/// Row splits of the repacked matmuls are covered: with n a multiple of 8 (and so of 4),
+/// m = 4, 5, 6, 7, 8 leave 0, 1, 2, 3, 0 rows to the gemv kernel after the groups of four
+/// that go through the gemm kernel; n = 12 is a 4-row layout only (8-row layouts stay
+/// plain there), with two gemm groups and one leftover at m = 9.
+const GEMM_SHAPES: [(usize, usize, usize); 11] = [
     (256, 4, 2),
     (256, 9, 3),
     (512, 8, 4),
@@ -133,6 +139,10 @@ const GEMM_SHAPES: [(usize, usize, usize); 7] = [
     (4096, 16, 8),
     (5120, 33, 5),
     (17408, 1, 2),
+    (256, 8, 5),
+    (512, 16, 7),
+    (256, 24, 6),
+    (256, 12, 9),
 ];
 const DEQUANT_SHAPES: [(usize, usize); 3] = [(256, 1), (512, 3), (4096, 4)];
 
@@ -274,6 +284,18 @@ mod tests {
             assert!(cases.iter().any(|c| c.m == m && matches!(c.op, Op::Gemv(_) | Op::Gemm(_))));
         }
         assert!(cases.iter().any(|c| c.name == "q4_K/gemv/k=4096,n=8,m=1/case0"));
+        // Every row split of both row groups, per weight type: leftover rows 0..4 on a
+        // repacked row count (a multiple of 4 and 8), and n a multiple of 4 but not 8.
+        for &t in WEIGHT_TYPES {
+            let gemm = |f: &dyn Fn(&Case) -> bool| {
+                cases.iter().any(|c| c.op == Op::Gemm(t) && c.m >= 4 && f(c))
+            };
+            for left in 0..4 {
+                assert!(gemm(&|c| c.n % 8 == 0 && c.m % 4 == left), "{t:?} leftover {left}");
+            }
+            assert!(gemm(&|c| c.n % 4 == 0 && c.n % 8 != 0 && c.m > 8));
+            assert!(gemm(&|c| c.n % 4 != 0));
+        }
     }
 
     #[test]

@@ -40,12 +40,15 @@ use tiercheck_core::elem::{
 
 /// The native aarch64 elementwise kernels. Only [`kernels()`] hands one out, and only
 /// where the CPU has NEON, so holding one proves the instructions legal.
+/// The same loops serve [`ElemFlavour::Neon`] and [`ElemFlavour::NeonNoLlamafile`]
+/// (which differ only in whether the decoder calls the tinyBLAS dot).
 #[derive(Debug)]
 pub struct NeonElem {
-    _proof: (),
+    flavour: ElemFlavour,
 }
 
-static NATIVE: NeonElem = NeonElem { _proof: () };
+static NATIVE: NeonElem = NeonElem { flavour: ElemFlavour::Neon };
+static NATIVE_NO_LLAMAFILE: NeonElem = NeonElem { flavour: ElemFlavour::NeonNoLlamafile };
 
 /// The native [`ElemFlavour::Neon`] kernels, or the CPU features this CPU lacks.
 pub fn kernels() -> Result<&'static dyn ElemOps, tiercheck_core::lane::Unavailable> {
@@ -53,9 +56,16 @@ pub fn kernels() -> Result<&'static dyn ElemOps, tiercheck_core::lane::Unavailab
     Ok(&NATIVE)
 }
 
+/// The native [`ElemFlavour::NeonNoLlamafile`] kernels (the NEON loops), or the CPU
+/// features this CPU lacks.
+pub fn kernels_no_llamafile() -> Result<&'static dyn ElemOps, tiercheck_core::lane::Unavailable> {
+    crate::neon::FEATURES.check()?;
+    Ok(&NATIVE_NO_LLAMAFILE)
+}
+
 impl ElemOps for NeonElem {
     fn flavour(&self) -> ElemFlavour {
-        ElemFlavour::Neon
+        self.flavour
     }
 
     fn soft_max(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {

@@ -29,5 +29,7 @@ pub static NATIVE: &[NativeLane] = &[
 ];
 
 /// The native elementwise kernels of this crate.
-pub static NATIVE_ELEM: &[NativeElem] =
-    &[NativeElem { flavour: ElemFlavour::Neon, ops: elem::kernels }];
+pub static NATIVE_ELEM: &[NativeElem] = &[
+    NativeElem { flavour: ElemFlavour::Neon, ops: elem::kernels },
+    NativeElem { flavour: ElemFlavour::NeonNoLlamafile, ops: elem::kernels_no_llamafile },
+];

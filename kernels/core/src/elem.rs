@@ -27,6 +27,12 @@
 //!   (the scalar NeoX loop of the aarch64 library: `fnmsub`/`fmadd` on the `x0`
 //!   products).
 //!
+//! - [`ElemFlavour::NeonNoLlamafile`] — the same NEON loops in a build without
+//!   llamafile: ggml-cpu compiles llamafile's sgemm out when the compiler targets i8mm
+//!   or SVE (`ggml-cpu.c` undefines `GGML_USE_LLAMAFILE` under `__ARM_FEATURE_MATMUL_INT8`
+//!   or `__ARM_FEATURE_SVE`), so a batch's f32 `V·softmax` goes through
+//!   `ggml_vec_dot_f32` as a single token's does (the i8mm lanes).
+//!
 //! Elements that do not fill a vector go through the scalar tail: `expf` from the C
 //! library (Rust's `f32::exp` calls the same glibc function ggml does). The decoder pads
 //! attention rows the way llama.cpp pads its KV cache (multiples of 256), so softmax and
@@ -47,23 +53,39 @@ pub enum ElemFlavour {
     Avx2,
     /// GCC-built ggml for aarch64 (NEON, fused multiply-adds).
     Neon,
+    /// The NEON loops in an aarch64 build without llamafile (i8mm or SVE targeted).
+    NeonNoLlamafile,
 }
 
 impl ElemFlavour {
+    /// Every flavour.
+    pub const ALL: [ElemFlavour; 4] =
+        [ElemFlavour::X64, ElemFlavour::Avx2, ElemFlavour::Neon, ElemFlavour::NeonNoLlamafile];
+
     /// Stable name.
     pub fn name(self) -> &'static str {
         match self {
             ElemFlavour::X64 => "x64-sse2",
             ElemFlavour::Avx2 => "avx2-fma",
             ElemFlavour::Neon => "neon-fma",
+            ElemFlavour::NeonNoLlamafile => "neon-fma-no-llamafile",
+        }
+    }
+
+    /// The flavour whose vector loops this one runs (itself, except that
+    /// [`ElemFlavour::NeonNoLlamafile`] runs the [`ElemFlavour::Neon`] loops).
+    pub fn loops(self) -> ElemFlavour {
+        match self {
+            ElemFlavour::NeonNoLlamafile => ElemFlavour::Neon,
+            f => f,
         }
     }
 
     /// Floats per vector in `ggml_v_expf` / `ggml_v_silu`.
     pub fn width(self) -> usize {
-        match self {
+        match self.loops() {
             ElemFlavour::Avx2 => 8,
-            ElemFlavour::X64 | ElemFlavour::Neon => 4,
+            _ => 4,
         }
     }
 
@@ -76,7 +98,7 @@ impl ElemFlavour {
     /// llamafile's tinyBLAS instead of `ggml_vec_dot_f32`; `None` when it never does.
     pub fn sgemm_min_rows(self) -> Option<usize> {
         match self {
-            ElemFlavour::X64 => None,
+            ElemFlavour::X64 | ElemFlavour::NeonNoLlamafile => None,
             ElemFlavour::Avx2 => Some(2),
             ElemFlavour::Neon => Some(4),
         }
@@ -114,6 +136,8 @@ pub static PORTABLE_X64: PortableElem = PortableElem(ElemFlavour::X64);
 pub static PORTABLE_AVX2: PortableElem = PortableElem(ElemFlavour::Avx2);
 /// Portable aarch64 elementwise kernels.
 pub static PORTABLE_NEON: PortableElem = PortableElem(ElemFlavour::Neon);
+/// Portable aarch64 elementwise kernels of a build without llamafile.
+pub static PORTABLE_NEON_NO_LLAMAFILE: PortableElem = PortableElem(ElemFlavour::NeonNoLlamafile);
 
 /// The portable kernels of `flavour`.
 pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
@@ -121,6 +145,7 @@ pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
         ElemFlavour::X64 => &PORTABLE_X64,
         ElemFlavour::Avx2 => &PORTABLE_AVX2,
         ElemFlavour::Neon => &PORTABLE_NEON,
+        ElemFlavour::NeonNoLlamafile => &PORTABLE_NEON_NO_LLAMAFILE,
     }
 }
 
@@ -215,9 +240,11 @@ pub fn silu_scalar(x: f32) -> f32 {
 /// Horizontal sum of one vector in the tier's order.
 #[inline]
 fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
-    match flavour {
+    match flavour.loops() {
         // SSE2 shuffle/movehl (x64) and vaddvq (NEON): (v0+v1)+(v2+v3).
-        ElemFlavour::X64 | ElemFlavour::Neon => (v[0] + v[1]) + (v[2] + v[3]),
+        ElemFlavour::X64 | ElemFlavour::Neon | ElemFlavour::NeonNoLlamafile => {
+            (v[0] + v[1]) + (v[2] + v[3])
+        }
         // _mm256: high + low, then movehl, then movehdup.
         ElemFlavour::Avx2 => {
             let w = [v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]];
@@ -273,7 +300,7 @@ impl ElemOps for PortableElem {
 
     fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f32: lengths differ");
-        match self.0 {
+        match self.0.loops() {
             ElemFlavour::X64 => {
                 // No GGML_SIMD: each product rounded to f32, summed in f64.
                 let mut s = 0.0f64;
@@ -290,7 +317,7 @@ impl ElemOps for PortableElem {
                 let t = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
                 (t[0] + t[1]) + (t[2] + t[3])
             }),
-            ElemFlavour::Neon => dot_f32_simd::<4>(x, y, |acc| {
+            ElemFlavour::Neon | ElemFlavour::NeonNoLlamafile => dot_f32_simd::<4>(x, y, |acc| {
                 let a: [f32; 4] =
                     core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
                 (a[0] + a[1]) + (a[2] + a[3])
@@ -308,11 +335,11 @@ impl ElemOps for PortableElem {
                 acc[l] = ca[l].mul_add(cb[l], acc[l]);
             }
         }
-        match self.0 {
-            // X64 has no tinyBLAS; the x86 SSE form of hsum(__m128) is given for
-            // completeness and never reached through the decoder.
-            ElemFlavour::X64 | ElemFlavour::Neon => hsum(ElemFlavour::Neon, &acc[..4]),
+        match self.0.loops() {
+            // X64 and builds without llamafile have no tinyBLAS; the 4-float form is
+            // given for completeness and never reached through the decoder.
             ElemFlavour::Avx2 => hsum(ElemFlavour::Avx2, &acc),
+            _ => hsum(ElemFlavour::Neon, &acc[..4]),
         }
     }
 }
@@ -479,7 +506,7 @@ mod tests {
         let y: Vec<f32> = (0..100).map(|i| ((i * 11 % 13) as f32 - 6.0) * 0.07).collect();
         let exact: f64 = x.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
         let abs: f64 = x.iter().zip(&y).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
-        for f in [ElemFlavour::X64, ElemFlavour::Avx2, ElemFlavour::Neon] {
+        for f in ElemFlavour::ALL {
             let got = portable(f).dot_f32(&x, &y) as f64;
             assert!((got - exact).abs() <= 100.0 * f32::EPSILON as f64 * abs, "{f:?}");
         }
@@ -492,7 +519,7 @@ mod tests {
     fn softmax_sums_match_the_outputs() {
         let x: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 5.0).collect();
         let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        for f in [ElemFlavour::X64, ElemFlavour::Avx2, ElemFlavour::Neon] {
+        for f in ElemFlavour::ALL {
             let mut y = vec![0.0; x.len()];
             let s = portable(f).soft_max(&mut y, &x, max);
             let direct: f64 = y.iter().map(|&v| v as f64).sum();

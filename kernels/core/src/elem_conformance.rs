@@ -339,8 +339,8 @@ pub fn differs_from_other_flavours(native: &dyn ElemOps, flavour: ElemFlavour) -
     let mut rng = Rng::seeded(0x0DD_F1A5);
     let x: Vec<f32> = (0..4096).map(|_| rng.uniform(-20.0, 20.0)).collect();
     let y: Vec<f32> = (0..4096).map(|_| rng.uniform(-1.0, 1.0)).collect();
-    for other in [ElemFlavour::X64, ElemFlavour::Avx2, ElemFlavour::Neon] {
-        if other == flavour {
+    for other in ElemFlavour::ALL {
+        if other.loops() == flavour.loops() {
             continue;
         }
         let twin = portable(other);
@@ -381,9 +381,14 @@ pub enum Verdict {
     Ignore(String),
 }
 
-/// The lanes whose recipe uses `flavour` for the decoder's elementwise loops.
+/// The lanes whose recipe runs `flavour`'s loops for the decoder's elementwise ops
+/// (a flavour that differs only in its matmul choice shares the loops, [`ElemFlavour::loops`]).
 pub fn lanes_using(flavour: ElemFlavour) -> Vec<&'static str> {
-    crate::LANES.iter().filter(|l| l.recipe.elem == flavour).map(|l| l.name).collect()
+    crate::LANES
+        .iter()
+        .filter(|l| l.recipe.elem.loops() == flavour.loops())
+        .map(|l| l.name)
+        .collect()
 }
 
 /// Decide a conformance trial: `native` is the architecture crate's kernels for

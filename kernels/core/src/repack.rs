@@ -28,15 +28,20 @@
 //! - `q8_0_4x8` (`block_q8_0x4`, ARM i8mm): as `q8_0_4x4` with an 8-byte interleave: qs
 //!   chunk c (8 bytes) is bytes [(c/4)*8, (c/4)*8 + 8) of row c % 4's `qs`.
 //! - ARM i8mm's `q4_K_8x8` is the x86 `q4_K_8x8` above, byte for byte.
+//! - `q6_K_8x4` (`block_q6_Kx8`, 1680 bytes, ARM dotprod; builder `make_block_q6_Kx8`):
+//!   `d[8]` (f16), `scales[128]`, `ql[1024]`, `qh[512]`. `scales[8 * j + r]` is row r's
+//!   sub-block scale j; ql chunk c (4 bytes) is bytes [(c/8)*4, (c/8)*4 + 4) of row
+//!   c % 8's `ql`, qh chunk c likewise of its `qh` (the same chunk size for both).
+//! - `q6_K_8x8` (ARM i8mm): `block_q6_Kx8` with an 8-byte interleave of `ql` and `qh`.
 //!
 //! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K and
-//! `q4_0_8x8` layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8` and `q8_0_4x8`.
+//! `q4_0_8x8` and q6_K layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8` and `q8_0_4x8`.
 //!
 //! Repacking is a pure byte permutation (plus a fixed XOR), so [`RepackedMatrix::to_plain`]
 //! restores the original bytes exactly.
 
 use crate::blocks::q4_k::scale_min_k4;
-use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ8_0};
+use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8_0};
 use crate::error::KernelError;
 use crate::matrix::WeightMatrix;
 use crate::GgmlType;
@@ -67,6 +72,10 @@ pub enum RepackLayout {
     Q4_0_4x8,
     /// `block_q8_0x4` with 8-byte interleave (ARM i8mm).
     Q8_0_4x8,
+    /// `block_q6_Kx8` with 4-byte interleave (ARM dotprod).
+    Q6K8x4,
+    /// `block_q6_Kx8` with 8-byte interleave (ARM i8mm).
+    Q6K8x8,
 }
 
 impl RepackLayout {
@@ -80,6 +89,8 @@ impl RepackLayout {
             RepackLayout::Q8_0_4x4 => "q8_0_4x4",
             RepackLayout::Q4_0_4x8 => "q4_0_4x8",
             RepackLayout::Q8_0_4x8 => "q8_0_4x8",
+            RepackLayout::Q6K8x4 => "q6_K_8x4",
+            RepackLayout::Q6K8x8 => "q6_K_8x8",
         }
     }
     /// The plain block type it interleaves.
@@ -92,12 +103,17 @@ impl RepackLayout {
             RepackLayout::Q8_0_4x4 => GgmlType::Q8_0,
             RepackLayout::Q4_0_4x8 => GgmlType::Q4_0,
             RepackLayout::Q8_0_4x8 => GgmlType::Q8_0,
+            RepackLayout::Q6K8x4 | RepackLayout::Q6K8x8 => GgmlType::Q6_K,
         }
     }
     /// Rows interleaved into one block (ggml's `NB_COLS`).
     pub fn cols(self) -> usize {
         match self {
-            RepackLayout::Q4K8x8 | RepackLayout::Q4_0_8x8 | RepackLayout::Q4K8x4 => 8,
+            RepackLayout::Q4K8x8
+            | RepackLayout::Q4_0_8x8
+            | RepackLayout::Q4K8x4
+            | RepackLayout::Q6K8x4
+            | RepackLayout::Q6K8x8 => 8,
             RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
             | RepackLayout::Q4_0_4x8
@@ -110,8 +126,12 @@ impl RepackLayout {
             RepackLayout::Q4K8x8
             | RepackLayout::Q4_0_8x8
             | RepackLayout::Q4_0_4x8
-            | RepackLayout::Q8_0_4x8 => 8,
-            RepackLayout::Q4K8x4 | RepackLayout::Q4_0_4x4 | RepackLayout::Q8_0_4x4 => 4,
+            | RepackLayout::Q8_0_4x8
+            | RepackLayout::Q6K8x8 => 8,
+            RepackLayout::Q4K8x4
+            | RepackLayout::Q4_0_4x4
+            | RepackLayout::Q8_0_4x4
+            | RepackLayout::Q6K8x4 => 4,
         }
     }
     /// Bytes of one interleaved block ([`RepackLayout::cols`] source blocks).
@@ -167,6 +187,56 @@ pub struct BlockQ8_0x4 {
     pub qs: [u8; 128],
 }
 const _: () = assert!(core::mem::size_of::<BlockQ8_0x4>() == 136);
+
+/// `block_q6_Kx8` (1680 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockQ6Kx8 {
+    /// Eight f16 scales.
+    pub d: [[u8; 2]; 8],
+    /// Sub-block scales (i8): `scales[8 * j + r]` is row r's scale j.
+    pub scales: [u8; 128],
+    /// Interleaved low 4 bits.
+    pub ql: [u8; 1024],
+    /// Interleaved high 2 bits.
+    pub qh: [u8; 512],
+}
+const _: () = assert!(core::mem::size_of::<BlockQ6Kx8>() == 1680);
+
+impl BlockQ6Kx8 {
+    /// Interleave 8 `block_q6_K` (one per row) with `il`-byte chunks (`make_block_q6_Kx8`).
+    pub fn from_rows(rows: [&BlockQ6K; 8], il: usize) -> Self {
+        let mut out = BlockQ6Kx8 { d: [[0; 2]; 8], scales: [0; 128], ql: [0; 1024], qh: [0; 512] };
+        for (r, b) in rows.iter().enumerate() {
+            out.d[r] = b.d;
+            for j in 0..16 {
+                out.scales[8 * j + r] = b.scales[j];
+            }
+            for o in 0..128 {
+                out.ql[interleaved_index(8, il, r, o)] = b.ql[o];
+            }
+            for o in 0..64 {
+                out.qh[interleaved_index(8, il, r, o)] = b.qh[o];
+            }
+        }
+        out
+    }
+
+    /// Row `r`'s plain `block_q6_K`, from an `il`-byte interleave (the exact inverse).
+    pub fn row(&self, r: usize, il: usize) -> BlockQ6K {
+        let mut b = BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: self.d[r] };
+        for j in 0..16 {
+            b.scales[j] = self.scales[8 * j + r];
+        }
+        for o in 0..128 {
+            b.ql[o] = self.ql[interleaved_index(8, il, r, o)];
+        }
+        for o in 0..64 {
+            b.qh[o] = self.qh[interleaved_index(8, il, r, o)];
+        }
+        b
+    }
+}
 
 /// Index in an interleaved `qs` of plain byte `o` of row `r`, for `cols` rows and an
 /// interleave of `il` bytes.
@@ -334,6 +404,15 @@ impl RepackedMatrix {
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
+                RepackLayout::Q6K8x4 | RepackLayout::Q6K8x8 => {
+                    let rows: Vec<&[BlockQ6K]> = (0..8)
+                        .map(|r| cast_blocks(GgmlType::Q6_K, w.row(8 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let out = BlockQ6Kx8::from_rows(core::array::from_fn(|r| &rows[r][b]), il);
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
                 RepackLayout::Q8_0_4x4 | RepackLayout::Q8_0_4x8 => {
                     let rows: Vec<&[BlockQ8_0]> = (0..4)
                         .map(|r| cast_blocks(GgmlType::Q8_0, w.row(4 * g + r)))
@@ -410,6 +489,11 @@ impl RepackedMatrix {
                                     x.q_il8(r, o)
                                 };
                             }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                        RepackLayout::Q6K8x4 | RepackLayout::Q6K8x8 => {
+                            let x: &BlockQ6Kx8 = bytemuck::from_bytes(blk);
+                            let pb = x.row(r, self.layout.interleave());
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
                         }
                         RepackLayout::Q8_0_4x4 | RepackLayout::Q8_0_4x8 => {
@@ -503,6 +587,8 @@ mod tests {
             (GgmlType::Q8_0, RepackLayout::Q8_0_4x4),
             (GgmlType::Q4_0, RepackLayout::Q4_0_4x8),
             (GgmlType::Q8_0, RepackLayout::Q8_0_4x8),
+            (GgmlType::Q6_K, RepackLayout::Q6K8x4),
+            (GgmlType::Q6_K, RepackLayout::Q6K8x8),
         ] {
             let (n, k) = (16, 512);
             let bytes = sample(ty, n, k);
@@ -522,6 +608,10 @@ mod tests {
         assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4K8x8).is_err());
         assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4_0_8x8).is_err());
         assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q4K8x4).is_err());
+        assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q6K8x4).is_err());
+        let bytes = sample(GgmlType::Q6_K, 12, 256);
+        let w = WeightMatrix::new(GgmlType::Q6_K, 12, 256, &bytes).unwrap();
+        assert!(RepackedMatrix::from_plain(&w, RepackLayout::Q6K8x8).is_err());
         // 4-row layouts take 12 rows, not 6
         for (ty, layout) in [
             (GgmlType::Q4_0, RepackLayout::Q4_0_4x4),
@@ -537,6 +627,40 @@ mod tests {
             let bytes = sample(ty, 6, 256);
             let w = WeightMatrix::new(ty, 6, 256, &bytes).unwrap();
             assert!(RepackedMatrix::from_plain(&w, layout).is_err());
+        }
+    }
+
+    #[test]
+    fn q6_k_layouts_match_ggml_builder() {
+        // make_block_q6_Kx8(in, il): d[i] = in[i].d; ql chunk i (il bytes, i < 1024/il)
+        // = in[i % 8].ql[(i/8)*il ..]; qh chunk i (i < 512/il) likewise from qh;
+        // scales[j*8 + i] = in[i].scales[j]. Plain block_q6_K: ql 0..128, qh 128..192,
+        // scales 192..208, d 208..210; block_q6_Kx8: d 0..16, scales 16..144,
+        // ql 144..1168, qh 1168..1680.
+        for layout in [RepackLayout::Q6K8x4, RepackLayout::Q6K8x8] {
+            let il = layout.interleave();
+            let bytes = sample(GgmlType::Q6_K, 8, 256);
+            let w = WeightMatrix::new(GgmlType::Q6_K, 8, 256, &bytes).unwrap();
+            let out = RepackedMatrix::from_plain(&w, layout).unwrap();
+            let out = out.data();
+            assert_eq!(out.len(), 1680);
+            let src = |row: usize, off: usize| bytes[row * 210 + off];
+            for i in 0..8 {
+                assert_eq!(&out[2 * i..2 * i + 2], &[src(i, 208), src(i, 209)]);
+                for j in 0..16 {
+                    assert_eq!(out[16 + j * 8 + i], src(i, 192 + j));
+                }
+            }
+            for i in 0..1024 / il {
+                for b in 0..il {
+                    assert_eq!(out[144 + i * il + b], src(i % 8, (i / 8) * il + b), "ql {i}");
+                }
+            }
+            for i in 0..512 / il {
+                for b in 0..il {
+                    assert_eq!(out[1168 + i * il + b], src(i % 8, 128 + (i / 8) * il + b));
+                }
+            }
         }
     }
 

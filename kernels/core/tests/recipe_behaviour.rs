@@ -439,9 +439,11 @@ fn expected_repack(layout: WeightLayout, ty: GgmlType, n: usize) -> Option<Repac
         (WeightLayout::X86Repack8x8, GgmlType::Q4_K) => (RepackLayout::Q4K8x8, 8),
         (WeightLayout::X86Repack8x8, GgmlType::Q4_0) => (RepackLayout::Q4_0_8x8, 8),
         (WeightLayout::ArmDotprodRepack, GgmlType::Q4_K) => (RepackLayout::Q4K8x4, 8),
+        (WeightLayout::ArmDotprodRepack, GgmlType::Q6_K) => (RepackLayout::Q6K8x4, 8),
         (WeightLayout::ArmDotprodRepack, GgmlType::Q4_0) => (RepackLayout::Q4_0_4x4, 4),
         (WeightLayout::ArmDotprodRepack, GgmlType::Q8_0) => (RepackLayout::Q8_0_4x4, 4),
         (WeightLayout::ArmI8mmRepack, GgmlType::Q4_K) => (RepackLayout::Q4K8x8, 8),
+        (WeightLayout::ArmI8mmRepack, GgmlType::Q6_K) => (RepackLayout::Q6K8x8, 8),
         (WeightLayout::ArmI8mmRepack, GgmlType::Q4_0) => (RepackLayout::Q4_0_4x8, 4),
         (WeightLayout::ArmI8mmRepack, GgmlType::Q8_0) => (RepackLayout::Q8_0_4x8, 4),
         (

@@ -1,4 +1,4 @@
-//! The native `aarch64-i8mm-repack` lane: repacked q4_K 8x8, q4_0 4x8 and q8_0 4x8 gemv
+//! The native `aarch64-i8mm-repack` lane: repacked q4_K 8x8, q6_K 8x8, q4_0 4x8 and q8_0 4x8 gemv
 //! and gemm with NEON, `sdot` and `smmla` ([`mod@kernels`]); plain weights take the
 //! native `aarch64-neon` path. The repack itself, the row
 //! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
@@ -12,7 +12,7 @@ use tiercheck_core::arch::aarch64::i8mm_repack::scheme;
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailable};
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, RepackLayout};
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
 use crate::neon;
@@ -60,6 +60,17 @@ fn group(
                     RowPath::Gemm => kernels::gemm_q4_k_8x8(blocks, y),
                     RowPath::Gemv => kernels::gemv_q4_k_8x8(blocks, y),
                 }
+            });
+        }
+        RepackLayout::Q6K8x8 => {
+            let blocks: &[BlockQ6Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            // gemv and gemm share one float order (the twin's module docs); the integer
+            // sums by `sdot` (ggml's gemv) equal the gemm's `smmla` ones exactly.
+            let _ = path;
+            // SAFETY: as above.
+            out.copy_from_slice(&unsafe {
+                crate::neon_repack::kernels::q6_k_unfused::<8>(blocks, y)
             });
         }
         RepackLayout::Q4_0_4x8 => {

@@ -1,5 +1,6 @@
 //! ggml's NEON dotprod repacked kernels (`ggml-cpu/arch/arm/repack.cpp`: q4_K 8x4,
-//! q4_0 4x4, q8_0 4x4), natively. Twin: `tiercheck_core::arch::aarch64::neon_repack::kernels` (same
+//! q6_K 8x4, q4_0 4x4, q8_0 4x4), natively, and the integer core of the i8mm build's
+//! q6_K 8x8 kernels. Twin: `tiercheck_core::arch::aarch64::neon_repack::kernels` (same
 //! names; its docs give the float order). `sdot` by lane is `sdot` against the lane
 //! broadcast; `vfmaq_f32` where ggml fuses, `vmulq_f32` + `vaddq_f32`/`vsubq_f32` where
 //! it uses `vmlaq_f32`/`vmlsq_f32` (GCC keeps those unfused).
@@ -8,7 +9,7 @@ use core::arch::aarch64::*;
 
 use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
 use tiercheck_core::fp16::f16_bits_to_f32;
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
 
 use crate::neon::vec_dot::sdot_asm;
 
@@ -188,4 +189,204 @@ pub unsafe fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4]
         acc = vaddq_f32(acc, vmulq_f32(d, vcvtq_f32_s32(ret)));
     }
     st(acc)
+}
+
+/// 4 bytes of `p`, in every lane (`vld1q_dup_s32`).
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld_dup4(p: &[u8]) -> int8x16_t {
+    let v = u32::from_le_bytes(p[..4].try_into().expect("4 bytes"));
+    vreinterpretq_s8_u32(vdupq_n_u32(v))
+}
+
+/// 8 bytes of `p`, twice (`vld1q_dup_s64`).
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld_dup8(p: &[u8]) -> int8x16_t {
+    let v = u64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
+    vreinterpretq_s8_u64(vdupq_n_u64(v))
+}
+
+/// The unsigned 6-bit values of 16 interleaved bytes: (low, high) = ((ql & 15) | (qh & 3)
+/// << 4, (ql >> 4) | (qh & 0x30)), `qh` already shifted for the sub-block.
+#[inline]
+#[target_feature(enable = "neon")]
+fn q6_unpack(ql: uint8x16_t, qh: uint8x16_t) -> (int8x16_t, int8x16_t) {
+    let lo = vsliq_n_u8::<4>(vandq_u8(ql, vdupq_n_u8(0x0F)), vandq_u8(qh, vdupq_n_u8(0x03)));
+    let hi = vorrq_u8(vshrq_n_u8::<4>(ql), vandq_u8(qh, vdupq_n_u8(0x30)));
+    (vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi))
+}
+
+/// `32 * sum_j sc_j[col] * bsum_j` per column (the -32 of every weight, through bsums).
+#[inline]
+#[target_feature(enable = "neon")]
+fn q6_bias(sc: &[[i32; 8]; 16], yb: &BlockQ8K) -> [int32x4_t; 2] {
+    let mut bias = [vdupq_n_s32(0); 2];
+    for (j, row) in sc.iter().enumerate() {
+        let b = vdupq_n_s32(yb.bsum(j) as i32);
+        bias[0] = vmlaq_s32(bias[0], ldi(row[..4].try_into().expect("4")), b);
+        bias[1] = vmlaq_s32(bias[1], ldi(row[4..].try_into().expect("4")), b);
+    }
+    [vshlq_n_s32::<5>(bias[0]), vshlq_n_s32::<5>(bias[1])]
+}
+
+/// The 16 x 8 sub-block scales of a `block_q6_Kx8`, widened.
+fn q6_scales(x: &BlockQ6Kx8) -> [[i32; 8]; 16] {
+    core::array::from_fn(|j| core::array::from_fn(|c| x.scales[8 * j + c] as i8 as i32))
+}
+
+/// The exact per-column integer sums of one `q6_K_8x4` block against one Q8_K block, as
+/// ggml's `ggml_gemv_q6_K_8x4_q8_K` forms them (`sdot` by 4-byte chunks, scales by
+/// `vmlaq_s32`, the -32 through bsums): columns 0..4 and 4..8.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn q6_k_8x4_isums(x: &BlockQ6Kx8, yb: &BlockQ8K) -> [int32x4_t; 2] {
+    let sc = q6_scales(x);
+    let mut acc = [vdupq_n_s32(0); 2];
+    for half in 0..2 {
+        for sb in 0..4 {
+            let a_lo = half * 128 + sb * 16;
+            let q8_l: [int8x16_t; 4] = core::array::from_fn(|i| ld_dup4(&yb.qs[a_lo + 4 * i..]));
+            let q8_h: [int8x16_t; 4] =
+                core::array::from_fn(|i| ld_dup4(&yb.qs[a_lo + 64 + 4 * i..]));
+            let ql_off = half * 512 + sb * 128;
+            let qh_off = half * 256 + (sb % 2) * 128;
+            for (g, a) in acc.iter_mut().enumerate() {
+                let (mut sl, mut sh) = (vdupq_n_s32(0), vdupq_n_s32(0));
+                for (chunk, (ql8, qh8)) in q8_l.iter().zip(&q8_h).enumerate() {
+                    let v = 16 * (2 * chunk + g);
+                    let mut qh = ld(&x.qh[qh_off + v..]);
+                    if sb > 1 {
+                        qh = vshrq_n_u8::<2>(qh);
+                    }
+                    let (lo, hi) = q6_unpack(ld(&x.ql[ql_off + v..]), qh);
+                    // SAFETY: dotprod is guaranteed by the caller.
+                    unsafe {
+                        sl = sdot_asm(sl, lo, *ql8);
+                        sh = sdot_asm(sh, hi, *qh8);
+                    }
+                }
+                let s_l = ldi(sc[half * 8 + sb][4 * g..4 * g + 4].try_into().expect("4"));
+                let s_h = ldi(sc[half * 8 + sb + 4][4 * g..4 * g + 4].try_into().expect("4"));
+                *a = vmlaq_s32(vmlaq_s32(*a, sl, s_l), sh, s_h);
+            }
+        }
+    }
+    let bias = q6_bias(&sc, yb);
+    [vsubq_s32(acc[0], bias[0]), vsubq_s32(acc[1], bias[1])]
+}
+
+/// The same sums for one `q6_K_8x8` block, as the i8mm build's
+/// `ggml_gemv_q6_K_8x8_q8_K` forms them (`sdot` by 8-byte chunks, pairwise adds per
+/// column pair). Its gemm forms them with `smmla`; both are exact, so the sums agree.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn q6_k_8x8_isums(x: &BlockQ6Kx8, yb: &BlockQ8K) -> [int32x4_t; 2] {
+    let sc = q6_scales(x);
+    let mut pairs = [[0i32; 2]; 4];
+    for half in 0..2 {
+        for sb in 0..4 {
+            let a_lo = half * 128 + sb * 16;
+            let q8_l = [ld_dup8(&yb.qs[a_lo..]), ld_dup8(&yb.qs[a_lo + 8..])];
+            let q8_h = [ld_dup8(&yb.qs[a_lo + 64..]), ld_dup8(&yb.qs[a_lo + 72..])];
+            let ql_off = half * 512 + sb * 128;
+            let qh_off = half * 256 + (sb % 2) * 128;
+            for (cp, pair) in pairs.iter_mut().enumerate() {
+                let (mut sl, mut sh) = (vdupq_n_s32(0), vdupq_n_s32(0));
+                for i in 0..2 {
+                    let v = 16 * (4 * i + cp);
+                    let mut qh = ld(&x.qh[qh_off + v..]);
+                    if sb > 1 {
+                        qh = vshrq_n_u8::<2>(qh);
+                    }
+                    let (lo, hi) = q6_unpack(ld(&x.ql[ql_off + v..]), qh);
+                    // SAFETY: dotprod is guaranteed by the caller.
+                    unsafe {
+                        sl = sdot_asm(sl, lo, q8_l[i]);
+                        sh = sdot_asm(sh, hi, q8_h[i]);
+                    }
+                }
+                let l = vpadd_s32(vget_low_s32(sl), vget_high_s32(sl));
+                let h = vpadd_s32(vget_low_s32(sh), vget_high_s32(sh));
+                let (l, h) = (
+                    [vget_lane_s32::<0>(l), vget_lane_s32::<1>(l)],
+                    [vget_lane_s32::<0>(h), vget_lane_s32::<1>(h)],
+                );
+                for (t, p) in pair.iter_mut().enumerate() {
+                    let c = 2 * cp + t;
+                    *p += l[t] * sc[half * 8 + sb][c] + h[t] * sc[half * 8 + sb + 4][c];
+                }
+            }
+        }
+    }
+    let bias = q6_bias(&sc, yb);
+    let flat: [i32; 8] = core::array::from_fn(|c| pairs[c / 2][c % 2]);
+    [
+        vsubq_s32(ldi(flat[..4].try_into().expect("4")), bias[0]),
+        vsubq_s32(ldi(flat[4..].try_into().expect("4")), bias[1]),
+    ]
+}
+
+/// `ggml_gemv_q6_K_8x4_q8_K` for one group of 8 columns: acc = fma(float(isum),
+/// f16(d) * d_y, acc) per superblock (GCC's `fmla`).
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        // SAFETY: dotprod is guaranteed by the caller.
+        let isum = unsafe { q6_k_8x4_isums(x, yb) };
+        let q8d = vdupq_n_f32(yb.d());
+        for (c, a) in acc.iter_mut().enumerate() {
+            let d = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * c + t]))), q8d);
+            *a = vfmaq_f32(*a, vcvtq_f32_s32(isum[c]), d);
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// The unfused finish of the q6_K gemm kernels (`vmlaq_f32`): acc = acc +
+/// round(float(isum) * round(f16(d) * d_y)) per superblock, over the integer sums of
+/// the `IL`-byte interleave (4: `q6_K_8x4`, 8: `q6_K_8x8`).
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn q6_k_unfused<const IL: usize>(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        // SAFETY: dotprod is guaranteed by the caller.
+        let isum = unsafe {
+            if IL == 4 {
+                q6_k_8x4_isums(x, yb)
+            } else {
+                q6_k_8x8_isums(x, yb)
+            }
+        };
+        let q8d = vdupq_n_f32(yb.d());
+        for (c, a) in acc.iter_mut().enumerate() {
+            let d = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * c + t]))), q8d);
+            *a = vaddq_f32(*a, vmulq_f32(vcvtq_f32_s32(isum[c]), d));
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// `ggml_gemm_q6_K_8x4_q8_K` for one group of 8 columns and one activation row.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemm_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    // SAFETY: dotprod is guaranteed by the caller.
+    unsafe { q6_k_unfused::<4>(blocks, y) }
 }

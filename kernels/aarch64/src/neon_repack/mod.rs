@@ -1,4 +1,4 @@
-//! The native `aarch64-neon-repack` lane: repacked q4_K 8x4, q4_0 4x4 and q8_0 4x4 gemv
+//! The native `aarch64-neon-repack` lane: repacked q4_K 8x4, q6_K 8x4, q4_0 4x4 and q8_0 4x4 gemv
 //! and gemm with NEON and `sdot` ([`mod@kernels`]); plain weights take the native
 //! `aarch64-neon` path. The repack itself, the row
 //! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
@@ -11,7 +11,7 @@ pub mod kernels;
 use tiercheck_core::arch::aarch64::neon_repack::scheme;
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailable};
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, RepackLayout};
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
 use crate::neon;
@@ -41,6 +41,17 @@ fn group(
             // SAFETY: only `NATIVE` calls this, and only `kernels()` hands it out, after
             // checking NEON and dotprod.
             out.copy_from_slice(&unsafe { kernels::gemv_q4_k_8x4(blocks, y) });
+        }
+        RepackLayout::Q6K8x4 => {
+            let blocks: &[BlockQ6Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            // SAFETY: as above.
+            out.copy_from_slice(&unsafe {
+                match path {
+                    RowPath::Gemm => kernels::gemm_q6_k_8x4(blocks, y),
+                    RowPath::Gemv => kernels::gemv_q6_k_8x4(blocks, y),
+                }
+            });
         }
         RepackLayout::Q4_0_4x4 => {
             let blocks: &[BlockQ4_0x4] = bytemuck::cast_slice(bytes);

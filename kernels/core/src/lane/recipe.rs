@@ -150,10 +150,12 @@ impl WeightLayout {
     /// x86 AVX2 repack: Q4_K as `q4_K_8x8`, Q4_0 as `q4_0_8x8` when the row count is a
     /// multiple of 8; everything else plain (see [`crate::repack`]).
     pub const X86Repack8x8: WeightLayout = WeightLayout::named("x86-repack-8x8");
-    /// aarch64 dotprod repack: Q4_K as `q4_K_8x4` (rows a multiple of 8), Q4_0 as
+    /// aarch64 dotprod repack: Q4_K as `q4_K_8x4` and Q6_K as `q6_K_8x4` (rows a
+    /// multiple of 8), Q4_0 as
     /// `q4_0_4x4` and Q8_0 as `q8_0_4x4` (rows a multiple of 4); everything else plain.
     pub const ArmDotprodRepack: WeightLayout = WeightLayout::named("arm-dotprod-repack-8x4-4x4");
-    /// aarch64 i8mm repack: Q4_K as `q4_K_8x8` (rows a multiple of 8), Q4_0 as
+    /// aarch64 i8mm repack: Q4_K as `q4_K_8x8` and Q6_K as `q6_K_8x8` (rows a multiple
+    /// of 8), Q4_0 as
     /// `q4_0_4x8` and Q8_0 as `q8_0_4x8` (rows a multiple of 4); everything else plain.
     pub const ArmI8mmRepack: WeightLayout = WeightLayout::named("arm-i8mm-repack-8x8-4x8");
 

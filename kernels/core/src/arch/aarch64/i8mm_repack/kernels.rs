@@ -1,6 +1,6 @@
 //! Portable twin of ggml's aarch64 i8mm repacked kernels (`ggml-cpu/arch/arm/repack.cpp`,
 //! built by GCC with `-march=armv8.6-a+dotprod+i8mm`): q4_K 8x8, q4_0 4x8 and q8_0 4x8
-//! gemv and gemm. The integer parts (`sdot`, `smmla` 2x2 tiles, `vmlaq_s32`,
+//! gemv and gemm, and q6_K 8x8. The integer parts (`sdot`, `smmla` 2x2 tiles, `vmlaq_s32`,
 //! `vmlal_s16`) are exact for these operand ranges, so only the float order matters.
 //! GCC keeps `vmlaq_f32` / `vmlsq_f32` unfused; `vfmaq_f32` (and the `fmla` of the
 //! inline-assembly kernels) is one fused multiply-add. Per output column j the float
@@ -20,6 +20,13 @@
 //!   the scales then `fmla`): acc = fma(float(isum), f16(d_y) * f16(d_j), acc).
 //! - `ggml_gemv_q8_0_4x8_q8_0` and `ggml_gemm_q8_0_4x8_q8_0` (`vfmaq_f32`):
 //!   acc = fma(float(isum), f16(d_y) * f16(d_j), acc).
+//! - `ggml_gemv_q6_K_8x8_q8_K` (dotprod) and `ggml_gemm_q6_K_8x8_q8_K` (`smmla`): per
+//!   superblock the exact isum = sum over the 16 sub-blocks of sc_s * sum (q - 32) * a,
+//!   then acc = acc + round(float(isum) * round(f16(d_j) * d_y)), unfused in both
+//!   (the gemv's `vmul_f32` halves are combined before the `vaddq_f32`, so GCC does not
+//!   contract them: neither function has an `fmla`), unlike the dotprod build's
+//!   `ggml_gemv_q6_K_8x4_q8_K`. The twin is the dotprod twin's
+//!   `neon_repack::kernels::gemm_q6_k_8xil` with an 8-byte interleave.
 //!
 //! The gemm rows' activations: q8_0 by `ggml_quantize_mat_q8_0_4x8` (NEON, the same
 //! arithmetic as the NEON row quantizer, row by row); q8_K by the generic

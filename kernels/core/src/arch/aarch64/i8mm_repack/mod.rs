@@ -1,7 +1,7 @@
 //! The `aarch64-i8mm-repack` lane: ggml built by GCC for aarch64 with dotprod and i8mm
 //! (`-march=armv8.6-a+dotprod+i8mm`) and the CPU repack buffer (llama.cpp's default).
 //! Weights are repacked as that build does it ([`crate::repack`]): Q4_K as `q4_K_8x8`
-//! when the row count is a multiple of 8, Q4_0 as `q4_0_4x8` and Q8_0 as `q8_0_4x8` when
+//! and Q6_K as `q6_K_8x8` when the row count is a multiple of 8, Q4_0 as `q4_0_4x8` and Q8_0 as `q8_0_4x8` when
 //! it is a multiple of 4, and multiplied by the i8mm gemm / dotprod gemv kernels
 //! ([`kernels`]). Other weights take the `aarch64-neon` lane's plain
 //! vec_dot path. The matmul itself is the shared [`RepackedLane`]; this
@@ -9,8 +9,6 @@
 //! build's, [`arm_row_rule`]).
 //!
 //! Not reproduced:
-//! - ggml's i8mm build also repacks Q6_K (`q6_K_8x8`); this lane keeps Q6_K plain, so
-//!   its Q6_K results at row counts divisible by 8 are not ggml's repacked ones.
 //! - Plain weights with an even row count and an even number of activation rows: the
 //!   i8mm build's vec_dot then runs two rows at a time (`nrc == 2`, `smmla`), whose float
 //!   order differs from the `nrc == 1` kernel this lane uses for plain weights. Plain
@@ -34,22 +32,44 @@ use crate::lane::{
     Recipe, RepackScheme, RepackedLane, RowPath, Status, WeightLayout,
 };
 use crate::quant::ActRule;
-use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, RepackLayout};
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
 use crate::GgmlType;
 
 /// The `aarch64-i8mm-repack` lane.
 pub static AARCH64_I8MM_REPACK: Lane = Lane {
     name: "aarch64-i8mm-repack",
     arch: Arch::Aarch64,
-    summary: "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K 8x8, q4_0/q8_0 4x8 gemv and gemm; \
-              not yet: ggml's q6_K_8x8, nrc=2 vec_dot, the attention without llamafile (decoder: gaps)",
-    status: Status::Proven(&[Proof {
-        level: Level::Kernel,
-        against: "ggml aarch64 i8mm build (GCC) repacked mul_mat under qemu",
-        only: "",
-        test: "oracle_arm_lanes",
-        trials: &["oracle/arm-i8mm/matmul-repack"],
-    }]),
+    summary: "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K 8x8, q6_K 8x8, q4_0/q8_0 4x8 gemv and gemm; \
+              attention without llamafile; plain weights by the nrc=1 vec_dot only",
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "ggml aarch64 i8mm build (GCC) repacked mul_mat under qemu",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &["oracle/arm-i8mm/matmul-repack"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-i8mm/repack/decode/end_to_end",
+                "llama_cpp/arm-i8mm/repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-i8mm/repack/prompt/end_to_end",
+                "llama_cpp/arm-i8mm/repack/prompt/layer_local",
+            ],
+        },
+    ]),
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
@@ -58,7 +78,7 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         layout: WeightLayout::ArmI8mmRepack,
         matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
         plain_gemm: crate::lane::PlainGemm::VecDot,
-        elem: crate::elem::ElemFlavour::Neon,
+        elem: crate::elem::ElemFlavour::NeonNoLlamafile,
     },
     portable: &TWIN,
 };
@@ -82,6 +102,7 @@ pub const fn scheme(group: GroupFn) -> RepackScheme {
 pub fn arm_i8mm_layout(ty: GgmlType) -> Option<RepackLayout> {
     match ty {
         GgmlType::Q4_K => Some(RepackLayout::Q4K8x8),
+        GgmlType::Q6_K => Some(RepackLayout::Q6K8x8),
         GgmlType::Q4_0 => Some(RepackLayout::Q4_0_4x8),
         GgmlType::Q8_0 => Some(RepackLayout::Q8_0_4x8),
         _ => None,
@@ -104,6 +125,15 @@ pub fn group(
                 RowPath::Gemm => kernels::gemm_q4_k_8x8(blocks, y),
                 RowPath::Gemv => kernels::gemv_q4_k_8x8(blocks, y),
             });
+        }
+        RepackLayout::Q6K8x8 => {
+            let blocks: &[BlockQ6Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            // gemv and gemm have the same float order here (module docs of `kernels`).
+            let _ = path;
+            out.copy_from_slice(&crate::arch::aarch64::neon_repack::kernels::gemm_q6_k_8xil(
+                blocks, 8, y,
+            ));
         }
         RepackLayout::Q4_0_4x8 => {
             let blocks: &[BlockQ4_0x4] = bytemuck::cast_slice(bytes);
@@ -130,9 +160,12 @@ mod tests {
     #[test]
     fn gpu_target_stays_plain_and_cpu_repacks_by_row_group() {
         let x: Vec<f32> = (0..12 * 256).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.02).collect();
-        for (ty, repacked_at_12) in
-            [(GgmlType::Q4_K, false), (GgmlType::Q4_0, true), (GgmlType::Q8_0, true)]
-        {
+        for (ty, repacked_at_12) in [
+            (GgmlType::Q4_K, false),
+            (GgmlType::Q6_K, false),
+            (GgmlType::Q4_0, true),
+            (GgmlType::Q8_0, true),
+        ] {
             let bytes = weights::quantize(ty, &x, 12, 256).unwrap();
             let w = WeightMatrix::new(ty, 12, 256, &bytes).unwrap();
             assert!(matches!(TWIN.prepare(w, Target::Gpu).unwrap(), Prepared::Plain(_)));
@@ -146,7 +179,7 @@ mod tests {
         let (n, k, m) = (16, 512, 5);
         let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.001).collect();
         let x: Vec<f32> = (0..m * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 0.002).collect();
-        for ty in [GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q8_0] {
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q8_0] {
             let bytes = weights::quantize(ty, &w, n, k).unwrap();
             let wm = WeightMatrix::new(ty, n, k, &bytes).unwrap();
             let plain = NeonTwin.matmul(&wm, &x, m).unwrap();

@@ -134,20 +134,27 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     sumf
 }
 
+/// The exact integer sum of one Q6_K superblock against one Q8_K block,
+/// `sum_g sc_g * sum_{i in g} (q_i - 32) * a_i`, as ggml's aarch64 kernels form it: the
+/// unsigned 6-bit values dotted with the activations, minus `32 * sum_g sc_g * bsum_g`
+/// (every term fits in i32, so the grouping never changes the result).
+pub fn q6_k_isum(xb: &BlockQ6K, yb: &BlockQ8K) -> i32 {
+    let isum_mins: i32 = (0..16).map(|g| yb.bsum(g) as i32 * xb.scale(g) as i32).sum();
+    let q = xb.quants();
+    let mut isum = 0i32;
+    for g in 0..16 {
+        // quants() is value - 32; the kernel multiplies the unsigned 6-bit values.
+        let dot: i32 = (16 * g..16 * g + 16).map(|i| (q[i] as i32 + 32) * yb.q(i) as i32).sum();
+        isum += dot * xb.scale(g) as i32;
+    }
+    isum - 32 * isum_mins
+}
+
 /// `ggml_vec_dot_q6_K_q8_K`, NEON path, nrc = 1.
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
-        let d_all = xb.d();
-        let isum_mins: i32 = (0..16).map(|g| yb.bsum(g) as i32 * xb.scale(g) as i32).sum();
-        let q = xb.quants();
-        let mut isum = 0i32;
-        for g in 0..16 {
-            // quants() is value - 32; the kernel multiplies the unsigned 6-bit values.
-            let dot: i32 = (16 * g..16 * g + 16).map(|i| (q[i] as i32 + 32) * yb.q(i) as i32).sum();
-            isum += dot * xb.scale(g) as i32;
-        }
-        sum = (d_all * yb.d()).mul_add((isum - 32 * isum_mins) as f32, sum);
+        sum = (xb.d() * yb.d()).mul_add(q6_k_isum(xb, yb) as f32, sum);
     }
     sum
 }

@@ -15,6 +15,15 @@
 //! - `ggml_gemv_q8_0_4x4_q8_0`: acc = fma(float(isum), f16(d_y) * f16(d_j), acc).
 //! - `ggml_gemm_q8_0_4x4_q8_0`: acc = acc + round((f16(d_j) * f16(d_y)) * float(isum))
 //!   (`vmlaq_f32`, unfused).
+//! - `ggml_gemv_q6_K_8x4_q8_K`: per superblock, isum = sum over the 16 sub-blocks of
+//!   sc_s * sum (q - 32) * a (exact; ggml forms it as the unsigned 6-bit dot minus
+//!   `32 * sum sc_s * bsum_s`), then acc = fma(float(isum), f16(d_j) * d_y, acc): the
+//!   source writes `vmulq_f32` then `vaddq_f32`, which GCC contracts into one `fmla`
+//!   (read off the dotprod library's disassembly), so it equals the plain
+//!   `ggml_vec_dot_q6_K_q8_K`.
+//! - `ggml_gemm_q6_K_8x4_q8_K`: the same isum (the weights shifted by -32 before the
+//!   `sdot`s), then acc = acc + round(float(isum) * round(f16(d_j) * d_y)) (`vmlaq_f32`,
+//!   unfused: no `fmla` in the function's disassembly).
 //!
 //! The gemm rows' activations: q8_0 by `ggml_quantize_mat_q8_0_4x4` (NEON), which equals
 //! the NEON row quantizer row by row; q8_K by the generic `ggml_quantize_mat_q8_K_4x4`,
@@ -22,9 +31,10 @@
 //! equals the aarch64 row rule row by row (checked against the oracle).
 //! Native counterpart: `tiercheck-aarch64` (`neon_repack::kernels`), same names.
 
+use crate::arch::aarch64::neon::vec_dot::q6_k_isum;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::fp16::f16_bits_to_f32;
-use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
 
 #[inline]
 fn f16(b: [u8; 2]) -> f32 {
@@ -105,4 +115,42 @@ pub fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
         }
     }
     acc
+}
+
+/// Per-superblock integer sums of the 8 columns of one `block_q6_Kx8` (interleave `il`)
+/// against one Q8_K block.
+pub fn q6_k_x8_isums(x: &BlockQ6Kx8, il: usize, yb: &BlockQ8K) -> [i32; 8] {
+    core::array::from_fn(|j| q6_k_isum(&x.row(j, il), yb))
+}
+
+/// `ggml_gemv_q6_K_8x4_q8_K` for one group of 8 columns.
+pub fn gemv_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        let isum = q6_k_x8_isums(x, 4, yb);
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = (isum[j] as f32).mul_add(f16(x.d[j]) * yb.d(), *a);
+        }
+    }
+    acc
+}
+
+/// `ggml_gemm_q6_K_8x4_q8_K` for one group of 8 columns and one activation row (the
+/// kernel computes four rows at once; each row's arithmetic is independent). Also the
+/// arithmetic of the i8mm build's `ggml_gemv_q6_K_8x8_q8_K` and `ggml_gemm_q6_K_8x8_q8_K`
+/// with `il` = 8.
+pub fn gemm_q6_k_8xil(blocks: &[BlockQ6Kx8], il: usize, y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        let isum = q6_k_x8_isums(x, il, yb);
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a += isum[j] as f32 * (f16(x.d[j]) * yb.d());
+        }
+    }
+    acc
+}
+
+/// `ggml_gemm_q6_K_8x4_q8_K` (see [`gemm_q6_k_8xil`]).
+pub fn gemm_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    gemm_q6_k_8xil(blocks, 4, y)
 }

@@ -1,17 +1,15 @@
 //! The `aarch64-neon-repack` lane: ggml built by GCC for aarch64 with dotprod
 //! (`-march=armv8.2-a+dotprod`) and the CPU repack buffer (llama.cpp's default). Weights
-//! are repacked as that build does it ([`crate::repack`]): Q4_K as `q4_K_8x4` when the
-//! row count is a multiple of 8, Q4_0 as `q4_0_4x4` and Q8_0 as `q8_0_4x4` when it is a
+//! are repacked as that build does it ([`crate::repack`]): Q4_K as `q4_K_8x4` and Q6_K
+//! as `q6_K_8x4` when the row count is a multiple of 8, Q4_0 as `q4_0_4x4` and Q8_0 as `q8_0_4x4` when it is a
 //! multiple of 4, and multiplied by the NEON dotprod kernels
 //! ([`kernels`]). Other weights take the `aarch64-neon` lane's plain
 //! vec_dot path. The matmul itself is the shared [`RepackedLane`]; this
 //! module supplies the layouts, the row rules and the group kernels.
 //!
-//! Not reproduced: ggml's dotprod build also repacks Q6_K (`q6_K_8x4`); this lane
-//! keeps Q6_K plain (the `aarch64-neon` vec_dot), so its Q6_K results at row counts
-//! divisible by 8 are not ggml's repacked ones. Plain Q4_0/Q8_0 weights (rows not a
-//! multiple of 4) with several activation rows go through llamafile's tinyBLAS in ggml,
-//! which the `aarch64-neon` path does not reproduce either.
+//! Not reproduced: plain Q4_0/Q8_0 weights (rows not a multiple of 4) with several
+//! activation rows go through llamafile's tinyBLAS in ggml, which the `aarch64-neon`
+//! path does not reproduce either.
 //!
 //! Row split, as `forward_mul_mat` does it: with m activation rows, the first
 //! m - m % 4 go through the gemm kernel (activations by `ggml_quantize_mat_q8_K_4x4` /
@@ -29,15 +27,14 @@ use crate::lane::{
     Recipe, RepackScheme, RepackedLane, RowPath, Status, WeightLayout,
 };
 use crate::quant::ActRule;
-use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4, RepackLayout};
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
 use crate::GgmlType;
 
 /// The `aarch64-neon-repack` lane.
 pub static AARCH64_NEON_REPACK: Lane = Lane {
     name: "aarch64-neon-repack",
     arch: Arch::Aarch64,
-    summary: "ggml aarch64 (GCC, dotprod) with CPU repack: q4_K 8x4, q4_0/q8_0 4x4 gemv and gemm; \
-              not yet: ggml's q6_K_8x4 (its gemm: prompt mode differs at Q6_K matmuls)",
+    summary: "ggml aarch64 (GCC, dotprod) with CPU repack: q4_K 8x4, q6_K 8x4, q4_0/q8_0 4x4 gemv and gemm",
     status: Status::Proven(&[
         Proof {
             level: Level::Kernel,
@@ -54,6 +51,16 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
             trials: &[
                 "llama_cpp/arm-dotprod/repack/decode/end_to_end",
                 "llama_cpp/arm-dotprod/repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-dotprod/repack/prompt/end_to_end",
+                "llama_cpp/arm-dotprod/repack/prompt/layer_local",
             ],
         },
     ]),
@@ -88,6 +95,7 @@ pub const fn scheme(group: GroupFn) -> RepackScheme {
 pub fn arm_dotprod_layout(ty: GgmlType) -> Option<RepackLayout> {
     match ty {
         GgmlType::Q4_K => Some(RepackLayout::Q4K8x4),
+        GgmlType::Q6_K => Some(RepackLayout::Q6K8x4),
         GgmlType::Q4_0 => Some(RepackLayout::Q4_0_4x4),
         GgmlType::Q8_0 => Some(RepackLayout::Q8_0_4x4),
         _ => None,
@@ -99,7 +107,7 @@ pub fn arm_dotprod_layout(ty: GgmlType) -> Option<RepackLayout> {
 /// `ggml_quantize_mat_q8_0_4x4/4x8` equal it row by row).
 pub fn arm_row_rule(layout: RepackLayout, _path: RowPath) -> ActRule {
     match layout.source() {
-        GgmlType::Q4_K => ActRule::Q8KFusedNearest,
+        GgmlType::Q4_K | GgmlType::Q6_K => ActRule::Q8KFusedNearest,
         _ => ActRule::Q8_0Neon,
     }
 }
@@ -116,6 +124,14 @@ pub fn group(
         RepackLayout::Q4K8x4 => {
             let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
             out.copy_from_slice(&kernels::gemv_q4_k_8x4(blocks, cast_blocks(GgmlType::Q8_K, act)?));
+        }
+        RepackLayout::Q6K8x4 => {
+            let blocks: &[BlockQ6Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            out.copy_from_slice(&match path {
+                RowPath::Gemm => kernels::gemm_q6_k_8x4(blocks, y),
+                RowPath::Gemv => kernels::gemv_q6_k_8x4(blocks, y),
+            });
         }
         RepackLayout::Q4_0_4x4 => {
             let blocks: &[BlockQ4_0x4] = bytemuck::cast_slice(bytes);
@@ -146,9 +162,12 @@ mod tests {
     #[test]
     fn gpu_target_stays_plain_and_cpu_repacks_by_row_group() {
         let x: Vec<f32> = (0..12 * 256).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.02).collect();
-        for (ty, repacked_at_12) in
-            [(GgmlType::Q4_K, false), (GgmlType::Q4_0, true), (GgmlType::Q8_0, true)]
-        {
+        for (ty, repacked_at_12) in [
+            (GgmlType::Q4_K, false),
+            (GgmlType::Q6_K, false),
+            (GgmlType::Q4_0, true),
+            (GgmlType::Q8_0, true),
+        ] {
             let bytes = weights::quantize(ty, &x, 12, 256).unwrap();
             let w = WeightMatrix::new(ty, 12, 256, &bytes).unwrap();
             assert!(matches!(TWIN.prepare(w, Target::Gpu).unwrap(), Prepared::Plain(_)));
@@ -162,7 +181,7 @@ mod tests {
         let (n, k, m) = (16, 512, 5);
         let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.001).collect();
         let x: Vec<f32> = (0..m * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 0.002).collect();
-        for ty in [GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q8_0] {
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q8_0] {
             let bytes = weights::quantize(ty, &w, n, k).unwrap();
             let wm = WeightMatrix::new(ty, n, k, &bytes).unwrap();
             let plain = NeonTwin.matmul(&wm, &x, m).unwrap();
