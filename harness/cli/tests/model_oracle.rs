@@ -11,13 +11,14 @@
 //!   `x86_64-avx2` lane (`--no-repack`): decode and prompt mode (the prompt is one batch
 //!   of 20 rows, so every K-quant matmul of the plain weights takes the tiled path),
 //!   whole-run and layer-local, every tap of every step bitwise.
-//! - `llama_cpp/arm-dotprod/{no_repack,repack}/*` and `llama_cpp/arm-i8mm/repack/*`:
-//!   the same against llama.cpp's aarch64 builds (GCC, dotprod and dotprod+i8mm, the
-//!   static `llamataps` driver of `ci/oracle-driver` under qemu-aarch64 on `neoverse-n1`
-//!   and `max,sve=off`), against `aarch64-neon`, `aarch64-neon-repack` and
-//!   `aarch64-i8mm-repack`: decode and prompt mode, whole-run and layer-local, every tap
-//!   bitwise (the Q6_K weights repacked as `q6_K_8x4` / `q6_K_8x8`; the i8mm build's
-//!   batched attention without llamafile).
+//! - `llama_cpp/arm-dotprod/{no_repack,repack}/*` and `llama_cpp/arm-i8mm/{no_repack,
+//!   repack}/*`: the same against llama.cpp's aarch64 builds (GCC, dotprod and
+//!   dotprod+i8mm, the static `llamataps` driver of `ci/oracle-driver` under qemu-aarch64
+//!   on `neoverse-n1` and `max,sve=off`), against `aarch64-neon`, `aarch64-neon-repack`,
+//!   `aarch64-i8mm` and `aarch64-i8mm-repack`: decode and prompt mode, whole-run and
+//!   layer-local, every tap bitwise (the Q6_K weights repacked as `q6_K_8x4` /
+//!   `q6_K_8x8`; the i8mm build's plain matmuls on 2x2 `smmla` tiles and its batched
+//!   attention without llamafile).
 //!
 //! Needs the oracle stage (`ci/oracle`); without it the trials are reported ignored with
 //! the reason, and `TIERCHECK_REQUIRE_ORACLE=1` (CI) makes that a failure.
@@ -592,13 +593,15 @@ fn main() -> ExitCode {
     // Every build with repack off and on, where a lane reproduces it: `llama_cpp/<build>/
     // <repack|no_repack>/<mode>/<end_to_end|layer_local>` (the haswell build with repack
     // on keeps its shorter names above).
-    let runs: [(Build, bool, Mode); 8] = [
+    let runs: [(Build, bool, Mode); 10] = [
         (Build::Haswell, false, Mode::Decode),
         (Build::Haswell, false, Mode::Prompt),
         (Build::ArmDotprod, false, Mode::Decode),
         (Build::ArmDotprod, false, Mode::Prompt),
         (Build::ArmDotprod, true, Mode::Decode),
         (Build::ArmDotprod, true, Mode::Prompt),
+        (Build::ArmI8mm, false, Mode::Decode),
+        (Build::ArmI8mm, false, Mode::Prompt),
         (Build::ArmI8mm, true, Mode::Decode),
         (Build::ArmI8mm, true, Mode::Prompt),
     ];

@@ -22,9 +22,15 @@
 //! - `oracle/arm-i8mm/matmul-repack/<type>/aarch64-i8mm-repack`: the same against the
 //!   `arm-i8mm` flavour (`-march=armv8.6-a+dotprod+i8mm`, qemu `max,sve=off`), layouts
 //!   q4_K_8x8, q6_K_8x8, q4_0_4x8, q8_0_4x8. Row counts without a layout (12 for q4_K
-//!   and q6_K, 10 for q4_0/q8_0) at odd m only (that build has no llamafile; at even m and even n its
-//!   plain vec_dot runs two rows at a time, `nrc == 2`, which the lane does not
-//!   reproduce).
+//!   and q6_K, 10 for q4_0/q8_0) at m in {1, 2, 3, 4, 5, 7} (that build has no
+//!   llamafile: at even m its plain matmul runs the `nrc == 2` tiles, as `aarch64-i8mm`).
+//! - `oracle/arm-i8mm/vec_dot2/<type>/aarch64-i8mm`: the 2x2 `smmla` tile (`nrc == 2`)
+//!   of q4_0, q8_0, q4_K and q6_K against the tier's `vec_dot` with `nrc = 2`, on
+//!   activations quantized by the tier, through the lane's `matmul_quantized` on two
+//!   weight rows and two activation rows (twin, and native on aarch64 hosts);
+//! - `oracle/arm-i8mm/matmul-plain/<type>/aarch64-i8mm`: the lane's matmul against one
+//!   plain `ggml_mul_mat` node of the i8mm build, n in {7, 8, 10, 16} and m in 1..=8
+//!   (tiles where both are even, `nrc == 1` otherwise), k in {256, 512}.
 //!
 //! Ignored with the reason without the oracle; failures under
 //! `TIERCHECK_REQUIRE_ORACLE=1`.
@@ -86,6 +92,18 @@ fn main() -> ExitCode {
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),
             move |d| check_matmul_repack_i8mm(d, ty),
+        ));
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        trials.push(trial_on(
+            ArmTier::I8mm,
+            format!("oracle/arm-i8mm/vec_dot2/{}/aarch64-i8mm", ty.name()),
+            move |d| check_vec_dot2(d, ty),
+        ));
+        trials.push(trial_on(
+            ArmTier::I8mm,
+            format!("oracle/arm-i8mm/matmul-plain/{}/aarch64-i8mm", ty.name()),
+            move |d| check_matmul_plain_i8mm(d, ty),
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
@@ -217,7 +235,7 @@ fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
 fn check_matmul_repack_i8mm(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
     let layout = tiercheck_core::lane::arm_i8mm_layout(ty).expect("a repacked type");
     let lane = &tiercheck_core::lane::AARCH64_I8MM_REPACK;
-    check_repack_lane(d, ty, lane, layout, &[1, 3, 5, 7])
+    check_repack_lane(d, ty, lane, layout, &[1, 2, 3, 4, 5, 7])
 }
 
 fn check_repack_lane(
@@ -333,6 +351,137 @@ fn check_repack_lane(
                     got[i],
                     want[i]
                 ));
+            }
+        }
+    }
+    report(count, bad)
+}
+
+fn i8mm_impls() -> Result<Vec<(&'static str, &'static dyn Kernels)>, String> {
+    let lane = lanes::find("aarch64-i8mm")?;
+    let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
+    if let Ok(native) = lanes::native(lane) {
+        impls.push(("native", native));
+    }
+    Ok(impls)
+}
+
+fn check_vec_dot2(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
+    let impls = i8mm_impls()?;
+    let lane = lanes::find("aarch64-i8mm")?;
+    let act_ty = lane.portable.act_rule(ty).map_err(|e| e.to_string())?.format();
+    let sizes: &[usize] = if ty.block_size() == 256 { &[256, 512, 1024] } else { &[32, 96, 512] };
+    let mut rng = Rng::new(0xD2D2 + ty.id() as u64);
+    let (mut cases, mut bad) = (0, Vec::new());
+    for &k in sizes {
+        let nb = k / ty.block_size();
+        let (mut xs, mut ys, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+        for (c, kind) in RowKind::FINITE.iter().enumerate() {
+            for variant in 0..4 {
+                // Two weight rows (quantized rows, random or edge blocks) and two
+                // activation rows of different kinds, quantized by the tier.
+                let w: Vec<u8> = (0..2)
+                    .flat_map(|r| match (variant + r) % 4 {
+                        0 | 1 => {
+                            let wx = RowKind::FINITE[(c + 3 * r + variant) % 9].row(&mut rng, k);
+                            weights::quantize(ty, &wx, 1, k).expect("quantize")
+                        }
+                        2 => random_blocks(&mut rng, ty, nb),
+                        v => edge_blocks(&mut rng, ty, nb, v + r),
+                    })
+                    .collect();
+                let mut act = Vec::new();
+                for r in 0..2 {
+                    let a = RowKind::FINITE[(c + r * 5) % 9].row(&mut rng, k.max(32));
+                    act.extend(d.from_float(act_ty.id(), k, &a[..k]).map_err(|e| e.to_string())?);
+                }
+                xs.extend_from_slice(&w);
+                ys.extend_from_slice(&act);
+                labels.push((kind.name(), variant, w, act));
+            }
+        }
+        let theirs = d.vec_dot(ty.id(), k, 2, &xs, &ys).map_err(|e| e.to_string())?;
+        for ((kind, variant, w, act), want) in labels.iter().zip(theirs.chunks_exact(4)) {
+            let wm = WeightMatrix::new(ty, 2, k, w).map_err(|e| e.to_string())?;
+            for (name, kernels) in &impls {
+                // `[x0.y0, x1.y0, x0.y1, x1.y1]`: the matmul's out[i * n + j] order.
+                let got = kernels.matmul_quantized(&wm, act, 2).map_err(|e| e.to_string())?;
+                cases += 1;
+                if let Some(i) = (0..4).find(|&i| {
+                    got[i].to_bits() != want[i].to_bits() && !(got[i].is_nan() && want[i].is_nan())
+                }) {
+                    bad.push(format!(
+                        "{name} k={k} act={kind} weights#{variant}: tile value {i} got {:e}, want {:e}",
+                        got[i], want[i]
+                    ));
+                }
+            }
+        }
+    }
+    report(cases * 4, bad)
+}
+
+fn check_matmul_plain_i8mm(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
+    let impls = i8mm_impls()?;
+    let mut rng = Rng::new(0x9A1A + ty.id() as u64);
+    let mut cases = Vec::new();
+    for k in [256usize, 512] {
+        for n in [7usize, 8, 10, 16] {
+            for m in 1usize..=8 {
+                let kind = RowKind::FINITE[(n + m) % RowKind::FINITE.len()];
+                let wkind = RowKind::FINITE[(n + 2 * m + k / 256) % RowKind::FINITE.len()];
+                let wx: Vec<f32> = (0..n).flat_map(|_| wkind.row(&mut rng, k)).collect();
+                let w = weights::quantize(ty, &wx, n, k).map_err(|e| e.to_string())?;
+                let x: Vec<f32> = (0..m).flat_map(|_| kind.row(&mut rng, k)).collect();
+                cases.push(MatmulCase {
+                    label: format!("k={k} n={n} m={m} act={} w={}", kind.name(), wkind.name()),
+                    mode: MulmatMode::Plain,
+                    k,
+                    n,
+                    m,
+                    w,
+                    x,
+                    layout: None,
+                });
+            }
+        }
+    }
+    let jobs: Vec<MulmatJob<'_>> = cases
+        .iter()
+        .map(|c| MulmatJob {
+            mode: c.mode,
+            ty: ty.id(),
+            k: c.k,
+            n: c.n,
+            m: c.m,
+            threads: 1,
+            weights: &c.w,
+            acts: &c.x,
+        })
+        .collect();
+    let results = d.mulmat_batch(&jobs).map_err(|e| e.to_string())?;
+    let (mut count, mut bad) = (0, Vec::new());
+    for (c, res) in cases.iter().zip(results) {
+        let want = res.map_err(|e| format!("{}: {e}", c.label))?.out;
+        let w = WeightMatrix::new(ty, c.n, c.k, &c.w).map_err(|e| e.to_string())?;
+        for (name, kernels) in &impls {
+            let got = kernels.matmul(&w, &c.x, c.m).map_err(|e| e.to_string())?;
+            count += got.len();
+            if let Some(i) = got
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()))
+            {
+                bad.push(format!(
+                    "{name} {}: output {i} (row {}, col {}) got {:e}, want {:e}",
+                    c.label,
+                    i / c.n,
+                    i % c.n,
+                    got[i],
+                    want[i]
+                ));
+            } else if got.len() != want.len() {
+                bad.push(format!("{name} {}: {} outputs, want {}", c.label, got.len(), want.len()));
             }
         }
     }

@@ -14,6 +14,7 @@
 #![cfg(target_arch = "aarch64")]
 
 pub mod elem;
+pub mod i8mm;
 pub mod i8mm_repack;
 pub mod neon;
 pub mod neon_repack;
@@ -25,6 +26,7 @@ use tiercheck_core::lane::{NativeElem, NativeLane};
 pub static NATIVE: &[NativeLane] = &[
     NativeLane { lane: "aarch64-neon", kernels: neon::kernels },
     NativeLane { lane: "aarch64-neon-repack", kernels: neon_repack::kernels },
+    NativeLane { lane: "aarch64-i8mm", kernels: i8mm::kernels },
     NativeLane { lane: "aarch64-i8mm-repack", kernels: i8mm_repack::kernels },
 ];
 

@@ -40,7 +40,7 @@ use tiercheck_core::blocks::{self, cast_blocks, BlockQ8_0, BlockQ8_1};
 use tiercheck_core::elem::{self, ElemOps};
 use tiercheck_core::gpu::{self, MmvqTable};
 use tiercheck_core::lane::{
-    Accumulation, Contraction, MatmulPath, PlainGemm, RowPath, WeightLayout,
+    Accumulation, Contraction, MatmulPath, PlainGemm, RowPath, WeightLayout, ARM_I8MM_NRC2,
 };
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, Prepared, RepackLayout, Target};
@@ -615,13 +615,89 @@ fn x86_tiled_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32>
     out
 }
 
+/// The i8mm build's `nrc == 2` vec_dot tile, written out independently of the lane code
+/// (each output of a tile is its own chain): per block or superblock the exact integer
+/// sums (i64, checked to fit i32), then `acc = acc + round(isum * round(d_x * d_y))`,
+/// preceded for Q4_K by `acc = acc - round(bias * round(dmin_x * d_y))`.
+fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> {
+    use tiercheck_core::blocks::{
+        q4_k::scale_min_k4, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0,
+    };
+    let (n, k) = (wm.n(), wm.k());
+    let m = x.len() / k;
+    let acts: Vec<Vec<u8>> = x.chunks(k).map(|xi| rule.quantize(xi).unwrap()).collect();
+    let fit = |v: i64| i32::try_from(v).unwrap() as f32;
+    let mut out = vec![0.0f32; m * n];
+    for (i, a) in acts.iter().enumerate() {
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            match wm.ty() {
+                GgmlType::Q4_0 | GgmlType::Q8_0 => {
+                    let ys: &[BlockQ8_0] = cast_blocks(GgmlType::Q8_0, a).unwrap();
+                    for (b, y) in ys.iter().enumerate() {
+                        let (codes, d): (Vec<i64>, f32) = if wm.ty() == GgmlType::Q4_0 {
+                            let w: &[BlockQ4_0] = cast_blocks(GgmlType::Q4_0, wm.row(j)).unwrap();
+                            let c = (0..32)
+                                .map(|e| {
+                                    let q = w[b].qs[e % 16];
+                                    (if e < 16 { q & 15 } else { q >> 4 }) as i64 - 8
+                                })
+                                .collect();
+                            (c, w[b].d())
+                        } else {
+                            let w: &[BlockQ8_0] = cast_blocks(GgmlType::Q8_0, wm.row(j)).unwrap();
+                            ((0..32).map(|e| w[b].q(e) as i64).collect(), w[b].d())
+                        };
+                        let isum: i64 = (0..32).map(|e| codes[e] * y.q(e) as i64).sum();
+                        acc += fit(isum) * (d * y.d());
+                    }
+                }
+                GgmlType::Q4_K => {
+                    let ys: &[BlockQ8K] = cast_blocks(GgmlType::Q8_K, a).unwrap();
+                    let w: &[BlockQ4K] = cast_blocks(GgmlType::Q4_K, wm.row(j)).unwrap();
+                    for (w, y) in w.iter().zip(ys) {
+                        let (mut isum, mut bias) = (0i64, 0i64);
+                        for s in 0..8 {
+                            let (sc, mn) = scale_min_k4(s, &w.scales);
+                            let mut dot = 0i64;
+                            for e in 32 * s..32 * s + 32 {
+                                let byte = w.qs[32 * (e / 64) + e % 32];
+                                let q = if e % 64 < 32 { byte & 15 } else { byte >> 4 };
+                                dot += q as i64 * y.q(e) as i64;
+                            }
+                            isum += sc as i64 * dot;
+                            bias += mn as i64 * (y.bsum(2 * s) as i64 + y.bsum(2 * s + 1) as i64);
+                        }
+                        acc -= fit(bias) * (w.dmin() * y.d());
+                        acc += fit(isum) * (w.d() * y.d());
+                    }
+                }
+                GgmlType::Q6_K => {
+                    let ys: &[BlockQ8K] = cast_blocks(GgmlType::Q8_K, a).unwrap();
+                    let w: &[BlockQ6K] = cast_blocks(GgmlType::Q6_K, wm.row(j)).unwrap();
+                    for (w, y) in w.iter().zip(ys) {
+                        let q = w.quants();
+                        let isum: i64 = (0..256)
+                            .map(|e| w.scale(e / 16) as i64 * q[e] as i64 * y.q(e) as i64)
+                            .sum();
+                        acc += fit(isum) * (w.d() * y.d());
+                    }
+                }
+                other => panic!("no nrc=2 path for {}", other.name()),
+            }
+            out[i * n + j] = acc;
+        }
+    }
+    out
+}
+
 #[test]
 fn matmul_path_is_what_matmul_does() {
     for lane in LANES {
         let r = &lane.recipe;
         let (mut not_per_row, mut gemm_differs, mut tiled_differs) = (false, false, false);
         assert!(
-            [PlainGemm::VecDot, PlainGemm::X86TiledK].contains(&r.plain_gemm),
+            [PlainGemm::VecDot, PlainGemm::X86TiledK, ARM_I8MM_NRC2].contains(&r.plain_gemm),
             "{}: no expectation for plain gemm {}",
             lane.name,
             r.plain_gemm.name()
@@ -646,9 +722,15 @@ fn matmul_path_is_what_matmul_does() {
                         .collect();
                     let prepared = lane.portable.prepare(wm, Target::Cpu).unwrap();
                     let tiled = r.plain_gemm == PlainGemm::X86TiledK && is_k_quant(ty) && m >= 8;
+                    let nrc2 = r.plain_gemm == ARM_I8MM_NRC2 && n % 2 == 0 && m % 2 == 0;
                     let want = match (r.matmul, &prepared) {
                         (_, Prepared::Plain(_)) if tiled => {
                             let want = x86_tiled_matmul(&wm, &x, recipe_rule(lane, ty));
+                            tiled_differs |= bits(&want) != bits(&per_row);
+                            want
+                        }
+                        (_, Prepared::Plain(_)) if nrc2 => {
+                            let want = arm_nrc2_matmul(&wm, &x, recipe_rule(lane, ty));
                             tiled_differs |= bits(&want) != bits(&per_row);
                             want
                         }
@@ -730,7 +812,7 @@ fn matmul_path_is_what_matmul_does() {
         assert_eq!(
             tiled_differs,
             r.plain_gemm != PlainGemm::VecDot,
-            "{}: plain gemm {} but the tiled formula {} row-by-row vec_dot",
+            "{}: plain gemm {} but its formula {} row-by-row vec_dot",
             lane.name,
             r.plain_gemm.name(),
             if tiled_differs { "differs from" } else { "always equals" }

@@ -21,7 +21,7 @@ fn f16(b: [u8; 2]) -> f32 {
 /// `smmla` through inline assembly: acc (2x2, row-major) += a (2x8) * b (2x8)^T.
 #[inline]
 #[target_feature(enable = "neon,i8mm")]
-unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(crate) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let mut acc = acc;
     // SAFETY: the caller guarantees i8mm; the instruction only reads/writes registers.
     unsafe {

@@ -1,6 +1,6 @@
 //! The native `aarch64-i8mm-repack` lane: repacked q4_K 8x8, q6_K 8x8, q4_0 4x8 and q8_0 4x8 gemv
 //! and gemm with NEON, `sdot` and `smmla` ([`mod@kernels`]); plain weights take the
-//! native `aarch64-neon` path. The repack itself, the row
+//! native `aarch64-i8mm` path (`smmla` tiles for even row counts). The repack itself, the row
 //! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
 //! kernels differ. Needs
 //! dotprod and i8mm (the tier is ggml's i8mm build): on CPUs without them [`kernels()`]
@@ -15,10 +15,8 @@ use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailabl
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
-use crate::neon;
-
 /// NEON, dotprod and i8mm, detected once.
-static FEATURES: FeatureSet = FeatureSet::new(|| {
+pub(crate) static FEATURES: FeatureSet = FeatureSet::new(|| {
     vec![
         ("neon", std::arch::is_aarch64_feature_detected!("neon")),
         ("dotprod", std::arch::is_aarch64_feature_detected!("dotprod")),
@@ -31,9 +29,9 @@ pub fn has_i8mm() -> bool {
     FEATURES.available()
 }
 
-/// The native lane: the shared repacked matmul over the native `aarch64-neon` kernels,
+/// The native lane: the shared repacked matmul over the native `aarch64-i8mm` kernels,
 /// with the NEON, `sdot` and `smmla` row-group kernels. Only [`kernels()`] hands it out.
-static NATIVE: RepackedLane = RepackedLane { plain: &neon::NATIVE, scheme: scheme(group) };
+static NATIVE: RepackedLane = RepackedLane { plain: &crate::i8mm::NATIVE, scheme: scheme(group) };
 
 /// The native kernels, or the CPU features this CPU lacks (NEON, dotprod, i8mm).
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {

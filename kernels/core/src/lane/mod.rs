@@ -42,6 +42,7 @@ mod registry;
 mod repacked;
 mod status;
 
+pub use crate::arch::aarch64::i8mm::{I8mmTwin, AARCH64_I8MM, ARM_I8MM_NRC2};
 pub use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, AARCH64_I8MM_REPACK};
 pub use crate::arch::aarch64::neon::{dequantize_q4_k_fused, NeonTwin, AARCH64_NEON};
 pub use crate::arch::aarch64::neon_repack::{arm_dotprod_layout, AARCH64_NEON_REPACK};
@@ -188,6 +189,7 @@ pub static LANES: &[&Lane] = &[
     &X86_64_AVX512,
     &AARCH64_NEON,
     &AARCH64_NEON_REPACK,
+    &AARCH64_I8MM,
     &AARCH64_I8MM_REPACK,
     &HIP_WAVE32,
     &HIP_WAVE64,

@@ -3,17 +3,14 @@
 //! Weights are repacked as that build does it ([`crate::repack`]): Q4_K as `q4_K_8x8`
 //! and Q6_K as `q6_K_8x8` when the row count is a multiple of 8, Q4_0 as `q4_0_4x8` and Q8_0 as `q8_0_4x8` when
 //! it is a multiple of 4, and multiplied by the i8mm gemm / dotprod gemv kernels
-//! ([`kernels`]). Other weights take the `aarch64-neon` lane's plain
-//! vec_dot path. The matmul itself is the shared [`RepackedLane`]; this
+//! ([`kernels`]). Other weights take the `aarch64-i8mm` lane's plain path (2x2 `smmla`
+//! vec_dot tiles where both row counts are even, `nrc == 1` otherwise, see
+//! [`crate::arch::aarch64::i8mm`]). The matmul itself is the shared [`RepackedLane`]; this
 //! module supplies the layouts and the group kernels (the row rules are the dotprod
 //! build's, [`arm_row_rule`]).
 //!
-//! Not reproduced:
-//! - Plain weights with an even row count and an even number of activation rows: the
-//!   i8mm build's vec_dot then runs two rows at a time (`nrc == 2`, `smmla`), whose float
-//!   order differs from the `nrc == 1` kernel this lane uses for plain weights. Plain
-//!   weights agree with ggml when the weight row count or the activation row count is
-//!   odd (checked by the oracle at odd row counts).
+//! The decoder's batched attention runs without llamafile, as in the i8mm build
+//! ([`crate::elem::ElemFlavour::NeonNoLlamafile`]).
 //!
 //! Row split, as `forward_mul_mat` does it: with m activation rows, the first
 //! m - m % 4 go through the gemm kernel (activations by `ggml_quantize_mat_q8_K_4x8` /
@@ -23,7 +20,7 @@
 
 pub mod kernels;
 
-use crate::arch::aarch64::neon::NeonTwin;
+use crate::arch::aarch64::i8mm::{I8mmTwin, ARM_I8MM_NRC2};
 use crate::arch::aarch64::neon_repack::arm_row_rule;
 use crate::blocks::cast_blocks;
 use crate::error::KernelError;
@@ -40,7 +37,7 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
     name: "aarch64-i8mm-repack",
     arch: Arch::Aarch64,
     summary: "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K 8x8, q6_K 8x8, q4_0/q8_0 4x8 gemv and gemm; \
-              attention without llamafile; plain weights by the nrc=1 vec_dot only",
+              plain weights as aarch64-i8mm; attention without llamafile",
     status: Status::Proven(&[
         Proof {
             level: Level::Kernel,
@@ -77,15 +74,14 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         contraction: Contraction::GccAarch64,
         layout: WeightLayout::ArmI8mmRepack,
         matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
-        plain_gemm: crate::lane::PlainGemm::VecDot,
+        plain_gemm: ARM_I8MM_NRC2,
         elem: crate::elem::ElemFlavour::NeonNoLlamafile,
     },
     portable: &TWIN,
 };
 
-/// The portable twin: the shared repacked matmul over the `aarch64-neon` twin (plain
-/// vec_dot with `nrc == 1`).
-static TWIN: RepackedLane = RepackedLane { plain: &NeonTwin, scheme: scheme(group) };
+/// The portable twin: the shared repacked matmul over the `aarch64-i8mm` twin.
+static TWIN: RepackedLane = RepackedLane { plain: &I8mmTwin, scheme: scheme(group) };
 
 /// The i8mm build's repack buffer with `group` as its row-group kernels (the twins here,
 /// NEON, `sdot` and `smmla` in `tiercheck-aarch64`).
@@ -151,7 +147,7 @@ pub fn group(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::aarch64::neon::NeonTwin;
+    use crate::arch::aarch64::i8mm::{I8mmTwin, ARM_I8MM_NRC2};
     use crate::lane::Kernels;
     use crate::matrix::WeightMatrix;
     use crate::quant::weights;

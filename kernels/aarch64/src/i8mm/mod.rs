@@ -1,0 +1,99 @@
+//! The native `aarch64-i8mm` lane: the i8mm build's plain matmul with 2x2 `smmla`
+//! vec_dot tiles ([`vec_dot2`]) where both row counts are even, and the native
+//! `aarch64-neon` kernels for everything else (activations, dequantization, `nrc == 1`).
+//! Needs NEON, dotprod and i8mm: on CPUs without them [`kernels()`] hands out nothing.
+//! Twin: `tiercheck_core::lane::AARCH64_I8MM`.
+
+pub mod vec_dot2;
+
+use tiercheck_core::arch::aarch64::i8mm::{matmul_nrc2, Tile};
+use tiercheck_core::blocks::cast_blocks;
+use tiercheck_core::lane::{I8mmTwin, Unavailable};
+use tiercheck_core::quant::ActRule;
+use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
+
+use crate::i8mm_repack::FEATURES;
+use crate::neon;
+
+/// Native kernels; only [`kernels()`] hands them out, after checking the features.
+#[derive(Debug)]
+pub struct I8mmNative {
+    _proof: (),
+}
+
+pub(crate) static NATIVE: I8mmNative = I8mmNative { _proof: () };
+
+/// The native kernels, or the CPU features this CPU lacks (NEON, dotprod, i8mm).
+pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
+    FEATURES.check()?;
+    Ok(&NATIVE)
+}
+
+/// One 2x2 tile by the native kernels. Reached only through [`NATIVE`].
+fn tile(ty: GgmlType, atype: GgmlType, x: [&[u8]; 2], y: [&[u8]; 2]) -> Result<Tile, KernelError> {
+    // SAFETY (every arm): only `NATIVE` calls this, and only `kernels()` hands it out,
+    // after checking NEON, dotprod and i8mm.
+    Ok(match ty {
+        GgmlType::Q4_0 => unsafe {
+            vec_dot2::vec_dot2_q4_0_q8_0(
+                [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+                [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+            )
+        },
+        GgmlType::Q8_0 => unsafe {
+            vec_dot2::vec_dot2_q8_0_q8_0(
+                [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+                [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+            )
+        },
+        GgmlType::Q4_K => unsafe {
+            vec_dot2::vec_dot2_q4_k_q8_k(
+                [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+                [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+            )
+        },
+        GgmlType::Q6_K => unsafe {
+            vec_dot2::vec_dot2_q6_k_q8_k(
+                [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+                [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+            )
+        },
+        other => {
+            return Err(KernelError::Unsupported {
+                op: "aarch64-i8mm nrc=2 vec_dot",
+                ty: other.name(),
+            })
+        }
+    })
+}
+
+impl Kernels for I8mmNative {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        I8mmTwin.act_rule(wtype)
+    }
+
+    fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
+        neon::NATIVE.quantize_act(wtype, x)
+    }
+
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        neon::NATIVE.dequantize(ty, bytes, out)
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        neon::NATIVE.vec_dot(wtype, w_row, act)
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        matmul_nrc2(self, w, act, m, tile)
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        I8mmTwin.plain_path(wtype, m)
+    }
+}

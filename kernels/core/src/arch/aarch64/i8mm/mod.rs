@@ -1,0 +1,221 @@
+//! The `aarch64-i8mm` lane: ggml built by GCC for aarch64 with dotprod and i8mm
+//! (`-march=armv8.6-a+dotprod+i8mm`), repack off (`--no-repack`), plain weights:
+//!
+//! - activations, dequantization and the single-row (`nrc == 1`) vec_dot: the
+//!   `aarch64-neon` lane's (the same source compiled for dotprod);
+//! - the plain matmul ([`ARM_I8MM_NRC2`]): the i8mm build's type traits give Q4_0,
+//!   Q8_0, Q4_K and Q6_K `nrows = 2`, so `ggml_compute_forward_mul_mat` calls their
+//!   vec_dot on 2x2 tiles (two weight rows by two activation rows, `smmla`,
+//!   [`vec_dot2`]) when the weight row count and the activation row count are both even,
+//!   and one pair at a time (`nrc == 1`) otherwise. The tiles are rows (2a, 2a + 1) by
+//!   activation rows (2b, 2b + 1);
+//! - the decoder's elementwise loops: NEON, with llamafile compiled out
+//!   ([`crate::elem::ElemFlavour::NeonNoLlamafile`]).
+//!
+//! ggml also falls back to `nrc == 1` for a thread's chunk whose row span is odd, which
+//! happens only when it re-chunks by thread (few 16-row chunks) and the thread count does
+//! not split the rows evenly. The lane reproduces one thread, and every thread count
+//! whose chunks have even spans (the oracle runs llama.cpp with one or two threads).
+
+pub mod vec_dot2;
+
+use crate::arch::aarch64::neon::NeonTwin;
+use crate::blocks::cast_blocks;
+use crate::error::KernelError;
+use crate::lane::dispatch::check_pair;
+use crate::lane::{
+    act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath,
+    PlainGemm, Proof, Recipe, Status, WeightLayout,
+};
+use crate::matrix::WeightMatrix;
+use crate::quant::ActRule;
+use crate::GgmlType;
+pub use vec_dot2::Tile;
+
+/// The i8mm build's plain matmul: 2x2 `smmla` vec_dot tiles where both row counts are
+/// even (Q4_0, Q8_0, Q4_K, Q6_K), `vec_dot` per pair otherwise.
+pub const ARM_I8MM_NRC2: PlainGemm = PlainGemm::named("arm-i8mm-nrc2-even-rows");
+
+/// The `aarch64-i8mm` lane.
+pub static AARCH64_I8MM: Lane = Lane {
+    name: "aarch64-i8mm",
+    arch: Arch::Aarch64,
+    summary: "ggml aarch64 (GCC, dotprod+i8mm), repack off: smmla vec_dot on 2x2 tiles for even \
+              row counts, nrc=1 otherwise; attention without llamafile",
+    recipe: Recipe {
+        act_k: ActRule::Q8KFusedNearest,
+        act_legacy: ActRule::Q8_0Neon,
+        accumulation: Accumulation::NeonSerial,
+        contraction: Contraction::GccAarch64,
+        layout: WeightLayout::Plain,
+        matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: ARM_I8MM_NRC2,
+        elem: crate::elem::ElemFlavour::NeonNoLlamafile,
+    },
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "ggml aarch64 i8mm build (GCC) under qemu: vec_dot nrc=2 and plain mul_mat",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &["oracle/arm-i8mm/vec_dot2", "oracle/arm-i8mm/matmul-plain"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-i8mm/no_repack/decode/end_to_end",
+                "llama_cpp/arm-i8mm/no_repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off (F32 KV cache, flash attention off)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-i8mm/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-i8mm/no_repack/prompt/layer_local",
+            ],
+        },
+    ]),
+    portable: &I8mmTwin,
+};
+
+/// Portable twin of the `aarch64-i8mm` lane.
+#[derive(Debug, Default)]
+pub struct I8mmTwin;
+
+/// Whether ggml's i8mm build multiplies `n` plain rows of `ty` by `m` activation rows on
+/// 2x2 tiles (`nrc == 2`).
+pub fn nrc2_applies(ty: GgmlType, n: usize, m: usize) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K)
+        && n.is_multiple_of(2)
+        && m.is_multiple_of(2)
+}
+
+/// The 2x2 tile of weight rows `x` by quantized activation rows `y` by the twin kernels.
+pub fn tile(
+    ty: GgmlType,
+    atype: GgmlType,
+    x: [&[u8]; 2],
+    y: [&[u8]; 2],
+) -> Result<Tile, KernelError> {
+    Ok(match ty {
+        GgmlType::Q4_0 => vec_dot2::vec_dot2_q4_0_q8_0(
+            [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+            [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+        ),
+        GgmlType::Q8_0 => vec_dot2::vec_dot2_q8_0_q8_0(
+            [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+            [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+        ),
+        GgmlType::Q4_K => vec_dot2::vec_dot2_q4_k_q8_k(
+            [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+            [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+        ),
+        GgmlType::Q6_K => vec_dot2::vec_dot2_q6_k_q8_k(
+            [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+            [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+        ),
+        other => {
+            return Err(KernelError::Unsupported {
+                op: "aarch64-i8mm nrc=2 vec_dot",
+                ty: other.name(),
+            })
+        }
+    })
+}
+
+/// ggml's plain matmul on the i8mm build ([`ARM_I8MM_NRC2`]) over `kernels`' activation
+/// format, with `tile` as the 2x2 kernel (twin or native): `out[i * n + j]`.
+pub fn matmul_nrc2<K: Kernels + ?Sized>(
+    kernels: &K,
+    w: &WeightMatrix<'_>,
+    act: &[u8],
+    m: usize,
+    tile: impl Fn(GgmlType, GgmlType, [&[u8]; 2], [&[u8]; 2]) -> Result<Tile, KernelError>,
+) -> Result<Vec<f32>, KernelError> {
+    let n = w.n();
+    if !nrc2_applies(w.ty(), n, m) || w.k() == 0 {
+        return vec_dot_rows(kernels, w, act, m);
+    }
+    let atype = kernels.act_rule(w.ty())?.format();
+    let rows = act_rows(kernels, w, act, m)?;
+    if let Some(a) = rows.first() {
+        check_pair(w.ty(), w.row(0), atype, a)?;
+    }
+    let mut out = vec![0.0f32; m * n];
+    for i in (0..m).step_by(2) {
+        for j in (0..n).step_by(2) {
+            let t = tile(w.ty(), atype, [w.row(j), w.row(j + 1)], [rows[i], rows[i + 1]])?;
+            out[i * n + j] = t[0][0];
+            out[i * n + j + 1] = t[0][1];
+            out[(i + 1) * n + j] = t[1][0];
+            out[(i + 1) * n + j + 1] = t[1][1];
+        }
+    }
+    Ok(out)
+}
+
+impl Kernels for I8mmTwin {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        AARCH64_I8MM.recipe.act_rule(wtype, "aarch64-i8mm matmul")
+    }
+
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        NeonTwin.dequantize(ty, bytes, out)
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        NeonTwin.vec_dot(wtype, w_row, act)
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        matmul_nrc2(self, w, act, m, tile)
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        // The weight row count is not known here; report what an even one runs.
+        if nrc2_applies(wtype, 2, m) {
+            "vec_dot-nrc2"
+        } else {
+            "vec_dot"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::weights;
+
+    #[test]
+    fn nrc2_tiles_are_close_to_the_single_row_dots_and_odd_counts_are_single_row() {
+        let (n, k) = (6, 512);
+        let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.001).collect();
+        for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+            let bytes = weights::quantize(ty, &w, n, k).unwrap();
+            let wm = WeightMatrix::new(ty, n, k, &bytes).unwrap();
+            for m in [1usize, 2, 3, 4] {
+                let x: Vec<f32> =
+                    (0..m * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 0.002).collect();
+                let plain = NeonTwin.matmul(&wm, &x, m).unwrap();
+                let got = I8mmTwin.matmul(&wm, &x, m).unwrap();
+                if m % 2 == 1 {
+                    assert_eq!(plain, got, "{ty:?} m={m}: odd rows are nrc=1");
+                }
+                for (a, b) in plain.iter().zip(&got) {
+                    assert!((a - b).abs() <= 1e-3 * (1.0 + a.abs()), "{ty:?}: {a} vs {b}");
+                }
+            }
+        }
+    }
+}
