@@ -147,7 +147,7 @@ pub fn group(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::aarch64::i8mm::{I8mmTwin, ARM_I8MM_NRC2};
+    use crate::arch::aarch64::neon::NeonTwin;
     use crate::lane::Kernels;
     use crate::matrix::WeightMatrix;
     use crate::quant::weights;
