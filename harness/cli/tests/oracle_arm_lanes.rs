@@ -16,9 +16,12 @@
 //!   activation kinds; weights from the reference quantizer (passed as bytes: ggml's
 //!   aarch64 quantizer differs for q4_K); types q4_0, q8_0, q4_K and q6_K (layouts
 //!   q4_0_4x4, q8_0_4x4, q4_K_8x4, q6_K_8x4). Row counts ggml does not repack (12 for
-//!   q4_K and q6_K, 10 for q4_0/q8_0) must be refused by the repack buffer and match the plain matmul
-//!   (q4_0/q8_0 at m = 1 only: with more rows ggml runs llamafile's tinyBLAS).
-//!
+//!   q4_K and q6_K, 10 for q4_0/q8_0) must be refused by the repack buffer and match the
+//!   plain matmul, m in {1, 2, 3, 4, 5, 7} (q4_0 and q8_0 from two rows through
+//!   llamafile's `tinyBLAS_Q0_ARM`).
+//! - `oracle/arm-dotprod/matmul-plain/{q4_0,q8_0}/aarch64-neon`: the lane's matmul
+//!   against one plain `ggml_mul_mat` node, n in {7, 8, 10, 16}, m in 1..=8, k in
+//!   {256, 512}: `tinyBLAS_Q0_ARM` from two activation rows, vec_dot for one.
 //! - `oracle/arm-i8mm/matmul-repack/<type>/aarch64-i8mm-repack`: the same against the
 //!   `arm-i8mm` flavour (`-march=armv8.6-a+dotprod+i8mm`, qemu `max,sve=off`), layouts
 //!   q4_K_8x8, q6_K_8x8, q4_0_4x8, q8_0_4x8. Row counts without a layout (12 for q4_K
@@ -81,6 +84,12 @@ fn main() -> ExitCode {
             move |d| check_vec_dot(d, ty, "aarch64-neon"),
         ));
     }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/matmul-plain/{}/aarch64-neon", ty.name()),
+            move |d| check_matmul_plain(d, ty, "aarch64-neon"),
+        ));
+    }
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
         trials.push(trial(
             format!("oracle/arm-dotprod/matmul-repack/{}/aarch64-neon-repack", ty.name()),
@@ -103,7 +112,7 @@ fn main() -> ExitCode {
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-plain/{}/aarch64-i8mm", ty.name()),
-            move |d| check_matmul_plain_i8mm(d, ty),
+            move |d| check_matmul_plain(d, ty, "aarch64-i8mm"),
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
@@ -228,7 +237,7 @@ struct MatmulCase {
 
 fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
     let layout = tiercheck_core::lane::arm_dotprod_layout(ty).expect("a repacked type");
-    let plain_ms: &[usize] = if layout.cols() == 8 { &[1, 2, 3, 4, 5, 7] } else { &[1] };
+    let plain_ms: &[usize] = &[1, 2, 3, 4, 5, 7];
     check_repack_lane(d, ty, &tiercheck_core::lane::AARCH64_NEON_REPACK, layout, plain_ms)
 }
 
@@ -357,8 +366,8 @@ fn check_repack_lane(
     report(count, bad)
 }
 
-fn i8mm_impls() -> Result<Vec<(&'static str, &'static dyn Kernels)>, String> {
-    let lane = lanes::find("aarch64-i8mm")?;
+fn impls_of(name: &str) -> Result<Vec<(&'static str, &'static dyn Kernels)>, String> {
+    let lane = lanes::find(name)?;
     let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
     if let Ok(native) = lanes::native(lane) {
         impls.push(("native", native));
@@ -367,7 +376,7 @@ fn i8mm_impls() -> Result<Vec<(&'static str, &'static dyn Kernels)>, String> {
 }
 
 fn check_vec_dot2(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
-    let impls = i8mm_impls()?;
+    let impls = impls_of("aarch64-i8mm")?;
     let lane = lanes::find("aarch64-i8mm")?;
     let act_ty = lane.portable.act_rule(ty).map_err(|e| e.to_string())?.format();
     let sizes: &[usize] = if ty.block_size() == 256 { &[256, 512, 1024] } else { &[32, 96, 512] };
@@ -421,8 +430,9 @@ fn check_vec_dot2(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
     report(cases * 4, bad)
 }
 
-fn check_matmul_plain_i8mm(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
-    let impls = i8mm_impls()?;
+/// The lane's matmul against one plain `ggml_mul_mat` node of the driver's build.
+fn check_matmul_plain(d: &ArmDriver, ty: GgmlType, lane: &str) -> Result<usize, String> {
+    let impls = impls_of(lane)?;
     let mut rng = Rng::new(0x9A1A + ty.id() as u64);
     let mut cases = Vec::new();
     for k in [256usize, 512] {

@@ -41,6 +41,7 @@ use tiercheck_core::elem::{self, ElemOps};
 use tiercheck_core::gpu::{self, MmvqTable};
 use tiercheck_core::lane::{
     Accumulation, Contraction, MatmulPath, PlainGemm, RowPath, WeightLayout, ARM_I8MM_NRC2,
+    ARM_TINYBLAS_Q0,
 };
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, Prepared, RepackLayout, Target};
@@ -691,19 +692,61 @@ fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> 
     out
 }
 
+/// llamafile's `tinyBLAS_Q0_ARM`, written out independently of the lane code: per block
+/// the four lane sums of the `sdot`s (lane t: values 4t..4t+4 and 16+4t..16+4t+4), each
+/// accumulated unfused (`c_t = c_t + round(isum_t * round(d_x * d_y))`), then
+/// `(c0 + c1) + (c2 + c3)`.
+fn arm_tinyblas_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> {
+    use tiercheck_core::blocks::{BlockQ4_0, BlockQ8_0};
+    let (n, k) = (wm.n(), wm.k());
+    let m = x.len() / k;
+    let mut out = vec![0.0f32; m * n];
+    for (i, xi) in x.chunks(k).enumerate() {
+        let a = rule.quantize(xi).unwrap();
+        let ys: &[BlockQ8_0] = cast_blocks(GgmlType::Q8_0, &a).unwrap();
+        for j in 0..n {
+            let mut c = [0.0f32; 4];
+            for (b, y) in ys.iter().enumerate() {
+                let (codes, d): ([i32; 32], f32) = if wm.ty() == GgmlType::Q4_0 {
+                    let w: &[BlockQ4_0] = cast_blocks(GgmlType::Q4_0, wm.row(j)).unwrap();
+                    let q = &w[b].qs;
+                    let codes = core::array::from_fn(|e| {
+                        (if e < 16 { q[e] & 15 } else { q[e - 16] >> 4 }) as i32 - 8
+                    });
+                    (codes, w[b].d())
+                } else {
+                    let w: &[BlockQ8_0] = cast_blocks(GgmlType::Q8_0, wm.row(j)).unwrap();
+                    (core::array::from_fn(|e| w[b].q(e) as i32), w[b].d())
+                };
+                for (t, ct) in c.iter_mut().enumerate() {
+                    let isum: i32 = [4 * t, 16 + 4 * t]
+                        .iter()
+                        .flat_map(|&o| o..o + 4)
+                        .map(|e| codes[e] * y.q(e) as i32)
+                        .sum();
+                    *ct += isum as f32 * (d * y.d());
+                }
+            }
+            out[i * n + j] = (c[0] + c[1]) + (c[2] + c[3]);
+        }
+    }
+    out
+}
+
 #[test]
 fn matmul_path_is_what_matmul_does() {
     for lane in LANES {
         let r = &lane.recipe;
         let (mut not_per_row, mut gemm_differs, mut tiled_differs) = (false, false, false);
         assert!(
-            [PlainGemm::VecDot, PlainGemm::X86TiledK, ARM_I8MM_NRC2].contains(&r.plain_gemm),
+            [PlainGemm::VecDot, PlainGemm::X86TiledK, ARM_I8MM_NRC2, ARM_TINYBLAS_Q0]
+                .contains(&r.plain_gemm),
             "{}: no expectation for plain gemm {}",
             lane.name,
             r.plain_gemm.name()
         );
         for ty in types_of(lane) {
-            for n in [8usize, 12, 16] {
+            for n in [8usize, 10, 12, 16] {
                 let bytes = weight_rows(19 + n as u64, ty, n);
                 let wm = WeightMatrix::new(ty, n, K, &bytes).unwrap();
                 for m in [1usize, 2, 3, 4, 5, 8, 9] {
@@ -723,9 +766,15 @@ fn matmul_path_is_what_matmul_does() {
                     let prepared = lane.portable.prepare(wm, Target::Cpu).unwrap();
                     let tiled = r.plain_gemm == PlainGemm::X86TiledK && is_k_quant(ty) && m >= 8;
                     let nrc2 = r.plain_gemm == ARM_I8MM_NRC2 && n % 2 == 0 && m % 2 == 0;
+                    let tinyblas = r.plain_gemm == ARM_TINYBLAS_Q0 && !is_k_quant(ty) && m >= 2;
                     let want = match (r.matmul, &prepared) {
                         (_, Prepared::Plain(_)) if tiled => {
                             let want = x86_tiled_matmul(&wm, &x, recipe_rule(lane, ty));
+                            tiled_differs |= bits(&want) != bits(&per_row);
+                            want
+                        }
+                        (_, Prepared::Plain(_)) if tinyblas => {
+                            let want = arm_tinyblas_matmul(&wm, &x, recipe_rule(lane, ty));
                             tiled_differs |= bits(&want) != bits(&per_row);
                             want
                         }

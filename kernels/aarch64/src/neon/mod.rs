@@ -1,11 +1,13 @@
 //! The native `aarch64-neon` lane. Twin: `tiercheck_core::lane::AARCH64_NEON`.
 
+pub mod tinyblas;
 pub mod vec_dot;
 
+use tiercheck_core::arch::aarch64::neon::matmul_tinyblas;
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::NeonTwin;
 use tiercheck_core::quant::ActRule;
-use tiercheck_core::{GgmlType, KernelError, Kernels};
+use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 
 use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::Unavailable;
@@ -87,5 +89,33 @@ impl Kernels for NeonNative {
                 })
             }
         })
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        let dot = has_dotprod();
+        matmul_tinyblas(self, w, act, m, |ty, wr, a| {
+            let y = cast_blocks(GgmlType::Q8_0, a)?;
+            Ok(match ty {
+                // SAFETY: NEON is present (checked by `kernels`); `dot` was detected.
+                GgmlType::Q4_0 => unsafe { tinyblas::dot_q4_0(cast_blocks(ty, wr)?, y, dot) },
+                // SAFETY: as above.
+                GgmlType::Q8_0 => unsafe { tinyblas::dot_q8_0(cast_blocks(ty, wr)?, y, dot) },
+                other => {
+                    return Err(KernelError::Unsupported {
+                        op: "tinyBLAS_Q0_ARM",
+                        ty: other.name(),
+                    })
+                }
+            })
+        })
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        NeonTwin.plain_path(wtype, m)
     }
 }

@@ -36,7 +36,7 @@ fn sdot_neon(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 
 #[inline]
 #[target_feature(enable = "neon")]
-fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t, dot: bool) -> int32x4_t {
+pub(crate) fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t, dot: bool) -> int32x4_t {
     if dot {
         // SAFETY: `dot` is true only when the CPU has dotprod.
         unsafe { sdot_asm(acc, a, b) }

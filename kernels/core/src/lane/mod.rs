@@ -44,7 +44,9 @@ mod status;
 
 pub use crate::arch::aarch64::i8mm::{I8mmTwin, AARCH64_I8MM, ARM_I8MM_NRC2};
 pub use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, AARCH64_I8MM_REPACK};
-pub use crate::arch::aarch64::neon::{dequantize_q4_k_fused, NeonTwin, AARCH64_NEON};
+pub use crate::arch::aarch64::neon::{
+    dequantize_q4_k_fused, NeonTwin, AARCH64_NEON, ARM_TINYBLAS_Q0,
+};
 pub use crate::arch::aarch64::neon_repack::{arm_dotprod_layout, AARCH64_NEON_REPACK};
 pub use crate::arch::generic::{RefKernels, REF};
 pub use crate::arch::hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN};

@@ -8,21 +8,67 @@
 //! - dequantize: `dequantize_row_q4_K` contracted to `fma(d1, q, -m1)` by GCC (the other
 //!   formats have nothing to contract and equal `ref`).
 //!
+//! - the plain Q4_0 and Q8_0 matmul with two or more activation rows: llamafile's
+//!   `tinyBLAS_Q0_ARM` ([`tinyblas`], [`ARM_TINYBLAS_Q0`]); K-quants and single rows take
+//!   `vec_dot`.
+//!
 //! On i8mm builds ggml runs these vec_dots two rows at a time (smmla) when both row
 //! counts are even; that is the `aarch64-i8mm` family's business, not this lane's.
 
+pub mod tinyblas;
 pub mod vec_dot;
 
 use crate::blocks::{cast_blocks, BlockQ4K, QK_K};
 use crate::error::KernelError;
 use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
 use crate::lane::{
-    Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
-    WeightLayout,
+    vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, PlainGemm,
+    Proof, Recipe, Status, WeightLayout,
 };
+use crate::matrix::WeightMatrix;
 use crate::quant::ActRule;
 use crate::GgmlType;
 use vec_dot as neon;
+
+/// The dotprod build's plain matmul: llamafile's `tinyBLAS_Q0_ARM` for Q4_0 and Q8_0 at
+/// two or more activation rows, `vec_dot` per pair otherwise.
+pub const ARM_TINYBLAS_Q0: PlainGemm = PlainGemm::named("arm-tinyblas-q0-m2");
+
+/// ggml's plain matmul on the dotprod build over `kernels`' activation format, with
+/// `dot` as one `tinyBLAS_Q0_ARM` output (twin or native) for (type, weight row,
+/// activation row): `out[i * n + j]`.
+pub fn matmul_tinyblas<K: Kernels + ?Sized>(
+    kernels: &K,
+    w: &WeightMatrix<'_>,
+    act: &[u8],
+    m: usize,
+    dot: impl Fn(GgmlType, &[u8], &[u8]) -> Result<f32, KernelError>,
+) -> Result<Vec<f32>, KernelError> {
+    if !tinyblas::applies(w.ty(), m) || w.k() == 0 {
+        return vec_dot_rows(kernels, w, act, m);
+    }
+    let atype = kernels.act_rule(w.ty())?.format();
+    let rows = crate::lane::act_rows(kernels, w, act, m)?;
+    let n = w.n();
+    let mut out = vec![0.0f32; m * n];
+    for (i, a) in rows.into_iter().enumerate() {
+        for j in 0..n {
+            crate::lane::dispatch::check_pair(w.ty(), w.row(j), atype, a)?;
+            out[i * n + j] = dot(w.ty(), w.row(j), a)?;
+        }
+    }
+    Ok(out)
+}
+
+/// One twin `tinyBLAS_Q0_ARM` output.
+fn tinyblas_dot(ty: GgmlType, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    let y = cast_blocks(GgmlType::Q8_0, a)?;
+    Ok(match ty {
+        GgmlType::Q4_0 => tinyblas::dot_q4_0(cast_blocks(ty, w)?, y),
+        GgmlType::Q8_0 => tinyblas::dot_q8_0(cast_blocks(ty, w)?, y),
+        other => return Err(KernelError::Unsupported { op: "tinyBLAS_Q0_ARM", ty: other.name() }),
+    })
+}
 
 /// Portable twin of the `aarch64-neon` lane.
 #[derive(Debug, Default)]
@@ -32,7 +78,8 @@ pub struct NeonTwin;
 pub static AARCH64_NEON: Lane = Lane {
     name: "aarch64-neon",
     arch: Arch::Aarch64,
-    summary: "ggml aarch64 (GCC, dotprod): NEON vec_dot nrc=1 with GCC's fused multiply-adds",
+    summary: "ggml aarch64 (GCC, dotprod): NEON vec_dot nrc=1 with GCC's fused multiply-adds; \
+              llamafile's tinyBLAS_Q0_ARM for plain q4_0/q8_0 from 2 rows",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
@@ -40,7 +87,7 @@ pub static AARCH64_NEON: Lane = Lane {
         contraction: Contraction::GccAarch64,
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
-        plain_gemm: crate::lane::PlainGemm::VecDot,
+        plain_gemm: ARM_TINYBLAS_Q0,
         elem: crate::elem::ElemFlavour::Neon,
     },
     status: Status::Proven(&[
@@ -49,7 +96,11 @@ pub static AARCH64_NEON: Lane = Lane {
             against: "ggml aarch64 dotprod build (GCC) under qemu",
             only: "",
             test: "oracle_arm_lanes",
-            trials: &["oracle/arm-dotprod/vec_dot", "oracle/arm-dotprod/from_float"],
+            trials: &[
+                "oracle/arm-dotprod/vec_dot",
+                "oracle/arm-dotprod/from_float",
+                "oracle/arm-dotprod/matmul-plain",
+            ],
         },
         Proof {
             level: Level::DecoderDecode,
@@ -122,5 +173,22 @@ impl Kernels for NeonTwin {
             q6_k: neon::vec_dot_q6_k_q8_k,
         };
         dispatch_vec_dot(self, &fns, "aarch64-neon vec_dot", wtype, w_row, act)
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        matmul_tinyblas(self, w, act, m, tinyblas_dot)
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        if tinyblas::applies(wtype, m) {
+            "tinyblas-q0"
+        } else {
+            "vec_dot"
+        }
     }
 }

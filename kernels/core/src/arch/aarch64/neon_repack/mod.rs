@@ -7,9 +7,8 @@
 //! vec_dot path. The matmul itself is the shared [`RepackedLane`]; this
 //! module supplies the layouts, the row rules and the group kernels.
 //!
-//! Not reproduced: plain Q4_0/Q8_0 weights (rows not a multiple of 4) with several
-//! activation rows go through llamafile's tinyBLAS in ggml, which the `aarch64-neon`
-//! path does not reproduce either.
+//! Plain Q4_0/Q8_0 weights (rows not a multiple of 4) with several activation rows go
+//! through llamafile's `tinyBLAS_Q0_ARM`, as on `aarch64-neon`.
 //!
 //! Row split, as `forward_mul_mat` does it: with m activation rows, the first
 //! m - m % 4 go through the gemm kernel (activations by `ggml_quantize_mat_q8_K_4x4` /
@@ -71,7 +70,7 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
         contraction: Contraction::GccAarch64,
         layout: WeightLayout::ArmDotprodRepack,
         matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
-        plain_gemm: crate::lane::PlainGemm::VecDot,
+        plain_gemm: crate::arch::aarch64::neon::ARM_TINYBLAS_Q0,
         elem: crate::elem::ElemFlavour::Neon,
     },
     portable: &TWIN,
