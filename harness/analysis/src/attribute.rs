@@ -149,6 +149,10 @@ impl Kernels for Composite {
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
         self.kernel.portable.plain_path(wtype, m)
     }
+
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        self.kernel.portable.plain_split(wtype, n, m)
+    }
 }
 
 /// One composite's comparison with B.

@@ -96,4 +96,8 @@ impl Kernels for I8mmNative {
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
         I8mmTwin.plain_path(wtype, m)
     }
+
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        I8mmTwin.plain_split(wtype, n, m)
+    }
 }

@@ -154,6 +154,15 @@ pub trait Kernels: Sync + Send {
         let _ = (wtype, m);
         "vec_dot"
     }
+
+    /// The granularity in weight rows at which `n` plain rows of `wtype` times `m`
+    /// activation rows may be split between threads without changing a bit of
+    /// [`Kernels::matmul_quantized`]; `None` when they must stay whole. The default, 1,
+    /// suits every kernel whose outputs do not depend on the other weight rows.
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        let _ = (wtype, n, m);
+        Some(1)
+    }
 }
 
 /// A lane: stable name, architecture, one-line summary, status, recipe and portable

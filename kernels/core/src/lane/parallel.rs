@@ -3,8 +3,10 @@
 //! Every output value is computed by exactly one thread with the lane's own
 //! single-threaded kernel, over the whole of k, so the result is bitwise independent of
 //! the thread count (as in ggml, whose threads split `src0` rows into chunks). Chunks
-//! of repacked weights are whole groups of 8 rows. Each thread quantizes the activation
-//! rows itself (deterministic, so every thread sees the same codes).
+//! of repacked weights are whole groups of 8 rows; chunks of plain weights are whole
+//! units of [`Kernels::plain_split`] (pairs for the i8mm tiles), and weights it keeps
+//! whole run on one thread. Each thread quantizes the activation rows itself
+//! (deterministic, so every thread sees the same codes).
 
 use super::Kernels;
 use crate::error::KernelError;
@@ -20,7 +22,10 @@ pub fn matmul_parallel(
     threads: usize,
 ) -> Result<Vec<f32>, KernelError> {
     let (n, k, unit) = match w {
-        Prepared::Plain(p) => (p.n(), p.k(), 1),
+        Prepared::Plain(p) => match kernels.plain_split(p.ty(), p.n(), m) {
+            Some(u) => (p.n(), p.k(), u.max(1)),
+            None => return kernels.matmul_prepared(w, x, m),
+        },
         Prepared::Repacked(r) => (r.n(), r.k(), 8),
     };
     check_activations(x, m, k)?;

@@ -172,6 +172,10 @@ impl Kernels for RepackedLane {
         self.plain.plain_path(wtype, m)
     }
 
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        self.plain.plain_split(wtype, n, m)
+    }
+
     fn prepare<'a>(
         &self,
         w: WeightMatrix<'a>,

@@ -96,6 +96,20 @@ pub fn nrc2_applies(ty: GgmlType, n: usize, m: usize) -> bool {
         && m.is_multiple_of(2)
 }
 
+/// How `n` plain rows may be split between threads without changing the tile decision
+/// ([`Kernels::plain_split`]): in pairs when `n` is even; whole when `n` is odd and `m`
+/// even (a chunk of even size would take the tiles that ggml, deciding on all `n` rows,
+/// does not); freely when `m` is odd (no tiles at all).
+pub fn nrc2_split(ty: GgmlType, n: usize, m: usize) -> Option<usize> {
+    if !nrc2_applies(ty, 2, m) {
+        Some(1)
+    } else if n.is_multiple_of(2) {
+        Some(2)
+    } else {
+        None
+    }
+}
+
 /// The 2x2 tile of weight rows `x` by quantized activation rows `y` by the twin kernels.
 pub fn tile(
     ty: GgmlType,
@@ -180,6 +194,10 @@ impl Kernels for I8mmTwin {
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
         matmul_nrc2(self, w, act, m, tile)
+    }
+
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        nrc2_split(wtype, n, m)
     }
 
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
