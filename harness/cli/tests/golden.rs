@@ -7,6 +7,9 @@
 //! - `<...>/<lane>/native`: the lane's native kernel is bitwise equal to its portable
 //!   twin (and so to the golden); ignored at run time with the reason where this CPU
 //!   cannot run it, a failure instead when `TIERCHECK_REQUIRE_LANES` names the lane;
+//!   for the elementwise cases (`elem/<op>/k=<k>/<case>`), the native loops of the lane's
+//!   flavour against its portable form (no such trial for the x64 flavour, which has no
+//!   native form);
 //! - `<...>/<lane>/tolerance`: the lane is within its error bound of the exact answer
 //!   and within NMSE of `ref` (`tiercheck_golden::check`); for quantize and dequantize
 //!   cases only where the lane's goldens differ from `ref`'s (never for `ref` itself);
@@ -34,7 +37,7 @@ use tiercheck_golden::cases::generate;
 use tiercheck_golden::cases::{Case, Op};
 use tiercheck_golden::check::{check_golden, check_tolerance, check_twin};
 use tiercheck_golden::manifest::sha256_hex;
-use tiercheck_golden::run::{applicable, run_case};
+use tiercheck_golden::run::{applicable, run_case, run_elem};
 use tiercheck_golden::{catalogue, verify, GoldenDir, GoldenError, Inputs, LaneGolden};
 use tiercheck_lanes as lanes;
 
@@ -116,7 +119,14 @@ fn main() -> ExitCode {
         // Dot products: every case has its own trials.
         for case in lane_cases.iter().filter(|c| !is_codec(c)) {
             trials.push(t.golden(format!("{}/{}", case.name, lane.name), &[case]));
-            if lanes::has_native(lane) {
+            let native = match case.op {
+                // Elementwise cases: the native loops of the lane's flavour.
+                Op::Elem(_) => {
+                    lanes::has_native(lane) && lanes::flavour_has_native(lane.recipe.elem)
+                }
+                _ => lanes::has_native(lane),
+            };
+            if native {
                 trials.push(t.native(format!("{}/{}/native", case.name, lane.name), &[case]));
             }
             trials.push(t.tolerance(case));
@@ -189,7 +199,7 @@ fn native_has_own_code(lane: &Lane, op: Op) -> bool {
             .into_iter()
             .any(|r| r.format() == fmt && NATIVE_QUANTIZERS.contains(&r)),
         Op::Dequantize(_) => false,
-        Op::VecDot(_) | Op::Gemv(_) | Op::Gemm(_) => true,
+        Op::VecDot(_) | Op::Gemv(_) | Op::Gemm(_) | Op::Elem(_) => true,
     }
 }
 
@@ -248,18 +258,28 @@ impl Trials {
         let (lane, inputs, must_run) = (self.lane, self.inputs.clone(), self.must_run);
         let cases: Vec<Case> = cases.iter().map(|&c| c.clone()).collect();
         Trial::ignorable_test(name, move || {
-            let native = match lanes::native(lane) {
-                Ok(k) => k,
-                Err(why) if must_run => {
+            let elem = cases.iter().all(|c| matches!(c.op, Op::Elem(_)));
+            let unavailable = if elem {
+                lanes::native_elem_ops(lane).err()
+            } else {
+                lanes::native(lane).err().map(|e| e.to_string())
+            };
+            match unavailable {
+                Some(why) if must_run => {
                     return Err(
                         format!("TIERCHECK_REQUIRE_LANES requires {}: {why}", lane.name).into()
                     )
                 }
-                Err(why) => return Ok(Completion::ignored_with(why)),
-            };
+                Some(why) => return Ok(Completion::ignored_with(why)),
+                None => {}
+            }
             let inputs = inputs.as_ref().as_ref()?;
             for case in &cases {
-                let n = run_case(lane, native, case, inputs)?;
+                let n = if let Op::Elem(_) = case.op {
+                    run_elem(lanes::native_elem_ops(lane)?, case, inputs)?
+                } else {
+                    run_case(lane, lanes::native(lane).map_err(|e| e.to_string())?, case, inputs)?
+                };
                 let p = run_case(lane, lane.portable, case, inputs)?;
                 check_twin(lane.name, case, &n, &p)?;
             }

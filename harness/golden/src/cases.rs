@@ -37,6 +37,68 @@ pub enum Op {
     Gemv(GgmlType),
     /// A weight matrix times several activation rows.
     Gemm(GgmlType),
+    /// One of the decoder's elementwise or attention kernels, in the lane's flavour.
+    Elem(ElemKind),
+}
+
+/// The decoder's elementwise and attention kernels with golden cases
+/// (`tiercheck_core::elem`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElemKind {
+    /// `ggml_vec_soft_max_f32` of one row against its maximum (outputs and the f64 sum).
+    SoftMax,
+    /// `ggml_vec_swiglu_f32` of two rows (x, gate).
+    SwiGlu,
+    /// `ggml_vec_dot_f32` of two rows.
+    DotF32,
+    /// One output of llamafile's f32 tinyBLAS tile, two rows.
+    SgemmDot,
+    /// RMSNorm times a weight row (`ggml_rms_norm` then `ggml_mul`), eps 1e-6.
+    RmsNorm,
+    /// The NeoX RoPE rotation of one head at a case-dependent position, base 1e6.
+    Rope,
+}
+
+impl ElemKind {
+    /// Every kind.
+    pub const ALL: [ElemKind; 6] = [
+        ElemKind::SoftMax,
+        ElemKind::SwiGlu,
+        ElemKind::DotF32,
+        ElemKind::SgemmDot,
+        ElemKind::RmsNorm,
+        ElemKind::Rope,
+    ];
+    /// The name in case names.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemKind::SoftMax => "soft_max",
+            ElemKind::SwiGlu => "swiglu",
+            ElemKind::DotF32 => "dot_f32",
+            ElemKind::SgemmDot => "sgemm_dot",
+            ElemKind::RmsNorm => "rms_norm",
+            ElemKind::Rope => "rope",
+        }
+    }
+    /// Input rows: one (soft_max, rope) or two (the second operand).
+    pub fn rows(self) -> usize {
+        match self {
+            ElemKind::SoftMax | ElemKind::Rope => 1,
+            _ => 2,
+        }
+    }
+    /// Row lengths: vector tails (lengths not a multiple of 4 or 8, below one step) and
+    /// model sizes; tinyBLAS lengths are whole vectors.
+    fn lengths(self) -> &'static [usize] {
+        match self {
+            ElemKind::SoftMax => &[7, 64, 256, 333],
+            ElemKind::SwiGlu => &[5, 64, 100, 4096],
+            ElemKind::DotF32 => &[3, 16, 77, 256, 4096],
+            ElemKind::SgemmDot => &[8, 64, 256],
+            ElemKind::RmsNorm => &[64, 1024],
+            ElemKind::Rope => &[64, 128],
+        }
+    }
 }
 
 impl Op {
@@ -44,6 +106,7 @@ impl Op {
     pub fn ty(self) -> GgmlType {
         match self {
             Op::Quantize(t) | Op::Dequantize(t) | Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => t,
+            Op::Elem(_) => GgmlType::F32,
         }
     }
     /// The op's name in case names.
@@ -54,6 +117,7 @@ impl Op {
             Op::VecDot(_) => "vec_dot",
             Op::Gemv(_) => "gemv",
             Op::Gemm(_) => "gemm",
+            Op::Elem(k) => k.name(),
         }
     }
 }
@@ -81,15 +145,17 @@ impl Case {
             Op::Quantize(_) | Op::VecDot(_) => format!("k={k}"),
             Op::Dequantize(_) => format!("k={k},n={n}"),
             Op::Gemv(_) | Op::Gemm(_) => format!("k={k},n={n},m={m}"),
+            Op::Elem(_) => format!("k={k}"),
         };
-        let name = format!("{}/{}/{shape}/case{index}", op.ty().name(), op.name());
+        let family = if let Op::Elem(_) = op { "elem" } else { op.ty().name() };
+        let name = format!("{family}/{}/{shape}/case{index}", op.name());
         Case { name, op, k, n, m, index }
     }
 
     /// Name of the weight input tensor (`<case>/w`), if the case has weights.
     pub(crate) fn weight_input(&self) -> Option<String> {
         match self.op {
-            Op::Quantize(_) => None,
+            Op::Quantize(_) | Op::Elem(_) => None,
             _ => Some(format!("{}/w", self.name)),
         }
     }
@@ -180,6 +246,13 @@ pub fn catalogue() -> Vec<Case> {
             }
         }
     }
+    for kind in ElemKind::ALL {
+        for &k in kind.lengths() {
+            for i in 0..3 {
+                cases.push(Case::new(Op::Elem(kind), k, 1, kind.rows(), i));
+            }
+        }
+    }
     cases.sort_by(|a, b| a.name.cmp(&b.name));
     cases
 }
@@ -234,6 +307,27 @@ fn activations_for(case: &Case, name: &str) -> Vec<f32> {
     let mut rng = Rng::new(seed_of(name));
     if let Op::Quantize(_) = case.op {
         return QUANTIZE_KINDS[case.index % QUANTIZE_KINDS.len()].row(&mut rng, case.k);
+    }
+    if let Op::Elem(kind) = case.op {
+        // Row kinds by case index; the second operand of swiglu, the dots and RMSNorm
+        // (gate, other row, norm weight) always a normal row.
+        // Wide-range rows only where no f32 square or product can overflow.
+        let kinds = match kind {
+            ElemKind::RmsNorm | ElemKind::Rope => [RowKind::Normal, RowKind::Ties, RowKind::Tiny],
+            _ => [RowKind::Normal, RowKind::WideRange, RowKind::Ties],
+        };
+        let first = kinds[case.index % kinds.len()].row(&mut rng, case.k);
+        let first: Vec<f32> = match kind {
+            // Attention scores and SiLU inputs of model scale, large enough to reach
+            // expf's clamps at the wide-range rows.
+            ElemKind::SoftMax | ElemKind::SwiGlu => first.iter().map(|v| v * 8.0).collect(),
+            _ => first,
+        };
+        let mut out = first;
+        if kind.rows() == 2 {
+            out.extend(RowKind::Normal.row(&mut rng, case.k));
+        }
+        return out;
     }
     let kinds = [RowKind::Normal, RowKind::Ties, RowKind::BothSignsMax, RowKind::WideRange];
     (0..case.m).flat_map(|r| kinds[(case.index + r) % kinds.len()].row(&mut rng, case.k)).collect()

@@ -26,10 +26,10 @@
 use tiercheck_core::blocks::{BlockQ4K, BlockQ8K, BlockQ8_0, BlockQ8_1};
 use tiercheck_core::{GgmlType, Kernels, Lane};
 
-use super::cases::{Case, Input, Op};
+use super::cases::{Case, ElemKind, Input, Op};
 use super::exact::dot_with_bound;
 use super::output::Output;
-use super::run::quantized_activation;
+use super::run::{elem_rows, quantized_activation, rope_pos};
 use super::store::{bless_command, Inputs, LaneGolden};
 use crate::compare::{bitwise_bytes, bitwise_f32, failure_message, tolerance, within_bounds};
 
@@ -230,6 +230,16 @@ pub fn check_tolerance(
             }
             Ok(())
         }
+        Op::Elem(kind) => {
+            let rows = elem_rows(case, inputs)?;
+            let (want, bound) = elem_exact(kind, case, &rows);
+            let report = within_bounds(&got.values(), &want, &bound);
+            if report.is_ok() {
+                Ok(())
+            } else {
+                fail("outside the error bound of the exact result", &report)
+            }
+        }
         Op::Dequantize(ty) => {
             let w = weight_input(case, inputs)?;
             let want = reference.values();
@@ -397,4 +407,83 @@ fn block_steps(fmt: GgmlType, bytes: &[u8]) -> Vec<f64> {
         _ => {}
     }
     out
+}
+
+/// The exact answer (f64) of an elementwise case and a rigorous bound on any flavour's
+/// f32 result, `u = 2^-24` the f32 unit roundoff. Every flavour computes the same
+/// formula with a different vector width, reduction order, fusion or `expf`, so one
+/// bound serves all: soft_max `exp(x - max)` with the subtraction in f32 (the input of
+/// every `expf`), each value within 4u (ggml's `ggml_v_expf` is good to about 1.5 ulp,
+/// glibc's `expf` to under 1) and the sum (hi, lo) within the sum of those bounds plus
+/// k u of the total; swiglu `silu(x) * g` within 8u (an `expf`, an add, a divide, a
+/// multiply), and anywhere between 0 and the exact value where `expf(-x)` overflows
+/// (x < -87); the dots within (k + 2) u of the sum of |products|; RMSNorm within 8u; RoPE
+/// with the cache's own f32 cos/sin, within 3u of |x0 c| + |x1 s| (fused or not). A tiny
+/// absolute term covers results in the subnormal range.
+pub fn elem_exact(kind: ElemKind, case: &Case, rows: &[&[f32]]) -> (Vec<f64>, Vec<f64>) {
+    const U: f64 = 1.0 / (1u64 << 24) as f64;
+    const TINY: f64 = 4.0e-45;
+    let k = case.k;
+    match kind {
+        ElemKind::SoftMax => {
+            let x = rows[0];
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, |a, b| if a > b { a } else { b });
+            let e: Vec<f64> = x.iter().map(|&v| f64::from(v - max).exp()).collect();
+            let mut bound: Vec<f64> = e.iter().map(|v| 4.0 * U * v + TINY).collect();
+            let sum: f64 = e.iter().sum();
+            let sum_bound: f64 = bound.iter().sum::<f64>() + k as f64 * U * sum;
+            let mut want = e;
+            want.push(sum);
+            bound.push(sum_bound);
+            // `lo` is the residual of the f64 sum below its f32 rounding.
+            want.push(0.0);
+            bound.push(sum * U + sum_bound);
+            (want, bound)
+        }
+        ElemKind::SwiGlu => {
+            let (x, g) = (rows[0], rows[1]);
+            let want: Vec<f64> = x
+                .iter()
+                .zip(g)
+                .map(|(&a, &b)| f64::from(a) / (1.0 + (-f64::from(a)).exp()) * f64::from(b))
+                .collect();
+            let bound = x
+                .iter()
+                .zip(&want)
+                .map(|(&a, w)| if a < -87.0 { w.abs() + TINY } else { 8.0 * U * w.abs() + TINY })
+                .collect();
+            (want, bound)
+        }
+        ElemKind::DotF32 | ElemKind::SgemmDot => {
+            let (x, y) = (rows[0], rows[1]);
+            let dot: f64 = x.iter().zip(y).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            let abs: f64 =
+                x.iter().zip(y).map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs()).sum();
+            (vec![dot], vec![(k as f64 + 2.0) * U * abs + TINY])
+        }
+        ElemKind::RmsNorm => {
+            let (x, w) = (rows[0], rows[1]);
+            let mean = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / k as f64;
+            let scale = 1.0 / (mean + f64::from(1e-6f32)).sqrt();
+            let want: Vec<f64> =
+                x.iter().zip(w).map(|(&a, &b)| f64::from(a) * scale * f64::from(b)).collect();
+            let bound = want.iter().map(|v| 8.0 * U * v.abs() + TINY).collect();
+            (want, bound)
+        }
+        ElemKind::Rope => {
+            let x = rows[0];
+            let cache = tiercheck_core::elem::rope_cache(rope_pos(case), k, 1e6);
+            let half = k / 2;
+            let (mut want, mut bound) = (vec![0.0; k], vec![0.0; k]);
+            for (i, [c, s]) in cache.iter().map(|p| [f64::from(p[0]), f64::from(p[1])]).enumerate()
+            {
+                let (x0, x1) = (f64::from(x[i]), f64::from(x[i + half]));
+                want[i] = x0 * c - x1 * s;
+                want[i + half] = x0 * s + x1 * c;
+                bound[i] = 3.0 * U * ((x0 * c).abs() + (x1 * s).abs()) + TINY;
+                bound[i + half] = 3.0 * U * ((x0 * s).abs() + (x1 * c).abs()) + TINY;
+            }
+            (want, bound)
+        }
+    }
 }

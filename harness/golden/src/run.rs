@@ -2,7 +2,9 @@
 
 use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 
-use super::cases::{Case, Input, Op};
+use tiercheck_core::elem::{self, ElemOps};
+
+use super::cases::{Case, ElemKind, Input, Op};
 use super::output::Output;
 use super::store::Inputs;
 
@@ -45,7 +47,71 @@ pub fn applicable(lane: &Lane, case: &Case) -> bool {
         Op::Quantize(fmt) => family_for_format(lane, fmt).is_some(),
         Op::Dequantize(_) => true,
         Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => lane.portable.act_rule(t).is_ok(),
+        Op::Elem(_) => true,
     }
+}
+
+/// The RoPE position of an elementwise case (varies with the case index).
+pub fn rope_pos(case: &Case) -> i32 {
+    3 + 17 * case.index as i32
+}
+
+/// The input rows of an elementwise case.
+pub fn elem_rows<'a>(case: &Case, inputs: &'a Inputs) -> Result<Vec<&'a [f32]>, String> {
+    let x = f32_input(inputs, case.activation_input().as_deref().unwrap_or_default())?;
+    if x.len() != case.m * case.k {
+        return Err(format!(
+            "input of {} has {} values, want {}",
+            case.name,
+            x.len(),
+            case.m * case.k
+        ));
+    }
+    Ok(x.chunks(case.k.max(1)).collect())
+}
+
+/// Run an elementwise case with `ops` (a flavour's portable or native kernels). Outputs:
+/// soft_max its k values and the f64 sum as two f32 (`hi = sum as f32`, `lo = (sum -
+/// hi) as f32`); swiglu, rms_norm and rope their k values; the dots one value.
+pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Output, String> {
+    let Op::Elem(kind) = case.op else { return Err(format!("{} is not elementwise", case.name)) };
+    let rows = elem_rows(case, inputs)?;
+    let k = case.k;
+    let data = match kind {
+        ElemKind::SoftMax => {
+            let x = rows[0];
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, |a, b| if a > b { a } else { b });
+            let mut y = vec![0.0f32; k];
+            let sum = ops.soft_max(&mut y, x, max);
+            let hi = sum as f32;
+            y.push(hi);
+            y.push((sum - hi as f64) as f32);
+            y
+        }
+        ElemKind::SwiGlu => {
+            let mut y = vec![0.0f32; k];
+            ops.swiglu(&mut y, rows[0], rows[1]);
+            y
+        }
+        ElemKind::DotF32 => vec![ops.dot_f32(rows[0], rows[1])],
+        ElemKind::SgemmDot => vec![ops.sgemm_dot(rows[0], rows[1])],
+        ElemKind::RmsNorm => {
+            let mut y = vec![0.0f32; k];
+            elem::rms_norm_mul(&mut y, rows[0], rows[1], 1e-6);
+            y
+        }
+        ElemKind::Rope => {
+            let mut y = rows[0].to_vec();
+            elem::rope_neox(
+                &mut y,
+                &elem::rope_cache(rope_pos(case), k, 1e6),
+                ops.flavour().fused(),
+            );
+            y
+        }
+    };
+    let n = data.len();
+    Ok(Output::F32 { shape: vec![n], data })
 }
 
 fn f32_input<'a>(inputs: &'a Inputs, name: &str) -> Result<&'a [f32], String> {
@@ -105,6 +171,7 @@ fn run_case_raw(
     let x_name = case.activation_input();
     let w_name = case.weight_input();
     match case.op {
+        Op::Elem(_) => run_elem(elem::portable(lane.recipe.elem), case, inputs),
         Op::Quantize(fmt) => {
             let family = family_for_format(lane, fmt)
                 .ok_or_else(|| format!("lane {} has no {} activations", lane.name, fmt.name()))?;

@@ -125,6 +125,32 @@ pub fn elem_ops(chosen: &Chosen) -> &'static dyn tiercheck_core::elem::ElemOps {
     tiercheck_core::elem::portable(flavour)
 }
 
+/// The native elementwise kernels of `lane`'s flavour, or why this build or CPU has none.
+pub fn native_elem_ops(lane: &Lane) -> Result<&'static dyn tiercheck_core::elem::ElemOps, String> {
+    let flavour = lane.recipe.elem;
+    #[cfg(target_arch = "x86_64")]
+    let tables: &[&'static [NativeElem]] = &[tiercheck_x86_64::NATIVE_ELEM];
+    #[cfg(target_arch = "aarch64")]
+    let tables: &[&'static [NativeElem]] = &[tiercheck_aarch64::NATIVE_ELEM];
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let tables: &[&'static [NativeElem]] = &[];
+    let entry =
+        tables.iter().flat_map(|t| t.iter()).find(|e| e.flavour == flavour).ok_or_else(|| {
+            format!(
+                "elementwise flavour {} has no native kernels on {}",
+                flavour.name(),
+                std::env::consts::ARCH
+            )
+        })?;
+    (entry.ops)().map_err(|e| e.to_string())
+}
+
+/// Whether any architecture crate has native kernels of `flavour` (the x64 flavour has
+/// none: ggml's baseline x86-64 loops are reproduced only portably).
+pub fn flavour_has_native(flavour: tiercheck_core::elem::ElemFlavour) -> bool {
+    flavour != tiercheck_core::elem::ElemFlavour::X64
+}
+
 /// The native elementwise kernels of `flavour` where this build has them and the CPU
 /// runs them (runtime detection in the architecture crate).
 fn native_elem(
