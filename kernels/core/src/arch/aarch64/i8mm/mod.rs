@@ -225,7 +225,9 @@ mod tests {
             for m in [1usize, 2, 3, 4] {
                 let x: Vec<f32> =
                     (0..m * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 0.002).collect();
-                let plain = NeonTwin.matmul(&wm, &x, m).unwrap();
+                // One row at a time: the nrc == 1 vec_dot (no tinyBLAS at m = 1).
+                let plain: Vec<f32> =
+                    x.chunks(k).flat_map(|xi| NeonTwin.matmul(&wm, xi, 1).unwrap()).collect();
                 let got = I8mmTwin.matmul(&wm, &x, m).unwrap();
                 if m % 2 == 1 {
                     assert_eq!(plain, got, "{ty:?} m={m}: odd rows are nrc=1");
