@@ -6,11 +6,12 @@
 // out the per-layer taps; and it writes what it saw as a dump that llama_taps.py
 // (--dump-from) turns into a trace with the same checks as its in-process path.
 //
-//   llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump
+//   llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump [KV FA]
 //   llamataps info
 //
 // Context as llama_taps.py sets it: n_ctx = n_batch = n_ubatch = 512, one sequence,
-// flash attention disabled, K and V cache F32, logits for every row. Tap selection, the
+// logits for every row; K and V cache of type KV (f32 or f16; default f32) and flash
+// attention FA (0 or 1; default 0). Tap selection, the
 // llama.cpp node names and the "last node of a name wins" rule are the script's (the
 // lists are passed by the script in TAPS_LAYER and TAPS_GLOBAL, so the two cannot drift
 // apart).
@@ -222,7 +223,8 @@ static int parse_int(const char *s, const char *what, long lo, long hi) {
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump\n"
+            "usage: llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump "
+            "[KV(f32|f16) FA(0|1)]\n"
             "       llamataps info\n"
             "TAPS_LAYER, TAPS_GLOBAL (environment): comma-separated node names to capture\n"
             "(per layer, captured as NAME-L, and whole-model)\n");
@@ -236,8 +238,21 @@ int main(int argc, char **argv) {
                ggml_cpu_has_sve(), ggml_cpu_has_fp16_va(), ggml_cpu_has_llamafile());
         return 0;
     }
-    if (argc != 8) {
+    if (argc != 8 && argc != 10) {
         return usage();
+    }
+    enum ggml_type kv_type = GGML_TYPE_F32;
+    int fa = 0;
+    if (argc == 10) {
+        if (strcmp(argv[8], "f32") == 0) {
+            kv_type = GGML_TYPE_F32;
+        } else if (strcmp(argv[8], "f16") == 0) {
+            kv_type = GGML_TYPE_F16;
+        } else {
+            fprintf(stderr, "llamataps: KV must be f32 or f16, got '%s'\n", argv[8]);
+            return 2;
+        }
+        fa = parse_int(argv[9], "FA", 0, 1);
     }
     const char *model_path = argv[1];
     bool prompt;
@@ -316,9 +331,9 @@ int main(int argc, char **argv) {
     cp.n_outputs_max_per_seq = 0;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = GGML_TYPE_F32;
-    cp.type_v = GGML_TYPE_F32;
+    cp.flash_attn_type = fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = kv_type;
+    cp.type_v = kv_type;
     cp.embeddings = false;
     cp.no_perf = true;
     cp.cb_eval = eval_cb;

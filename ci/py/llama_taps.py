@@ -8,7 +8,8 @@
 # checks and the trace writer below; on the haswell build the two give identical traces.
 #
 #   llama_taps.py --lib DIR --model FILE.gguf --ids 1,2,3 --mode decode|prompt \
-#       --out TRACE.safetensors [--threads N] [--no-repack] [--steps N] [--verbose]
+#       --out TRACE.safetensors [--threads N] [--no-repack] [--steps N] [--kv f32|f16]
+#       [--fa on|off] [--verbose]
 #   llama_taps.py --driver BIN [--qemu-cpu MODEL] --model ... (the same options)
 #
 # BIN is ci/oracle's `TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD` / `_I8MM` (run with QEMU_CPU =
@@ -33,8 +34,10 @@
 #     values of the parameter structs (a shifted field would show there).
 #   - Model: llama_model_load_from_file, CPU only; `use_extra_bufts` on (weight repacking,
 #     e.g. Q4_K -> q4_K_8x8 on AVX2) unless --no-repack.
-#   - Context: n_ctx = n_batch = n_ubatch = 512, flash attention DISABLED, K and V cache
-#     F32, a cb_eval callback, logits requested for every token.
+#   - Context: n_ctx = n_batch = n_ubatch = 512, by default flash attention DISABLED and K
+#     and V cache F32 (--fa on, --kv f16: llama.cpp's own defaults; recorded in the trace
+#     metadata `kv` and `fa`), a cb_eval callback, logits requested for every token. With
+#     flash attention there is no `kq-L` node, so `llama.n_kv` stays empty.
 #   - cb_eval: ggml's scheduler asks (ask=true) about every graph node in order; the script
 #     answers true for the taps of docs/TRACES.md and is called again (ask=false) once that
 #     node is computed, and copies it out with ggml_backend_tensor_get (strided gather for
@@ -97,7 +100,10 @@ TAP_ALIASES = {"embd": "inp_embd"}
 EXPECTED_OP = {"Qcur": "ROPE", "Kcur": "ROPE", "inp_embd": "GET_ROWS"}
 
 GGML_TYPE_F32 = 0
+GGML_TYPE_F16 = 1
 LLAMA_FLASH_ATTN_TYPE_DISABLED = 0
+LLAMA_FLASH_ATTN_TYPE_ENABLED = 1
+KV_TYPES = {"f32": GGML_TYPE_F32, "f16": GGML_TYPE_F16}
 GGML_OBJECT_SIZE = 32  # struct ggml_object: offs, size, next, type, padding[4]
 
 
@@ -446,7 +452,7 @@ def sha256_file(path):
 
 
 class Session:
-    def __init__(self, llama, model_path, threads, repack, capture=True):
+    def __init__(self, llama, model_path, threads, repack, capture=True, kv="f32", fa=False):
         self.llama = llama
         L = llama
         mp = L.llama_model_default_params()
@@ -472,9 +478,9 @@ class Session:
         cp.n_outputs_max_per_seq = 0  # (only limits backend samplers; none here)
         cp.n_threads = threads
         cp.n_threads_batch = threads
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED
-        cp.type_k = GGML_TYPE_F32
-        cp.type_v = GGML_TYPE_F32
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED if fa else LLAMA_FLASH_ATTN_TYPE_DISABLED
+        cp.type_k = KV_TYPES[kv]
+        cp.type_v = KV_TYPES[kv]
         cp.embeddings = False
         cp.no_perf = True
         if self.capture is not None:
@@ -579,11 +585,12 @@ def node_names(n_layer):
     return want
 
 
-def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True):
-    """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps. Returns
-    (session info dict, steps) with steps as trace_io.write_trace wants them (`taps` empty
-    when capture is False)."""
-    sess = Session(llama, model_path, threads, repack, capture)
+def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True,
+        kv="f32", fa=False):
+    """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps, with a K/V
+    cache of type `kv` and flash attention `fa`. Returns (session info dict, steps) with
+    steps as trace_io.write_trace wants them (`taps` empty when capture is False)."""
+    sess = Session(llama, model_path, threads, repack, capture, kv, fa)
     try:
         batches = [[t] for t in ids] if mode == "decode" else [list(ids)]
         steps = []
@@ -645,7 +652,8 @@ class Dump:
         return np.frombuffer(self.take(4 * n), dtype="<f4").astype(np.float32)
 
 
-def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greedy):
+def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greedy, kv="f32",
+               fa=False):
     """Runs a llama.cpp driver (the aarch64 one under qemu-aarch64 with CPU model
     `qemu_cpu` unless this host is aarch64; with an empty `qemu_cpu`, directly: a driver
     built for this host) and returns (info, steps, repacked) as run() and main() build
@@ -657,7 +665,7 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "taps.dump")
         cmd = [driver, model_path, mode, ",".join(str(i) for i in ids), str(threads),
-               "1" if repack else "0", str(n_greedy), out]
+               "1" if repack else "0", str(n_greedy), out, kv, "1" if fa else "0"]
         globals_ = [n for n in node_names(0)]
         env = dict(os.environ, TAPS_LAYER=",".join(LAYER_TAPS), TAPS_GLOBAL=",".join(globals_))
         env.pop("GGML_CPU_TILED_MM", None)
@@ -754,18 +762,24 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-repack", action="store_true", help="use_extra_bufts off: plain weights")
     ap.add_argument("--steps", type=int, default=0, help="greedy single-token steps after the ids")
+    ap.add_argument("--kv", choices=sorted(KV_TYPES), default="f32",
+                    help="K and V cache type (llama.cpp's default is f16)")
+    ap.add_argument("--fa", choices=["on", "off"], default="off",
+                    help="flash attention (llama.cpp's default resolves to on for the CPU)")
     ap.add_argument("--verbose", action="store_true", help="pass llama.cpp's whole log to stderr")
     a = ap.parse_args(argv)
+    fa = a.fa == "on"
     ids = parse_ids(a.ids)
     if a.threads < 1:
         raise SystemExit("--threads must be at least 1")
     try:
         if a.driver:
             info, steps, repacked = run_driver(a.driver, a.qemu_cpu, a.model, ids, a.mode,
-                                               a.threads, not a.no_repack, a.steps)
+                                               a.threads, not a.no_repack, a.steps, a.kv, fa)
         else:
             llama = Llama(a.lib, verbose=a.verbose)
-            info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps)
+            info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps,
+                              kv=a.kv, fa=fa)
             # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per
             # repacked weight.
             repacked = {}
@@ -787,6 +801,8 @@ def main(argv=None):
         "prompt_ids": json.dumps(ids, separators=(",", ":")),
         "repack": "off" if a.no_repack else "on",
         "threads": str(a.threads),
+        "kv": a.kv,
+        "fa": a.fa,
         "arch": arch,
         "llama.n_kv": json.dumps(info["n_kv"]),
         "llama.repacked": json.dumps(repacked, separators=(",", ":"), sort_keys=True),

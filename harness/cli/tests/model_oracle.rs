@@ -19,6 +19,11 @@
 //!   layer-local, every tap bitwise (the Q6_K weights repacked as `q6_K_8x4` /
 //!   `q6_K_8x8`; the i8mm build's plain matmuls on 2x2 `smmla` tiles and its batched
 //!   attention without llamafile).
+//! - `llama_cpp/attention_options/{decode,prompt}` and
+//!   `llama_cpp/arm-dotprod/attention_options/prompt`: the oracle's `--kv f16` and
+//!   `--fa on` (llama.cpp's defaults, not reproduced by any lane yet) take effect: the same
+//!   taps, bitwise equal to the F32/off run up to layer 0's `Vcur`, different from
+//!   `kqv_out-0` on.
 //!
 //! Needs the oracle stage (`ci/oracle`); without it the trials are reported ignored with
 //! the reason, and `TIERCHECK_REQUIRE_ORACLE=1` (CI) makes that a failure.
@@ -233,15 +238,23 @@ fn build_args(build: Build) -> Result<Vec<String>, String> {
 /// llama.cpp's taps for `ids` (teacher-forced) in `mode` on `build`, with its repack
 /// buffer on or off (its tiled K-quant matmul on where the build has it, as by default,
 /// whatever the caller's environment), then `steps` greedy steps.
+/// How llama.cpp runs: mode, repack, greedy steps after the ids, and extra
+/// `llama_taps.py` options (`--kv`, `--fa`).
+struct LlamaRun<'a> {
+    mode: Mode,
+    repack: bool,
+    steps: usize,
+    extra: &'a [&'a str],
+}
+
 fn llama_trace(
     build: Build,
     model: &Path,
     ids: &[u32],
-    mode: Mode,
-    repack: bool,
-    steps: usize,
+    run: LlamaRun<'_>,
     out: &Path,
 ) -> Result<Trace, String> {
+    let LlamaRun { mode, repack, steps, extra } = run;
     let py = python()?;
     let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
     let script = repo_root().join("ci/py/llama_taps.py");
@@ -253,6 +266,7 @@ fn llama_trace(
         .args(["--ids", &ids_s.join(","), "--mode", mode.name(), "--steps", &steps.to_string()])
         .arg("--out")
         .arg(out)
+        .args(extra)
         .env_remove("GGML_CPU_TILED_MM");
     if !repack {
         cmd.arg("--no-repack");
@@ -278,7 +292,14 @@ fn forced_trace(build: Build, mode: Mode, repack: bool) -> Result<Arc<Trace>, St
         let model = embedded_model()?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let path = dir.path().join("llama.safetensors");
-        llama_trace(build, &model.path, &forced_ids(20), mode, repack, 0, &path).map(Arc::new)
+        llama_trace(
+            build,
+            &model.path,
+            &forced_ids(20),
+            LlamaRun { mode, repack, steps: 0, extra: &[] },
+            &path,
+        )
+        .map(Arc::new)
     })
     .clone()
 }
@@ -308,6 +329,61 @@ fn judge(what: &str, diffs: &[TapDiff]) -> Result<(), String> {
 fn embedded_model() -> Result<Model, String> {
     let path = embedded::ensure_model(None).map_err(|e| e.to_string())?;
     Model::open(&path).map_err(|e| e.to_string())
+}
+
+/// llama.cpp's attention options take effect in the oracle: with an F16 K/V cache and/or
+/// flash attention (llama.cpp's defaults are both) the build's trace has the same taps as
+/// with the F32 cache and flash attention off, equal bit for bit up to layer 0's `Vcur`
+/// (the attention has not run yet), and different from `kqv_out-0` on (the cache's F16
+/// rounding, the flash kernel's online softmax). No lane reproduces these paths yet; the
+/// trial pins what the oracle's options do, and fails if an option is silently ignored.
+fn llama_attention_options(build: Build, mode: Mode) -> Result<(), String> {
+    let model = embedded_model()?;
+    let base = forced_trace(build, mode, true)?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    for (kv, fa) in [("f16", "off"), ("f16", "on"), ("f32", "on")] {
+        let path = dir.path().join(format!("llama-{kv}-{fa}.safetensors"));
+        let ids = forced_ids(20);
+        let extra = ["--kv", kv, "--fa", fa];
+        let run = LlamaRun { mode, repack: true, steps: 0, extra: &extra };
+        let t = llama_trace(build, &model.path, &ids, run, &path)?;
+        let what = format!("llama.cpp {} {} --kv {kv} --fa {fa}", build.name(), mode.name());
+        if t.meta.get("kv").map(String::as_str) != Some(kv)
+            || t.meta.get("fa").map(String::as_str) != Some(fa)
+        {
+            return Err(format!(
+                "{what}: trace metadata kv/fa {:?}/{:?}",
+                t.meta.get("kv"),
+                t.meta.get("fa")
+            ));
+        }
+        let (diffs, unmatched) = tapdiff::compare(&t, &base);
+        if !unmatched.is_empty() {
+            return Err(format!(
+                "{what}: taps differ in presence or shape: {}",
+                unmatched.join("; ")
+            ));
+        }
+        eprintln!("{what} against --kv f32 --fa off:\n{}", report(&diffs));
+        for d in &diffs {
+            let before_attention = matches!(
+                d.name.as_str(),
+                "inp_embd" | "attn_norm-0" | "Qcur-0" | "Kcur-0" | "Vcur-0"
+            );
+            if before_attention && !d.bitwise() {
+                return Err(format!(
+                    "{what}: step {} tap {} differs before the attention",
+                    d.step, d.name
+                ));
+            }
+        }
+        if diffs.iter().filter(|d| d.name == "kqv_out-0").all(|d| d.bitwise()) {
+            return Err(format!(
+                "{what}: kqv_out-0 equals the F32/off run: the option did not take effect"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whole run: our lane against llama.cpp, every tap of every step.
@@ -470,7 +546,8 @@ fn llama_delta() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out = dir.path().join("llama.safetensors");
     let ids = [17, 2045, 388, 901, 5, 5, 912, 42, 3000];
-    llama_trace(Build::Haswell, &model.path, &ids, Mode::Prompt, true, 12, &out)?;
+    let run = LlamaRun { mode: Mode::Prompt, repack: true, steps: 12, extra: &[] };
+    llama_trace(Build::Haswell, &model.path, &ids, run, &out)?;
     let a = tiercheck_analysis::Source::parse(Build::Haswell.lane(true), Impl::Auto)
         .map_err(|e| e.to_string())?;
     let b = tiercheck_analysis::Source::Trace(out);
@@ -520,7 +597,8 @@ fn driver_matches_in_process() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     for mode in [Mode::Decode, Mode::Prompt] {
         let a = dir.path().join(format!("in-process-{}.safetensors", mode.name()));
-        let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(10), mode, true, 3, &a)?;
+        let run = LlamaRun { mode, repack: true, steps: 3, extra: &[] };
+        let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(10).iter().map(|i| i.to_string()).collect();
         let res = Command::new(&py)
@@ -588,6 +666,15 @@ fn main() -> ExitCode {
             llama_layer_local(Build::Haswell, Mode::Prompt, true)
         }),
         trial("llama_cpp/delta_greedy", llama_delta),
+        trial("llama_cpp/attention_options/decode", || {
+            llama_attention_options(Build::Haswell, Mode::Decode)
+        }),
+        trial("llama_cpp/attention_options/prompt", || {
+            llama_attention_options(Build::Haswell, Mode::Prompt)
+        }),
+        trial("llama_cpp/arm-dotprod/attention_options/prompt", || {
+            llama_attention_options(Build::ArmDotprod, Mode::Prompt)
+        }),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
     ];
     // Every build with repack off and on, where a lane reproduces it: `llama_cpp/<build>/

@@ -13,7 +13,7 @@
 //!   block's integer dot (Q4_0 codes minus 8);
 //! - Q4_K: `acc = acc - round(float(bias) * round(f16(dmin_x) * d_y))`, then
 //!   `acc = acc + round(float(isum) * round(f16(d_x) * d_y))`, isum = sum over the 8
-//!   sub-blocks of sc_s * dot_s, bias = sum of min_s * (bsums[2s] + bsums[2s+1]);
+//!   sub-blocks of sc_s * dot_s, bias = sum of min_s * (`bsums[2s] + bsums[2s+1]`);
 //! - Q6_K: `acc = acc + round(float(isum) * round(f16(d_x) * d_y))`, isum = sum over the
 //!   16 sub-blocks of sc_s * sum (q - 32) * a (ggml: the unsigned 6-bit dot minus
 //!   `32 * sum sc_s * bsum_s`).
