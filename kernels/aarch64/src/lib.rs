@@ -18,6 +18,7 @@ pub mod i8mm;
 pub mod i8mm_repack;
 pub mod neon;
 pub mod neon_repack;
+mod simd;
 
 use tiercheck_core::elem::ElemFlavour;
 use tiercheck_core::lane::{NativeElem, NativeLane};

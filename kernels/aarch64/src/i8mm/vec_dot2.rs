@@ -9,39 +9,13 @@
 
 use core::arch::aarch64::*;
 
+use crate::simd::{ld, ldf, ldi, lds};
+
 use tiercheck_core::arch::aarch64::i8mm::Tile;
 use tiercheck_core::blocks::q4_k::scale_min_k4;
 use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 
 use crate::i8mm_repack::kernels::smmla;
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ld(p: &[u8]) -> uint8x16_t {
-    assert!(p.len() >= 16);
-    // SAFETY: 16 readable bytes (asserted).
-    unsafe { vld1q_u8(p.as_ptr()) }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn lds(p: &[u8]) -> int8x16_t {
-    vreinterpretq_s8_u8(ld(p))
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ldf(v: [f32; 4]) -> float32x4_t {
-    // SAFETY: 4 floats.
-    unsafe { vld1q_f32(v.as_ptr()) }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ldi(v: [i32; 4]) -> int32x4_t {
-    // SAFETY: 4 ints.
-    unsafe { vld1q_s32(v.as_ptr()) }
-}
 
 /// The tile `[x0y0, x0y1, x1y0, x1y1]` as ggml stores it: `[[x0y0, x1y0], [x0y1, x1y1]]`.
 #[inline]

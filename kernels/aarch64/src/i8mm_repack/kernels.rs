@@ -7,6 +7,8 @@
 
 use core::arch::aarch64::*;
 
+use crate::simd::{ld, ld_dup8, ldf, ldi, st, sti};
+
 use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
 use tiercheck_core::fp16::f16_bits_to_f32;
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
@@ -34,54 +36,6 @@ pub(crate) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x
         );
     }
     acc
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ld(p: &[u8]) -> uint8x16_t {
-    assert!(p.len() >= 16);
-    // SAFETY: 16 readable bytes (asserted).
-    unsafe { vld1q_u8(p.as_ptr()) }
-}
-
-/// 8 bytes of `p`, twice.
-#[inline]
-#[target_feature(enable = "neon")]
-fn ld_dup8(p: &[u8]) -> int8x16_t {
-    let v = u64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
-    vreinterpretq_s8_u64(vdupq_n_u64(v))
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ldf(v: [f32; 4]) -> float32x4_t {
-    // SAFETY: 4 floats.
-    unsafe { vld1q_f32(v.as_ptr()) }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ldi(v: [i32; 4]) -> int32x4_t {
-    // SAFETY: 4 ints.
-    unsafe { vld1q_s32(v.as_ptr()) }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn st(v: float32x4_t) -> [f32; 4] {
-    let mut o = [0.0f32; 4];
-    // SAFETY: 4 writable floats.
-    unsafe { vst1q_f32(o.as_mut_ptr(), v) };
-    o
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn sti(v: int32x4_t) -> [i32; 4] {
-    let mut o = [0i32; 4];
-    // SAFETY: 4 writable ints.
-    unsafe { vst1q_s32(o.as_mut_ptr(), v) };
-    o
 }
 
 fn q4_k_bias(x: &BlockQ4Kx8, yb: &BlockQ8K) -> [i32; 8] {

@@ -6,17 +6,11 @@
 
 use core::arch::aarch64::*;
 
+use crate::simd::ld;
+
 use tiercheck_core::blocks::{BlockQ4_0, BlockQ8_0};
 
 use super::vec_dot::sdot;
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ld(p: &[u8]) -> uint8x16_t {
-    assert!(p.len() >= 16);
-    // SAFETY: 16 readable bytes (asserted).
-    unsafe { vld1q_u8(p.as_ptr()) }
-}
 
 /// One output of `tinyBLAS_Q0_ARM<block_q4_0>`.
 ///

@@ -7,6 +7,8 @@
 
 use core::arch::aarch64::*;
 
+use crate::simd::{ld, ld_dup4, ld_dup8, ldf, ldi, st};
+
 use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
 use tiercheck_core::fp16::f16_bits_to_f32;
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
@@ -38,37 +40,6 @@ unsafe fn sdot4(acc: int32x4_t, a: [int8x16_t; 4], b: int8x16_t) -> int32x4_t {
         let acc = sdot_lane::<2>(acc, a[2], b);
         sdot_lane::<3>(acc, a[3], b)
     }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ld(p: &[u8]) -> uint8x16_t {
-    assert!(p.len() >= 16);
-    // SAFETY: 16 readable bytes (asserted).
-    unsafe { vld1q_u8(p.as_ptr()) }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ldf(v: [f32; 4]) -> float32x4_t {
-    // SAFETY: 4 floats.
-    unsafe { vld1q_f32(v.as_ptr()) }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn ldi(v: [i32; 4]) -> int32x4_t {
-    // SAFETY: 4 ints.
-    unsafe { vld1q_s32(v.as_ptr()) }
-}
-
-#[inline]
-#[target_feature(enable = "neon")]
-fn st(v: float32x4_t) -> [f32; 4] {
-    let mut o = [0.0f32; 4];
-    // SAFETY: 4 writable floats.
-    unsafe { vst1q_f32(o.as_mut_ptr(), v) };
-    o
 }
 
 /// `ggml_gemv_q4_K_8x4_q8_K` (and, per row, the gemm) for one group of 8 columns.
@@ -189,22 +160,6 @@ pub unsafe fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4]
         acc = vaddq_f32(acc, vmulq_f32(d, vcvtq_f32_s32(ret)));
     }
     st(acc)
-}
-
-/// 4 bytes of `p`, in every lane (`vld1q_dup_s32`).
-#[inline]
-#[target_feature(enable = "neon")]
-fn ld_dup4(p: &[u8]) -> int8x16_t {
-    let v = u32::from_le_bytes(p[..4].try_into().expect("4 bytes"));
-    vreinterpretq_s8_u32(vdupq_n_u32(v))
-}
-
-/// 8 bytes of `p`, twice (`vld1q_dup_s64`).
-#[inline]
-#[target_feature(enable = "neon")]
-fn ld_dup8(p: &[u8]) -> int8x16_t {
-    let v = u64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
-    vreinterpretq_s8_u64(vdupq_n_u64(v))
 }
 
 /// The unsigned 6-bit values of 16 interleaved bytes: (low, high) = ((ql & 15) | (qh & 3)
