@@ -561,11 +561,34 @@ fn layout_kernel(
     }
 }
 
+/// The exact integer sums of one Q4_K superblock against one Q8_K block, decoded from
+/// the block layout here (not by the lane code): `(sum_s sc_s * dot_s, sum_s min_s *
+/// (bsums[2s] + bsums[2s+1]))`, in i64.
+fn q4_k_sums(
+    w: &tiercheck_core::blocks::BlockQ4K,
+    y: &tiercheck_core::blocks::BlockQ8K,
+) -> (i64, i64) {
+    use tiercheck_core::blocks::q4_k::scale_min_k4;
+    let (mut isum, mut bias) = (0i64, 0i64);
+    for s in 0..8 {
+        let (sc, mn) = scale_min_k4(s, &w.scales);
+        let mut dot = 0i64;
+        for e in 32 * s..32 * s + 32 {
+            let byte = w.qs[32 * (e / 64) + e % 32];
+            let q = if e % 64 < 32 { byte & 15 } else { byte >> 4 };
+            dot += q as i64 * y.q(e) as i64;
+        }
+        isum += sc as i64 * dot;
+        bias += mn as i64 * (y.bsum(2 * s) as i64 + y.bsum(2 * s + 1) as i64);
+    }
+    (isum, bias)
+}
+
 /// ggml's x86 tiled K-quant matmul, written out independently of the lane code: per
 /// superblock the exact integer sums (i64, checked to fit the microkernel's i32), then
 /// `r = fma(-dmin, s2, d * s1)` (Q4_K) or `d * s1` (Q6_K) and `acc = fma(r, d8, acc)`.
 fn x86_tiled_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> {
-    use tiercheck_core::blocks::{q4_k::scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8K};
+    use tiercheck_core::blocks::{BlockQ4K, BlockQ6K, BlockQ8K};
     let (n, k) = (wm.n(), wm.k());
     let m = x.len() / k;
     let acts: Vec<Vec<u8>> = x.chunks(k).map(|xi| rule.quantize(xi).unwrap()).collect();
@@ -579,18 +602,7 @@ fn x86_tiled_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32>
                     GgmlType::Q4_K => {
                         let w: &[BlockQ4K] = cast_blocks(GgmlType::Q4_K, wm.row(j)).unwrap();
                         let w = &w[b];
-                        let (mut s1, mut s2) = (0i64, 0i64);
-                        for s in 0..8 {
-                            let (sc, mn) = scale_min_k4(s, &w.scales);
-                            let mut dot = 0i64;
-                            for e in 32 * s..32 * s + 32 {
-                                let byte = w.qs[32 * (e / 64) + e % 32];
-                                let q = if e % 64 < 32 { byte & 15 } else { byte >> 4 };
-                                dot += q as i64 * y.q(e) as i64;
-                            }
-                            s1 += sc as i64 * dot;
-                            s2 += mn as i64 * (y.bsum(2 * s) as i64 + y.bsum(2 * s + 1) as i64);
-                        }
+                        let (s1, s2) = q4_k_sums(w, y);
                         let (s1, s2) = (i32::try_from(s1).unwrap(), i32::try_from(s2).unwrap());
                         (-w.dmin()).mul_add(s2 as f32, w.d() * s1 as f32)
                     }
@@ -621,9 +633,7 @@ fn x86_tiled_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32>
 /// sums (i64, checked to fit i32), then `acc = acc + round(isum * round(d_x * d_y))`,
 /// preceded for Q4_K by `acc = acc - round(bias * round(dmin_x * d_y))`.
 fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> {
-    use tiercheck_core::blocks::{
-        q4_k::scale_min_k4, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0,
-    };
+    use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
     let (n, k) = (wm.n(), wm.k());
     let m = x.len() / k;
     let acts: Vec<Vec<u8>> = x.chunks(k).map(|xi| rule.quantize(xi).unwrap()).collect();
@@ -657,18 +667,7 @@ fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> 
                     let ys: &[BlockQ8K] = cast_blocks(GgmlType::Q8_K, a).unwrap();
                     let w: &[BlockQ4K] = cast_blocks(GgmlType::Q4_K, wm.row(j)).unwrap();
                     for (w, y) in w.iter().zip(ys) {
-                        let (mut isum, mut bias) = (0i64, 0i64);
-                        for s in 0..8 {
-                            let (sc, mn) = scale_min_k4(s, &w.scales);
-                            let mut dot = 0i64;
-                            for e in 32 * s..32 * s + 32 {
-                                let byte = w.qs[32 * (e / 64) + e % 32];
-                                let q = if e % 64 < 32 { byte & 15 } else { byte >> 4 };
-                                dot += q as i64 * y.q(e) as i64;
-                            }
-                            isum += sc as i64 * dot;
-                            bias += mn as i64 * (y.bsum(2 * s) as i64 + y.bsum(2 * s + 1) as i64);
-                        }
+                        let (isum, bias) = q4_k_sums(w, y);
                         acc -= fit(bias) * (w.dmin() * y.d());
                         acc += fit(isum) * (w.d() * y.d());
                     }
