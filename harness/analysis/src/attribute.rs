@@ -35,7 +35,7 @@ use tiercheck_core::{GgmlType, KernelError, WeightMatrix};
 use super::metrics::Acc;
 use super::{tap_layer, tap_order, trace_of};
 use tiercheck_model::run::{self, RunSpec, Trace};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
+use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
 
 /// One component of a lane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -268,13 +268,14 @@ pub fn attribute(
     mode: Mode,
     residual: Residual,
     n_ctx: usize,
+    attn: Attention,
 ) -> anyhow::Result<Attribution> {
     let run_with = |kernels: &'static dyn Kernels,
                     e: &'static dyn ElemOps,
                     spec: &RunSpec|
      -> anyhow::Result<Trace> {
         let dec =
-            Decoder::new(model, Arith::Lane { kernels, elem: e, threads: 1 }, residual, n_ctx)?;
+            Decoder::new(model, Arith::Lane { kernels, elem: e, threads: 1 }, residual, n_ctx, attn)?;
         Ok(trace_of(run::run(&dec, spec, TapSink::new(true, false))?))
     };
     let free = RunSpec { ids: prompt.to_vec(), steps, mode, forced: Vec::new() };

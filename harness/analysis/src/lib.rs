@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::run::{self, read_trace, RunOutput, RunSpec, Trace};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
+use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
 
 pub use flips::Flip;
 pub use free_running::{Divergence, Jump, TapRow};
@@ -102,6 +102,8 @@ pub struct DeltaOptions {
     pub residual: Residual,
     /// Context length.
     pub n_ctx: usize,
+    /// K/V cache type and attention path (for lanes).
+    pub attn: Attention,
     /// Near-tie threshold on the top-1/top-2 gap, in nats (logit units).
     pub threshold: f32,
     /// Dither seeds for the floor (0: no floor).
@@ -140,7 +142,7 @@ pub(crate) fn decoder<'m>(
     o: &DeltaOptions,
 ) -> anyhow::Result<Decoder<'m>> {
     let arith = Arith::Lane { kernels: c.kernels, elem: lanes::elem_ops(c), threads: 1 };
-    Ok(Decoder::new(model, arith, o.residual, o.n_ctx)?)
+    Ok(Decoder::new(model, arith, o.residual, o.n_ctx, o.attn)?)
 }
 
 /// Run `spec` keeping every tap.

@@ -13,7 +13,7 @@ use clap::Args;
 use tiercheck_core::Lane;
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::runner::{PromptIds, RunOptions};
-use tiercheck_model::{Mode, Model, Residual};
+use tiercheck_model::{Attention, FlashAttn, KvType, Mode, Model, Residual};
 
 /// The lane named `name`, or clap's error naming the known lanes.
 fn lane(cmd: &clap::Command, name: &str) -> Result<&'static Lane, clap::Error> {
@@ -111,6 +111,18 @@ pub struct Setup {
     /// Context length (a multiple of 256).
     #[arg(long = "ctx", default_value_t = 512)]
     pub n_ctx: usize,
+    /// K/V cache type (llama.cpp's `--cache-type-k/-v`; its default is f16).
+    #[arg(long, value_enum, default_value_t = KvType::F16)]
+    pub kv: KvType,
+    /// Flash attention (llama.cpp's `--flash-attn`; its default, auto, is on for the CPU
+    /// backend).
+    #[arg(long, value_enum, default_value_t = FlashAttn::On)]
+    pub fa: FlashAttn,
+    /// Threads the tier ran with (llama.cpp's `-t`). Only ggml's split-KV flash
+    /// attention (one token attending 512 cells or more) depends on it; tiercheck's own
+    /// `--threads` never changes a result.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tier_threads: u32,
 }
 
 /// The options `run` and `matrix` add: threads, and how the result is shown.
@@ -197,7 +209,13 @@ impl Setup {
             residual: self.residual,
             threads: exec.threads,
             n_ctx: self.n_ctx,
+            attn: self.attention(),
             traces,
         }
+    }
+
+    /// The attention options.
+    pub fn attention(&self) -> Attention {
+        Attention { kv: self.kv, fa: self.fa, tier_threads: self.tier_threads as usize }
     }
 }

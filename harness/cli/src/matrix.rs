@@ -149,6 +149,8 @@ pub fn run_under_qemu(
     cmd.args(["--steps", &opts.steps.to_string(), "--mode", opts.mode.name()]);
     cmd.args(["--residual", opts.residual.name(), "--threads", &opts.threads.to_string()]);
     cmd.args(["--ctx", &opts.n_ctx.to_string()]);
+    cmd.args(["--kv", opts.attn.kv.name(), "--fa", opts.attn.fa.name()]);
+    cmd.args(["--tier-threads", &opts.attn.tier_threads.to_string()]);
     if let Some(name) = only {
         cmd.args(["--prompt", name]);
         if let Some(dir) = &opts.traces {

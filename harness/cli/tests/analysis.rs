@@ -11,7 +11,7 @@ use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError};
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::embedded;
-use tiercheck_model::{Mode, Model, Residual};
+use tiercheck_model::{Attention, Mode, Model, Residual};
 
 const PROMPT: [u32; 4] = [17, 2045, 388, 901];
 
@@ -26,6 +26,7 @@ fn opts(steps: usize, floor_seeds: u64) -> DeltaOptions {
         mode: Mode::Prompt,
         residual: Residual::F32,
         n_ctx: 512,
+        attn: Attention::F32_OFF,
         threshold: 0.2,
         floor_seeds,
     }
@@ -141,7 +142,7 @@ fn a_planted_quantizer_bug_is_found_at_the_first_quantized_matmul_and_named() {
     assert!(r.flips.iter().any(|f| f.input == "attn_norm-0" && f.codes_differ > 100));
     assert!(r.layer_verdicts.iter().all(|v| v.verdict == "discrepancy"), "{:?}", r.layer_verdicts);
 
-    let a = attribute(&m, &PLANTED, &REF, &PROMPT, 4, Mode::Prompt, Residual::F32, 512).unwrap();
+    let a = attribute(&m, &PLANTED, &REF, &PROMPT, 4, Mode::Prompt, Residual::F32, 512, Attention::F32_OFF).unwrap();
     assert!(a.closes);
     assert!(a.recipe_differs.is_empty(), "the planted bug hides from the recipe");
     assert_eq!(a.responsible, vec![Component::Act]);
@@ -187,6 +188,7 @@ fn x86_avx2_against_aarch64_neon_names_act_kernel_and_elem() {
         Mode::Prompt,
         Residual::F32,
         512,
+        Attention::F32_OFF,
     )
     .unwrap();
     assert!(a.closes, "the decomposition must close");
@@ -219,6 +221,7 @@ fn aarch64_neon_against_i8mm_repack_names_the_kernel_alone() {
         Mode::Prompt,
         Residual::F32,
         512,
+        Attention::F32_OFF,
     )
     .unwrap();
     assert!(a.closes);

@@ -4,7 +4,7 @@
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded;
 use tiercheck_model::run::{self, RunSpec};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
+use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
 
 fn digests(
     model: &Model,
@@ -14,7 +14,7 @@ fn digests(
 ) -> (Vec<u32>, Vec<(String, String)>) {
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads };
-    let dec = Decoder::new(model, arith, Residual::F32, 512).unwrap();
+    let dec = Decoder::new(model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
     let spec = RunSpec { ids: vec![17, 2045, 388, 901, 5, 6], steps: 6, mode, forced: Vec::new() };
     let out = run::run(&dec, &spec, TapSink::new(false, true)).unwrap();
     (out.generated, out.digests.into_iter().collect())
@@ -48,7 +48,7 @@ fn bf16_residual_changes_the_bits_and_stays_close() {
     let spec =
         RunSpec { ids: vec![1, 250, 1999, 42], steps: 0, mode: Mode::Prompt, forced: Vec::new() };
     let logits = |res: Residual| {
-        let dec = Decoder::new(&model, arith, res, 512).unwrap();
+        let dec = Decoder::new(&model, arith, res, 512, Attention::LLAMA_DEFAULT).unwrap();
         let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
         out.taps.into_iter().find(|t| t.name == "result_output").unwrap().data
     };
@@ -68,7 +68,7 @@ fn embedded_model_activations_stay_in_a_realistic_range() {
     let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
-    let dec = Decoder::new(&model, arith, Residual::F32, 512).unwrap();
+    let dec = Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
     let spec = RunSpec {
         ids: vec![1, 250, 1999, 42, 3000, 777, 64],
         steps: 0,

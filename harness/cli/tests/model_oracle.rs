@@ -39,7 +39,7 @@ use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::run::{self, read_trace, RunSpec, Trace};
 use tiercheck_model::tapdiff::{self, TapDiff};
-use tiercheck_model::{Arith, Decoder, Mode, Model, Residual, TapSink};
+use tiercheck_model::{Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink};
 use tiercheck_oracle::OracleConfig;
 
 /// A llama.cpp build of `ci/oracle`: the haswell one (in process through ctypes) or an
@@ -139,14 +139,26 @@ fn run_python(py: &Path, args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Threads llama.cpp runs with in these trials (`llama_taps.py`'s default), which is
+/// also the tier thread count the lanes are given (only split-KV flash attention reads
+/// it).
+const LLAMA_THREADS: usize = 2;
+
+/// The attention options of a trial, with the oracle's thread count.
+fn attn(kv: KvType, fa: FlashAttn) -> Attention {
+    Attention { kv, fa, tier_threads: LLAMA_THREADS }
+}
+
 fn ours(
     model: &Model,
     arith: Arith,
     ids: &[u32],
     mode: Mode,
+    attention: Attention,
     path: &Path,
 ) -> Result<Trace, String> {
-    let dec = Decoder::new(model, arith, Residual::F32, 512).map_err(|e| e.to_string())?;
+    let dec =
+        Decoder::new(model, arith, Residual::F32, 512, attention).map_err(|e| e.to_string())?;
     let spec = RunSpec { ids: ids.to_vec(), steps: 0, mode, forced: Vec::new() };
     let out = run::run(&dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
     run::write_trace(path, &out, Default::default()).map_err(|e| e.to_string())?;
@@ -185,7 +197,9 @@ fn numpy_f64(mode: Mode) -> Result<(), String> {
         ],
     )?;
     let theirs = read_trace(&theirs_path).map_err(|e| e.to_string())?;
-    let mine = ours(&model, Arith::DequantF32, &ids, mode, &dir.path().join("ours.safetensors"))?;
+    let f32_off = attn(KvType::F32, FlashAttn::Off);
+    let mine =
+        ours(&model, Arith::DequantF32, &ids, mode, f32_off, &dir.path().join("ours.safetensors"))?;
     let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
     if !unmatched.is_empty() {
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
@@ -235,26 +249,20 @@ fn build_args(build: Build) -> Result<Vec<String>, String> {
     Ok(vec!["--driver".into(), path.display().to_string(), "--qemu-cpu".into(), cpu.into()])
 }
 
-/// llama.cpp's taps for `ids` (teacher-forced) in `mode` on `build`, with its repack
-/// buffer on or off (its tiled K-quant matmul on where the build has it, as by default,
-/// whatever the caller's environment), then `steps` greedy steps.
-/// How llama.cpp runs: mode, repack, greedy steps after the ids, and extra
-/// `llama_taps.py` options (`--kv`, `--fa`).
-struct LlamaRun<'a> {
+/// How llama.cpp runs: mode, repack, greedy steps after the ids, and the K/V cache type
+/// and flash attention (`llama_taps.py --kv --fa`).
+struct LlamaRun {
     mode: Mode,
     repack: bool,
     steps: usize,
-    extra: &'a [&'a str],
+    attn: Attention,
 }
 
-fn llama_trace(
-    build: Build,
-    model: &Path,
-    ids: &[u32],
-    run: LlamaRun<'_>,
-    out: &Path,
-) -> Result<Trace, String> {
-    let LlamaRun { mode, repack, steps, extra } = run;
+/// llama.cpp's taps for `ids` (teacher-forced) on `build` as `run` says (its tiled
+/// K-quant matmul on where the build has it, as by default, whatever the caller's
+/// environment); the trace's metadata must echo the attention options.
+fn llama_trace(build: Build, model: &Path, ids: &[u32], run: LlamaRun, out: &Path) -> Result<Trace, String> {
+    let LlamaRun { mode, repack, steps, attn } = run;
     let py = python()?;
     let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
     let script = repo_root().join("ci/py/llama_taps.py");
@@ -266,7 +274,8 @@ fn llama_trace(
         .args(["--ids", &ids_s.join(","), "--mode", mode.name(), "--steps", &steps.to_string()])
         .arg("--out")
         .arg(out)
-        .args(extra)
+        .args(["--kv", attn.kv.name(), "--fa", attn.fa.name()])
+        .args(["--threads", &LLAMA_THREADS.to_string()])
         .env_remove("GGML_CPU_TILED_MM");
     if !repack {
         cmd.arg("--no-repack");
@@ -275,18 +284,23 @@ fn llama_trace(
     if !res.status.success() {
         return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
-    read_trace(out).map_err(|e| e.to_string())
+    let t = read_trace(out).map_err(|e| e.to_string())?;
+    let (kv, fa) = (t.meta.get("kv").map(String::as_str), t.meta.get("fa").map(String::as_str));
+    if kv != Some(attn.kv.name()) || fa != Some(attn.fa.name()) {
+        return Err(format!("llama.cpp's trace says kv {kv:?} fa {fa:?}, asked {}", attn.label()));
+    }
+    Ok(t)
 }
 
-/// The teacher-forced trace of (build, mode, repack) on the embedded model, computed once
-/// per test process (the whole-run and layer-local trials share it).
-fn forced_trace(build: Build, mode: Mode, repack: bool) -> Result<Arc<Trace>, String> {
+/// The teacher-forced trace of (build, mode, repack, attention) on the embedded model,
+/// computed once per test process (the whole-run and layer-local trials share it).
+fn forced_trace(build: Build, mode: Mode, repack: bool, a: Attention) -> Result<Arc<Trace>, String> {
     type Cell = Arc<OnceLock<Result<Arc<Trace>, String>>>;
-    type Key = (Build, &'static str, bool);
+    type Key = (Build, &'static str, bool, Attention);
     static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
     let cell: Cell = {
         let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
-        Arc::clone(map.entry((build, mode.name(), repack)).or_default())
+        Arc::clone(map.entry((build, mode.name(), repack, a)).or_default())
     };
     cell.get_or_init(|| {
         let model = embedded_model()?;
@@ -296,7 +310,7 @@ fn forced_trace(build: Build, mode: Mode, repack: bool) -> Result<Arc<Trace>, St
             build,
             &model.path,
             &forced_ids(20),
-            LlamaRun { mode, repack, steps: 0, extra: &[] },
+            LlamaRun { mode, repack, steps: 0, attn: a },
             &path,
         )
         .map(Arc::new)
@@ -331,78 +345,24 @@ fn embedded_model() -> Result<Model, String> {
     Model::open(&path).map_err(|e| e.to_string())
 }
 
-/// llama.cpp's attention options take effect in the oracle: with an F16 K/V cache and/or
-/// flash attention (llama.cpp's defaults are both) the build's trace has the same taps as
-/// with the F32 cache and flash attention off, equal bit for bit up to layer 0's `Vcur`
-/// (the attention has not run yet), and different from `kqv_out-0` on (the cache's F16
-/// rounding, the flash kernel's online softmax). No lane reproduces these paths yet; the
-/// trial pins what the oracle's options do, and fails if an option is silently ignored.
-fn llama_attention_options(build: Build, mode: Mode) -> Result<(), String> {
-    let model = embedded_model()?;
-    let base = forced_trace(build, mode, true)?;
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    for (kv, fa) in [("f16", "off"), ("f16", "on"), ("f32", "on")] {
-        let path = dir.path().join(format!("llama-{kv}-{fa}.safetensors"));
-        let ids = forced_ids(20);
-        let extra = ["--kv", kv, "--fa", fa];
-        let run = LlamaRun { mode, repack: true, steps: 0, extra: &extra };
-        let t = llama_trace(build, &model.path, &ids, run, &path)?;
-        let what = format!("llama.cpp {} {} --kv {kv} --fa {fa}", build.name(), mode.name());
-        if t.meta.get("kv").map(String::as_str) != Some(kv)
-            || t.meta.get("fa").map(String::as_str) != Some(fa)
-        {
-            return Err(format!(
-                "{what}: trace metadata kv/fa {:?}/{:?}",
-                t.meta.get("kv"),
-                t.meta.get("fa")
-            ));
-        }
-        let (diffs, unmatched) = tapdiff::compare(&t, &base);
-        if !unmatched.is_empty() {
-            return Err(format!(
-                "{what}: taps differ in presence or shape: {}",
-                unmatched.join("; ")
-            ));
-        }
-        eprintln!("{what} against --kv f32 --fa off:\n{}", report(&diffs));
-        for d in &diffs {
-            let before_attention = matches!(
-                d.name.as_str(),
-                "inp_embd" | "attn_norm-0" | "Qcur-0" | "Kcur-0" | "Vcur-0"
-            );
-            if before_attention && !d.bitwise() {
-                return Err(format!(
-                    "{what}: step {} tap {} differs before the attention",
-                    d.step, d.name
-                ));
-            }
-        }
-        if diffs.iter().filter(|d| d.name == "kqv_out-0").all(|d| d.bitwise()) {
-            return Err(format!(
-                "{what}: kqv_out-0 equals the F32/off run: the option did not take effect"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Whole run: our lane against llama.cpp, every tap of every step.
-fn llama_end_to_end(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+fn llama_end_to_end(build: Build, mode: Mode, repack: bool, a: Attention) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(20);
-    let theirs = forced_trace(build, mode, repack)?;
+    let theirs = forced_trace(build, mode, repack, a)?;
     let arith = lane_arith(build.lane(repack))?;
-    let mine = ours(&model, arith, &ids, mode, &dir.path().join("ours.safetensors"))?;
+    let mine = ours(&model, arith, &ids, mode, a, &dir.path().join("ours.safetensors"))?;
     let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
     if !unmatched.is_empty() {
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
     }
     let what = format!(
-        "{} vs llama.cpp {} {} (repack {repack}) end to end",
+        "{} vs llama.cpp {} {} (repack {repack}, {}) end to end",
         build.lane(repack),
         build.name(),
-        mode.name()
+        mode.name(),
+        a.label()
     );
     judge(&what, &diffs)
 }
@@ -410,10 +370,10 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool) -> Result<(), String
 /// Layer-local: each of our layers fed llama.cpp's input to that layer (its previous
 /// `l_out`, or its embedding rows) and a KV cache filled from llama.cpp's own `Kcur` and
 /// `Vcur` of earlier steps; the head fed llama.cpp's last `l_out`.
-fn llama_layer_local(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+fn llama_layer_local(build: Build, mode: Mode, repack: bool, a: Attention) -> Result<(), String> {
     let model = embedded_model()?;
-    let theirs = forced_trace(build, mode, repack)?;
-    let dec = Decoder::new(&model, lane_arith(build.lane(repack))?, Residual::F32, 512)
+    let theirs = forced_trace(build, mode, repack, a)?;
+    let dec = Decoder::new(&model, lane_arith(build.lane(repack))?, Residual::F32, 512, a)
         .map_err(|e| e.to_string())?;
     let hp = &model.hp;
     let get = |step: usize, name: &str| -> Result<&tiercheck_gguf::tensorfile::Tensor, String> {
@@ -463,10 +423,11 @@ fn llama_layer_local(build: Build, mode: Mode, repack: bool) -> Result<(), Strin
         }
     }
     let what = format!(
-        "{} vs llama.cpp {} {} (repack {repack}) layer-local",
+        "{} vs llama.cpp {} {} (repack {repack}, {}) layer-local",
         build.lane(repack),
         build.name(),
-        mode.name()
+        mode.name(),
+        a.label()
     );
     judge(&what, &diffs)
 }
@@ -504,8 +465,9 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
         ],
     )?;
     let theirs = read_trace(&theirs_path).map_err(|e| e.to_string())?;
-    let mine =
-        ours(&model, Arith::DequantF32, &ids, Mode::Decode, &dir.path().join("ours.safetensors"))?;
+    let f32_off = attn(KvType::F32, FlashAttn::Off);
+    let out_path = dir.path().join("ours.safetensors");
+    let mine = ours(&model, Arith::DequantF32, &ids, Mode::Decode, f32_off, &out_path)?;
     let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
     if !unmatched.is_empty() || diffs.is_empty() {
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
@@ -522,7 +484,7 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
         let chosen = lanes::choose(lane, Impl::Auto)?;
         let arith =
             Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
-        let dec = Decoder::new(&model, arith, Residual::F32, 512)
+        let dec = Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT)
             .map_err(|e| format!("{}: {e}", lane.name))?;
         let out = run::run(
             &dec,
@@ -546,7 +508,8 @@ fn llama_delta() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out = dir.path().join("llama.safetensors");
     let ids = [17, 2045, 388, 901, 5, 5, 912, 42, 3000];
-    let run = LlamaRun { mode: Mode::Prompt, repack: true, steps: 12, extra: &[] };
+    let defaults = attn(KvType::F16, FlashAttn::On);
+    let run = LlamaRun { mode: Mode::Prompt, repack: true, steps: 12, attn: defaults };
     llama_trace(Build::Haswell, &model.path, &ids, run, &out)?;
     let a = tiercheck_analysis::Source::parse(Build::Haswell.lane(true), Impl::Auto)
         .map_err(|e| e.to_string())?;
@@ -557,6 +520,7 @@ fn llama_delta() -> Result<(), String> {
         mode: Mode::Prompt,
         residual: Residual::F32,
         n_ctx: 512,
+        attn: defaults,
         threshold: 0.2,
         floor_seeds: 0,
     };
@@ -597,7 +561,7 @@ fn driver_matches_in_process() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     for mode in [Mode::Decode, Mode::Prompt] {
         let a = dir.path().join(format!("in-process-{}.safetensors", mode.name()));
-        let run = LlamaRun { mode, repack: true, steps: 3, extra: &[] };
+        let run = LlamaRun { mode, repack: true, steps: 3, attn: attn(KvType::F16, FlashAttn::On) };
         let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(10).iter().map(|i| i.to_string()).collect();
@@ -607,7 +571,8 @@ fn driver_matches_in_process() -> Result<(), String> {
             .arg(&driver)
             .args(["--qemu-cpu", "", "--model"])
             .arg(&model.path)
-            .args(["--ids", &ids.join(","), "--mode", mode.name(), "--steps", "3", "--out"])
+            .args(["--ids", &ids.join(","), "--mode", mode.name(), "--steps", "3"])
+            .args(["--kv", "f16", "--fa", "on", "--threads", &LLAMA_THREADS.to_string(), "--out"])
             .arg(&b)
             .env_remove("GGML_CPU_TILED_MM")
             .output()
@@ -653,57 +618,58 @@ fn main() -> ExitCode {
         trial("numpy_f64/prompt", || numpy_f64(Mode::Prompt)),
         trial("gguf_py_model/untied", || gguf_py_model(false)),
         trial("gguf_py_model/tied", || gguf_py_model(true)),
-        trial("llama_cpp/decode/end_to_end", || {
-            llama_end_to_end(Build::Haswell, Mode::Decode, true)
-        }),
-        trial("llama_cpp/decode/layer_local", || {
-            llama_layer_local(Build::Haswell, Mode::Decode, true)
-        }),
-        trial("llama_cpp/prompt/end_to_end", || {
-            llama_end_to_end(Build::Haswell, Mode::Prompt, true)
-        }),
-        trial("llama_cpp/prompt/layer_local", || {
-            llama_layer_local(Build::Haswell, Mode::Prompt, true)
-        }),
         trial("llama_cpp/delta_greedy", llama_delta),
-        trial("llama_cpp/attention_options/decode", || {
-            llama_attention_options(Build::Haswell, Mode::Decode)
-        }),
-        trial("llama_cpp/attention_options/prompt", || {
-            llama_attention_options(Build::Haswell, Mode::Prompt)
-        }),
-        trial("llama_cpp/arm-dotprod/attention_options/prompt", || {
-            llama_attention_options(Build::ArmDotprod, Mode::Prompt)
-        }),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
     ];
-    // Every build with repack off and on, where a lane reproduces it: `llama_cpp/<build>/
-    // <repack|no_repack>/<mode>/<end_to_end|layer_local>` (the haswell build with repack
-    // on keeps its shorter names above).
-    let runs: [(Build, bool, Mode); 10] = [
-        (Build::Haswell, false, Mode::Decode),
-        (Build::Haswell, false, Mode::Prompt),
-        (Build::ArmDotprod, false, Mode::Decode),
-        (Build::ArmDotprod, false, Mode::Prompt),
-        (Build::ArmDotprod, true, Mode::Decode),
-        (Build::ArmDotprod, true, Mode::Prompt),
-        (Build::ArmI8mm, false, Mode::Decode),
-        (Build::ArmI8mm, false, Mode::Prompt),
-        (Build::ArmI8mm, true, Mode::Decode),
-        (Build::ArmI8mm, true, Mode::Prompt),
+    // Every build with repack off and on, where a lane reproduces it, with llama.cpp's
+    // default attention (F16 K/V cache, flash attention) and with the F32 cache without
+    // flash attention: `llama_cpp/<build>/<repack|no_repack>/<mode>/<end_to_end|
+    // layer_local>` and `.../f32_off/...` (the haswell build with repack on keeps the
+    // shorter `llama_cpp/<mode>/...`).
+    let builds: [(Build, bool); 6] = [
+        (Build::Haswell, true),
+        (Build::Haswell, false),
+        (Build::ArmDotprod, false),
+        (Build::ArmDotprod, true),
+        (Build::ArmI8mm, false),
+        (Build::ArmI8mm, true),
     ];
-    for (build, repack, mode) in runs {
-        let r = if repack { "repack" } else { "no_repack" };
-        let prefix = match build {
-            Build::Haswell => format!("llama_cpp/{r}"),
-            _ => format!("llama_cpp/{}/{r}", build.name()),
-        };
-        trials.push(trial(&format!("{prefix}/{}/end_to_end", mode.name()), move || {
-            llama_end_to_end(build, mode, repack)
-        }));
-        trials.push(trial(&format!("{prefix}/{}/layer_local", mode.name()), move || {
-            llama_layer_local(build, mode, repack)
-        }));
+    let default = attn(KvType::F16, FlashAttn::On);
+    let f32_off = attn(KvType::F32, FlashAttn::Off);
+    for (build, repack) in builds {
+        for mode in [Mode::Decode, Mode::Prompt] {
+            for (a, tag) in [(default, ""), (f32_off, "f32_off/")] {
+                let r = if repack { "repack" } else { "no_repack" };
+                let prefix = match (build, repack) {
+                    (Build::Haswell, true) => format!("llama_cpp/{tag}"),
+                    (Build::Haswell, false) => format!("llama_cpp/{tag}{r}/"),
+                    _ => format!("llama_cpp/{}/{tag}{r}/", build.name()),
+                };
+                let m = mode.name();
+                trials.push(trial(&format!("{prefix}{m}/end_to_end"), move || {
+                    llama_end_to_end(build, mode, repack, a)
+                }));
+                trials.push(trial(&format!("{prefix}{m}/layer_local"), move || {
+                    llama_layer_local(build, mode, repack, a)
+                }));
+            }
+        }
+    }
+    // The other two combinations (F16 cache without flash attention: ggml_vec_dot_f16 and
+    // each build's F16 tinyBLAS; flash attention on an F32 cache), once per build, repack
+    // on, whole run.
+    for build in [Build::Haswell, Build::ArmDotprod, Build::ArmI8mm] {
+        for (a, tag) in
+            [(attn(KvType::F16, FlashAttn::Off), "f16_off"), (attn(KvType::F32, FlashAttn::On), "f32_on")]
+        {
+            for mode in [Mode::Decode, Mode::Prompt] {
+                let name = match build {
+                    Build::Haswell => format!("llama_cpp/{tag}/{}/end_to_end", mode.name()),
+                    _ => format!("llama_cpp/{}/{tag}/{}/end_to_end", build.name(), mode.name()),
+                };
+                trials.push(trial(&name, move || llama_end_to_end(build, mode, true, a)));
+            }
+        }
     }
     for (name, verdict) in tiercheck_golden::claims::claim_checks(
         "model_oracle",

@@ -2,7 +2,8 @@
 //! sha256 of every tap over all steps, checked bitwise (`golden/model/lanes/<lane>.json`).
 //!
 //! The goldens are produced by [`compute`] (the decoder in prompt mode, f32 residual,
-//! the prompts file's step count) and refreshed by `tiercheck bless` together with the
+//! llama.cpp's default attention: F16 K/V cache and flash attention; the prompts file's
+//! step count) and refreshed by `tiercheck bless` together with the
 //! kernel goldens. The check compares tokens first (reporting the first differing
 //! generated token) and then tap digests (reporting the taps that differ, earliest
 //! layer first).
@@ -16,7 +17,7 @@ use tiercheck_gguf::atomic_write::write_atomic;
 use tiercheck_lanes::Chosen;
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::runner::{self, PromptIds, RunOptions};
-use tiercheck_model::{Mode, Model, Residual};
+use tiercheck_model::{Attention, Mode, Model, Residual};
 
 /// One prompt's golden.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -79,6 +80,7 @@ pub fn compute(
         residual: Residual::F32,
         threads: 1,
         n_ctx: 512,
+        attn: Attention::LLAMA_DEFAULT,
         traces: None,
     };
     let r = runner::run_lane(model, chosen, prompts, &opts, |_| {})?;

@@ -1,5 +1,6 @@
 //! The qwen3 forward pass, op by op as llama.cpp's graph and ggml's CPU backend run it
-//! (flash attention off, f32 KV cache, every token's logits).
+//! (every token's logits), with the K/V cache type and attention path of
+//! [`Attention`] (the float order of attention is in [`crate::attention`]).
 //!
 //! Float order, per step of `m` tokens at positions `p0..p0+m`:
 //!
@@ -13,14 +14,12 @@
 //!    - per head, RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE with ggml's
 //!      cache (`theta *= powf(base, -2/d)` per pair, libm `cosf`/`sinf`) and the
 //!      flavour's contraction ([`elem::rope_neox`]) — the `Qcur`/`Kcur` taps;
-//!    - K and V stored in the f32 cache (V transposed, as llama.cpp stores it without
-//!      flash attention);
+//!    - K and V stored in the cache (rounded to its type; V transposed without flash
+//!      attention, as llama.cpp stores it);
 //!    - attention over `n_kv` cells, llama.cpp's padded KV length
-//!      (`max(256, roundup(used, 256))`, capped at the context): `kq = dot_f32(K_j, Q)`
-//!      ([`ElemOps::dot_f32`]), `w = kq*scale + mask` (mask 0 or -inf), `max`, then
-//!      [`ElemOps::soft_max`], `p *= (f32)(1/sum)`; output `V·p` per head dimension by
-//!      `dot_f32`, or by tinyBLAS' single-accumulator tile ([`ElemOps::sgemm_dot`]) when
-//!      the step has at least [`ElemFlavour::sgemm_min_rows`] tokens — the `kqv_out` tap;
+//!      (`max(256, roundup(used, 256))`, capped at the context), by `mul_mat` +
+//!      `soft_max_ext` + `mul_mat` or by `flash_attn_ext` ([`crate::attention`]) — the
+//!      `kqv_out` tap;
 //!    - `attn_output` projection, plus the layer input: `ffn_inp`;
 //!    - `ffn_norm`, `ffn_gate` and `ffn_up` projections, [`ElemOps::swiglu`], `ffn_down`:
 //!      `ffn_out` (the SwiGLU product, `ffn_down`'s input, is the `ffn_swiglu` tap); plus
@@ -41,6 +40,7 @@ use tiercheck_core::repack::{Prepared, Target};
 use tiercheck_core::rng::splitmix64;
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 
+use super::attention::{Attention, KvCache, Step};
 use super::hparams::HParams;
 use super::taps::TapSink;
 use super::{Model, ModelError};
@@ -114,58 +114,9 @@ pub struct Decoder<'m> {
     elem: &'static dyn ElemOps,
     residual: Residual,
     n_ctx: usize,
+    attn: Attention,
     paths: Mutex<BTreeSet<String>>,
     dither: Option<u64>,
-}
-
-/// The KV cache: per layer, K rows per position and V transposed per KV head.
-pub struct KvCache {
-    k: Vec<Vec<f32>>,
-    v: Vec<Vec<f32>>,
-    kv_dim: usize,
-    head_dim: usize,
-    n_ctx: usize,
-    used: usize,
-}
-
-impl KvCache {
-    /// An empty (zeroed) cache for `n_ctx` positions.
-    pub fn new(hp: &HParams, n_ctx: usize) -> KvCache {
-        let kv_dim = hp.n_head_kv * hp.head_dim;
-        KvCache {
-            k: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
-            v: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
-            kv_dim,
-            head_dim: hp.head_dim,
-            n_ctx,
-            used: 0,
-        }
-    }
-
-    /// Positions filled so far.
-    pub fn used(&self) -> usize {
-        self.used
-    }
-
-    /// Store layer `il`'s K and V rows (`kv_dim` values each) for position `pos`.
-    pub fn store(&mut self, il: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let (d, hd, n_ctx) = (self.kv_dim, self.head_dim, self.n_ctx);
-        self.k[il][pos * d..(pos + 1) * d].copy_from_slice(k);
-        for (c, &val) in v.iter().enumerate() {
-            let (g, dd) = (c / hd, c % hd);
-            self.v[il][(g * hd + dd) * n_ctx + pos] = val;
-        }
-    }
-
-    fn k_row(&self, il: usize, pos: usize, g: usize) -> &[f32] {
-        let o = pos * self.kv_dim + g * self.head_dim;
-        &self.k[il][o..o + self.head_dim]
-    }
-
-    fn v_col(&self, il: usize, g: usize, d: usize, n_kv: usize) -> &[f32] {
-        let o = (g * self.head_dim + d) * self.n_ctx;
-        &self.v[il][o..o + n_kv]
-    }
 }
 
 fn kerr(what: impl Into<String>) -> impl FnOnce(tiercheck_core::KernelError) -> ModelError {
@@ -194,26 +145,25 @@ fn next_toward(x: f32, to: f32) -> f32 {
     }
 }
 
-/// llama.cpp's padded KV length for `used` filled cells in a cache of `n_ctx`.
-pub(crate) fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
-    let pad = used.div_ceil(256) * 256;
-    n_ctx.min(pad.max(256))
-}
-
 impl<'m> Decoder<'m> {
     /// Prepare `model` for `arith` (repacking weights where the lane's tier does) with a
-    /// context of `n_ctx` positions (a multiple of 256, as llama.cpp pads it).
+    /// context of `n_ctx` positions (a multiple of 256, as llama.cpp pads it) and the
+    /// attention options `attn`.
     pub fn new(
         model: &'m Model,
         arith: Arith,
         residual: Residual,
         n_ctx: usize,
+        attn: Attention,
     ) -> Result<Decoder<'m>, ModelError> {
         let hp = &model.hp;
         if n_ctx == 0 || !n_ctx.is_multiple_of(256) {
             return Err(ModelError::Request(format!(
                 "context length {n_ctx} must be a positive multiple of 256 (llama.cpp pads its KV cache so)"
             )));
+        }
+        if attn.tier_threads == 0 {
+            return Err(ModelError::Request("the tier's thread count must be at least 1".into()));
         }
         let f = &model.file;
         let linear = |name: &str| -> Result<Linear<'m>, ModelError> {
@@ -270,6 +220,7 @@ impl<'m> Decoder<'m> {
             elem,
             residual,
             n_ctx,
+            attn,
             paths: Mutex::new(BTreeSet::new()),
             dither: None,
         })
@@ -326,7 +277,12 @@ impl<'m> Decoder<'m> {
 
     /// A fresh KV cache for this decoder.
     pub fn new_cache(&self) -> KvCache {
-        KvCache::new(self.hp, self.n_ctx)
+        KvCache::new(self.hp, self.n_ctx, self.attn)
+    }
+
+    /// The attention options.
+    pub fn attention(&self) -> Attention {
+        self.attn
     }
 
     fn matmul(
@@ -499,7 +455,9 @@ impl<'m> Decoder<'m> {
             cache.store(il, pos0 + i, &k[i * kvd..(i + 1) * kvd], &v[i * kvd..(i + 1) * kvd]);
         }
         cache.used = cache.used.max(pos0 + m);
-        let kqv = self.attention(il, cache, &q, pos0, m);
+        let step = Step { hp: self.hp, elem: self.elem, n_ctx: self.n_ctx };
+        self.note_path(self.attn.kv.name(), "attention", m, &step.path(cache, m));
+        let kqv = step.attend(il, cache, &q, pos0, m)?;
         taps.put(&tag("kqv_out"), m, &kqv);
 
         let attn = self.matmul(&ly.wo, &kqv, m, &tag("attn_output"))?;
@@ -527,57 +485,5 @@ impl<'m> Decoder<'m> {
         self.round_residual(&mut l_out);
         taps.put(&tag("l_out"), m, &l_out);
         Ok(l_out)
-    }
-
-    /// Causal grouped-query attention of `m` query rows against the cache.
-    fn attention(&self, il: usize, cache: &KvCache, q: &[f32], pos0: usize, m: usize) -> Vec<f32> {
-        let hp = self.hp;
-        let (hd, nh) = (hp.head_dim, hp.n_head);
-        let group = nh / hp.n_head_kv;
-        let n_kv = padded_n_kv(cache.used, self.n_ctx);
-        let scale = 1.0f32 / (hd as f32).sqrt();
-        let w = self.elem.flavour().width();
-        let sgemm = self.elem.flavour().sgemm_min_rows().is_some_and(|min| m >= min)
-            && n_kv.is_multiple_of(w)
-            && hd.is_multiple_of(4);
-        let kqv_path = if sgemm { "tinyblas-f32" } else { "vec_dot_f32" };
-        self.note_path("f32", "kv-cache", m, &format!("kq vec_dot_f32, kqv {kqv_path}"));
-        let mut out = vec![0.0f32; m * nh * hd];
-        let mut wp = vec![0.0f32; n_kv];
-        let mut dp = vec![0.0f32; n_kv];
-        for i in 0..m {
-            let p = pos0 + i;
-            for h in 0..nh {
-                let g = h / group;
-                let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
-                for (j, slot) in wp.iter_mut().enumerate() {
-                    *slot = if j <= p {
-                        // ggml_vec_scale_f32 then `wp += slope*mask` with mask 0.
-                        self.elem.dot_f32(cache.k_row(il, j, g), qh) * scale + 0.0
-                    } else {
-                        f32::NEG_INFINITY
-                    };
-                }
-                let mut max = f32::NEG_INFINITY;
-                for &v in &wp {
-                    max = if max > v { max } else { v };
-                }
-                let sum = self.elem.soft_max(&mut dp, &wp, max);
-                let inv = (1.0 / sum) as f32;
-                for v in dp.iter_mut() {
-                    *v *= inv;
-                }
-                let o = &mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd];
-                for (d, od) in o.iter_mut().enumerate() {
-                    let vcol = cache.v_col(il, g, d, n_kv);
-                    *od = if sgemm {
-                        self.elem.sgemm_dot(vcol, &dp)
-                    } else {
-                        self.elem.dot_f32(vcol, &dp)
-                    };
-                }
-            }
-        }
-        out
     }
 }

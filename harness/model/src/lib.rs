@@ -2,8 +2,8 @@
 //! model it runs by default.
 //!
 //! - [`hparams`]: hyper-parameters from the GGUF metadata, checked against the tensors;
-//! - [`decoder`]: the forward pass (ggml's CPU graph for qwen3, op by op) and its KV
-//!   cache;
+//! - [`decoder`]: the forward pass (ggml's CPU graph for qwen3, op by op);
+//! - [`attention`]: the KV cache and attention, per cache type and attention path;
 //! - [`taps`]: the per-layer tensors of a step and the sink they go to;
 //! - [`run`]: teacher-forced and greedy runs, step records, traces;
 //! - [`tapdiff`]: two traces compared tap by tap;
@@ -14,13 +14,15 @@
 //! - [`gen`]: the seeded generator;
 //! - [`repo`]: where the golden folder is, and whether it may be rewritten here.
 //!
-//! The forward pass follows llama.cpp's qwen3 graph with flash attention off and an f32
-//! KV cache, and each op the way ggml's CPU backend computes it (see
-//! [`decoder`] for the float order of every step). Matmuls go through the lane's
+//! The forward pass follows llama.cpp's qwen3 graph, with an F32 or F16 KV cache and
+//! flash attention on or off ([`attention`]; llama.cpp's defaults are F16 and on), and
+//! each op the way ggml's CPU backend computes it (see [`decoder`] for the float order
+//! of every step). Matmuls go through the lane's
 //! kernels (its activation quantizer, its repack decision, its gemv or gemm path); the
 //! elementwise and attention loops through the lane's [`tiercheck_core::elem`]
 //! flavour.
 
+pub mod attention;
 pub mod decoder;
 pub mod embedded;
 pub mod gen;
@@ -36,7 +38,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-pub use decoder::{Arith, Decoder, KvCache, Residual};
+pub use attention::{Attention, FlashAttn, KvCache, KvType};
+pub use decoder::{Arith, Decoder, Residual};
 pub use hparams::HParams;
 pub use run::{Mode, RunOutput, RunSpec, StepRecord};
 pub use taps::{Tap, TapSink};

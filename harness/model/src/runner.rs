@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_lanes::{self as lanes, provenance, Chosen};
 
 use crate::run::{self, RunSpec, StepRecord};
-use crate::{Arith, Decoder, Mode, Model, Residual, TapSink};
+use crate::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
 
 /// One named sequence of ids.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +34,8 @@ pub struct RunOptions {
     pub threads: usize,
     /// Context length.
     pub n_ctx: usize,
+    /// K/V cache type and attention path.
+    pub attn: Attention,
     /// Write one trace per prompt here (a file for one prompt, else a folder).
     pub traces: Option<PathBuf>,
 }
@@ -91,9 +93,18 @@ pub(crate) fn provenance_for(
     m.insert("residual".into(), opts.residual.name().into());
     m.insert("mode".into(), opts.mode.name().into());
     m.insert("n_ctx".into(), opts.n_ctx.to_string());
+    insert_attention(&mut m, &opts.attn);
     m.insert("model_sha256".into(), model.sha256.clone());
     m.insert("model_path".into(), model.path.display().to_string());
     m
+}
+
+/// Record the attention options in provenance: `kv`, `fa` (the keys the oracle's traces
+/// use too) and `tier_threads`.
+pub fn insert_attention(m: &mut BTreeMap<String, String>, a: &Attention) {
+    m.insert("kv".into(), a.kv.name().into());
+    m.insert("fa".into(), a.fa.name().into());
+    m.insert("tier_threads".into(), a.tier_threads.to_string());
 }
 
 /// Run `prompts` on one chosen lane in this process. `progress` is called after each
@@ -111,7 +122,7 @@ pub fn run_lane(
         elem: lanes::elem_ops(chosen),
         threads: opts.threads.max(1),
     };
-    let dec = Decoder::new(model, arith, opts.residual, opts.n_ctx)?;
+    let dec = Decoder::new(model, arith, opts.residual, opts.n_ctx, opts.attn)?;
     let mut results = Vec::with_capacity(prompts.len());
     let mut traces = Vec::new();
     for (i, p) in prompts.iter().enumerate() {

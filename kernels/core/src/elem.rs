@@ -94,6 +94,30 @@ impl ElemFlavour {
         !matches!(self, ElemFlavour::X64)
     }
 
+    /// How llamafile's tinyBLAS multiplies an F16 matrix (the F16 K/V cache without flash
+    /// attention) by a batch of activations, or `None` where it never does (then
+    /// `ggml_vec_dot_f16` on activations rounded to F16). ggml-cpu offers tinyBLAS the
+    /// F32 activations first, when they are contiguous, and then the activations
+    /// converted to the F16 `vec_dot_type`; haswell's tinyBLAS takes only F16 ones, the
+    /// NEON build without FP16 vector arithmetic only F32 ones. Like every tinyBLAS
+    /// call, only for at least two activation rows.
+    pub fn sgemm_f16(self) -> Option<F16Sgemm> {
+        match self {
+            ElemFlavour::X64 | ElemFlavour::NeonNoLlamafile => None,
+            ElemFlavour::Avx2 => Some(F16Sgemm::F16Activations),
+            ElemFlavour::Neon => Some(F16Sgemm::F32Activations),
+        }
+    }
+
+    /// Floats per step of `ggml_vec_dot_f32` / `ggml_vec_dot_f16` (four vectors), or 1
+    /// where the dot product is the scalar loop (the x64 tier).
+    pub fn dot_step(self) -> usize {
+        match self.loops() {
+            ElemFlavour::X64 => 1,
+            f => 4 * f.width(),
+        }
+    }
+
     /// Fewest activation rows (tokens) for which the tier multiplies f32 matrices with
     /// llamafile's tinyBLAS instead of `ggml_vec_dot_f32`; `None` when it never does.
     pub fn sgemm_min_rows(self) -> Option<usize> {
@@ -103,6 +127,17 @@ impl ElemFlavour {
             ElemFlavour::Neon => Some(4),
         }
     }
+}
+
+/// Which activations llamafile's tinyBLAS accepts next to an F16 matrix
+/// ([`ElemFlavour::sgemm_f16`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F16Sgemm {
+    /// Activations converted to F16 first (`tinyBLAS<.., ggml_fp16_t, ggml_fp16_t>`).
+    F16Activations,
+    /// The F32 activations as they are, where contiguous (`tinyBLAS<.., ggml_fp16_t,
+    /// float>`); non-contiguous ones (the permuted queries of a batch) get no tinyBLAS.
+    F32Activations,
 }
 
 /// The decoder's elementwise kernels of one flavour. Native implementations override
@@ -124,6 +159,22 @@ pub trait ElemOps: Sync + Send {
     /// length is a multiple of the vector width. Only called where
     /// [`ElemFlavour::sgemm_min_rows`] says the tier uses it.
     fn sgemm_dot(&self, a: &[f32], b: &[f32]) -> f32;
+
+    /// `ggml_vec_dot_f16` of two rows of F16 values (given widened to f32, which is
+    /// exact): the vector part is `ggml_vec_dot_f32`'s (the same accumulators, fused
+    /// multiply-adds and reduction tree on the widened halves, `GGML_F16_STEP` =
+    /// `GGML_F32_STEP` on these tiers), its f32 result widened to f64; the leftovers
+    /// (`n % step`) are added as f64 sums of f32 products; the total rounded to f32.
+    fn dot_f16(&self, x: &[f32], y: &[f32]) -> f32 {
+        assert_eq!(x.len(), y.len(), "dot_f16: lengths differ");
+        let step = self.flavour().dot_step();
+        let np = x.len() - x.len() % step;
+        let mut s = if np > 0 { self.dot_f32(&x[..np], &y[..np]) as f64 } else { 0.0 };
+        for (a, b) in x[np..].iter().zip(&y[np..]) {
+            s += (a * b) as f64;
+        }
+        s as f32
+    }
 }
 
 /// The portable form of one flavour.

@@ -289,6 +289,7 @@ pub fn run(a: DeltaArgs) -> Result<()> {
         mode: a.setup.mode,
         residual: a.setup.residual,
         n_ctx: a.setup.n_ctx,
+        attn: a.setup.attention(),
         threshold: a.threshold,
         floor_seeds: a.floor_seeds,
     };

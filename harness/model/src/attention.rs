@@ -1,0 +1,483 @@
+//! Attention as llama.cpp's qwen3 graph computes it on ggml's CPU backend, for the K/V
+//! cache types and attention paths a user can choose: an F32 or F16 cache (`--kv`,
+//! llama.cpp's `type_k`/`type_v`, default F16), and flash attention on or off (`--fa`,
+//! llama.cpp's `flash_attn_type`, whose default AUTO resolves to on for the CPU backend).
+//!
+//! The cache holds what llama.cpp's holds: K and V rounded to the cache type when they
+//! are stored (`ggml_set_rows` into an F16 cache converts with `ggml_cpu_fp32_to_fp16`:
+//! round to nearest even), V transposed (one row per head dimension over the cells)
+//! without flash attention and by cell with it. The attended cells are the first
+//! `n_kv` = llama.cpp's padded KV length; cells after the query's position are masked.
+//!
+//! Without flash attention (`ggml_mul_mat` twice, ggml's `soft_max_ext` between):
+//!
+//! - `KQ`: with an F32 cache, `ggml_vec_dot_f32(K_j, q)` for every cell; with F16, the
+//!   queries are converted to F16 (F16's `vec_dot_type`) and each score is
+//!   `ggml_vec_dot_f16(K_j, q16)` ([`ElemOps::dot_f16`]), except where the tier's
+//!   tinyBLAS takes F16 activations (haswell, from two rows: the queries of a batch are
+//!   permuted, so only the converted copy is contiguous): one accumulator per score
+//!   ([`ElemOps::sgemm_dot`] of the widened halves).
+//! - softmax: `w = kq*scale + mask`, the row max, [`ElemOps::soft_max`] (the f64 sum),
+//!   `p *= (f32)(1/sum)`.
+//! - `KQV`: with F32, `ggml_vec_dot_f32(V_d, p)`, or tinyBLAS from
+//!   [`ElemFlavour::sgemm_min_rows`] rows; with F16, tinyBLAS from two rows where the
+//!   tier has it for F16 (haswell on `p` rounded to F16, the NEON build without FP16
+//!   vector arithmetic on `p` as it is), else `ggml_vec_dot_f16(V_d, p16)`.
+//!
+//! With flash attention, llama.cpp's graph (`build_attn_mha`) casts an F32 K or V to F16
+//! before `ggml_flash_attn_ext`, so flash attention always reads F16 K and V: with
+//! `--kv f32` the cells are rounded when read instead of when stored, the same values.
+//! Then `ggml_compute_forward_flash_attn_ext_f16_one_chunk` (ggml-cpu `ops.cpp`) per
+//! query row and head: the query converted to F16 (K's `vec_dot_type`); then for each
+//! unmasked cell in order,
+//! `s = dot(K_j, q)*scale + 0` (the mask is 0 or -inf; -inf cells are skipped), and the
+//! online softmax: on a new maximum `M`, `ms = expf(M_old - M)` (the C library's
+//! `expf`) scales the accumulator and `vs = 1`, else `vs = expf(s - M)`; the
+//! accumulator gains `V_j * vs`; `S = S*ms + vs` (one fused multiply-add on the FMA
+//! tiers: `vfmadd132ss` in haswell's library). The accumulator is F16
+//! (`ggml_vec_scale_f16`: `y = f16(y*ms)`, `ggml_vec_mad_f16`: `y = f16(fma(x, vs, y))`,
+//! every element rounded back to F16 after each cell). Finally the accumulator,
+//! widened, times `1/S` (`ggml_vec_scale_f32`). The x64 tier (no FMA) rounds every
+//! product and sum separately.
+//!
+//! A single query row (decode) attending at least 512 cells takes ggml's split-KV path:
+//! the cells are cut into `ceil(n_kv / nth)` per thread of the tier's thread pool
+//! (`nth`, llama.cpp's `-t`: this one result depends on it), each chunk runs the loop
+//! above without the final division, and the chunks are merged in order:
+//! `M' = fmaxf(M, M_c)`, `a = expf(M - M')`, `b = expf(M_c - M')`,
+//! `VKQ = fma(VKQ, a, VKQ_c*b)`, `S = fma(S, a, S_c*b)` (haswell's library: the chunk
+//! product is rounded, the running one fused), chunks with `S_c = 0` skipped; then
+//! `VKQ * (1/S)`. With one thread this equals the single chunk.
+//!
+//! Not reproduced: the tiled flash-attention path ggml takes for a batch of at least 64
+//! query rows ([`FA_TILE_Q`]); such a step is refused with an error naming the options
+//! that avoid it.
+
+use tiercheck_core::elem::{ElemFlavour, ElemOps, F16Sgemm};
+use tiercheck_core::fp16;
+
+use super::hparams::HParams;
+use super::ModelError;
+
+/// Element type of the K/V cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum KvType {
+    /// F32 cells.
+    F32,
+    /// F16 cells (llama.cpp's default).
+    F16,
+}
+
+impl KvType {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F32 => "f32",
+            KvType::F16 => "f16",
+        }
+    }
+}
+
+/// Whether attention is ggml's fused `flash_attn_ext`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum FlashAttn {
+    /// `ggml_flash_attn_ext` (llama.cpp's default on the CPU backend).
+    On,
+    /// `mul_mat`, `soft_max_ext`, `mul_mat`.
+    Off,
+}
+
+impl FlashAttn {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlashAttn::On => "on",
+            FlashAttn::Off => "off",
+        }
+    }
+}
+
+/// Fewest query rows of one step for which ggml's CPU flash attention takes its tiled
+/// path (`GGML_FA_TILE_Q`), which no lane reproduces yet.
+pub const FA_TILE_Q: usize = 64;
+
+/// Fewest attended cells for which a single query row takes ggml's split-KV path.
+pub const FA_SPLIT_KV_MIN: usize = 512;
+
+/// The attention options of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Attention {
+    /// K/V cache type.
+    pub kv: KvType,
+    /// Flash attention.
+    pub fa: FlashAttn,
+    /// Threads of the tier's own thread pool (llama.cpp's `-t`): only ggml's split-KV
+    /// flash attention depends on it.
+    pub tier_threads: usize,
+}
+
+impl Attention {
+    /// llama.cpp's defaults: F16 cache, flash attention on, one tier thread.
+    pub const LLAMA_DEFAULT: Attention =
+        Attention { kv: KvType::F16, fa: FlashAttn::On, tier_threads: 1 };
+    /// The F32 cache without flash attention.
+    pub const F32_OFF: Attention =
+        Attention { kv: KvType::F32, fa: FlashAttn::Off, tier_threads: 1 };
+
+    /// `kv=f16 fa=on`, as provenance and reports write it.
+    pub fn label(&self) -> String {
+        format!("kv={} fa={}", self.kv.name(), self.fa.name())
+    }
+}
+
+/// The KV cache: per layer, K rows per position and V (transposed per KV head without
+/// flash attention, by position with it), every value rounded to the cache type.
+pub struct KvCache {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    kv_dim: usize,
+    head_dim: usize,
+    n_ctx: usize,
+    pub(crate) used: usize,
+    attn: Attention,
+}
+
+impl KvCache {
+    /// An empty (zeroed) cache for `n_ctx` positions.
+    pub fn new(hp: &HParams, n_ctx: usize, attn: Attention) -> KvCache {
+        let kv_dim = hp.n_head_kv * hp.head_dim;
+        KvCache {
+            k: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
+            v: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
+            kv_dim,
+            head_dim: hp.head_dim,
+            n_ctx,
+            used: 0,
+            attn,
+        }
+    }
+
+    /// Positions filled so far.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Store layer `il`'s K and V rows (`kv_dim` values each) for position `pos`,
+    /// rounded to F16 where attention reads F16 (an F16 cache, or flash attention,
+    /// which casts an F32 cache to F16).
+    pub fn store(&mut self, il: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let (d, hd, n_ctx) = (self.kv_dim, self.head_dim, self.n_ctx);
+        let f16 = self.attn.kv == KvType::F16 || self.attn.fa == FlashAttn::On;
+        let round = |x: f32| if f16 { round16(x) } else { x };
+        for (dst, &x) in self.k[il][pos * d..(pos + 1) * d].iter_mut().zip(k) {
+            *dst = round(x);
+        }
+        let by_cell = self.attn.fa == FlashAttn::On;
+        for (c, &val) in v.iter().enumerate() {
+            let (g, dd) = (c / hd, c % hd);
+            let at = if by_cell { pos * d + c } else { (g * hd + dd) * n_ctx + pos };
+            self.v[il][at] = round(val);
+        }
+    }
+
+    fn k_row(&self, il: usize, pos: usize, g: usize) -> &[f32] {
+        let o = pos * self.kv_dim + g * self.head_dim;
+        &self.k[il][o..o + self.head_dim]
+    }
+
+    /// V of head `g`, dimension `d`, over cells `0..n_kv` (no flash attention).
+    fn v_col(&self, il: usize, g: usize, d: usize, n_kv: usize) -> &[f32] {
+        let o = (g * self.head_dim + d) * self.n_ctx;
+        &self.v[il][o..o + n_kv]
+    }
+
+    /// V of head `g` at cell `pos` (flash attention).
+    fn v_row(&self, il: usize, pos: usize, g: usize) -> &[f32] {
+        let o = pos * self.kv_dim + g * self.head_dim;
+        &self.v[il][o..o + self.head_dim]
+    }
+}
+
+/// llama.cpp's padded KV length for `used` filled cells in a cache of `n_ctx`.
+pub(crate) fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
+    let pad = used.div_ceil(256) * 256;
+    n_ctx.min(pad.max(256))
+}
+
+fn round16(x: f32) -> f32 {
+    fp16::f16_bits_to_f32(fp16::f32_to_f16_bits_hw(x))
+}
+
+/// What attention computes for one step: the geometry and the flavour.
+pub(crate) struct Step<'a> {
+    pub hp: &'a HParams,
+    pub elem: &'a dyn ElemOps,
+    pub n_ctx: usize,
+}
+
+impl Step<'_> {
+    /// Which path the step takes, as the decoder's `matmul_paths` records it.
+    pub fn path(&self, cache: &KvCache, m: usize) -> String {
+        let fl = self.elem.flavour();
+        let n_kv = padded_n_kv(cache.used, self.n_ctx);
+        let kind = cache.attn.kv.name();
+        match cache.attn.fa {
+            FlashAttn::On => {
+                if m == 1 && n_kv >= FA_SPLIT_KV_MIN && cache.attn.tier_threads > 1 {
+                    format!("flash-attn split-kv nth={}", cache.attn.tier_threads)
+                } else {
+                    "flash-attn one-chunk".into()
+                }
+            }
+            FlashAttn::Off => {
+                let (kq, kqv) = self.mul_mat_paths(cache.attn.kv, fl, m, n_kv);
+                format!("kq {kq}, kqv {kqv} ({kind} cache)")
+            }
+        }
+    }
+
+    fn mul_mat_paths(
+        &self,
+        kv: KvType,
+        fl: ElemFlavour,
+        m: usize,
+        n_kv: usize,
+    ) -> (&'static str, &'static str) {
+        let hd = self.hp.head_dim;
+        let w = fl.width();
+        match kv {
+            KvType::F32 => {
+                let sgemm = fl.sgemm_min_rows().is_some_and(|min| m >= min)
+                    && n_kv.is_multiple_of(w)
+                    && hd.is_multiple_of(4);
+                ("vec_dot_f32", if sgemm { "tinyblas-f32" } else { "vec_dot_f32" })
+            }
+            KvType::F16 => {
+                let tb = |k: usize, rows: usize| m >= 2 && k.is_multiple_of(w) && rows % 4 == 0;
+                let kq = match fl.sgemm_f16() {
+                    Some(F16Sgemm::F16Activations) if tb(hd, n_kv) => "tinyblas-f16xf16",
+                    _ => "vec_dot_f16",
+                };
+                let kqv = match fl.sgemm_f16() {
+                    Some(F16Sgemm::F16Activations) if tb(n_kv, hd) => "tinyblas-f16xf16",
+                    Some(F16Sgemm::F32Activations) if tb(n_kv, hd) => "tinyblas-f16xf32",
+                    _ => "vec_dot_f16",
+                };
+                (kq, kqv)
+            }
+        }
+    }
+
+    /// Causal grouped-query attention of `m` query rows (positions `pos0..`) of layer
+    /// `il` against the cache, which already holds their K and V.
+    pub fn attend(
+        &self,
+        il: usize,
+        cache: &KvCache,
+        q: &[f32],
+        pos0: usize,
+        m: usize,
+    ) -> Result<Vec<f32>, ModelError> {
+        match cache.attn.fa {
+            FlashAttn::Off => Ok(self.mul_mat(il, cache, q, pos0, m)),
+            FlashAttn::On => {
+                if m >= FA_TILE_Q {
+                    return Err(ModelError::Request(format!(
+                        "a step of {m} query rows with flash attention takes ggml's tiled \
+                         flash-attention path (from {FA_TILE_Q} rows), which tiercheck does not \
+                         reproduce yet: use --mode decode, a prompt of fewer than {FA_TILE_Q} \
+                         tokens, or --fa off"
+                    )));
+                }
+                Ok(self.flash(il, cache, q, pos0, m))
+            }
+        }
+    }
+
+    fn mul_mat(&self, il: usize, cache: &KvCache, q: &[f32], pos0: usize, m: usize) -> Vec<f32> {
+        let hp = self.hp;
+        let (hd, nh) = (hp.head_dim, hp.n_head);
+        let group = nh / hp.n_head_kv;
+        let n_kv = padded_n_kv(cache.used, self.n_ctx);
+        let scale = 1.0f32 / (hd as f32).sqrt();
+        let kv = cache.attn.kv;
+        let (kq_path, kqv_path) = self.mul_mat_paths(kv, self.elem.flavour(), m, n_kv);
+        let e = self.elem;
+        let mut out = vec![0.0f32; m * nh * hd];
+        let mut wp = vec![0.0f32; n_kv];
+        let mut dp = vec![0.0f32; n_kv];
+        let mut dp16 = vec![0.0f32; n_kv];
+        let mut q16 = vec![0.0f32; hd];
+        for i in 0..m {
+            let p = pos0 + i;
+            for h in 0..nh {
+                let g = h / group;
+                let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+                for (d, s) in q16.iter_mut().zip(qh) {
+                    *d = round16(*s);
+                }
+                for (j, slot) in wp.iter_mut().enumerate() {
+                    *slot = if j <= p {
+                        let k = cache.k_row(il, j, g);
+                        let kq = match (kv, kq_path) {
+                            (KvType::F32, _) => e.dot_f32(k, qh),
+                            (KvType::F16, "vec_dot_f16") => e.dot_f16(k, &q16),
+                            (KvType::F16, _) => e.sgemm_dot(k, &q16),
+                        };
+                        // ggml_vec_scale_f32 then `wp += slope*mask` with mask 0.
+                        kq * scale + 0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    };
+                }
+                let mut max = f32::NEG_INFINITY;
+                for &v in &wp {
+                    max = if max > v { max } else { v };
+                }
+                let sum = e.soft_max(&mut dp, &wp, max);
+                let inv = (1.0 / sum) as f32;
+                for (v, v16) in dp.iter_mut().zip(dp16.iter_mut()) {
+                    *v *= inv;
+                    *v16 = round16(*v);
+                }
+                let o = &mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+                for (d, od) in o.iter_mut().enumerate() {
+                    let vcol = cache.v_col(il, g, d, n_kv);
+                    *od = match kqv_path {
+                        "tinyblas-f32" | "tinyblas-f16xf32" => e.sgemm_dot(vcol, &dp),
+                        "tinyblas-f16xf16" => e.sgemm_dot(vcol, &dp16),
+                        "vec_dot_f16" => e.dot_f16(vcol, &dp16),
+                        _ => e.dot_f32(vcol, &dp),
+                    };
+                }
+            }
+        }
+        out
+    }
+
+    fn flash(&self, il: usize, cache: &KvCache, q: &[f32], pos0: usize, m: usize) -> Vec<f32> {
+        let hp = self.hp;
+        let (hd, nh) = (hp.head_dim, hp.n_head);
+        let group = nh / hp.n_head_kv;
+        let n_kv = padded_n_kv(cache.used, self.n_ctx);
+        let scale = 1.0f32 / (hd as f32).sqrt();
+        let nth = cache.attn.tier_threads.max(1);
+        let split = m == 1 && n_kv >= FA_SPLIT_KV_MIN;
+        let fused = self.elem.flavour().fused();
+        let mut out = vec![0.0f32; m * nh * hd];
+        let mut qc = vec![0.0f32; hd];
+        for i in 0..m {
+            let p = pos0 + i;
+            for h in 0..nh {
+                let g = h / group;
+                let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+                for (d, s) in qc.iter_mut().zip(qh) {
+                    *d = round16(*s);
+                }
+                let o = &mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+                if !split {
+                    let c = self.chunk(il, cache, &qc, g, 0..n_kv, p, scale);
+                    finish(o, &c.vkq, c.s);
+                    continue;
+                }
+                // Split-KV: chunks of ceil(n_kv/nth) cells, merged in order.
+                let cs = n_kv.div_ceil(nth);
+                let (mut mf, mut sf) = (f32::NEG_INFINITY, 0.0f32);
+                let mut vf = vec![0.0f32; hd];
+                for t in 0..nth {
+                    let start = t * cs;
+                    if start >= n_kv {
+                        continue;
+                    }
+                    let c = self.chunk(il, cache, &qc, g, start..(start + cs).min(n_kv), p, scale);
+                    if c.s == 0.0 {
+                        continue;
+                    }
+                    let mn = mf.max(c.m);
+                    let a = (mf - mn).exp();
+                    let b = (c.m - mn).exp();
+                    for (f, x) in vf.iter_mut().zip(&c.vkq) {
+                        *f = madd(*f, a, *x * b, fused);
+                    }
+                    sf = madd(sf, a, c.s * b, fused);
+                    mf = mn;
+                }
+                if sf != 0.0 {
+                    finish(o, &vf, sf);
+                } else {
+                    o.copy_from_slice(&vf);
+                }
+            }
+        }
+        out
+    }
+
+    /// One chunk of cells of `one_chunk`: the running max, sum and the accumulator
+    /// widened to f32 (not yet divided by the sum).
+    #[allow(clippy::too_many_arguments)]
+    fn chunk(
+        &self,
+        il: usize,
+        cache: &KvCache,
+        qc: &[f32],
+        g: usize,
+        cells: std::ops::Range<usize>,
+        p: usize,
+        scale: f32,
+    ) -> Chunk {
+        let e = self.elem;
+        let fused = e.flavour().fused();
+        let hd = self.hp.head_dim;
+        let (mut s_sum, mut mx) = (0.0f32, f32::NEG_INFINITY);
+        let mut acc = vec![0.0f32; hd];
+        for j in cells {
+            if j > p {
+                // Masked (-inf): skipped.
+                continue;
+            }
+            let k = cache.k_row(il, j, g);
+            let s = e.dot_f16(k, qc) * scale + 0.0;
+            let (mut ms, mut vs) = (1.0f32, 1.0f32);
+            if s > mx {
+                let old = mx;
+                mx = s;
+                ms = (old - mx).exp();
+                for y in acc.iter_mut() {
+                    *y = round16(*y * ms);
+                }
+            } else {
+                vs = (s - mx).exp();
+            }
+            let v = cache.v_row(il, j, g);
+            for (y, &x) in acc.iter_mut().zip(v) {
+                *y = round16(madd(x, vs, *y, fused));
+            }
+            s_sum = madd(s_sum, ms, vs, fused);
+        }
+        Chunk { m: mx, s: s_sum, vkq: acc }
+    }
+}
+
+struct Chunk {
+    m: f32,
+    s: f32,
+    vkq: Vec<f32>,
+}
+
+/// `a*b + c`, fused on the FMA tiers.
+#[inline]
+fn madd(a: f32, b: f32, c: f32, fused: bool) -> f32 {
+    if fused {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// `V /= S`: `ggml_vec_scale_f32` by `1/S` (0 when `S` is 0).
+fn finish(o: &mut [f32], acc: &[f32], s: f32) {
+    let inv = if s == 0.0 { 0.0 } else { 1.0 / s };
+    for (d, a) in o.iter_mut().zip(acc) {
+        *d = a * inv;
+    }
+}
