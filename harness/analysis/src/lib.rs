@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::run::{self, read_trace, RunOutput, RunSpec, Trace};
-use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
+use tiercheck_model::{Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink};
 
 pub use flips::Flip;
 pub use free_running::{Divergence, Jump, TapRow};
@@ -174,6 +174,32 @@ fn side_run(
     }
 }
 
+/// The attention options a trace records (`kv`, `fa`, `tier_threads` metadata; a trace
+/// of llama.cpp records its `threads`), each one it lacks taken from `default`.
+fn trace_attention(path: &Path, t: &Trace, default: Attention) -> anyhow::Result<Attention> {
+    let mut a = default;
+    match t.meta.get("kv").map(String::as_str) {
+        Some("f16") => a.kv = KvType::F16,
+        Some("f32") => a.kv = KvType::F32,
+        Some(other) => anyhow::bail!("{}: metadata kv = '{other}' (known: f16, f32)", path.display()),
+        None => {}
+    }
+    match t.meta.get("fa").map(String::as_str) {
+        Some("on") => a.fa = FlashAttn::On,
+        Some("off") => a.fa = FlashAttn::Off,
+        Some(other) => anyhow::bail!("{}: metadata fa = '{other}' (known: on, off)", path.display()),
+        None => {}
+    }
+    let threads = t.meta.get("tier_threads").or_else(|| t.meta.get("threads"));
+    if let Some(v) = threads {
+        a.tier_threads = match v.parse::<usize>() {
+            Ok(n) if n >= 1 => n,
+            _ => anyhow::bail!("{}: metadata threads = '{v}' is not a thread count", path.display()),
+        };
+    }
+    Ok(a)
+}
+
 /// The prompt, mode and greedy tokens a trace file records.
 fn trace_shape(path: &Path, t: &Trace) -> anyhow::Result<(Vec<u32>, Mode, Vec<u32>)> {
     let first = t
@@ -252,6 +278,8 @@ pub struct DeltaReport {
     pub prompt: Vec<u32>,
     /// Mode.
     pub mode: Mode,
+    /// The lanes' attention options (`kv=f16 fa=on`; a trace side's when there is one).
+    pub attention: String,
     /// Near-tie threshold.
     pub threshold: f32,
     /// A's greedy tokens.
@@ -287,15 +315,19 @@ pub fn delta(
     b: &Source,
     o: &DeltaOptions,
 ) -> anyhow::Result<DeltaReport> {
-    // Free-running runs. A trace brings its prompt; a lane follows it.
+    // Free-running runs. A trace brings its prompt, mode and attention options; a lane
+    // follows it.
+    let mut own = o.clone();
     let (prompt, steps, mode) = match (a, b) {
         (_, Source::Trace(p)) | (Source::Trace(p), _) => {
             let t = read_trace(p)?;
             let (pr, md, gen) = trace_shape(p, &t)?;
+            own.attn = trace_attention(p, &t, o.attn)?;
             (pr, gen.len(), md)
         }
         _ => (o.ids.clone(), o.steps, o.mode),
     };
+    let o = &own;
     let ra = side_run(model, a, o, &prompt, steps, mode)?;
     let rb = side_run(model, b, o, &prompt, steps, mode)?;
     if ra.prompt != rb.prompt {
@@ -327,6 +359,7 @@ pub fn delta(
         None => Vec::new(),
     };
     Ok(DeltaReport {
+        attention: o.attn.label(),
         layer_verdicts,
         a: a.label(),
         b: b.label(),

@@ -367,6 +367,40 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool, a: Attention) -> Res
     judge(&what, &diffs)
 }
 
+/// ggml's split-KV flash attention: token-by-token steps attending 512 cells (from
+/// position 256 on, llama.cpp's padded KV length doubles), where each of llama.cpp's
+/// threads takes its share of the cells and the partial results are merged in thread
+/// order. Every tap of the last steps (those past position 256, and two before) bitwise.
+fn llama_split_kv() -> Result<(), String> {
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ids = forced_ids(262);
+    let a = attn(KvType::F16, FlashAttn::On);
+    let run = LlamaRun { mode: Mode::Decode, repack: true, steps: 0, attn: a };
+    let theirs = llama_trace(Build::Haswell, &model.path, &ids, run, &dir.path().join("l.st"))?;
+    let arith = lane_arith(Build::Haswell.lane(true))?;
+    let mine = ours(&model, arith, &ids, Mode::Decode, a, &dir.path().join("ours.safetensors"))?;
+    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    let late: Vec<TapDiff> = diffs.into_iter().filter(|d| d.step >= 254).collect();
+    if late.iter().filter(|d| d.step >= 256).count() == 0 {
+        return Err("no step past position 256 compared".into());
+    }
+    judge("x86_64-avx2-repack vs llama.cpp haswell, split-KV flash attention", &late)?;
+    // The thread count matters here: as one chunk (one tier thread) the same lane differs.
+    let one = Attention { tier_threads: 1, ..a };
+    let single = ours(&model, arith, &ids, Mode::Decode, one, &dir.path().join("one.st"))?;
+    let (diffs, _) = tapdiff::compare(&single, &theirs);
+    if diffs.iter().filter(|d| d.step >= 256).all(|d| d.bitwise()) {
+        return Err("with one tier thread the split-KV steps are still bitwise equal: the \
+                    trial does not exercise the split"
+            .into());
+    }
+    Ok(())
+}
+
 /// Layer-local: each of our layers fed llama.cpp's input to that layer (its previous
 /// `l_out`, or its embedding rows) and a KV cache filled from llama.cpp's own `Kcur` and
 /// `Vcur` of earlier steps; the head fed llama.cpp's last `l_out`.
@@ -620,6 +654,7 @@ fn main() -> ExitCode {
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/delta_greedy", llama_delta),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
+        trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
     ];
     // Every build with repack off and on, where a lane reproduces it, with llama.cpp's
     // default attention (F16 K/V cache, flash attention) and with the F32 cache without

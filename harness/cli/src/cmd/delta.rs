@@ -97,11 +97,12 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
     let mut s = String::new();
     s += &format!("delta  A = {}\n       B = {}\n", r.a, r.b);
     s += &format!(
-        "model {}, prompt {:?}, {} greedy tokens, mode {}, near-tie threshold {}\n",
+        "model {}, prompt {:?}, {} greedy tokens, mode {}, {}, near-tie threshold {}\n",
         &r.model_sha256[..12],
         r.prompt,
         r.tokens_a.len().max(r.tokens_b.len()),
         r.mode.name(),
+        r.attention,
         r.threshold
     );
     if let Some(f) = &r.floor {
