@@ -47,6 +47,7 @@ use tiercheck_oracle::OracleConfig;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Build {
     Haswell,
+    Zen4,
     ArmDotprod,
     ArmI8mm,
 }
@@ -55,6 +56,7 @@ impl Build {
     fn name(self) -> &'static str {
         match self {
             Build::Haswell => "haswell",
+            Build::Zen4 => "zen4",
             Build::ArmDotprod => "arm-dotprod",
             Build::ArmI8mm => "arm-i8mm",
         }
@@ -66,6 +68,8 @@ impl Build {
         match (self, repack) {
             (Build::Haswell, true) => "x86_64-avx2-repack",
             (Build::Haswell, false) => "x86_64-avx2",
+            // No lane reproduces the zen4 build's AVX-512 repacked gemm; no trial asks.
+            (Build::Zen4, _) => "x86_64-avx512",
             (Build::ArmDotprod, true) => "aarch64-neon-repack",
             (Build::ArmDotprod, false) => "aarch64-neon",
             (Build::ArmI8mm, true) => "aarch64-i8mm-repack",
@@ -77,6 +81,7 @@ impl Build {
     fn oracle(self) -> (&'static str, &'static str) {
         match self {
             Build::Haswell => ("TIERCHECK_ORACLE_LLAMA", ""),
+            Build::Zen4 => ("TIERCHECK_ORACLE_LLAMA_ZEN4", ""),
             Build::ArmDotprod => ("TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD", "neoverse-n1"),
             Build::ArmI8mm => ("TIERCHECK_ORACLE_LLAMA_ARM_I8MM", "max,sve=off"),
         }
@@ -227,7 +232,10 @@ fn numpy_f64(mode: Mode) -> Result<(), String> {
 fn build_args(build: Build) -> Result<Vec<String>, String> {
     let (key, cpu) = build.oracle();
     let path = OracleConfig::from_env().setting(key).map_err(|e| e.to_string())?;
-    if build == Build::Haswell {
+    if build == Build::Zen4 && !host_has_avx512() {
+        return Err(HOST_LACKS_AVX512.into());
+    }
+    if matches!(build, Build::Haswell | Build::Zen4) {
         if !path.join("libllama.so").is_file() {
             return Err(format!(
                 "oracle not built: run ci/oracle (no libllama.so in {})",
@@ -365,6 +373,32 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool, a: Attention) -> Res
         a.label()
     );
     judge(&what, &diffs)
+}
+
+/// The zen4 build is a tier of its own: the haswell lane (eight-wide loops) does not
+/// reproduce its trace, in either mode, while `x86_64-avx512` does (the trials above).
+fn zen4_differs_from_haswell() -> Result<(), String> {
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    for mode in [Mode::Decode, Mode::Prompt] {
+        let a = attn(KvType::F16, FlashAttn::On);
+        let theirs = forced_trace(Build::Zen4, mode, false, a)?;
+        let arith = lane_arith("x86_64-avx2")?;
+        let path = dir.path().join(format!("{}.st", mode.name()));
+        let mine = ours(&model, arith, &forced_ids(20), mode, a, &path)?;
+        let (diffs, _) = tapdiff::compare(&mine, &theirs);
+        let first = diffs.iter().find(|d| !d.bitwise()).map(|d| (d.step, d.name.clone()));
+        match first {
+            None => {
+                return Err(format!("{}: x86_64-avx2 reproduces the zen4 trace", mode.name()))
+            }
+            Some((step, tap)) => eprintln!(
+                "zen4 {}: x86_64-avx2 first differs at step {step} tap {tap}",
+                mode.name()
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// ggml's split-KV flash attention: token-by-token steps attending 512 cells (from
@@ -635,9 +669,27 @@ fn driver_matches_in_process() -> Result<(), String> {
     Ok(())
 }
 
+/// Why the zen4 trials cannot run on this host (qemu-x86_64 cannot emulate AVX-512).
+const HOST_LACKS_AVX512: &str =
+    "this host lacks AVX-512 F/DQ: llama.cpp's zen4 build cannot run here (qemu-x86_64 \
+     cannot emulate AVX-512)";
+
+fn host_has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
     Trial::ignorable_test(name, move || match f() {
         Ok(()) => Ok(Completion::Completed),
+        Err(e) if e == HOST_LACKS_AVX512 => Ok(Completion::ignored_with(e)),
         Err(e) if e.contains("oracle not built") && !require_oracle() => {
             Ok(Completion::ignored_with(e))
         }
@@ -655,15 +707,17 @@ fn main() -> ExitCode {
         trial("llama_cpp/delta_greedy", llama_delta),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
         trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
+        trial("llama_cpp/zen4/differs_from_haswell", zen4_differs_from_haswell),
     ];
     // Every build with repack off and on, where a lane reproduces it, with llama.cpp's
     // default attention (F16 K/V cache, flash attention) and with the F32 cache without
     // flash attention: `llama_cpp/<build>/<repack|no_repack>/<mode>/<end_to_end|
     // layer_local>` and `.../f32_off/...` (the haswell build with repack on keeps the
     // shorter `llama_cpp/<mode>/...`).
-    let builds: [(Build, bool); 6] = [
+    let builds: [(Build, bool); 7] = [
         (Build::Haswell, true),
         (Build::Haswell, false),
+        (Build::Zen4, false),
         (Build::ArmDotprod, false),
         (Build::ArmDotprod, true),
         (Build::ArmI8mm, false),
@@ -678,6 +732,7 @@ fn main() -> ExitCode {
                 let prefix = match (build, repack) {
                     (Build::Haswell, true) => format!("llama_cpp/{tag}"),
                     (Build::Haswell, false) => format!("llama_cpp/{tag}{r}/"),
+                    (Build::Zen4, _) => format!("llama_cpp/zen4/{tag}{r}/"),
                     _ => format!("llama_cpp/{}/{tag}{r}/", build.name()),
                 };
                 let m = mode.name();

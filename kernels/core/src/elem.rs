@@ -20,6 +20,17 @@
 //!   accumulator per output, the same 8-float horizontal sum as the softmax); RoPE with
 //!   the `x0` products fused (`fma(x0, cos, -(x1*sin))`, `fma(x0, sin, x1*cos)`, read off
 //!   the disassembly of the haswell library and confirmed against llama.cpp).
+//! - [`ElemFlavour::Avx512`] — ggml's AVX-512 variants (zen4, skylakex, ...: `__AVX512F__`
+//!   and `__AVX512DQ__`): every f32 loop sixteen floats wide. Its `ggml_v_expf` is its own
+//!   formulation: `z = fma(x, log2e, 0x1.8p23)`, `n = z - 0x1.8p23`,
+//!   `b = fnmadd(n, ln2_lo, fnmadd(n, ln2_hi, x))`, `u = b*b`,
+//!   `j = fma(fma(fma(c5, b, c4), u, fma(c3, b, c2)), u, fma(c1, b, 1))`, the result
+//!   `scalef(j, n)` (`j * 2^n` rounded once), and `0` (`n <= 0`) or `inf` where
+//!   `|n| > 192`; SiLU `x / (1 + expf(0 - x))` with it. Vector sums are GCC's
+//!   `_mm512_reduce_add_ps`: `t = hi256 + lo256`, `t = hi128 + lo128`,
+//!   `(t0+t2) + (t1+t3)`. `ggml_vec_dot_f32`: four 16-float FMA accumulators over
+//!   64-float steps, `(a0+a2)+(a1+a3)`, then that sum; tinyBLAS `<16, __m512>` from two
+//!   tokens on (one accumulator per output, the same sum); RoPE as on haswell.
 //! - [`ElemFlavour::Neon`] — GCC-built aarch64: `ggml_v_expf` on four floats with
 //!   `vfmaq`/`vfmsq`; vector sums by `vaddvq_f32`, `(v0+v1)+(v2+v3)`; `ggml_vec_dot_f32`
 //!   with four 4-float FMA accumulators over 16-float steps, reduced `(a0+a2)+(a1+a3)` then
@@ -51,6 +62,8 @@ pub enum ElemFlavour {
     X64,
     /// ggml's haswell tier (AVX2 + FMA).
     Avx2,
+    /// ggml's AVX-512 variants (zen4): sixteen-wide loops, its own `expf`.
+    Avx512,
     /// GCC-built ggml for aarch64 (NEON, fused multiply-adds).
     Neon,
     /// The NEON loops in an aarch64 build without llamafile (i8mm or SVE targeted).
@@ -59,14 +72,20 @@ pub enum ElemFlavour {
 
 impl ElemFlavour {
     /// Every flavour.
-    pub const ALL: [ElemFlavour; 4] =
-        [ElemFlavour::X64, ElemFlavour::Avx2, ElemFlavour::Neon, ElemFlavour::NeonNoLlamafile];
+    pub const ALL: [ElemFlavour; 5] = [
+        ElemFlavour::X64,
+        ElemFlavour::Avx2,
+        ElemFlavour::Avx512,
+        ElemFlavour::Neon,
+        ElemFlavour::NeonNoLlamafile,
+    ];
 
     /// Stable name.
     pub fn name(self) -> &'static str {
         match self {
             ElemFlavour::X64 => "x64-sse2",
             ElemFlavour::Avx2 => "avx2-fma",
+            ElemFlavour::Avx512 => "avx512-fma",
             ElemFlavour::Neon => "neon-fma",
             ElemFlavour::NeonNoLlamafile => "neon-fma-no-llamafile",
         }
@@ -85,6 +104,7 @@ impl ElemFlavour {
     pub fn width(self) -> usize {
         match self.loops() {
             ElemFlavour::Avx2 => 8,
+            ElemFlavour::Avx512 => 16,
             _ => 4,
         }
     }
@@ -104,7 +124,7 @@ impl ElemFlavour {
     pub fn sgemm_f16(self) -> Option<F16Sgemm> {
         match self {
             ElemFlavour::X64 | ElemFlavour::NeonNoLlamafile => None,
-            ElemFlavour::Avx2 => Some(F16Sgemm::F16Activations),
+            ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(F16Sgemm::F16Activations),
             ElemFlavour::Neon => Some(F16Sgemm::F32Activations),
         }
     }
@@ -123,7 +143,7 @@ impl ElemFlavour {
     pub fn sgemm_min_rows(self) -> Option<usize> {
         match self {
             ElemFlavour::X64 | ElemFlavour::NeonNoLlamafile => None,
-            ElemFlavour::Avx2 => Some(2),
+            ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(2),
             ElemFlavour::Neon => Some(4),
         }
     }
@@ -185,6 +205,8 @@ pub struct PortableElem(pub ElemFlavour);
 pub static PORTABLE_X64: PortableElem = PortableElem(ElemFlavour::X64);
 /// Portable haswell elementwise kernels.
 pub static PORTABLE_AVX2: PortableElem = PortableElem(ElemFlavour::Avx2);
+/// Portable AVX-512 elementwise kernels.
+pub static PORTABLE_AVX512: PortableElem = PortableElem(ElemFlavour::Avx512);
 /// Portable aarch64 elementwise kernels.
 pub static PORTABLE_NEON: PortableElem = PortableElem(ElemFlavour::Neon);
 /// Portable aarch64 elementwise kernels of a build without llamafile.
@@ -195,6 +217,7 @@ pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
     match flavour {
         ElemFlavour::X64 => &PORTABLE_X64,
         ElemFlavour::Avx2 => &PORTABLE_AVX2,
+        ElemFlavour::Avx512 => &PORTABLE_AVX512,
         ElemFlavour::Neon => &PORTABLE_NEON,
         ElemFlavour::NeonNoLlamafile => &PORTABLE_NEON_NO_LLAMAFILE,
     }
@@ -282,6 +305,60 @@ pub fn v_silu(x: f32, fused: bool) -> f32 {
     x / (1.0 + e)
 }
 
+/// One lane of the AVX-512 `ggml_v_expf(__m512)`, in the C source's operation order (see
+/// the module doc). `scalef(j, n)` multiplies by `2^n` with one rounding: `n` is an
+/// integer of at most 192 in magnitude there, so the f64 product is exact and the
+/// conversion to f32 is that one rounding (subnormal results included).
+#[inline]
+pub fn v_expf_avx512(x: f32) -> f32 {
+    let z = x.mul_add(EXP_LOG2E, EXP_SHIFT);
+    let n = z - EXP_SHIFT;
+    let b = (-n).mul_add(EXP_LN2_LO, (-n).mul_add(EXP_LN2_HI, x));
+    let u = b * b;
+    let j = EXP_C5.mul_add(b, EXP_C4).mul_add(u, EXP_C3.mul_add(b, EXP_C2)).mul_add(u, EXP_C1.mul_add(b, 1.0));
+    // |n| > 192, an ordered compare (false for NaN).
+    if n.abs() > 192.0 {
+        return if n <= 0.0 { 0.0 } else { f32::INFINITY };
+    }
+    if j.is_nan() || n.is_nan() {
+        return f32::NAN;
+    }
+    (j as f64 * 2f64.powi(n as i32)) as f32
+}
+
+/// One lane of the AVX-512 `ggml_v_silu`.
+#[inline]
+pub fn v_silu_avx512(x: f32) -> f32 {
+    let e = v_expf_avx512(0.0 - x);
+    x / (1.0 + e)
+}
+
+/// The vector `expf` of `flavour`, one lane.
+#[inline]
+fn vexp(flavour: ElemFlavour, x: f32) -> f32 {
+    match flavour.loops() {
+        ElemFlavour::Avx512 => v_expf_avx512(x),
+        f => v_expf(x, f.fused()),
+    }
+}
+
+/// The vector SiLU of `flavour`, one lane.
+#[inline]
+fn vsilu(flavour: ElemFlavour, x: f32) -> f32 {
+    match flavour.loops() {
+        ElemFlavour::Avx512 => v_silu_avx512(x),
+        f => v_silu(x, f.fused()),
+    }
+}
+
+/// GCC's `_mm512_reduce_add_ps` of sixteen floats.
+#[inline]
+pub fn hsum16(v: &[f32]) -> f32 {
+    let t: [f32; 8] = core::array::from_fn(|i| v[i + 8] + v[i]);
+    let t: [f32; 4] = core::array::from_fn(|i| t[i + 4] + t[i]);
+    (t[0] + t[2]) + (t[1] + t[3])
+}
+
 /// The scalar tail's `ggml_silu_f32`: `x / (1 + expf(-x))` with the C library's `expf`.
 #[inline]
 pub fn silu_scalar(x: f32) -> f32 {
@@ -301,6 +378,7 @@ fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
             let w = [v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]];
             (w[0] + w[2]) + (w[1] + w[3])
         }
+        ElemFlavour::Avx512 => hsum16(v),
     }
 }
 
@@ -312,15 +390,14 @@ impl ElemOps for PortableElem {
     fn soft_max(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
         let flavour = self.0;
         let w = flavour.width();
-        let fused = flavour.fused();
         assert_eq!(y.len(), x.len(), "soft_max: lengths differ");
         let n = x.len();
         let mut sum = 0.0f64;
         let mut i = 0;
-        let mut v = [0.0f32; 8];
+        let mut v = [0.0f32; 16];
         while i + w <= n {
             for l in 0..w {
-                v[l] = v_expf(x[i + l] - max, fused);
+                v[l] = vexp(flavour, x[i + l] - max);
                 y[i + l] = v[l];
             }
             sum += hsum(flavour, &v[..w]) as f64;
@@ -337,12 +414,11 @@ impl ElemOps for PortableElem {
 
     fn swiglu(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
         let w = self.0.width();
-        let fused = self.0.fused();
         assert!(y.len() == x.len() && x.len() == g.len(), "swiglu: lengths differ");
         let n = x.len();
         let vec_end = n - n % w;
         for i in 0..vec_end {
-            y[i] = v_silu(x[i], fused) * g[i];
+            y[i] = vsilu(self.0, x[i]) * g[i];
         }
         for i in vec_end..n {
             y[i] = silu_scalar(x[i]) * g[i];
@@ -368,6 +444,13 @@ impl ElemOps for PortableElem {
                 let t = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
                 (t[0] + t[1]) + (t[2] + t[3])
             }),
+            ElemFlavour::Avx512 => dot_f32_simd::<16>(x, y, |acc| {
+                // GGML_F32x16_REDUCE: acc0 += acc2, acc1 += acc3, acc0 += acc1, then
+                // _mm512_reduce_add_ps.
+                let a: [f32; 16] =
+                    core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
+                hsum16(&a)
+            }),
             ElemFlavour::Neon | ElemFlavour::NeonNoLlamafile => dot_f32_simd::<4>(x, y, |acc| {
                 let a: [f32; 4] =
                     core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
@@ -380,7 +463,7 @@ impl ElemOps for PortableElem {
         assert_eq!(a.len(), b.len(), "sgemm_dot: lengths differ");
         let w = self.0.width();
         assert!(a.len().is_multiple_of(w), "sgemm_dot: length not a multiple of {w}");
-        let mut acc = [0.0f32; 8];
+        let mut acc = [0.0f32; 16];
         for (ca, cb) in a.chunks_exact(w).zip(b.chunks_exact(w)) {
             for l in 0..w {
                 acc[l] = ca[l].mul_add(cb[l], acc[l]);
@@ -389,7 +472,8 @@ impl ElemOps for PortableElem {
         match self.0.loops() {
             // X64 and builds without llamafile have no tinyBLAS; the 4-float form is
             // given for completeness and never reached through the decoder.
-            ElemFlavour::Avx2 => hsum(ElemFlavour::Avx2, &acc),
+            ElemFlavour::Avx2 => hsum(ElemFlavour::Avx2, &acc[..8]),
+            ElemFlavour::Avx512 => hsum16(&acc),
             _ => hsum(ElemFlavour::Neon, &acc[..4]),
         }
     }

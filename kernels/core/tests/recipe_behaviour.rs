@@ -35,7 +35,6 @@ use tiercheck_core::arch::aarch64::neon_repack::group as neon_repack_group;
 use tiercheck_core::arch::generic::vec_dot as generic;
 use tiercheck_core::arch::x86_64::avx2::vec_dot as avx2;
 use tiercheck_core::arch::x86_64::avx2_repack::kernels as avx2_repack;
-use tiercheck_core::arch::x86_64::avx512::vec_dot as avx512;
 use tiercheck_core::blocks::{self, cast_blocks, BlockQ8_0, BlockQ8_1};
 use tiercheck_core::elem::{self, ElemOps};
 use tiercheck_core::gpu::{self, MmvqTable};
@@ -263,12 +262,6 @@ fn schedule_dot(
             neon::vec_dot_q8_0_q8_0,
             neon::vec_dot_q4_k_q8_k,
             neon::vec_dot_q6_k_q8_k,
-        ),
-        Accumulation::X86Avx512 => (
-            avx512::vec_dot_q4_0_q8_0,
-            avx512::vec_dot_q8_0_q8_0,
-            avx512::vec_dot_q4_k_q8_k,
-            avx512::vec_dot_q6_k_q8_k,
         ),
         other => panic!("no kernel known for accumulation {}: extend this test", other.name()),
     };
@@ -910,10 +903,12 @@ fn elem_flavour_is_the_tier_the_lane_names() {
             Contraction::FusedAccumulate | Contraction::GccAarch64 => true,
             other => panic!("{}: no elementwise fusion known for {}", lane.name, other.name()),
         };
-        // Vector width: eight floats on the x86 FMA tiers (the AVX-512 lane keeps the
-        // AVX2 loops), four on SSE2 and NEON.
+        // Vector width: sixteen floats on ggml's AVX-512 tier (its own expf), eight on
+        // the haswell tier, four on SSE2 and NEON.
+        let avx512 = lane.name == "x86_64-avx512";
         let width = match r.accumulation {
-            Accumulation::X86Avx2 | Accumulation::X86Avx512 => 8,
+            _ if avx512 => 16,
+            Accumulation::X86Avx2 => 8,
             _ => 4,
         };
         let ops = elem::portable(r.elem);
@@ -926,7 +921,11 @@ fn elem_flavour_is_the_tier_the_lane_names() {
         let want: Vec<f32> = x
             .iter()
             .enumerate()
-            .map(|(i, &v)| if i < width { elem::v_expf(v, fused) } else { v.exp() })
+            .map(|(i, &v)| match i < width {
+                true if avx512 => elem::v_expf_avx512(v),
+                true => elem::v_expf(v, fused),
+                false => v.exp(),
+            })
             .collect();
         assert_eq!(
             bits(&y),

@@ -4,8 +4,8 @@
 //! and compares them line by line.
 //!
 //! - [`generic`]: ggml's portable C kernels, the `ref` lane (the specification);
-//! - [`x86_64`]: the haswell tier (`avx2`), its repack buffer (`avx2_repack`) and the
-//!   synthetic `avx512` design;
+//! - [`x86_64`]: the haswell tier (`avx2`), its repack buffer (`avx2_repack`) and ggml's
+//!   AVX-512 tier (`avx512`: the zen4 variant, haswell's matmuls with 16-wide f32 loops);
 //! - [`aarch64`]: the GCC-built NEON tier (`neon`) and its two repack buffers
 //!   (`neon_repack`: dotprod, `i8mm_repack`: i8mm);
 //! - [`hip`]: ggml's CUDA/HIP MMVQ path (the float order lives in [`crate::gpu`]).

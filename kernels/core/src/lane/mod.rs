@@ -52,7 +52,7 @@ pub use crate::arch::generic::{RefKernels, REF};
 pub use crate::arch::hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN};
 pub use crate::arch::x86_64::avx2::{Avx2Twin, X86_64_AVX2};
 pub use crate::arch::x86_64::avx2_repack::{x86_layout, X86_64_AVX2_REPACK};
-pub use crate::arch::x86_64::avx512::{Avx512Twin, X86_64_AVX512};
+pub use crate::arch::x86_64::avx512::X86_64_AVX512;
 pub use recipe::{Accumulation, Contraction, MatmulPath, PlainGemm, Recipe, WeightLayout};
 pub use registry::{
     native_entry, NativeElem, NativeElemEntry, NativeEntry, NativeLane, Unavailable,

@@ -63,11 +63,6 @@ impl Accumulation {
     /// superblock; Q4_0/Q8_0 two 4-lane accumulators (even and odd blocks) reduced by
     /// `vaddvq`. See [`crate::arch::aarch64::neon::vec_dot`].
     pub const NeonSerial: Accumulation = Accumulation::named("neon-serial");
-    /// Our AVX-512 VNNI schedule: sixteen float lanes (block pairs for legacy types,
-    /// sixteen min lanes beside the scale lanes for q4_K), one FMA per block pair or
-    /// superblock per lane, a 512 -> 256 halving and then the `hsum_float_8` tree. See
-    /// [`crate::arch::x86_64::avx512::vec_dot`].
-    pub const X86Avx512: Accumulation = Accumulation::named("avx512-16-lanes");
     /// ggml's CUDA/HIP MMVQ (`mul_mat_vec_q`), 32-lane warps (RDNA): per-thread strided
     /// partial sums, warps added into warp 0 in order, XOR butterfly. See
     /// [`crate::gpu::mmvq_gemv`].
