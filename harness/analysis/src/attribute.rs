@@ -274,8 +274,13 @@ pub fn attribute(
                     e: &'static dyn ElemOps,
                     spec: &RunSpec|
      -> anyhow::Result<Trace> {
-        let dec =
-            Decoder::new(model, Arith::Lane { kernels, elem: e, threads: 1 }, residual, n_ctx, attn)?;
+        let dec = Decoder::new(
+            model,
+            Arith::Lane { kernels, elem: e, threads: 1 },
+            residual,
+            n_ctx,
+            attn,
+        )?;
         Ok(trace_of(run::run(&dec, spec, TapSink::new(true, false))?))
     };
     let free = RunSpec { ids: prompt.to_vec(), steps, mode, forced: Vec::new() };

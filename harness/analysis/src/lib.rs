@@ -43,7 +43,9 @@ use serde::{Deserialize, Serialize};
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::run::{self, read_trace, RunOutput, RunSpec, Trace};
-use tiercheck_model::{Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink};
+use tiercheck_model::{
+    Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink,
+};
 
 pub use flips::Flip;
 pub use free_running::{Divergence, Jump, TapRow};
@@ -181,20 +183,26 @@ fn trace_attention(path: &Path, t: &Trace, default: Attention) -> anyhow::Result
     match t.meta.get("kv").map(String::as_str) {
         Some("f16") => a.kv = KvType::F16,
         Some("f32") => a.kv = KvType::F32,
-        Some(other) => anyhow::bail!("{}: metadata kv = '{other}' (known: f16, f32)", path.display()),
+        Some(other) => {
+            anyhow::bail!("{}: metadata kv = '{other}' (known: f16, f32)", path.display())
+        }
         None => {}
     }
     match t.meta.get("fa").map(String::as_str) {
         Some("on") => a.fa = FlashAttn::On,
         Some("off") => a.fa = FlashAttn::Off,
-        Some(other) => anyhow::bail!("{}: metadata fa = '{other}' (known: on, off)", path.display()),
+        Some(other) => {
+            anyhow::bail!("{}: metadata fa = '{other}' (known: on, off)", path.display())
+        }
         None => {}
     }
     let threads = t.meta.get("tier_threads").or_else(|| t.meta.get("threads"));
     if let Some(v) = threads {
         a.tier_threads = match v.parse::<usize>() {
             Ok(n) if n >= 1 => n,
-            _ => anyhow::bail!("{}: metadata threads = '{v}' is not a thread count", path.display()),
+            _ => {
+                anyhow::bail!("{}: metadata threads = '{v}' is not a thread count", path.display())
+            }
         };
     }
     Ok(a)

@@ -142,7 +142,18 @@ fn a_planted_quantizer_bug_is_found_at_the_first_quantized_matmul_and_named() {
     assert!(r.flips.iter().any(|f| f.input == "attn_norm-0" && f.codes_differ > 100));
     assert!(r.layer_verdicts.iter().all(|v| v.verdict == "discrepancy"), "{:?}", r.layer_verdicts);
 
-    let a = attribute(&m, &PLANTED, &REF, &PROMPT, 4, Mode::Prompt, Residual::F32, 512, Attention::F32_OFF).unwrap();
+    let a = attribute(
+        &m,
+        &PLANTED,
+        &REF,
+        &PROMPT,
+        4,
+        Mode::Prompt,
+        Residual::F32,
+        512,
+        Attention::F32_OFF,
+    )
+    .unwrap();
     assert!(a.closes);
     assert!(a.recipe_differs.is_empty(), "the planted bug hides from the recipe");
     assert_eq!(a.responsible, vec![Component::Act]);

@@ -2,7 +2,8 @@
 //! integration test of this package that checks its claims
 //! (`tiercheck_golden::claims::claim_checks`, which fails a claim whose trials are missing), a
 //! proven lane names at least one proof with trials, and the labels the issue of
-//! truthful status asks for hold (`hip-*` modelled, `x86_64-avx512` synthetic).
+//! truthful status asks for hold (`hip-*` modelled, `x86_64-avx512` proven against ggml's
+//! zen4 build).
 //!
 //! [`Proof`]: tiercheck_core::lane::Proof
 
@@ -54,7 +55,7 @@ fn proven_lanes_name_proofs_and_labels_are_truthful() {
         }
     }
     let avx512 = tiercheck_core::lane("x86_64-avx512").unwrap();
-    assert!(matches!(avx512.status, Status::Synthetic { .. }));
+    assert!(matches!(avx512.status, Status::Proven(_)));
     // The one whole-decoder claim today.
     let repack = tiercheck_core::lane("x86_64-avx2-repack").unwrap();
     assert_eq!(
@@ -92,7 +93,8 @@ fn status_tags_name_the_unqualified_level() {
     assert_eq!(tag("aarch64-neon"), "proven:prompt");
     assert_eq!(tag("aarch64-neon-repack"), "proven:prompt");
     assert_eq!(tag("aarch64-i8mm-repack"), "proven:prompt");
-    assert_eq!(tag("x86_64-avx512"), "synthetic");
+    assert_eq!(tag("x86_64-avx512"), "proven:prompt");
+    assert_eq!(tag("aarch64-i8mm"), "proven:prompt");
     assert_eq!(tag("hip-wave32"), "modelled");
     // A proof that holds only under a stated setting does not raise the plain level: the
     // tag names the unqualified one and says more is proven with `+`.

@@ -39,7 +39,9 @@ use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::run::{self, read_trace, RunSpec, Trace};
 use tiercheck_model::tapdiff::{self, TapDiff};
-use tiercheck_model::{Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink};
+use tiercheck_model::{
+    Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink,
+};
 use tiercheck_oracle::OracleConfig;
 
 /// A llama.cpp build of `ci/oracle`: the haswell one (in process through ctypes) or an
@@ -269,7 +271,13 @@ struct LlamaRun {
 /// llama.cpp's taps for `ids` (teacher-forced) on `build` as `run` says (its tiled
 /// K-quant matmul on where the build has it, as by default, whatever the caller's
 /// environment); the trace's metadata must echo the attention options.
-fn llama_trace(build: Build, model: &Path, ids: &[u32], run: LlamaRun, out: &Path) -> Result<Trace, String> {
+fn llama_trace(
+    build: Build,
+    model: &Path,
+    ids: &[u32],
+    run: LlamaRun,
+    out: &Path,
+) -> Result<Trace, String> {
     let LlamaRun { mode, repack, steps, attn } = run;
     let py = python()?;
     let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
@@ -302,7 +310,12 @@ fn llama_trace(build: Build, model: &Path, ids: &[u32], run: LlamaRun, out: &Pat
 
 /// The teacher-forced trace of (build, mode, repack, attention) on the embedded model,
 /// computed once per test process (the whole-run and layer-local trials share it).
-fn forced_trace(build: Build, mode: Mode, repack: bool, a: Attention) -> Result<Arc<Trace>, String> {
+fn forced_trace(
+    build: Build,
+    mode: Mode,
+    repack: bool,
+    a: Attention,
+) -> Result<Arc<Trace>, String> {
     type Cell = Arc<OnceLock<Result<Arc<Trace>, String>>>;
     type Key = (Build, &'static str, bool, Attention);
     static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
@@ -389,9 +402,7 @@ fn zen4_differs_from_haswell() -> Result<(), String> {
         let (diffs, _) = tapdiff::compare(&mine, &theirs);
         let first = diffs.iter().find(|d| !d.bitwise()).map(|d| (d.step, d.name.clone()));
         match first {
-            None => {
-                return Err(format!("{}: x86_64-avx2 reproduces the zen4 trace", mode.name()))
-            }
+            None => return Err(format!("{}: x86_64-avx2 reproduces the zen4 trace", mode.name())),
             Some((step, tap)) => eprintln!(
                 "zen4 {}: x86_64-avx2 first differs at step {step} tap {tap}",
                 mode.name()
@@ -745,13 +756,18 @@ fn main() -> ExitCode {
             }
         }
     }
-    // The other two combinations (F16 cache without flash attention: ggml_vec_dot_f16 and
-    // each build's F16 tinyBLAS; flash attention on an F32 cache), once per build, repack
-    // on, whole run.
-    for build in [Build::Haswell, Build::ArmDotprod, Build::ArmI8mm] {
-        for (a, tag) in
-            [(attn(KvType::F16, FlashAttn::Off), "f16_off"), (attn(KvType::F32, FlashAttn::On), "f32_on")]
-        {
+    // The other two combinations, once per build, repack on, whole run: the F16 cache
+    // without flash attention (ggml_vec_dot_f16 and each build's F16 tinyBLAS) on every
+    // build; flash attention on an F32 cache (llama.cpp casts it to F16, so it is the
+    // default path) on haswell only.
+    let f16_off = (attn(KvType::F16, FlashAttn::Off), "f16_off");
+    let f32_on = (attn(KvType::F32, FlashAttn::On), "f32_on");
+    for (build, combos) in [
+        (Build::Haswell, &[f16_off, f32_on][..]),
+        (Build::ArmDotprod, &[f16_off][..]),
+        (Build::ArmI8mm, &[f16_off][..]),
+    ] {
+        for &(a, tag) in combos {
             for mode in [Mode::Decode, Mode::Prompt] {
                 let name = match build {
                     Build::Haswell => format!("llama_cpp/{tag}/{}/end_to_end", mode.name()),

@@ -88,13 +88,13 @@ impl ElemKind {
         }
     }
     /// Row lengths: vector tails (lengths not a multiple of 4 or 8, below one step) and
-    /// model sizes; tinyBLAS lengths are whole vectors.
+    /// model sizes; tinyBLAS lengths are whole vectors (of 16 floats, the widest tier).
     fn lengths(self) -> &'static [usize] {
         match self {
             ElemKind::SoftMax => &[7, 64, 256, 333],
             ElemKind::SwiGlu => &[5, 64, 100, 4096],
             ElemKind::DotF32 => &[3, 16, 77, 256, 4096],
-            ElemKind::SgemmDot => &[8, 64, 256],
+            ElemKind::SgemmDot => &[16, 64, 256],
             ElemKind::RmsNorm => &[64, 1024],
             ElemKind::Rope => &[64, 128],
         }

@@ -315,7 +315,10 @@ pub fn v_expf_avx512(x: f32) -> f32 {
     let n = z - EXP_SHIFT;
     let b = (-n).mul_add(EXP_LN2_LO, (-n).mul_add(EXP_LN2_HI, x));
     let u = b * b;
-    let j = EXP_C5.mul_add(b, EXP_C4).mul_add(u, EXP_C3.mul_add(b, EXP_C2)).mul_add(u, EXP_C1.mul_add(b, 1.0));
+    let j = EXP_C5
+        .mul_add(b, EXP_C4)
+        .mul_add(u, EXP_C3.mul_add(b, EXP_C2))
+        .mul_add(u, EXP_C1.mul_add(b, 1.0));
     // |n| > 192, an ordered compare (false for NaN).
     if n.abs() > 192.0 {
         return if n <= 0.0 { 0.0 } else { f32::INFINITY };

@@ -31,9 +31,8 @@ pub fn run(a: AttributeArgs) -> Result<()> {
     let (ids, steps) = a.setup.prompt(&model)?;
     let attn = a.setup.attention();
     let Setup { mode, residual, n_ctx, .. } = a.setup;
-    let r = analysis::attribute::attribute(
-        &model, a.a, a.b, &ids, steps, mode, residual, n_ctx, attn,
-    )?;
+    let r =
+        analysis::attribute::attribute(&model, a.a, a.b, &ids, steps, mode, residual, n_ctx, attn)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

@@ -62,22 +62,26 @@ pub static AARCH64_I8MM: Lane = Lane {
         },
         Proof {
             level: Level::DecoderDecode,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack off (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/no_repack/decode/end_to_end",
                 "llama_cpp/arm-i8mm/no_repack/decode/layer_local",
+                "llama_cpp/arm-i8mm/f32_off/no_repack/decode/end_to_end",
+                "llama_cpp/arm-i8mm/f32_off/no_repack/decode/layer_local",
             ],
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack off (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/no_repack/prompt/end_to_end",
                 "llama_cpp/arm-i8mm/no_repack/prompt/layer_local",
+                "llama_cpp/arm-i8mm/f32_off/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-i8mm/f32_off/no_repack/prompt/layer_local",
             ],
         },
     ]),

@@ -48,22 +48,26 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderDecode,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack on (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/repack/decode/end_to_end",
                 "llama_cpp/arm-i8mm/repack/decode/layer_local",
+                "llama_cpp/arm-i8mm/f32_off/repack/decode/end_to_end",
+                "llama_cpp/arm-i8mm/f32_off/repack/decode/layer_local",
             ],
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack on (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/repack/prompt/end_to_end",
                 "llama_cpp/arm-i8mm/repack/prompt/layer_local",
+                "llama_cpp/arm-i8mm/f32_off/repack/prompt/end_to_end",
+                "llama_cpp/arm-i8mm/f32_off/repack/prompt/layer_local",
             ],
         },
     ]),

@@ -104,22 +104,26 @@ pub static AARCH64_NEON: Lane = Lane {
         },
         Proof {
             level: Level::DecoderDecode,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack off (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/no_repack/decode/end_to_end",
                 "llama_cpp/arm-dotprod/no_repack/decode/layer_local",
+                "llama_cpp/arm-dotprod/f32_off/no_repack/decode/end_to_end",
+                "llama_cpp/arm-dotprod/f32_off/no_repack/decode/layer_local",
             ],
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack off (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/no_repack/prompt/end_to_end",
                 "llama_cpp/arm-dotprod/no_repack/prompt/layer_local",
+                "llama_cpp/arm-dotprod/f32_off/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-dotprod/f32_off/no_repack/prompt/layer_local",
             ],
         },
     ]),

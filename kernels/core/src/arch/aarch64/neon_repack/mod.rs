@@ -44,22 +44,26 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderDecode,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack on (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/repack/decode/end_to_end",
                 "llama_cpp/arm-dotprod/repack/decode/layer_local",
+                "llama_cpp/arm-dotprod/f32_off/repack/decode/end_to_end",
+                "llama_cpp/arm-dotprod/f32_off/repack/decode/layer_local",
             ],
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack on (F32 KV cache, flash attention off)",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/repack/prompt/end_to_end",
                 "llama_cpp/arm-dotprod/repack/prompt/layer_local",
+                "llama_cpp/arm-dotprod/f32_off/repack/prompt/end_to_end",
+                "llama_cpp/arm-dotprod/f32_off/repack/prompt/layer_local",
             ],
         },
     ]),

@@ -58,22 +58,26 @@ pub static X86_64_AVX2: Lane = Lane {
         },
         Proof {
             level: Level::DecoderDecode,
-            against: "llama.cpp haswell, repack off (F32 KV cache, flash attention off)",
+            against: "llama.cpp haswell, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/no_repack/decode/end_to_end",
                 "llama_cpp/no_repack/decode/layer_local",
+                "llama_cpp/f32_off/no_repack/decode/end_to_end",
+                "llama_cpp/f32_off/no_repack/decode/layer_local",
             ],
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp haswell, repack off (F32 KV cache, flash attention off)",
+            against: "llama.cpp haswell, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/no_repack/prompt/end_to_end",
                 "llama_cpp/no_repack/prompt/layer_local",
+                "llama_cpp/f32_off/no_repack/prompt/end_to_end",
+                "llama_cpp/f32_off/no_repack/prompt/layer_local",
             ],
         },
     ]),

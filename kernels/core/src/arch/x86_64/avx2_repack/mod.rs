@@ -41,17 +41,27 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderDecode,
-            against: "llama.cpp haswell (F32 KV cache, flash attention off)",
+            against: "llama.cpp haswell (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
-            trials: &["llama_cpp/decode/end_to_end", "llama_cpp/decode/layer_local"],
+            trials: &[
+                "llama_cpp/decode/end_to_end",
+                "llama_cpp/decode/layer_local",
+                "llama_cpp/f32_off/decode/end_to_end",
+                "llama_cpp/f32_off/decode/layer_local",
+            ],
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp haswell (F32 KV cache, flash attention off)",
+            against: "llama.cpp haswell (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
             test: "model_oracle",
-            trials: &["llama_cpp/prompt/end_to_end", "llama_cpp/prompt/layer_local"],
+            trials: &[
+                "llama_cpp/prompt/end_to_end",
+                "llama_cpp/prompt/layer_local",
+                "llama_cpp/f32_off/prompt/end_to_end",
+                "llama_cpp/f32_off/prompt/layer_local",
+            ],
         },
     ]),
     recipe: Recipe {

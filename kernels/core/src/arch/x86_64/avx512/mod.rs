@@ -32,9 +32,9 @@ pub static X86_64_AVX512: Lane = Lane {
     status: Status::Proven(&[
         Proof {
             level: Level::DecoderDecode,
-            against: "llama.cpp zen4, repack off (F16 KV cache + flash attention, and F32 \
-                      KV cache without)",
-            only: "on a host with AVX-512",
+            against: "llama.cpp zen4, repack off (F16 KV cache with flash attention, \
+                      llama.cpp's default, and F32 without; run where the host has AVX-512)",
+            only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/zen4/no_repack/decode/end_to_end",
@@ -45,9 +45,9 @@ pub static X86_64_AVX512: Lane = Lane {
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp zen4, repack off (F16 KV cache + flash attention, and F32 \
-                      KV cache without)",
-            only: "on a host with AVX-512",
+            against: "llama.cpp zen4, repack off (F16 KV cache with flash attention, \
+                      llama.cpp's default, and F32 without; run where the host has AVX-512)",
+            only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/zen4/no_repack/prompt/end_to_end",
