@@ -5,12 +5,16 @@
 //!   [`Arith::DequantF32`] forward on the embedded model, teacher-forced, in decode and in
 //!   prompt mode, every tap of every step within [`F64_TOL`].
 //! - `llama_cpp/*`: llama.cpp itself (its haswell CPU tier, built by `ci/oracle`, driven
-//!   through `ci/py/llama_taps.py` with a `cb_eval` callback; flash attention off, F32 KV
-//!   cache, its tiled K-quant matmul on as by default) against the `x86_64-avx2-repack`
-//!   lane (repack on, llama.cpp's default) and, under `llama_cpp/no_repack/`, the
-//!   `x86_64-avx2` lane (`--no-repack`): decode and prompt mode (the prompt is one batch
-//!   of 20 rows, so every K-quant matmul of the plain weights takes the tiled path),
-//!   whole-run and layer-local, every tap of every step bitwise.
+//!   through `ci/py/llama_taps.py` with a `cb_eval` callback, two threads, its tiled
+//!   K-quant matmul on as by default) against the `x86_64-avx2-repack` lane (repack on,
+//!   llama.cpp's default) and, under `llama_cpp/no_repack/`, the `x86_64-avx2` lane
+//!   (`--no-repack`): decode and prompt mode (the prompt is one batch of 20 rows, so every
+//!   K-quant matmul of the plain weights takes the tiled path), whole-run and layer-local,
+//!   every tap of every step bitwise.
+//! - `llama_cpp/zen4/no_repack/*`: the same against llama.cpp's zen4 build (ggml's
+//!   AVX-512 variant) and `x86_64-avx512`, where the host has AVX-512 (ignored with the
+//!   reason elsewhere); `llama_cpp/zen4/differs_from_haswell`: the haswell lane does not
+//!   reproduce that build.
 //! - `llama_cpp/arm-dotprod/{no_repack,repack}/*` and `llama_cpp/arm-i8mm/{no_repack,
 //!   repack}/*`: the same against llama.cpp's aarch64 builds (GCC, dotprod and
 //!   dotprod+i8mm, the static `llamataps` driver of `ci/oracle-driver` under qemu-aarch64
@@ -19,11 +23,12 @@
 //!   layer-local, every tap bitwise (the Q6_K weights repacked as `q6_K_8x4` /
 //!   `q6_K_8x8`; the i8mm build's plain matmuls on 2x2 `smmla` tiles and its batched
 //!   attention without llamafile).
-//! - `llama_cpp/attention_options/{decode,prompt}` and
-//!   `llama_cpp/arm-dotprod/attention_options/prompt`: the oracle's `--kv f16` and
-//!   `--fa on` (llama.cpp's defaults, not reproduced by any lane yet) take effect: the same
-//!   taps, bitwise equal to the F32/off run up to layer 0's `Vcur`, different from
-//!   `kqv_out-0` on.
+//! - Attention: every trial above runs with llama.cpp's defaults (`--kv f16 --fa on`: the
+//!   F16 K/V cache and flash attention) under the names given, and with `--kv f32 --fa
+//!   off` under `.../f32_off/...`; `llama_cpp[/<build>]/f16_off/*` (every build) and
+//!   `llama_cpp/f32_on/*` (haswell) check the other two combinations;
+//!   `llama_cpp/split_kv/decode/end_to_end` runs 262 tokens one by one, so that from
+//!   position 256 flash attention takes ggml's split-KV path with two threads.
 //!
 //! Needs the oracle stage (`ci/oracle`); without it the trials are reported ignored with
 //! the reason, and `TIERCHECK_REQUIRE_ORACLE=1` (CI) makes that a failure.
@@ -758,7 +763,7 @@ fn main() -> ExitCode {
     }
     // The other two combinations, once per build, repack on, whole run: the F16 cache
     // without flash attention (ggml_vec_dot_f16 and each build's F16 tinyBLAS) on every
-    // build; flash attention on an F32 cache (llama.cpp casts it to F16, so it is the
+    // build (the aarch64 ones in prompt mode); flash attention on an F32 cache (llama.cpp casts it to F16, so it is the
     // default path) on haswell only.
     let f16_off = (attn(KvType::F16, FlashAttn::Off), "f16_off");
     let f32_on = (attn(KvType::F32, FlashAttn::On), "f32_on");
@@ -768,7 +773,12 @@ fn main() -> ExitCode {
         (Build::ArmI8mm, &[f16_off][..]),
     ] {
         for &(a, tag) in combos {
-            for mode in [Mode::Decode, Mode::Prompt] {
+            // The aarch64 builds' F16 tinyBLAS is a batch path: prompt mode only there.
+            let modes: &[Mode] = match build {
+                Build::Haswell => &[Mode::Decode, Mode::Prompt],
+                _ => &[Mode::Prompt],
+            };
+            for &mode in modes {
                 let name = match build {
                     Build::Haswell => format!("llama_cpp/{tag}/{}/end_to_end", mode.name()),
                     _ => format!("llama_cpp/{}/{tag}/{}/end_to_end", build.name(), mode.name()),

@@ -126,9 +126,27 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
         }
     }
     for j in &r.free.jumps {
+        // A jump into the attention output has no quantized matmul input: there the
+        // discrete event is an F16 K/V value rounding to the other F16 neighbour (or the
+        // flash kernel's F16 accumulator), which an F32 cache without flash attention
+        // does not have.
+        let why = if j.to.starts_with("kqv_out") {
+            if r.attention == "kv=f32 fa=off" {
+                "a single-op jump in attention (softmax and f32 dot products)"
+            } else {
+                "a single-op jump in attention, the signature of an F16 rounding flip (F16 K/V cache or flash attention's F16 accumulator)"
+            }
+        } else {
+            "a single-op jump, the signature of an activation-quantization flip"
+        };
         s += &format!(
-            "  JUMP at step {}: {} {:.1e} -> {} {:.1e} (x{:.0}): a single-op jump, the signature of an activation-quantization flip\n",
-            j.step, j.from, j.from_rel, j.to, j.to_rel, j.to_rel / j.from_rel
+            "  JUMP at step {}: {} {:.1e} -> {} {:.1e} (x{:.0}): {why}\n",
+            j.step,
+            j.from,
+            j.from_rel,
+            j.to,
+            j.to_rel,
+            j.to_rel / j.from_rel
         );
         match &j.codes {
             Some(f) if f.codes_differ > 0 => {

@@ -211,6 +211,9 @@ pub fn run(a: MatrixArgs) -> Result<()> {
             "model_sha256": model.sha256,
             "mode": a.setup.mode.name(),
             "residual": a.setup.residual.name(),
+            "kv": a.setup.kv.name(),
+            "fa": a.setup.fa.name(),
+            "tier_threads": a.setup.tier_threads,
             "steps": steps,
             "wall_s": t0.elapsed().as_secs_f64(),
             "lanes": rows,
@@ -233,12 +236,13 @@ fn print_table(
     steps: usize,
 ) {
     println!(
-        "model {} (sha256 {}), {} prompts x {steps} greedy tokens, mode {}, residual {}",
+        "model {} (sha256 {}), {} prompts x {steps} greedy tokens, mode {}, residual {}, {}",
         path.display(),
         &model.sha256[..12],
         prompts.len(),
         setup.mode.name(),
-        setup.residual.name()
+        setup.residual.name(),
+        setup.attention().label()
     );
     println!("cells: tokens agreeing with ref / generated; at the first divergence: step and ref's top-1/top-2 gap");
     println!("status: the highest level proven against the lane's real tier (+: higher under a stated setting; `tiercheck lanes` says which build and setting), or modelled / synthetic");
