@@ -253,7 +253,8 @@ impl Step<'_> {
                 ("vec_dot_f32", if sgemm { "tinyblas-f32" } else { "vec_dot_f32" })
             }
             KvType::F16 => {
-                let tb = |k: usize, rows: usize| m >= 2 && k.is_multiple_of(w) && rows.is_multiple_of(4);
+                let tb =
+                    |k: usize, rows: usize| m >= 2 && k.is_multiple_of(w) && rows.is_multiple_of(4);
                 let kq = match fl.sgemm_f16() {
                     Some(F16Sgemm::F16Activations) if tb(hd, n_kv) => "tinyblas-f16xf16",
                     _ => "vec_dot_f16",
