@@ -417,6 +417,37 @@ fn zen4_differs_from_haswell() -> Result<(), String> {
     Ok(())
 }
 
+/// ggml's tiled flash attention: a prompt of 70 ids as one batch (at least 64 query
+/// rows), llama.cpp's default attention, every tap bitwise; with `--fa off` the same
+/// lane differs from that trace (the tiled path is what is being checked).
+fn llama_tiled(build: Build, repack: bool) -> Result<(), String> {
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ids = forced_ids(70);
+    let a = attn(KvType::F16, FlashAttn::On);
+    let run = LlamaRun { mode: Mode::Prompt, repack, steps: 0, attn: a };
+    let theirs = llama_trace(build, &model.path, &ids, run, &dir.path().join("l.st"))?;
+    let arith = lane_arith(build.lane(repack))?;
+    let mine = ours(&model, arith, &ids, Mode::Prompt, a, &dir.path().join("ours.st"))?;
+    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    let what = format!(
+        "{} vs llama.cpp {} tiled flash attention (70 rows)",
+        build.lane(repack),
+        build.name()
+    );
+    judge(&what, &diffs)?;
+    let f16_off = attn(KvType::F16, FlashAttn::Off);
+    let other = ours(&model, arith, &ids, Mode::Prompt, f16_off, &dir.path().join("off.st"))?;
+    let (diffs, _) = tapdiff::compare(&other, &theirs);
+    if diffs.iter().all(|d| d.bitwise()) {
+        return Err(format!("{what}: --fa off gives the same bits: the trial checks nothing"));
+    }
+    Ok(())
+}
+
 /// ggml's split-KV flash attention: token-by-token steps attending 512 cells (from
 /// position 256 on, llama.cpp's padded KV length doubles), where each of llama.cpp's
 /// threads takes its share of the cells and the partial results are merged in thread
@@ -723,6 +754,11 @@ fn main() -> ExitCode {
         trial("llama_cpp/delta_greedy", llama_delta),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
         trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
+        trial("llama_cpp/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Haswell, true)),
+        trial("llama_cpp/zen4/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Zen4, false)),
+        trial("llama_cpp/arm-dotprod/tiled_fa/prompt/end_to_end", || {
+            llama_tiled(Build::ArmDotprod, true)
+        }),
         trial("llama_cpp/zen4/differs_from_haswell", zen4_differs_from_haswell),
     ];
     // Every build with repack off and on, where a lane reproduces it, with llama.cpp's

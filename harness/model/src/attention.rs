@@ -49,9 +49,12 @@
 //! product is rounded, the running one fused), chunks with `S_c = 0` skipped; then
 //! `VKQ * (1/S)`. With one thread this equals the single chunk.
 //!
-//! Not reproduced: the tiled flash-attention path ggml takes for a batch of at least 64
-//! query rows ([`FA_TILE_Q`]); such a step is refused with an error naming the options
-//! that avoid it.
+//! A batch of at least 64 query rows ([`FA_TILE_Q`]; on aarch64 with a head size that
+//! is a whole number of f32 vectors) takes ggml's tiled flash attention instead
+//! (`ggml_compute_forward_flash_attn_ext_tiled`): the query stays F32, the scores and
+//! the output come from `simd_gemm` (fused multiply-add chains), and the online softmax
+//! runs per KV tile of 64 cells with the tier's `ggml_vec_soft_max_f32`
+//! ([`Step::flash_tiled`] gives the order).
 
 use tiercheck_core::elem::{ElemFlavour, ElemOps, F16Sgemm};
 use tiercheck_core::fp16;
@@ -98,8 +101,11 @@ impl FlashAttn {
 }
 
 /// Fewest query rows of one step for which ggml's CPU flash attention takes its tiled
-/// path (`GGML_FA_TILE_Q`), which no lane reproduces yet.
+/// path (`GGML_FA_TILE_Q`, also its query tile).
 pub const FA_TILE_Q: usize = 64;
+
+/// Cells per KV tile of the tiled path (`GGML_FA_TILE_KV`).
+pub const FA_TILE_KV: usize = 64;
 
 /// Fewest attended cells for which a single query row takes ggml's split-KV path.
 pub const FA_SPLIT_KV_MIN: usize = 512;
@@ -223,7 +229,9 @@ impl Step<'_> {
         let kind = cache.attn.kv.name();
         match cache.attn.fa {
             FlashAttn::On => {
-                if m == 1 && n_kv >= FA_SPLIT_KV_MIN && cache.attn.tier_threads > 1 {
+                if self.tiled(m) {
+                    "flash-attn tiled".into()
+                } else if m == 1 && n_kv >= FA_SPLIT_KV_MIN && cache.attn.tier_threads > 1 {
                     format!("flash-attn split-kv nth={}", cache.attn.tier_threads)
                 } else {
                     "flash-attn one-chunk".into()
@@ -281,17 +289,8 @@ impl Step<'_> {
     ) -> Result<Vec<f32>, ModelError> {
         match cache.attn.fa {
             FlashAttn::Off => Ok(self.mul_mat(il, cache, q, pos0, m)),
-            FlashAttn::On => {
-                if m >= FA_TILE_Q {
-                    return Err(ModelError::Request(format!(
-                        "a step of {m} query rows with flash attention takes ggml's tiled \
-                         flash-attention path (from {FA_TILE_Q} rows), which tiercheck does not \
-                         reproduce yet: use --mode decode, a prompt of fewer than {FA_TILE_Q} \
-                         tokens, or --fa off"
-                    )));
-                }
-                Ok(self.flash(il, cache, q, pos0, m))
-            }
+            FlashAttn::On if self.tiled(m) => Ok(self.flash_tiled(il, cache, q, pos0, m)),
+            FlashAttn::On => Ok(self.flash(il, cache, q, pos0, m)),
         }
     }
 
@@ -351,6 +350,100 @@ impl Step<'_> {
                         _ => e.dot_f32(vcol, &dp),
                     };
                 }
+            }
+        }
+        out
+    }
+
+    /// Whether ggml takes its tiled flash attention for a step of `m` query rows: at
+    /// least [`FA_TILE_Q`] rows, and on aarch64 (not on x86) a head size that is a whole
+    /// number of f32 vectors.
+    fn tiled(&self, m: usize) -> bool {
+        let fl = self.elem.flavour();
+        let aarch64 = matches!(fl.loops(), ElemFlavour::Neon);
+        m >= FA_TILE_Q && (!aarch64 || self.hp.head_dim.is_multiple_of(fl.width()))
+    }
+
+    /// `ggml_compute_forward_flash_attn_ext_tiled`, per query row (its results do not
+    /// depend on which rows share a tile): the query in F32, K and V widened from F16; per
+    /// KV tile of [`FA_TILE_KV`] cells holding an unmasked one, the scores by `simd_gemm`
+    /// (one fused multiply-add chain over the head dimension from 0), `*scale`, `+mask`;
+    /// the tile's max; on a new running max `M` the accumulator and `S` times
+    /// `expf(M_old - M)`; `S += ggml_vec_soft_max_f32(tile, M)` (its f64 sum added in f64,
+    /// rounded to f32); the accumulator gains the tile's `V·p` by `simd_gemm` (one fused
+    /// chain per output over the tile's cells, continuing across tiles); at the end
+    /// `acc * (1/S)`. The x64 tier's scalar `simd_gemm` rounds products and sums apart.
+    fn flash_tiled(
+        &self,
+        il: usize,
+        cache: &KvCache,
+        q: &[f32],
+        pos0: usize,
+        m: usize,
+    ) -> Vec<f32> {
+        let hp = self.hp;
+        let (hd, nh) = (hp.head_dim, hp.n_head);
+        let group = nh / hp.n_head_kv;
+        let n_kv = padded_n_kv(cache.used, self.n_ctx);
+        let scale = 1.0f32 / (hd as f32).sqrt();
+        let e = self.elem;
+        let fused = e.flavour().fused();
+        let mut out = vec![0.0f32; m * nh * hd];
+        let mut kq = vec![0.0f32; FA_TILE_KV];
+        let mut ex = vec![0.0f32; FA_TILE_KV];
+        for i in 0..m {
+            let p = pos0 + i;
+            for h in 0..nh {
+                let g = h / group;
+                let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+                let (mut mx, mut s_sum) = (f32::NEG_INFINITY, 0.0f32);
+                let mut acc = vec![0.0f32; hd];
+                for t in (0..n_kv).step_by(FA_TILE_KV) {
+                    if t > p {
+                        // Every cell of the tile is masked for this row.
+                        continue;
+                    }
+                    let cells = FA_TILE_KV.min(n_kv - t);
+                    for (tk, slot) in kq.iter_mut().enumerate() {
+                        let j = t + tk;
+                        *slot = if tk >= cells {
+                            f32::NEG_INFINITY
+                        } else {
+                            let k = cache.k_row(il, j, g);
+                            let mut d = 0.0f32;
+                            for (a, b) in k.iter().zip(qh) {
+                                d = madd(*a, *b, d, fused);
+                            }
+                            let mask = if j <= p { 0.0 } else { f32::NEG_INFINITY };
+                            d * scale + mask
+                        };
+                    }
+                    let mut tile_max = f32::NEG_INFINITY;
+                    for &v in &kq {
+                        tile_max = if tile_max > v { tile_max } else { v };
+                    }
+                    if tile_max == f32::NEG_INFINITY {
+                        continue;
+                    }
+                    let mn = mx.max(tile_max);
+                    if mn > mx {
+                        let ms = (mx - mn).exp();
+                        for a in acc.iter_mut() {
+                            *a *= ms;
+                        }
+                        s_sum *= ms;
+                    }
+                    mx = mn;
+                    let sum = e.soft_max(&mut ex, &kq, mn);
+                    s_sum = (s_sum as f64 + sum) as f32;
+                    for (tk, &w) in ex.iter().enumerate().take(cells) {
+                        let v = cache.v_row(il, t + tk, g);
+                        for (a, &x) in acc.iter_mut().zip(v) {
+                            *a = madd(x, w, *a, fused);
+                        }
+                    }
+                }
+                finish(&mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd], &acc, s_sum);
             }
         }
         out
