@@ -145,12 +145,10 @@ pub fn native_elem_ops(lane: &Lane) -> Result<&'static dyn tiercheck_core::elem:
     (entry.ops)().map_err(|e| e.to_string())
 }
 
-/// Whether any architecture crate has native kernels of `flavour` (the x64 and AVX-512
-/// flavours have none: ggml's baseline x86-64 loops and its sixteen-wide AVX-512 loops
-/// are reproduced only portably).
+/// Whether any architecture crate has native kernels of `flavour` (the x64 flavour has
+/// none: ggml's baseline x86-64 loops are reproduced only portably).
 pub fn flavour_has_native(flavour: tiercheck_core::elem::ElemFlavour) -> bool {
-    use tiercheck_core::elem::ElemFlavour;
-    !matches!(flavour, ElemFlavour::X64 | ElemFlavour::Avx512)
+    flavour != tiercheck_core::elem::ElemFlavour::X64
 }
 
 /// The native elementwise kernels of `flavour` where this build has them and the CPU

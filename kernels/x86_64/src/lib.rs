@@ -21,6 +21,7 @@ pub mod avx2;
 pub mod avx2_repack;
 pub mod avx512;
 pub mod elem;
+pub mod elem512;
 
 use tiercheck_core::elem::ElemFlavour;
 use tiercheck_core::lane::{NativeElem, NativeLane};
@@ -33,5 +34,7 @@ pub static NATIVE: &[NativeLane] = &[
 ];
 
 /// The native elementwise kernels of this crate.
-pub static NATIVE_ELEM: &[NativeElem] =
-    &[NativeElem { flavour: ElemFlavour::Avx2, ops: elem::kernels }];
+pub static NATIVE_ELEM: &[NativeElem] = &[
+    NativeElem { flavour: ElemFlavour::Avx2, ops: elem::kernels },
+    NativeElem { flavour: ElemFlavour::Avx512, ops: elem512::kernels },
+];

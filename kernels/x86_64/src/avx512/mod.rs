@@ -1,10 +1,10 @@
 //! The native `x86_64-avx512` lane: ggml's zen4 tier. Its quantized matmuls are
 //! haswell's bit for bit (see `tiercheck_core::arch::x86_64::avx512`), so its native
 //! kernels are the AVX2 ones of [`crate::avx2`]; what the tier changes is the
-//! elementwise flavour (`ElemFlavour::Avx512`, sixteen-wide loops), reproduced by the
-//! portable flavour. The lane is native only where the CPU has what ggml's AVX-512
-//! loops need (AVX-512 F and DQ, with AVX2, FMA and F16C), so a native run is a run on
-//! the tier's hardware; elsewhere it runs as its twin.
+//! elementwise flavour (`ElemFlavour::Avx512`, sixteen-wide loops: [`crate::elem512`]).
+//! The lane is native only where the CPU has what ggml's AVX-512 loops need (AVX-512 F
+//! and DQ, with AVX2, FMA and F16C), so a native run is a run on the tier's hardware;
+//! elsewhere it runs as its twin.
 
 use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::Unavailable;
