@@ -60,7 +60,6 @@ use tiercheck_core::elem::{ElemFlavour, ElemOps, F16Sgemm};
 use tiercheck_core::fp16;
 
 use super::hparams::HParams;
-use super::ModelError;
 
 /// Element type of the K/V cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -239,18 +238,19 @@ impl Step<'_> {
             }
             FlashAttn::Off => {
                 let (kq, kqv) = self.mul_mat_paths(cache.attn.kv, fl, m, n_kv);
-                format!("kq {kq}, kqv {kqv} ({kind} cache)")
+                format!("kq {}, kqv {} ({kind} cache)", kq.name(), kqv.name())
             }
         }
     }
 
+    /// The products `KQ` and `KQV` of a step of `m` rows without flash attention.
     fn mul_mat_paths(
         &self,
         kv: KvType,
         fl: ElemFlavour,
         m: usize,
         n_kv: usize,
-    ) -> (&'static str, &'static str) {
+    ) -> (Product, Product) {
         let hd = self.hp.head_dim;
         let w = fl.width();
         match kv {
@@ -258,19 +258,21 @@ impl Step<'_> {
                 let sgemm = fl.sgemm_min_rows().is_some_and(|min| m >= min)
                     && n_kv.is_multiple_of(w)
                     && hd.is_multiple_of(4);
-                ("vec_dot_f32", if sgemm { "tinyblas-f32" } else { "vec_dot_f32" })
+                (Product::DotF32, if sgemm { Product::TinyF32 } else { Product::DotF32 })
             }
             KvType::F16 => {
+                // tinyBLAS: two activation rows at least, the inner length whole vectors,
+                // the output rows a multiple of 4.
                 let tb =
                     |k: usize, rows: usize| m >= 2 && k.is_multiple_of(w) && rows.is_multiple_of(4);
                 let kq = match fl.sgemm_f16() {
-                    Some(F16Sgemm::F16Activations) if tb(hd, n_kv) => "tinyblas-f16xf16",
-                    _ => "vec_dot_f16",
+                    Some(F16Sgemm::F16Activations) if tb(hd, n_kv) => Product::TinyF16xF16,
+                    _ => Product::DotF16,
                 };
                 let kqv = match fl.sgemm_f16() {
-                    Some(F16Sgemm::F16Activations) if tb(n_kv, hd) => "tinyblas-f16xf16",
-                    Some(F16Sgemm::F32Activations) if tb(n_kv, hd) => "tinyblas-f16xf32",
-                    _ => "vec_dot_f16",
+                    Some(F16Sgemm::F16Activations) if tb(n_kv, hd) => Product::TinyF16xF16,
+                    Some(F16Sgemm::F32Activations) if tb(n_kv, hd) => Product::TinyF16xF32,
+                    _ => Product::DotF16,
                 };
                 (kq, kqv)
             }
@@ -279,18 +281,11 @@ impl Step<'_> {
 
     /// Causal grouped-query attention of `m` query rows (positions `pos0..`) of layer
     /// `il` against the cache, which already holds their K and V.
-    pub fn attend(
-        &self,
-        il: usize,
-        cache: &KvCache,
-        q: &[f32],
-        pos0: usize,
-        m: usize,
-    ) -> Result<Vec<f32>, ModelError> {
+    pub fn attend(&self, il: usize, cache: &KvCache, q: &[f32], pos0: usize, m: usize) -> Vec<f32> {
         match cache.attn.fa {
-            FlashAttn::Off => Ok(self.mul_mat(il, cache, q, pos0, m)),
-            FlashAttn::On if self.tiled(m) => Ok(self.flash_tiled(il, cache, q, pos0, m)),
-            FlashAttn::On => Ok(self.flash(il, cache, q, pos0, m)),
+            FlashAttn::Off => self.mul_mat(il, cache, q, pos0, m),
+            FlashAttn::On if self.tiled(m) => self.flash_tiled(il, cache, q, pos0, m),
+            FlashAttn::On => self.flash(il, cache, q, pos0, m),
         }
     }
 
@@ -319,10 +314,10 @@ impl Step<'_> {
                 for (j, slot) in wp.iter_mut().enumerate() {
                     *slot = if j <= p {
                         let k = cache.k_row(il, j, g);
-                        let kq = match (kv, kq_path) {
-                            (KvType::F32, _) => e.dot_f32(k, qh),
-                            (KvType::F16, "vec_dot_f16") => e.dot_f16(k, &q16),
-                            (KvType::F16, _) => e.sgemm_dot(k, &q16),
+                        let kq = match kq_path {
+                            Product::DotF16 => e.dot_f16(k, &q16),
+                            Product::TinyF16xF16 => e.sgemm_dot(k, &q16),
+                            _ => e.dot_f32(k, qh),
                         };
                         // ggml_vec_scale_f32 then `wp += slope*mask` with mask 0.
                         kq * scale + 0.0
@@ -344,10 +339,10 @@ impl Step<'_> {
                 for (d, od) in o.iter_mut().enumerate() {
                     let vcol = cache.v_col(il, g, d, n_kv);
                     *od = match kqv_path {
-                        "tinyblas-f32" | "tinyblas-f16xf32" => e.sgemm_dot(vcol, &dp),
-                        "tinyblas-f16xf16" => e.sgemm_dot(vcol, &dp16),
-                        "vec_dot_f16" => e.dot_f16(vcol, &dp16),
-                        _ => e.dot_f32(vcol, &dp),
+                        Product::TinyF32 | Product::TinyF16xF32 => e.sgemm_dot(vcol, &dp),
+                        Product::TinyF16xF16 => e.sgemm_dot(vcol, &dp16),
+                        Product::DotF16 => e.dot_f16(vcol, &dp16),
+                        Product::DotF32 => e.dot_f32(vcol, &dp),
                     };
                 }
             }
@@ -549,6 +544,33 @@ impl Step<'_> {
             s_sum = madd(s_sum, ms, vs, fused);
         }
         Chunk { m: mx, s: s_sum, vkq: acc }
+    }
+}
+
+/// How `mul_mat` multiplies one attention product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Product {
+    /// `ggml_vec_dot_f32` per output.
+    DotF32,
+    /// `ggml_vec_dot_f16` per output, the activations rounded to F16.
+    DotF16,
+    /// tinyBLAS's f32 tile.
+    TinyF32,
+    /// tinyBLAS's F16 tile on activations rounded to F16.
+    TinyF16xF16,
+    /// tinyBLAS's F16 tile on the F32 activations.
+    TinyF16xF32,
+}
+
+impl Product {
+    fn name(self) -> &'static str {
+        match self {
+            Product::DotF32 => "vec_dot_f32",
+            Product::DotF16 => "vec_dot_f16",
+            Product::TinyF32 => "tinyblas-f32",
+            Product::TinyF16xF16 => "tinyblas-f16xf16",
+            Product::TinyF16xF32 => "tinyblas-f16xf32",
+        }
     }
 }
 

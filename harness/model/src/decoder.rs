@@ -457,7 +457,7 @@ impl<'m> Decoder<'m> {
         cache.used = cache.used.max(pos0 + m);
         let step = Step { hp: self.hp, elem: self.elem, n_ctx: self.n_ctx };
         self.note_path(self.attn.kv.name(), "attention", m, &step.path(cache, m));
-        let kqv = step.attend(il, cache, &q, pos0, m)?;
+        let kqv = step.attend(il, cache, &q, pos0, m);
         taps.put(&tag("kqv_out"), m, &kqv);
 
         let attn = self.matmul(&ly.wo, &kqv, m, &tag("attn_output"))?;
