@@ -624,6 +624,32 @@ mod tests {
     }
 
     #[test]
+    fn avx512_expf_is_close_to_exp_and_scales_into_subnormals_once() {
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let got = v_expf_avx512(x) as f64;
+            let want = (x as f64).exp();
+            assert!(((got - want) / want).abs() <= 2.0 * f32::EPSILON as f64, "x={x}");
+            x += 0.0137;
+        }
+        assert_eq!(v_expf_avx512(f32::NEG_INFINITY), 0.0);
+        assert_eq!(v_expf_avx512(-200.0), 0.0);
+        assert_eq!(v_expf_avx512(200.0), f32::INFINITY);
+        assert_eq!(v_expf_avx512(0.0), 1.0);
+        assert!(v_expf_avx512(f32::NAN).is_nan());
+        // Subnormal results (n in -149..-126): scalef rounds j * 2^n once, so the result
+        // stays within half a subnormal step of the exact value times (1 + 2 ulps).
+        let mut x = -103.0f32;
+        while x < -87.5 {
+            let got = v_expf_avx512(x) as f64;
+            let want = (x as f64).exp();
+            let step = f32::from_bits(1) as f64;
+            assert!((got - want).abs() <= 0.5 * step + want * 2.0 * f32::EPSILON as f64, "x={x}");
+            x += 0.0371;
+        }
+    }
+
+    #[test]
     fn fused_and_unfused_expf_differ_somewhere() {
         // The SSE2 (x64) and FMA forms are different functions: a lane that claimed
         // one while computing the other would be caught by this difference.

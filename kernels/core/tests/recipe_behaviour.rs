@@ -872,18 +872,20 @@ fn matmul_path_is_what_matmul_does() {
     }
 }
 
-/// Nine inputs of `expf` on each of which the fused and the unfused `ggml_v_expf` and
-/// the C library's `expf` give three different values, so one vector and one more
-/// value tell every fusion and every vector width apart.
+/// Seventeen inputs of `expf` on each of which the fused and the unfused `ggml_v_expf`
+/// and the C library's `expf` give three different values, so one vector (up to
+/// sixteen floats) and one more value tell every fusion and every vector width apart.
+/// (The AVX-512 `ggml_v_expf` gives the fused eight-wide one's bits on all of them: its
+/// lane is told apart by its sums, `llama_cpp/zen4/differs_from_haswell`.)
 fn telling_exp_inputs() -> Vec<f32> {
     let mut x = Vec::new();
     let mut v = -20.0f32;
-    while x.len() < 9 {
+    while x.len() < 17 {
         let (f, u, e) = (elem::v_expf(v, true), elem::v_expf(v, false), v.exp());
         if f.to_bits() != u.to_bits() && e.to_bits() != f.to_bits() && e.to_bits() != u.to_bits() {
             x.push(v);
         }
-        v += 0.0137;
+        v += 0.00137;
         assert!(v < 20.0, "found only {} telling inputs", x.len());
     }
     x
