@@ -810,21 +810,23 @@ fn main() -> ExitCode {
             }
         }
     }
-    // The other two combinations, once per build, repack on, whole run: the F16 cache
-    // without flash attention (ggml_vec_dot_f16 and each build's F16 tinyBLAS) on every
-    // build (the aarch64 ones in prompt mode); flash attention on an F32 cache (llama.cpp casts it to F16, so it is the
+    // The other two combinations, once per build (repack on where a lane reproduces it),
+    // whole run: the F16 cache without flash attention (ggml_vec_dot_f16 and each build's
+    // F16 tinyBLAS: zen4's is sixteen wide) on every build (the aarch64 ones in prompt
+    // mode); flash attention on an F32 cache (llama.cpp casts it to F16, so it is the
     // default path) on haswell only.
     let f16_off = (attn(KvType::F16, FlashAttn::Off), "f16_off");
     let f32_on = (attn(KvType::F32, FlashAttn::On), "f32_on");
-    for (build, combos) in [
-        (Build::Haswell, &[f16_off, f32_on][..]),
-        (Build::ArmDotprod, &[f16_off][..]),
-        (Build::ArmI8mm, &[f16_off][..]),
+    for (build, repack, combos) in [
+        (Build::Haswell, true, &[f16_off, f32_on][..]),
+        (Build::Zen4, false, &[f16_off][..]),
+        (Build::ArmDotprod, true, &[f16_off][..]),
+        (Build::ArmI8mm, true, &[f16_off][..]),
     ] {
         for &(a, tag) in combos {
             // The aarch64 builds' F16 tinyBLAS is a batch path: prompt mode only there.
             let modes: &[Mode] = match build {
-                Build::Haswell => &[Mode::Decode, Mode::Prompt],
+                Build::Haswell | Build::Zen4 => &[Mode::Decode, Mode::Prompt],
                 _ => &[Mode::Prompt],
             };
             for &mode in modes {
@@ -832,7 +834,7 @@ fn main() -> ExitCode {
                     Build::Haswell => format!("llama_cpp/{tag}/{}/end_to_end", mode.name()),
                     _ => format!("llama_cpp/{}/{tag}/{}/end_to_end", build.name(), mode.name()),
                 };
-                trials.push(trial(&name, move || llama_end_to_end(build, mode, true, a)));
+                trials.push(trial(&name, move || llama_end_to_end(build, mode, repack, a)));
             }
         }
     }

@@ -54,7 +54,7 @@
 //! (`ggml_compute_forward_flash_attn_ext_tiled`): the query stays F32, the scores and
 //! the output come from `simd_gemm` (fused multiply-add chains), and the online softmax
 //! runs per KV tile of 64 cells with the tier's `ggml_vec_soft_max_f32`
-//! ([`Step::flash_tiled`] gives the order).
+//! (`Step::flash_tiled` gives the order).
 
 use tiercheck_core::elem::{ElemFlavour, ElemOps, F16Sgemm};
 use tiercheck_core::fp16;
