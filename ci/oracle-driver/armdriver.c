@@ -8,7 +8,7 @@
 // Usage (all data files are raw little-endian; "row bytes" means ggml_row_size(type, k)):
 //
 //   armdriver info
-//       Prints one line: "neon=N dotprod=N i8mm=N sve=N fma=N fp16_va=N llamafile=N",
+//       Prints one line: "neon=N dotprod=N i8mm=N sve=N sve_cnt=BYTES fma=N fp16_va=N llamafile=N",
 //       the features this ggml-cpu build was compiled for (ggml_cpu_has_*).
 //
 //   armdriver traits <type id>
@@ -330,9 +330,10 @@ static int mode_info(int argc, char ** argv) {
     if (argc != 1) {
         return fail(EXIT_USAGE, "info takes no arguments");
     }
-    report("neon=%d dotprod=%d i8mm=%d sve=%d fma=%d fp16_va=%d llamafile=%d", ggml_cpu_has_neon(),
-           ggml_cpu_has_dotprod(), ggml_cpu_has_matmul_int8(), ggml_cpu_has_sve(), ggml_cpu_has_arm_fma(),
-           ggml_cpu_has_fp16_va(), ggml_cpu_has_llamafile());
+    report("neon=%d dotprod=%d i8mm=%d sve=%d sve_cnt=%d fma=%d fp16_va=%d llamafile=%d",
+           ggml_cpu_has_neon(), ggml_cpu_has_dotprod(), ggml_cpu_has_matmul_int8(), ggml_cpu_has_sve(),
+           ggml_cpu_get_sve_cnt(), ggml_cpu_has_arm_fma(), ggml_cpu_has_fp16_va(),
+           ggml_cpu_has_llamafile());
     return EXIT_OK;
 }
 

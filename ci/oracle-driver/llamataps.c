@@ -233,9 +233,12 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "info") == 0) {
-        printf("arch=aarch64 neon=%d dotprod=%d i8mm=%d sve=%d fp16_va=%d llamafile=%d\n",
+        // The CPU backend reads the runtime features (the SVE vector length) at init.
+        llama_backend_init();
+        printf("arch=aarch64 neon=%d dotprod=%d i8mm=%d sve=%d sve_cnt=%d fp16_va=%d llamafile=%d\n",
                ggml_cpu_has_neon(), ggml_cpu_has_dotprod(), ggml_cpu_has_matmul_int8(),
-               ggml_cpu_has_sve(), ggml_cpu_has_fp16_va(), ggml_cpu_has_llamafile());
+               ggml_cpu_has_sve(), ggml_cpu_get_sve_cnt(), ggml_cpu_has_fp16_va(),
+               ggml_cpu_has_llamafile());
         return 0;
     }
     if (argc != 8 && argc != 10) {

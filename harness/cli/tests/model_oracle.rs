@@ -57,6 +57,7 @@ enum Build {
     Zen4,
     ArmDotprod,
     ArmI8mm,
+    ArmSve128,
 }
 
 impl Build {
@@ -66,6 +67,7 @@ impl Build {
             Build::Zen4 => "zen4",
             Build::ArmDotprod => "arm-dotprod",
             Build::ArmI8mm => "arm-i8mm",
+            Build::ArmSve128 => "arm-sve128",
         }
     }
 
@@ -81,6 +83,8 @@ impl Build {
             (Build::ArmDotprod, false) => "aarch64-neon",
             (Build::ArmI8mm, true) => "aarch64-i8mm-repack",
             (Build::ArmI8mm, false) => "aarch64-i8mm",
+            (Build::ArmSve128, true) => "aarch64-sve128-repack",
+            (Build::ArmSve128, false) => "aarch64-sve128",
         }
     }
 
@@ -91,6 +95,7 @@ impl Build {
             Build::Zen4 => ("TIERCHECK_ORACLE_LLAMA_ZEN4", ""),
             Build::ArmDotprod => ("TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD", "neoverse-n1"),
             Build::ArmI8mm => ("TIERCHECK_ORACLE_LLAMA_ARM_I8MM", "max,sve=off"),
+            Build::ArmSve128 => ("TIERCHECK_ORACLE_LLAMA_ARM_SVE128", "max,sve128=on"),
         }
     }
 }
@@ -780,7 +785,7 @@ fn main() -> ExitCode {
     // flash attention: `llama_cpp/<build>/<repack|no_repack>/<mode>/<end_to_end|
     // layer_local>` and `.../f32_off/...` (the haswell build with repack on keeps the
     // shorter `llama_cpp/<mode>/...`).
-    let builds: [(Build, bool); 7] = [
+    let builds: [(Build, bool); 9] = [
         (Build::Haswell, true),
         (Build::Haswell, false),
         (Build::Zen4, false),
@@ -788,6 +793,8 @@ fn main() -> ExitCode {
         (Build::ArmDotprod, true),
         (Build::ArmI8mm, false),
         (Build::ArmI8mm, true),
+        (Build::ArmSve128, false),
+        (Build::ArmSve128, true),
     ];
     let default = attn(KvType::F16, FlashAttn::On);
     let f32_off = attn(KvType::F32, FlashAttn::Off);

@@ -213,6 +213,23 @@ fn round16(x: f32) -> f32 {
     fp16::f16_bits_to_f32(fp16::f32_to_f16_bits_hw(x))
 }
 
+/// An f64 rounded to F16 once (round to nearest even), for FP16 fused multiply-adds
+/// computed in f64: rounded to f32 by round-to-odd first (24 bits keep every F16
+/// rounding decision of a 53-bit value), then to F16. The f64 `fma(x, v, y)` of F16
+/// operands is itself exact wherever it lies close to an F16 rounding boundary (the
+/// operands' bits then span fewer than 53), so the chain rounds the exact value once.
+pub(crate) fn round16_f64(d: f64) -> f32 {
+    let t = d as f32;
+    let t = if t as f64 == d || !t.is_finite() || t.to_bits() & 1 == 1 {
+        t
+    } else if (t as f64).abs() > d.abs() {
+        f32::from_bits(t.to_bits() - 1)
+    } else {
+        f32::from_bits(t.to_bits() + 1)
+    };
+    round16(t)
+}
+
 /// What attention computes for one step: the geometry and the flavour.
 pub(crate) struct Step<'a> {
     pub hp: &'a HParams,
@@ -355,7 +372,9 @@ impl Step<'_> {
     /// number of f32 vectors.
     fn tiled(&self, m: usize) -> bool {
         let fl = self.elem.flavour();
-        let aarch64 = matches!(fl.loops(), ElemFlavour::Neon);
+        // ggml's condition is `DV % GGML_F32_EPR` (NEON) or `DV % svcntw()` (SVE): the
+        // flavour's vector width either way.
+        let aarch64 = fl.is_aarch64();
         m >= FA_TILE_Q && (!aarch64 || self.hp.head_dim.is_multiple_of(fl.width()))
     }
 
@@ -516,6 +535,7 @@ impl Step<'_> {
     ) -> Chunk {
         let e = self.elem;
         let fused = e.flavour().fused();
+        let f16_arith = e.flavour().f16_arith();
         let hd = self.hp.head_dim;
         let (mut s_sum, mut mx) = (0.0f32, f32::NEG_INFINITY);
         let mut acc = vec![0.0f32; hd];
@@ -531,6 +551,9 @@ impl Step<'_> {
                 let old = mx;
                 mx = s;
                 ms = (old - mx).exp();
+                // FP16 arithmetic: `ms` rounded to F16, the F16 x F16 product (exact in
+                // f32) rounded once to F16.
+                let ms = if f16_arith { round16(ms) } else { ms };
                 for y in acc.iter_mut() {
                     *y = round16(*y * ms);
                 }
@@ -538,8 +561,15 @@ impl Step<'_> {
                 vs = (s - mx).exp();
             }
             let v = cache.v_row(il, j, g);
-            for (y, &x) in acc.iter_mut().zip(v) {
-                *y = round16(madd(x, vs, *y, fused));
+            if f16_arith {
+                let vs16 = round16(vs) as f64;
+                for (y, &x) in acc.iter_mut().zip(v) {
+                    *y = round16_f64((x as f64).mul_add(vs16, *y as f64));
+                }
+            } else {
+                for (y, &x) in acc.iter_mut().zip(v) {
+                    *y = round16(madd(x, vs, *y, fused));
+                }
             }
             s_sum = madd(s_sum, ms, vs, fused);
         }

@@ -44,6 +44,26 @@
 //!   or `__ARM_FEATURE_SVE`), so a batch's f32 `V·softmax` goes through
 //!   `ggml_vec_dot_f32` as a single token's does (the i8mm lanes).
 //!
+//! - [`ElemFlavour::Sve128`], [`ElemFlavour::Sve256`] — ggml's SVE loops
+//!   (`__ARM_FEATURE_SVE`: the armv8.6 variants of Neoverse V1/V2/V3) at a vector length
+//!   of 128 or 256 bits, `w` = 4 or 8 floats. `ggml_v_expf` and `ggml_v_silu` are the
+//!   NEON formulas lane for lane (`svmla`/`svmls` fused like `vfmaq`/`vfmsq`), but there
+//!   is no scalar tail: the last, partial vector runs under a `whilelt` predicate. Vector
+//!   sums are `svaddv` (FADDV), the architecture's recursive halving tree
+//!   (`faddv(v) = faddv(low half) + faddv(high half)`), inactive lanes reading `+0.0`.
+//!   `ggml_vec_dot_f32`: eight `w`-float fused accumulators over `8w`-float steps, then
+//!   whole vectors into the first, then the predicated remainder into the first's low
+//!   lanes; reduced `((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))` lane by lane, then FADDV.
+//!   `ggml_vec_dot_f16`: `2w` halves per vector, four pairs of accumulators over
+//!   `16w`-half steps (vector `k` of a step into pair `k % 4`), the even halves of each
+//!   vector into the pair's low accumulator and the odd ones into its high one
+//!   (`svmlalb`/`svmlalt` on SVE2, the `trn1`/`trn2` + convert + `svmla` fallback on
+//!   SVE: the same fused, exact-product sums), remainders into pair 0 with zero
+//!   padding; pairs reduced `(p0+p1)+(p2+p3)`, the result
+//!   `faddv(low) + faddv(high)` in f32. No llamafile (ggml-cpu compiles it out under
+//!   SVE). The F16 flash-attention accumulator uses FP16 arithmetic
+//!   ([`ElemFlavour::f16_arith`]).
+//!
 //! Elements that do not fill a vector go through the scalar tail: `expf` from the C
 //! library (Rust's `f32::exp` calls the same glibc function ggml does). The decoder pads
 //! attention rows the way llama.cpp pads its KV cache (multiples of 256), so softmax and
@@ -68,16 +88,22 @@ pub enum ElemFlavour {
     Neon,
     /// The NEON loops in an aarch64 build without llamafile (i8mm or SVE targeted).
     NeonNoLlamafile,
+    /// ggml's SVE loops at a 128-bit vector length (Neoverse V2/V3).
+    Sve128,
+    /// ggml's SVE loops at a 256-bit vector length (Neoverse V1).
+    Sve256,
 }
 
 impl ElemFlavour {
     /// Every flavour.
-    pub const ALL: [ElemFlavour; 5] = [
+    pub const ALL: [ElemFlavour; 7] = [
         ElemFlavour::X64,
         ElemFlavour::Avx2,
         ElemFlavour::Avx512,
         ElemFlavour::Neon,
         ElemFlavour::NeonNoLlamafile,
+        ElemFlavour::Sve128,
+        ElemFlavour::Sve256,
     ];
 
     /// Stable name.
@@ -88,6 +114,8 @@ impl ElemFlavour {
             ElemFlavour::Avx512 => "avx512-fma",
             ElemFlavour::Neon => "neon-fma",
             ElemFlavour::NeonNoLlamafile => "neon-fma-no-llamafile",
+            ElemFlavour::Sve128 => "sve128-fma",
+            ElemFlavour::Sve256 => "sve256-fma",
         }
     }
 
@@ -103,10 +131,29 @@ impl ElemFlavour {
     /// Floats per vector in `ggml_v_expf` / `ggml_v_silu`.
     pub fn width(self) -> usize {
         match self.loops() {
-            ElemFlavour::Avx2 => 8,
+            ElemFlavour::Avx2 | ElemFlavour::Sve256 => 8,
             ElemFlavour::Avx512 => 16,
             _ => 4,
         }
+    }
+
+    /// Whether these are ggml's SVE loops.
+    pub fn is_sve(self) -> bool {
+        matches!(self, ElemFlavour::Sve128 | ElemFlavour::Sve256)
+    }
+
+    /// Whether the tier is an aarch64 build (NEON or SVE).
+    pub fn is_aarch64(self) -> bool {
+        matches!(self.loops(), ElemFlavour::Neon) || self.is_sve()
+    }
+
+    /// Whether `ggml_vec_scale_f16` and `ggml_vec_mad_f16` (the F16 flash-attention
+    /// accumulator) compute in FP16 arithmetic: `y = f16(y * f16(v))` and
+    /// `y = f16(fma(x, f16(v), y))`, one rounding to F16 each, with the scalar `v` itself
+    /// rounded to F16 first. ggml's SVE paths of both do (`svfloat16_t`); every other
+    /// tier here widens to f32 and rounds back.
+    pub fn f16_arith(self) -> bool {
+        self.is_sve()
     }
 
     /// Whether the tier fuses multiply-adds in these loops.
@@ -123,7 +170,10 @@ impl ElemFlavour {
     /// call, only for at least two activation rows.
     pub fn sgemm_f16(self) -> Option<F16Sgemm> {
         match self {
-            ElemFlavour::X64 | ElemFlavour::NeonNoLlamafile => None,
+            ElemFlavour::X64
+            | ElemFlavour::NeonNoLlamafile
+            | ElemFlavour::Sve128
+            | ElemFlavour::Sve256 => None,
             ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(F16Sgemm::F16Activations),
             ElemFlavour::Neon => Some(F16Sgemm::F32Activations),
         }
@@ -134,6 +184,7 @@ impl ElemFlavour {
     pub fn dot_step(self) -> usize {
         match self.loops() {
             ElemFlavour::X64 => 1,
+            f if f.is_sve() => 8 * f.width(),
             f => 4 * f.width(),
         }
     }
@@ -142,7 +193,10 @@ impl ElemFlavour {
     /// llamafile's tinyBLAS instead of `ggml_vec_dot_f32`; `None` when it never does.
     pub fn sgemm_min_rows(self) -> Option<usize> {
         match self {
-            ElemFlavour::X64 | ElemFlavour::NeonNoLlamafile => None,
+            ElemFlavour::X64
+            | ElemFlavour::NeonNoLlamafile
+            | ElemFlavour::Sve128
+            | ElemFlavour::Sve256 => None,
             ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(2),
             ElemFlavour::Neon => Some(4),
         }
@@ -211,6 +265,10 @@ pub static PORTABLE_AVX512: PortableElem = PortableElem(ElemFlavour::Avx512);
 pub static PORTABLE_NEON: PortableElem = PortableElem(ElemFlavour::Neon);
 /// Portable aarch64 elementwise kernels of a build without llamafile.
 pub static PORTABLE_NEON_NO_LLAMAFILE: PortableElem = PortableElem(ElemFlavour::NeonNoLlamafile);
+/// Portable SVE elementwise kernels, 128-bit vectors.
+pub static PORTABLE_SVE128: PortableElem = PortableElem(ElemFlavour::Sve128);
+/// Portable SVE elementwise kernels, 256-bit vectors.
+pub static PORTABLE_SVE256: PortableElem = PortableElem(ElemFlavour::Sve256);
 
 /// The portable kernels of `flavour`.
 pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
@@ -220,6 +278,8 @@ pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
         ElemFlavour::Avx512 => &PORTABLE_AVX512,
         ElemFlavour::Neon => &PORTABLE_NEON,
         ElemFlavour::NeonNoLlamafile => &PORTABLE_NEON_NO_LLAMAFILE,
+        ElemFlavour::Sve128 => &PORTABLE_SVE128,
+        ElemFlavour::Sve256 => &PORTABLE_SVE256,
     }
 }
 
@@ -362,6 +422,19 @@ pub fn hsum16(v: &[f32]) -> f32 {
     (t[0] + t[2]) + (t[1] + t[3])
 }
 
+/// SVE's FADDV of the active lanes `v` (a power-of-two count; pad with `+0.0` for
+/// inactive lanes): the architecture's recursive pairwise reduction, the low half's sum
+/// plus the high half's.
+#[inline]
+pub fn faddv(v: &[f32]) -> f32 {
+    if v.len() == 1 {
+        v[0]
+    } else {
+        let h = v.len() / 2;
+        faddv(&v[..h]) + faddv(&v[h..])
+    }
+}
+
 /// The scalar tail's `ggml_silu_f32`: `x / (1 + expf(-x))` with the C library's `expf`.
 #[inline]
 pub fn silu_scalar(x: f32) -> f32 {
@@ -382,6 +455,7 @@ fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
             (w[0] + w[2]) + (w[1] + w[3])
         }
         ElemFlavour::Avx512 => hsum16(v),
+        ElemFlavour::Sve128 | ElemFlavour::Sve256 => faddv(v),
     }
 }
 
@@ -398,6 +472,19 @@ impl ElemOps for PortableElem {
         let mut sum = 0.0f64;
         let mut i = 0;
         let mut v = [0.0f32; 16];
+        if flavour.is_sve() {
+            // Predicated vectors to the end: the last one's inactive lanes read +0.0.
+            while i < n {
+                let active = w.min(n - i);
+                for l in 0..w {
+                    v[l] = if l < active { v_expf(x[i + l] - max, true) } else { 0.0 };
+                }
+                y[i..i + active].copy_from_slice(&v[..active]);
+                sum += faddv(&v[..w]) as f64;
+                i += w;
+            }
+            return sum;
+        }
         while i + w <= n {
             for l in 0..w {
                 v[l] = vexp(flavour, x[i + l] - max);
@@ -419,7 +506,8 @@ impl ElemOps for PortableElem {
         let w = self.0.width();
         assert!(y.len() == x.len() && x.len() == g.len(), "swiglu: lengths differ");
         let n = x.len();
-        let vec_end = n - n % w;
+        // SVE: every element in (predicated) vectors, no scalar tail.
+        let vec_end = if self.0.is_sve() { n } else { n - n % w };
         for i in 0..vec_end {
             y[i] = vsilu(self.0, x[i]) * g[i];
         }
@@ -459,6 +547,25 @@ impl ElemOps for PortableElem {
                     core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
                 (a[0] + a[1]) + (a[2] + a[3])
             }),
+            ElemFlavour::Sve128 => dot_f32_sve::<4>(x, y),
+            ElemFlavour::Sve256 => dot_f32_sve::<8>(x, y),
+        }
+    }
+
+    fn dot_f16(&self, x: &[f32], y: &[f32]) -> f32 {
+        assert_eq!(x.len(), y.len(), "dot_f16: lengths differ");
+        match self.0 {
+            ElemFlavour::Sve128 => dot_f16_sve::<4>(x, y),
+            ElemFlavour::Sve256 => dot_f16_sve::<8>(x, y),
+            _ => {
+                let step = self.0.dot_step();
+                let np = x.len() - x.len() % step;
+                let mut s = if np > 0 { self.dot_f32(&x[..np], &y[..np]) as f64 } else { 0.0 };
+                for (a, b) in x[np..].iter().zip(&y[np..]) {
+                    s += (a * b) as f64;
+                }
+                s as f32
+            }
         }
     }
 
@@ -511,6 +618,82 @@ fn dot_f32_simd<const W: usize>(
         s = x[o].mul_add(y[o], s);
     }
     s
+}
+
+/// ggml's SVE `ggml_vec_dot_f32` with `W` floats per vector (module doc).
+fn dot_f32_sve<const W: usize>(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len();
+    let step = 8 * W;
+    let np = n - n % step;
+    let np2 = n - n % W;
+    let mut acc = [[0.0f32; W]; 8];
+    let mut i = 0;
+    while i < np {
+        for (j, a) in acc.iter_mut().enumerate() {
+            for l in 0..W {
+                let o = i + j * W + l;
+                a[l] = x[o].mul_add(y[o], a[l]);
+            }
+        }
+        i += step;
+    }
+    while i < np2 {
+        for l in 0..W {
+            acc[0][l] = x[i + l].mul_add(y[i + l], acc[0][l]);
+        }
+        i += W;
+    }
+    // The predicated remainder: inactive lanes keep their value (`svmla_f32_m`).
+    for l in 0..n - np2 {
+        acc[0][l] = x[np2 + l].mul_add(y[np2 + l], acc[0][l]);
+    }
+    let add = |a: &[f32; W], b: &[f32; W]| -> [f32; W] { core::array::from_fn(|l| a[l] + b[l]) };
+    let s1 = add(&acc[0], &acc[1]);
+    let s3 = add(&acc[2], &acc[3]);
+    let s5 = add(&acc[4], &acc[5]);
+    let s7 = add(&acc[6], &acc[7]);
+    let s1 = add(&s1, &s3);
+    let s5 = add(&s5, &s7);
+    faddv(&add(&s1, &s5))
+}
+
+/// ggml's SVE `ggml_vec_dot_f16` with `W` f32 lanes per vector (`2W` halves), on F16
+/// values given widened to f32 (module doc).
+fn dot_f16_sve<const W: usize>(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len();
+    let epr = 2 * W;
+    let step = 8 * epr;
+    let np = n - n % step;
+    let np2 = n - n % epr;
+    let mut lo = [[0.0f32; W]; 4];
+    let mut hi = [[0.0f32; W]; 4];
+    // One widening fused multiply-add of the vector at `o` (zero past `end`) into pair `p`.
+    let mut fma_widened = |p: usize, o: usize, end: usize| {
+        let at = |v: &[f32], i: usize| if i < end { v[i] } else { 0.0 };
+        for l in 0..W {
+            let (e, od) = (o + 2 * l, o + 2 * l + 1);
+            lo[p][l] = at(x, e).mul_add(at(y, e), lo[p][l]);
+            hi[p][l] = at(x, od).mul_add(at(y, od), hi[p][l]);
+        }
+    };
+    let mut i = 0;
+    while i < np {
+        for k in 0..8 {
+            fma_widened(k % 4, i + k * epr, n);
+        }
+        i += step;
+    }
+    while i < np2 {
+        fma_widened(0, i, n);
+        i += epr;
+    }
+    if np2 < n {
+        fma_widened(0, np2, n);
+    }
+    let add = |a: &[f32; W], b: &[f32; W]| -> [f32; W] { core::array::from_fn(|l| a[l] + b[l]) };
+    let lo1 = add(&add(&lo[0], &lo[1]), &add(&lo[2], &lo[3]));
+    let hi1 = add(&add(&hi[0], &hi[1]), &add(&hi[2], &hi[3]));
+    faddv(&lo1) + faddv(&hi1)
 }
 
 /// RMSNorm of one row as ggml's `rms_norm_f32` computes it, times `w` (the fused or

@@ -5,3 +5,5 @@ pub mod i8mm;
 pub mod i8mm_repack;
 pub mod neon;
 pub mod neon_repack;
+pub mod sve;
+pub mod sve_repack;

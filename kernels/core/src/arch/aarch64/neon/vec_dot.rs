@@ -30,20 +30,20 @@ pub fn vaddvq_f32(v: [f32; 4]) -> f32 {
 
 /// `sdot` lanes of two 32-byte halves: lane t sums bytes 4t..4t+3 of both halves.
 #[inline]
-fn sdot_lanes(xl: &[i8; 16], yl: &[i8], xh: &[i8; 16], yh: &[i8]) -> [i32; 4] {
+pub(crate) fn sdot_lanes(xl: &[i8; 16], yl: &[i8], xh: &[i8; 16], yh: &[i8]) -> [i32; 4] {
     core::array::from_fn(|t| {
         (4 * t..4 * t + 4).map(|b| xl[b] as i32 * yl[b] as i32 + xh[b] as i32 * yh[b] as i32).sum()
     })
 }
 
-fn q4_0_halves(b: &BlockQ4_0) -> ([i8; 16], [i8; 16]) {
+pub(crate) fn q4_0_halves(b: &BlockQ4_0) -> ([i8; 16], [i8; 16]) {
     (
         core::array::from_fn(|j| (b.qs[j] & 0xF) as i8 - 8),
         core::array::from_fn(|j| (b.qs[j] >> 4) as i8 - 8),
     )
 }
 
-fn q8_halves(b: &BlockQ8_0) -> ([i8; 16], [i8; 16]) {
+pub(crate) fn q8_halves(b: &BlockQ8_0) -> ([i8; 16], [i8; 16]) {
     (core::array::from_fn(|j| b.qs[j] as i8), core::array::from_fn(|j| b.qs[16 + j] as i8))
 }
 

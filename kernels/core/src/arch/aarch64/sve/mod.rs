@@ -1,0 +1,130 @@
+//! The `aarch64-sve128` lane: ggml's aarch64 `armv8.6_2` variant (the one a
+//! `GGML_CPU_ALL_VARIANTS` build loads on Neoverse V2/V3: Grace, Graviton4, Jetson Thor),
+//! built by GCC with `-march=armv8.6-a+dotprod+fp16+sve+i8mm+sve2`, on a CPU whose SVE
+//! vector length is 128 bits, repack off (`--no-repack`), plain weights:
+//!
+//! - activations and dequantization: the `aarch64-neon` lane's (the same source; ggml's
+//!   quantizers have no SVE path);
+//! - `nrc == 1` vec_dot: the SVE-128 kernels for Q4_0 and Q8_0 (fused `svmla`, one FADDV),
+//!   the NEON order for Q4_K and Q6_K ([`vec_dot`]);
+//! - the plain matmul: 2x2 tiles where both row counts are even, as on the i8mm build
+//!   ([`crate::arch::aarch64::i8mm::ARM_I8MM_NRC2`]), with the SVE + i8mm tile kernels for
+//!   Q4_K and Q6_K (fused) and the NEON i8mm ones for Q4_0 and Q8_0;
+//! - the decoder's elementwise and attention loops: SVE at 128 bits
+//!   ([`crate::elem::ElemFlavour::Sve128`]: 4-float predicated vectors, 8-accumulator
+//!   `ggml_vec_dot_f32`, widening `ggml_vec_dot_f16`, FP16 flash-attention accumulator,
+//!   no llamafile).
+//!
+//! No native form yet: the lane runs as its twin on every host.
+
+pub mod vec_dot;
+
+use crate::arch::aarch64::i8mm::{matmul_nrc2, nrc2_applies, nrc2_split, Tile, ARM_I8MM_NRC2};
+use crate::arch::aarch64::neon::NeonTwin;
+use crate::blocks::cast_blocks;
+use crate::error::KernelError;
+use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
+use crate::lane::{
+    Accumulation, Arch, Contraction, Kernels, Lane, MatmulPath, Recipe, Status, WeightLayout,
+};
+use crate::matrix::WeightMatrix;
+use crate::quant::ActRule;
+use crate::GgmlType;
+
+/// ggml's SVE kernels at 128 bits: Q4_0/Q8_0 four fused lanes per block pair reduced by
+/// one FADDV; K-quants one serial sum per superblock (NEON's); 2x2 tiles fused.
+pub const SVE128_ACCUMULATION: Accumulation = Accumulation::named("sve128-fmla-faddv");
+
+/// GCC on aarch64 with SVE: C expressions `a + b*c` fused as on NEON, and every SVE
+/// `svmla` a fused multiply-add.
+pub const GCC_AARCH64_SVE: Contraction = Contraction::named("gcc-aarch64-sve-fmla");
+
+/// The `aarch64-sve128` lane.
+pub static AARCH64_SVE128: Lane = Lane {
+    name: "aarch64-sve128",
+    arch: Arch::Aarch64,
+    summary: "ggml aarch64 armv8.6_2 variant (GCC, SVE2+i8mm+fp16) at 128-bit SVE (Neoverse V2/V3), \
+              repack off: SVE vec_dot, fused SVE+i8mm 2x2 tiles, SVE elementwise, FP16 flash attention",
+    recipe: Recipe {
+        act_k: ActRule::Q8KFusedNearest,
+        act_legacy: ActRule::Q8_0Neon,
+        accumulation: SVE128_ACCUMULATION,
+        contraction: GCC_AARCH64_SVE,
+        layout: WeightLayout::Plain,
+        matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: ARM_I8MM_NRC2,
+        elem: crate::elem::ElemFlavour::Sve128,
+    },
+    status: Status::Modelled {
+        checked: "ggml's SVE source read at a 128-bit vector length; not yet compared with the \
+                  armv8.6_2 build",
+    },
+    portable: &Sve128Twin,
+};
+
+/// Portable twin of the `aarch64-sve128` lane.
+#[derive(Debug, Default)]
+pub struct Sve128Twin;
+
+/// The 2x2 tile of weight rows `x` by quantized activation rows `y` by the twin kernels
+/// of the SVE + i8mm build.
+pub fn tile(
+    ty: GgmlType,
+    atype: GgmlType,
+    x: [&[u8]; 2],
+    y: [&[u8]; 2],
+) -> Result<Tile, KernelError> {
+    Ok(match ty {
+        GgmlType::Q4_K => vec_dot::vec_dot2_q4_k_q8_k_sve(
+            [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+            [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+        ),
+        GgmlType::Q6_K => vec_dot::vec_dot2_q6_k_q8_k_sve(
+            [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+            [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+        ),
+        _ => return crate::arch::aarch64::i8mm::tile(ty, atype, x, y),
+    })
+}
+
+impl Kernels for Sve128Twin {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        AARCH64_SVE128.recipe.act_rule(wtype, "aarch64-sve128 matmul")
+    }
+
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        NeonTwin.dequantize(ty, bytes, out)
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        use crate::arch::aarch64::neon::vec_dot as neon;
+        let fns = VecDotFns {
+            q4_0: vec_dot::vec_dot_q4_0_q8_0_sve128,
+            q8_0: vec_dot::vec_dot_q8_0_q8_0_sve128,
+            q4_k: neon::vec_dot_q4_k_q8_k,
+            q6_k: neon::vec_dot_q6_k_q8_k,
+        };
+        dispatch_vec_dot(self, &fns, "aarch64-sve128 vec_dot", wtype, w_row, act)
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        matmul_nrc2(self, w, act, m, tile)
+    }
+
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        nrc2_split(wtype, n, m)
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        if nrc2_applies(wtype, 2, m) {
+            "vec_dot-nrc2"
+        } else {
+            "vec_dot"
+        }
+    }
+}

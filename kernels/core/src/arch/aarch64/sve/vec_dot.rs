@@ -1,0 +1,130 @@
+//! Portable twin of the vec_dot kernels of ggml's aarch64 SVE builds
+//! (`ggml-cpu/arch/arm/quants.c` under `__ARM_FEATURE_SVE`, with i8mm) where they differ
+//! from the NEON ones, at a 128-bit vector length (`ggml_cpu_get_sve_cnt() == 16`, the
+//! `case 128` branches). SVE's `svmla` is a fused multiply-add (FMLA/FMAD), unlike GCC's
+//! NEON `vmlaq`. Integer parts (`svdot`, `svmmla`) are exact.
+//!
+//! Float order, per output:
+//!
+//! - `ggml_vec_dot_q4_0_q8_0`, `ggml_vec_dot_q8_0_q8_0` (`nrc == 1`): blocks in pairs;
+//!   four i32 lanes per block as NEON forms them (lane t: bytes 4t..4t+3 of each 16-byte
+//!   half), `sumv0[t] = fma(float(p0[t]), d0, sumv0[t])` (even block) and `sumv1` (odd
+//!   block), d = f16(x.d) * f16(y.d); then one FADDV of the lane sums:
+//!   `sumf = ((sumv0[0]+sumv1[0]) + (sumv0[1]+sumv1[1])) + ((sumv0[2]+sumv1[2]) +
+//!   (sumv0[3]+sumv1[3]))` (NEON: `vaddvq(sumv0) + vaddvq(sumv1)`). An odd last block
+//!   as NEON (the scalar tail after the `#endif`).
+//! - `ggml_vec_dot_q4_K_q8_K` and `ggml_vec_dot_q6_K_q8_K` with `nrc == 1`: the NEON
+//!   order (one serial float sum per superblock, the same contractions), so the
+//!   `aarch64-neon` twin's.
+//! - `ggml_vec_dot_q4_K_q8_K` with `nrc == 2` (the SVE + i8mm branch, every vector
+//!   length): per output and superblock `acc = fma(-(d_y * f16(dmin_x)), float(bias),
+//!   fma(float(isum), d_y * f16(d_x), acc))`: the scale term first, then the min term,
+//!   both fused (NEON i8mm: the min term first, both unfused).
+//! - `ggml_vec_dot_q6_K_q8_K` with `nrc == 2`: `acc = fma(float(isum - 32 * isum_mins),
+//!   d_y * f16(d_x), acc)` (NEON i8mm: unfused).
+//! - `ggml_vec_dot_q4_0_q8_0`, `ggml_vec_dot_q8_0_q8_0` with `nrc == 2`: the NEON i8mm
+//!   branch, which the SVE build compiles unchanged (the `aarch64-i8mm` twin's).
+//!
+//! Native counterpart: none yet (the lane runs as this twin).
+
+use crate::arch::aarch64::i8mm::vec_dot2::{q4_k_isum_bias, Tile};
+use crate::arch::aarch64::neon::vec_dot::{q4_0_halves, q6_k_isum, q8_halves, sdot_lanes};
+use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use crate::elem::faddv;
+
+/// The pair loop of the SVE-128 legacy kernels: `lanes(b)` gives block b's four i32
+/// lanes and `d(b)` its scale product.
+fn pairs_sve128(
+    nb: usize,
+    lanes: impl Fn(usize) -> [i32; 4],
+    d: impl Fn(usize) -> f32,
+) -> (usize, f32) {
+    let mut sumv0 = [0.0f32; 4];
+    let mut sumv1 = [0.0f32; 4];
+    let mut ib = 0;
+    while ib + 1 < nb {
+        for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
+            let p = lanes(b);
+            let db = d(b);
+            for t in 0..4 {
+                sumv[t] = (p[t] as f32).mul_add(db, sumv[t]);
+            }
+        }
+        ib += 2;
+    }
+    let s: [f32; 4] = core::array::from_fn(|t| sumv0[t] + sumv1[t]);
+    (ib, faddv(&s))
+}
+
+/// `ggml_vec_dot_q4_0_q8_0`, SVE at 128 bits, nrc = 1.
+pub fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let nb = x.len().min(y.len());
+    let (ib, mut sumf) = pairs_sve128(
+        nb,
+        |b| {
+            let (xl, xh) = q4_0_halves(&x[b]);
+            let (yl, yh) = q8_halves(&y[b]);
+            sdot_lanes(&xl, &yl, &xh, &yh)
+        },
+        |b| x[b].d() * y[b].d(),
+    );
+    for b in ib..nb {
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            sumi += ((x[b].qs[j] & 0xF) as i32 - 8) * y[b].q(j) as i32;
+            sumi += ((x[b].qs[j] >> 4) as i32 - 8) * y[b].q(j + 16) as i32;
+        }
+        sumf = (sumi as f32 * x[b].d()).mul_add(y[b].d(), sumf);
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q8_0_q8_0`, SVE at 128 bits, nrc = 1.
+pub fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let nb = x.len().min(y.len());
+    let (ib, mut sumf) = pairs_sve128(
+        nb,
+        |b| {
+            let (xl, xh) = q8_halves(&x[b]);
+            let (yl, yh) = q8_halves(&y[b]);
+            sdot_lanes(&xl, &yl, &xh, &yh)
+        },
+        |b| x[b].d() * y[b].d(),
+    );
+    for b in ib..nb {
+        let sumi: i32 = (0..32).map(|j| x[b].q(j) as i32 * y[b].q(j) as i32).sum();
+        sumf = (sumi as f32).mul_add(x[b].d() * y[b].d(), sumf);
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q4_K_q8_K` with `nrc == 2`, SVE + i8mm (any vector length).
+pub fn vec_dot2_q4_k_q8_k_sve(x: [&[BlockQ4K]; 2], y: [&[BlockQ8K]; 2]) -> Tile {
+    let mut t = [[0.0f32; 2]; 2];
+    for b in 0..x[0].len() {
+        for (yi, row) in t.iter_mut().enumerate() {
+            for (xi, acc) in row.iter_mut().enumerate() {
+                let (xb, yb) = (&x[xi][b], &y[yi][b]);
+                let (isum, bias) = q4_k_isum_bias(xb, yb);
+                let d = yb.d() * xb.d();
+                let dmin = -(yb.d() * xb.dmin());
+                *acc = dmin.mul_add(bias as f32, (isum as f32).mul_add(d, *acc));
+            }
+        }
+    }
+    t
+}
+
+/// `ggml_vec_dot_q6_K_q8_K` with `nrc == 2`, SVE + i8mm (any vector length).
+pub fn vec_dot2_q6_k_q8_k_sve(x: [&[BlockQ6K]; 2], y: [&[BlockQ8K]; 2]) -> Tile {
+    let mut t = [[0.0f32; 2]; 2];
+    for b in 0..x[0].len() {
+        for (yi, row) in t.iter_mut().enumerate() {
+            for (xi, acc) in row.iter_mut().enumerate() {
+                let (xb, yb) = (&x[xi][b], &y[yi][b]);
+                *acc = (q6_k_isum(xb, yb) as f32).mul_add(yb.d() * xb.d(), *acc);
+            }
+        }
+    }
+    t
+}

@@ -1,0 +1,56 @@
+//! The `aarch64-sve128-repack` lane: ggml's `armv8.6_2` variant at a 128-bit SVE vector
+//! length with the CPU repack buffer (llama.cpp's default). At that length ggml chooses
+//! the i8mm build's layouts (`ggml_repack_get_optimal_repack_type`: Q4_0 as `q4_0_8x8`
+//! only when `ggml_cpu_get_sve_cnt() == 32`, so `q4_0_4x8` here; Q4_K `q4_K_8x8`, Q6_K
+//! `q6_K_8x8`, Q8_0 `q8_0_4x8`), and their gemv/gemm kernels take their NEON + i8mm paths
+//! (the SVE branches of `ggml_gemm_q4_K_8x8_q8_K`, `ggml_gemm_q8_0_4x8_q8_0` and the
+//! `q4_0_8x8` kernels run only at 256 bits): the `aarch64-i8mm-repack` lane's group
+//! kernels ([`crate::arch::aarch64::i8mm_repack::kernels`]). Weights that stay plain
+//! take the `aarch64-sve128` lane's path, and the decoder's elementwise loops are SVE's
+//! ([`crate::elem::ElemFlavour::Sve128`]).
+//!
+//! No native form yet: the lane runs as its twin on every host.
+
+use crate::arch::aarch64::i8mm::ARM_I8MM_NRC2;
+use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, group};
+use crate::arch::aarch64::neon_repack::arm_row_rule;
+use crate::arch::aarch64::sve::{Sve128Twin, GCC_AARCH64_SVE, SVE128_ACCUMULATION};
+use crate::lane::{
+    Arch, Lane, MatmulPath, Recipe, RepackScheme, RepackedLane, Status, WeightLayout,
+};
+use crate::quant::ActRule;
+
+/// The `aarch64-sve128-repack` lane.
+pub static AARCH64_SVE128_REPACK: Lane = Lane {
+    name: "aarch64-sve128-repack",
+    arch: Arch::Aarch64,
+    summary: "ggml aarch64 armv8.6_2 variant at 128-bit SVE (Neoverse V2/V3) with CPU repack: \
+              q4_K/q6_K 8x8, q4_0/q8_0 4x8 (NEON+i8mm kernels at this length); plain weights \
+              as aarch64-sve128; SVE elementwise",
+    recipe: Recipe {
+        act_k: ActRule::Q8KFusedNearest,
+        act_legacy: ActRule::Q8_0Neon,
+        accumulation: SVE128_ACCUMULATION,
+        contraction: GCC_AARCH64_SVE,
+        layout: WeightLayout::ArmI8mmRepack,
+        matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
+        plain_gemm: ARM_I8MM_NRC2,
+        elem: crate::elem::ElemFlavour::Sve128,
+    },
+    status: Status::Modelled {
+        checked: "ggml's SVE and repack source read at a 128-bit vector length; not yet \
+                  compared with the armv8.6_2 build",
+    },
+    portable: &TWIN,
+};
+
+/// The repack buffer of the SVE-128 build: the i8mm layouts and group kernels.
+pub const SCHEME: RepackScheme = RepackScheme {
+    lane: "aarch64-sve128-repack",
+    layout: arm_i8mm_layout,
+    act_rule: arm_row_rule,
+    group,
+};
+
+/// The portable twin: the shared repacked matmul over the `aarch64-sve128` twin.
+static TWIN: RepackedLane = RepackedLane { plain: &Sve128Twin, scheme: SCHEME };
