@@ -415,22 +415,29 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool, a: Attention) -> Res
 /// The zen4 build is a tier of its own: the haswell lane (eight-wide loops) does not
 /// reproduce its trace, in either mode, while `x86_64-avx512` does (the trials above).
 fn zen4_differs_from_haswell() -> Result<(), String> {
+    build_differs_from_lane(Build::Zen4, false, "x86_64-avx2")
+}
+
+/// The lane of a neighbouring tier does not reproduce `build` (repack as given) in
+/// either mode with llama.cpp's default attention: what the build's own lane models is
+/// needed. Prints the first tap that differs.
+fn build_differs_from_lane(build: Build, repack: bool, lane: &str) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     for mode in [Mode::Decode, Mode::Prompt] {
         let a = attn(KvType::F16, FlashAttn::On);
-        let theirs = forced_trace(Build::Zen4, mode, false, a)?;
-        let arith = lane_arith("x86_64-avx2")?;
+        let theirs = forced_trace(build, mode, repack, a)?;
+        let arith = lane_arith(lane)?;
         let path = dir.path().join(format!("{}.st", mode.name()));
         let mine = ours(&model, arith, &forced_ids(20), mode, a, &path)?;
         let (diffs, _) = tapdiff::compare(&mine, &theirs);
         let first = diffs.iter().find(|d| !d.bitwise()).map(|d| (d.step, d.name.clone()));
+        let b = build.name();
         match first {
-            None => return Err(format!("{}: x86_64-avx2 reproduces the zen4 trace", mode.name())),
-            Some((step, tap)) => eprintln!(
-                "zen4 {}: x86_64-avx2 first differs at step {step} tap {tap}",
-                mode.name()
-            ),
+            None => return Err(format!("{}: {lane} reproduces the {b} trace", mode.name())),
+            Some((step, tap)) => {
+                eprintln!("{b} {}: {lane} first differs at step {step} tap {tap}", mode.name())
+            }
         }
     }
     Ok(())
@@ -779,6 +786,12 @@ fn main() -> ExitCode {
             llama_tiled(Build::ArmDotprod, true)
         }),
         trial("llama_cpp/zen4/differs_from_haswell", zen4_differs_from_haswell),
+        trial("llama_cpp/arm-sve128/tiled_fa/prompt/end_to_end", || {
+            llama_tiled(Build::ArmSve128, true)
+        }),
+        trial("llama_cpp/arm-sve128/differs_from_i8mm", || {
+            build_differs_from_lane(Build::ArmSve128, true, "aarch64-i8mm-repack")
+        }),
     ];
     // Every build with repack off and on, where a lane reproduces it, with llama.cpp's
     // default attention (F16 K/V cache, flash attention) and with the F32 cache without
@@ -830,6 +843,7 @@ fn main() -> ExitCode {
         (Build::Zen4, false, &[f16_off][..]),
         (Build::ArmDotprod, true, &[f16_off][..]),
         (Build::ArmI8mm, true, &[f16_off][..]),
+        (Build::ArmSve128, true, &[f16_off][..]),
     ] {
         for &(a, tag) in combos {
             // The aarch64 builds' F16 tinyBLAS is a batch path: prompt mode only there.

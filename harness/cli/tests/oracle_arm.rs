@@ -106,6 +106,8 @@ fn short(tier: ArmTier) -> &'static str {
     match tier {
         ArmTier::Dotprod => "dotprod",
         ArmTier::I8mm => "i8mm",
+        ArmTier::Sve128 => "sve128",
+        ArmTier::Sve256 => "sve256",
     }
 }
 
@@ -155,8 +157,17 @@ fn near_tie_q8_k_row(rng: &mut Rng, k: usize) -> Vec<f32> {
 
 fn info_and_traits(d: &ArmDriver) -> Result<(), String> {
     let f = d.info().map_err(err)?;
-    let i8mm = d.tier() == ArmTier::I8mm;
-    if !(f.neon && f.dotprod && f.fma && !f.sve && f.i8mm == i8mm) {
+    let i8mm = d.tier() != ArmTier::Dotprod;
+    // The SVE variants have FP16 vector arithmetic and see the qemu model's vector length.
+    let (sve, sve_bytes) = match d.tier() {
+        ArmTier::Sve128 => (true, 16),
+        ArmTier::Sve256 => (true, 32),
+        _ => (false, 0),
+    };
+    if !(f.neon && f.dotprod && f.fma && f.sve == sve && f.i8mm == i8mm)
+        || f.sve_bytes != sve_bytes
+        || f.fp16_va != sve
+    {
         return Err(format!("{}: features {f:?}", d.tier()));
     }
     // ggml compiles llamafile's sgemm out of i8mm builds (docs/ORACLE.md).
@@ -410,10 +421,12 @@ fn expected_layout(tier: ArmTier, ty: GgmlType) -> &'static str {
         (ArmTier::Dotprod, GgmlType::Q4_K) => "q4_K_8x4",
         (ArmTier::Dotprod, GgmlType::Q6_K) => "q6_K_8x4",
         (ArmTier::Dotprod, _) => "q8_0_4x4",
-        (ArmTier::I8mm, GgmlType::Q4_0) => "q4_0_4x8",
-        (ArmTier::I8mm, GgmlType::Q4_K) => "q4_K_8x8",
-        (ArmTier::I8mm, GgmlType::Q6_K) => "q6_K_8x8",
-        (ArmTier::I8mm, _) => "q8_0_4x8",
+        // 256-bit SVE with i8mm: ggml's q4_0_8x8 (ggml_cpu_get_sve_cnt() == QK8_0).
+        (ArmTier::Sve256, GgmlType::Q4_0) => "q4_0_8x8",
+        (_, GgmlType::Q4_0) => "q4_0_4x8",
+        (_, GgmlType::Q4_K) => "q4_K_8x8",
+        (_, GgmlType::Q6_K) => "q6_K_8x8",
+        (_, _) => "q8_0_4x8",
     }
 }
 
@@ -565,7 +578,7 @@ fn i8mm_plain_mulmat_uses_the_2x2_tile(d: &ArmDriver) -> Result<(), String> {
 fn sigill_without_extensions(d: &ArmDriver) -> Result<(), String> {
     let lacking = match d.tier() {
         ArmTier::Dotprod => "cortex-a53",
-        ArmTier::I8mm => "neoverse-n1",
+        ArmTier::I8mm | ArmTier::Sve128 | ArmTier::Sve256 => "neoverse-n1",
     };
     let q4_k = GgmlType::Q4_K.id();
     // Sizes are checked (and the traits asked) on the right CPU model first.

@@ -100,20 +100,70 @@ fn main() -> ExitCode {
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),
-            move |d| check_matmul_repack_i8mm(d, ty),
+            move |d| check_matmul_repack_i8mm(d, ty, &tiercheck_core::lane::AARCH64_I8MM_REPACK),
         ));
     }
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/vec_dot2/{}/aarch64-i8mm", ty.name()),
-            move |d| check_vec_dot2(d, ty),
+            move |d| check_vec_dot2(d, ty, "aarch64-i8mm"),
         ));
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-plain/{}/aarch64-i8mm", ty.name()),
             move |d| check_matmul_plain(d, ty, "aarch64-i8mm"),
         ));
+    }
+    // The armv8.6_2 variant at a 128-bit SVE vector length: its nrc = 1 vec_dot (SVE
+    // kernels for Q4_0/Q8_0), its 2x2 tiles (SVE + i8mm for the K-quants), one plain
+    // mul_mat node, and the repack buffer.
+    let sve128 = ArmTier::Sve128;
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        let t = ty.name();
+        trials.push(trial_on(
+            sve128,
+            format!("oracle/arm-sve128/vec_dot/{t}/aarch64-sve128"),
+            move |d| check_vec_dot(d, ty, "aarch64-sve128"),
+        ));
+        trials.push(trial_on(
+            sve128,
+            format!("oracle/arm-sve128/vec_dot2/{t}/aarch64-sve128"),
+            move |d| check_vec_dot2(d, ty, "aarch64-sve128"),
+        ));
+        trials.push(trial_on(
+            sve128,
+            format!("oracle/arm-sve128/matmul-plain/{t}/aarch64-sve128"),
+            move |d| check_matmul_plain(d, ty, "aarch64-sve128"),
+        ));
+        trials.push(trial_on(
+            sve128,
+            format!("oracle/arm-sve128/matmul-repack/{t}/aarch64-sve128-repack"),
+            move |d| check_matmul_repack_i8mm(d, ty, &tiercheck_core::lane::AARCH64_SVE128_REPACK),
+        ));
+    }
+    // The checks can fail: the i8mm lane's kernels (NEON's unfused vmlaq, two vaddvq)
+    // differ from the SVE build where the SVE lane models a different order.
+    for (ty, two_rows) in [
+        (GgmlType::Q4_0, false),
+        (GgmlType::Q8_0, false),
+        (GgmlType::Q4_K, true),
+        (GgmlType::Q6_K, true),
+    ] {
+        let kind = if two_rows { "vec_dot2" } else { "vec_dot" };
+        let name = format!("oracle/arm-sve128/{kind}/{}/aarch64-i8mm_differs", ty.name());
+        trials.push(trial_on(sve128, name, move |d| {
+            let r = if two_rows {
+                check_vec_dot2(d, ty, "aarch64-i8mm")
+            } else {
+                check_vec_dot(d, ty, "aarch64-i8mm")
+            };
+            match r {
+                Err(e) if e.contains("differ from ggml") => Ok(1000),
+                Err(e) => Err(e),
+                Ok(n) => Err(format!("aarch64-i8mm reproduces all {n} cases of the SVE build")),
+            }
+        }));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
     for (name, verdict) in tiercheck_golden::claims::claim_checks(
@@ -241,9 +291,12 @@ fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
     check_repack_lane(d, ty, &tiercheck_core::lane::AARCH64_NEON_REPACK, layout, plain_ms)
 }
 
-fn check_matmul_repack_i8mm(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
+fn check_matmul_repack_i8mm(
+    d: &ArmDriver,
+    ty: GgmlType,
+    lane: &'static tiercheck_core::lane::Lane,
+) -> Result<usize, String> {
     let layout = tiercheck_core::lane::arm_i8mm_layout(ty).expect("a repacked type");
-    let lane = &tiercheck_core::lane::AARCH64_I8MM_REPACK;
     check_repack_lane(d, ty, lane, layout, &[1, 2, 3, 4, 5, 7])
 }
 
@@ -375,9 +428,9 @@ fn impls_of(name: &str) -> Result<Vec<(&'static str, &'static dyn Kernels)>, Str
     Ok(impls)
 }
 
-fn check_vec_dot2(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
-    let impls = impls_of("aarch64-i8mm")?;
-    let lane = lanes::find("aarch64-i8mm")?;
+fn check_vec_dot2(d: &ArmDriver, ty: GgmlType, lane_name: &str) -> Result<usize, String> {
+    let impls = impls_of(lane_name)?;
+    let lane = lanes::find(lane_name)?;
     let act_ty = lane.portable.act_rule(ty).map_err(|e| e.to_string())?.format();
     let sizes: &[usize] = if ty.block_size() == 256 { &[256, 512, 1024] } else { &[32, 96, 512] };
     let mut rng = Rng::new(0xD2D2 + ty.id() as u64);

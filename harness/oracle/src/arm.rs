@@ -51,17 +51,27 @@ pub enum ArmTier {
     /// per `vec_dot` call for Q4_0/Q8_0/Q4_K/Q6_K; llamafile compiled out; repack layouts
     /// q4_0_4x8, q4_K_8x8, q6_K_8x8, q8_0_4x8.
     I8mm,
+    /// ggml's `armv8.6_2` variant, `-march=armv8.6-a+dotprod+fp16+sve+i8mm+sve2`, run at
+    /// a 128-bit SVE vector length (Neoverse V2/V3): SVE vec_dot and elementwise code,
+    /// the i8mm build's repack layouts.
+    Sve128,
+    /// ggml's `armv8.6_1` variant, `-march=armv8.6-a+dotprod+fp16+sve+i8mm`, run at a
+    /// 256-bit SVE vector length (Neoverse V1): Q4_0 repacked as q4_0_8x8 there.
+    Sve256,
 }
 
 impl ArmTier {
     /// Both flavours, in build order.
-    pub const ALL: [ArmTier; 2] = [ArmTier::Dotprod, ArmTier::I8mm];
+    pub const ALL: [ArmTier; 4] =
+        [ArmTier::Dotprod, ArmTier::I8mm, ArmTier::Sve128, ArmTier::Sve256];
 
     /// The tier's folder name under the cache (`arm-dotprod`, `arm-i8mm`).
     pub fn name(self) -> &'static str {
         match self {
             ArmTier::Dotprod => "arm-dotprod",
             ArmTier::I8mm => "arm-i8mm",
+            ArmTier::Sve128 => "arm-sve128",
+            ArmTier::Sve256 => "arm-sve256",
         }
     }
 
@@ -70,14 +80,19 @@ impl ArmTier {
         match self {
             ArmTier::Dotprod => "armv8.2-a+dotprod",
             ArmTier::I8mm => "armv8.6-a+dotprod+i8mm",
+            ArmTier::Sve128 => "armv8.6-a+dotprod+fp16+sve+i8mm+sve2",
+            ArmTier::Sve256 => "armv8.6-a+dotprod+fp16+sve+i8mm",
         }
     }
 
-    /// The `QEMU_CPU` model that has exactly the extensions the flavour uses (no SVE).
+    /// The `QEMU_CPU` model that has the extensions the flavour uses (SVE only for the
+    /// SVE flavours, at their vector length).
     pub fn qemu_cpu(self) -> &'static str {
         match self {
             ArmTier::Dotprod => "neoverse-n1",
             ArmTier::I8mm => "max,sve=off",
+            ArmTier::Sve128 => "max,sve128=on",
+            ArmTier::Sve256 => "max,sve256=on",
         }
     }
 
@@ -86,6 +101,8 @@ impl ArmTier {
         match self {
             ArmTier::Dotprod => "TIERCHECK_ORACLE_ARM_DOTPROD",
             ArmTier::I8mm => "TIERCHECK_ORACLE_ARM_I8MM",
+            ArmTier::Sve128 => "TIERCHECK_ORACLE_ARM_SVE128",
+            ArmTier::Sve256 => "TIERCHECK_ORACLE_ARM_SVE256",
         }
     }
 }
@@ -108,6 +125,8 @@ pub struct ArmFeatures {
     pub i8mm: bool,
     /// SVE.
     pub sve: bool,
+    /// The SVE vector length in bytes at run time (`ggml_cpu_get_sve_cnt`; 0 without SVE).
+    pub sve_bytes: u32,
     /// Fused multiply-add.
     pub fma: bool,
     /// FP16 vector arithmetic.
@@ -330,6 +349,12 @@ impl ArmDriver {
         let mut seen = 0;
         for field in line.split_whitespace() {
             let Some((key, value)) = field.split_once('=') else { continue };
+            if key == "sve_cnt" {
+                f.sve_bytes = value
+                    .parse()
+                    .map_err(|_| self.unexpected(&out, "a byte count after sve_cnt="))?;
+                continue;
+            }
             let on = value == "1";
             let slot = match key {
                 "neon" => &mut f.neon,

@@ -25,7 +25,8 @@ use crate::blocks::cast_blocks;
 use crate::error::KernelError;
 use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
 use crate::lane::{
-    Accumulation, Arch, Contraction, Kernels, Lane, MatmulPath, Recipe, Status, WeightLayout,
+    Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
+    WeightLayout,
 };
 use crate::matrix::WeightMatrix;
 use crate::quant::ActRule;
@@ -55,10 +56,46 @@ pub static AARCH64_SVE128: Lane = Lane {
         plain_gemm: ARM_I8MM_NRC2,
         elem: crate::elem::ElemFlavour::Sve128,
     },
-    status: Status::Modelled {
-        checked: "ggml's SVE source read at a 128-bit vector length; not yet compared with the \
-                  armv8.6_2 build",
-    },
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "ggml aarch64 armv8.6_2 build (GCC) under qemu at 128-bit SVE: vec_dot nrc=1 \
+                      and nrc=2, plain mul_mat",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &[
+                "oracle/arm-sve128/vec_dot/",
+                "oracle/arm-sve128/vec_dot2/",
+                "oracle/arm-sve128/matmul-plain/",
+            ],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve128/no_repack/decode/end_to_end",
+                "llama_cpp/arm-sve128/no_repack/decode/layer_local",
+                "llama_cpp/arm-sve128/f32_off/no_repack/decode/end_to_end",
+                "llama_cpp/arm-sve128/f32_off/no_repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve128/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-sve128/no_repack/prompt/layer_local",
+                "llama_cpp/arm-sve128/f32_off/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-sve128/f32_off/no_repack/prompt/layer_local",
+            ],
+        },
+    ]),
     portable: &Sve128Twin,
 };
 

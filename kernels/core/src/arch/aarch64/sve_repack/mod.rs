@@ -16,7 +16,7 @@ use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, group};
 use crate::arch::aarch64::neon_repack::arm_row_rule;
 use crate::arch::aarch64::sve::{Sve128Twin, GCC_AARCH64_SVE, SVE128_ACCUMULATION};
 use crate::lane::{
-    Arch, Lane, MatmulPath, Recipe, RepackScheme, RepackedLane, Status, WeightLayout,
+    Arch, Lane, Level, MatmulPath, Proof, Recipe, RepackScheme, RepackedLane, Status, WeightLayout,
 };
 use crate::quant::ActRule;
 
@@ -37,10 +37,42 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
         plain_gemm: ARM_I8MM_NRC2,
         elem: crate::elem::ElemFlavour::Sve128,
     },
-    status: Status::Modelled {
-        checked: "ggml's SVE and repack source read at a 128-bit vector length; not yet \
-                  compared with the armv8.6_2 build",
-    },
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against:
+                "ggml aarch64 armv8.6_2 build (GCC) repacked mul_mat under qemu at 128-bit SVE",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &["oracle/arm-sve128/matmul-repack/"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve128/repack/decode/end_to_end",
+                "llama_cpp/arm-sve128/repack/decode/layer_local",
+                "llama_cpp/arm-sve128/f32_off/repack/decode/end_to_end",
+                "llama_cpp/arm-sve128/f32_off/repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve128/repack/prompt/end_to_end",
+                "llama_cpp/arm-sve128/repack/prompt/layer_local",
+                "llama_cpp/arm-sve128/f32_off/repack/prompt/end_to_end",
+                "llama_cpp/arm-sve128/f32_off/repack/prompt/layer_local",
+            ],
+        },
+    ]),
     portable: &TWIN,
 };
 
