@@ -32,6 +32,8 @@
 use tiercheck_core::arch::aarch64::i8mm_repack::group as i8mm_repack_group;
 use tiercheck_core::arch::aarch64::neon::vec_dot as neon;
 use tiercheck_core::arch::aarch64::neon_repack::group as neon_repack_group;
+use tiercheck_core::arch::aarch64::sve::vec_dot as sve;
+use tiercheck_core::arch::aarch64::sve::{GCC_AARCH64_SVE, SVE128_ACCUMULATION};
 use tiercheck_core::arch::generic::vec_dot as generic;
 use tiercheck_core::arch::x86_64::avx2::vec_dot as avx2;
 use tiercheck_core::arch::x86_64::avx2_repack::kernels as avx2_repack;
@@ -238,13 +240,29 @@ fn schedule_dot(
         let nwarps = gpu::nwarps_one_column(table, ty);
         return gpu::mmvq_gemv(ty, w, y, wave, nwarps, gpu_contraction(contraction, wave)).unwrap();
     }
-    type Fns = (
-        fn(&[blocks::BlockQ4_0], &[BlockQ8_0]) -> f32,
-        fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32,
-        fn(&[blocks::BlockQ4K], &[blocks::BlockQ8K]) -> f32,
-        fn(&[blocks::BlockQ6K], &[blocks::BlockQ8K]) -> f32,
-    );
-    let f: Fns = match acc {
+    let f = cpu_kernels(acc).unwrap_or_else(|| {
+        panic!("no kernel known for accumulation {}: extend this test", acc.name())
+    });
+    let fmt = if is_k_quant(ty) { GgmlType::Q8_K } else { GgmlType::Q8_0 };
+    match ty {
+        GgmlType::Q4_0 => f.0(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+        GgmlType::Q8_0 => f.1(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+        GgmlType::Q4_K => f.2(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+        _ => f.3(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+    }
+}
+
+/// The `nrc == 1` vec_dot kernels of a CPU schedule: Q4_0, Q8_0, Q4_K, Q6_K.
+type Fns = (
+    fn(&[blocks::BlockQ4_0], &[BlockQ8_0]) -> f32,
+    fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32,
+    fn(&[blocks::BlockQ4K], &[blocks::BlockQ8K]) -> f32,
+    fn(&[blocks::BlockQ6K], &[blocks::BlockQ8K]) -> f32,
+);
+
+/// The twin kernels a CPU accumulation schedule names, if known.
+fn cpu_kernels(acc: Accumulation) -> Option<Fns> {
+    Some(match acc {
         Accumulation::GgmlGeneric => (
             generic::vec_dot_q4_0_q8_0,
             generic::vec_dot_q8_0_q8_0,
@@ -263,14 +281,26 @@ fn schedule_dot(
             neon::vec_dot_q4_k_q8_k,
             neon::vec_dot_q6_k_q8_k,
         ),
-        other => panic!("no kernel known for accumulation {}: extend this test", other.name()),
-    };
-    let fmt = if is_k_quant(ty) { GgmlType::Q8_K } else { GgmlType::Q8_0 };
+        // ggml's SVE-128 kernels for the legacy types; the K-quants keep NEON's order.
+        SVE128_ACCUMULATION => (
+            sve::vec_dot_q4_0_q8_0_sve128,
+            sve::vec_dot_q8_0_q8_0_sve128,
+            neon::vec_dot_q4_k_q8_k,
+            neon::vec_dot_q6_k_q8_k,
+        ),
+        _ => return None,
+    })
+}
+
+/// Whether two CPU schedules name the same twin kernel for `ty` (then they agree on it
+/// by construction, and the pair is told apart by the other types).
+fn shared_kernel(a: Accumulation, b: Accumulation, ty: GgmlType) -> bool {
+    let (Some(fa), Some(fb)) = (cpu_kernels(a), cpu_kernels(b)) else { return false };
     match ty {
-        GgmlType::Q4_0 => f.0(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
-        GgmlType::Q8_0 => f.1(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
-        GgmlType::Q4_K => f.2(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
-        _ => f.3(cast_blocks(ty, w).unwrap(), cast_blocks(fmt, act).unwrap()),
+        GgmlType::Q4_0 => std::ptr::fn_addr_eq(fa.0, fb.0),
+        GgmlType::Q8_0 => std::ptr::fn_addr_eq(fa.1, fb.1),
+        GgmlType::Q4_K => std::ptr::fn_addr_eq(fa.2, fb.2),
+        _ => std::ptr::fn_addr_eq(fa.3, fb.3),
     }
 }
 
@@ -288,6 +318,8 @@ fn schedules() -> Vec<(Accumulation, Contraction)> {
 #[test]
 fn every_pair_of_schedules_differs_on_the_test_rows() {
     let sched = schedules();
+    // Pairs told apart on at least one type.
+    let mut told_apart = std::collections::HashSet::new();
     for ty in TYPES {
         let w = weight_rows(7, ty, 6);
         let row_bytes = ty.row_bytes(K).unwrap();
@@ -299,6 +331,9 @@ fn every_pair_of_schedules_differs_on_the_test_rows() {
                 }
                 if mmvq_shape(a).is_some() && ty == GgmlType::Q4_0 {
                     continue; // MMVQ has no q4_0 kernel here
+                }
+                if shared_kernel(a, b, ty) {
+                    continue;
                 }
                 let rule = if mmvq_shape(a).is_some() {
                     ActRule::Q8_1HipMmvq
@@ -315,6 +350,19 @@ fn every_pair_of_schedules_differs_on_the_test_rows() {
                     })
                 });
                 assert!(differ, "{} and {} agree on every {} dot", a.name(), b.name(), ty.name());
+                told_apart.insert((a.name(), b.name()));
+            }
+        }
+    }
+    for (i, &(a, _)) in sched.iter().enumerate() {
+        for &(b, _) in &sched[i + 1..] {
+            if mmvq_shape(a).is_some() == mmvq_shape(b).is_some() {
+                assert!(
+                    told_apart.contains(&(a.name(), b.name())),
+                    "{} and {} share every kernel: one schedule, two names",
+                    a.name(),
+                    b.name()
+                );
             }
         }
     }
@@ -412,6 +460,8 @@ fn contraction_is_what_the_kernels_fuse() {
             Contraction::FusedAccumulate => true,
             // `vmlaq` intrinsics are not fused by GCC; only C expressions are.
             Contraction::GccAarch64 => false,
+            // SVE's `svmla` is a fused multiply-add.
+            GCC_AARCH64_SVE => true,
             other => panic!("{}: no CPU meaning known for {}", lane.name, other.name()),
         };
         let got = lane.portable.vec_dot(GgmlType::Q8_0, &w, &y).unwrap();
@@ -625,7 +675,9 @@ fn x86_tiled_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32>
 /// (each output of a tile is its own chain): per block or superblock the exact integer
 /// sums (i64, checked to fit i32), then `acc = acc + round(isum * round(d_x * d_y))`,
 /// preceded for Q4_K by `acc = acc - round(bias * round(dmin_x * d_y))`.
-fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> {
+/// `fused`: the SVE + i8mm tiles of the K-quants (scale term first, every step one
+/// fused multiply-add); otherwise the NEON i8mm ones (min term first, unfused).
+fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule, fused: bool) -> Vec<f32> {
     use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
     let (n, k) = (wm.n(), wm.k());
     let m = x.len() / k;
@@ -661,8 +713,13 @@ fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> 
                     let w: &[BlockQ4K] = cast_blocks(GgmlType::Q4_K, wm.row(j)).unwrap();
                     for (w, y) in w.iter().zip(ys) {
                         let (isum, bias) = q4_k_sums(w, y);
-                        acc -= fit(bias) * (w.dmin() * y.d());
-                        acc += fit(isum) * (w.d() * y.d());
+                        if fused {
+                            acc = fit(isum).mul_add(y.d() * w.d(), acc);
+                            acc = (-(y.d() * w.dmin())).mul_add(fit(bias), acc);
+                        } else {
+                            acc -= fit(bias) * (w.dmin() * y.d());
+                            acc += fit(isum) * (w.d() * y.d());
+                        }
                     }
                 }
                 GgmlType::Q6_K => {
@@ -673,7 +730,11 @@ fn arm_nrc2_matmul(wm: &WeightMatrix<'_>, x: &[f32], rule: ActRule) -> Vec<f32> 
                         let isum: i64 = (0..256)
                             .map(|e| w.scale(e / 16) as i64 * q[e] as i64 * y.q(e) as i64)
                             .sum();
-                        acc += fit(isum) * (w.d() * y.d());
+                        if fused {
+                            acc = fit(isum).mul_add(y.d() * w.d(), acc);
+                        } else {
+                            acc += fit(isum) * (w.d() * y.d());
+                        }
                     }
                 }
                 other => panic!("no nrc=2 path for {}", other.name()),
@@ -771,7 +832,9 @@ fn matmul_path_is_what_matmul_does() {
                             want
                         }
                         (_, Prepared::Plain(_)) if nrc2 => {
-                            let want = arm_nrc2_matmul(&wm, &x, recipe_rule(lane, ty));
+                            // The SVE builds' K-quant tiles are fused (svmla).
+                            let fused = r.contraction == GCC_AARCH64_SVE;
+                            let want = arm_nrc2_matmul(&wm, &x, recipe_rule(lane, ty), fused);
                             tiled_differs |= bits(&want) != bits(&per_row);
                             want
                         }
@@ -902,7 +965,7 @@ fn elem_flavour_is_the_tier_the_lane_names() {
         // reproduced).
         let fused = match r.contraction {
             Contraction::None | Contraction::HipClang => false,
-            Contraction::FusedAccumulate | Contraction::GccAarch64 => true,
+            Contraction::FusedAccumulate | Contraction::GccAarch64 | GCC_AARCH64_SVE => true,
             other => panic!("{}: no elementwise fusion known for {}", lane.name, other.name()),
         };
         // Vector width: sixteen floats on ggml's AVX-512 tier (its own expf), eight on
@@ -926,6 +989,8 @@ fn elem_flavour_is_the_tier_the_lane_names() {
             .map(|(i, &v)| match i < width {
                 true if avx512 => elem::v_expf_avx512(v),
                 true => elem::v_expf(v, fused),
+                // SVE: the tail is a predicated vector, not the C library's expf.
+                false if r.elem.is_sve() => elem::v_expf(v, fused),
                 false => v.exp(),
             })
             .collect();
