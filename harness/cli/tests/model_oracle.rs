@@ -58,6 +58,7 @@ enum Build {
     ArmDotprod,
     ArmI8mm,
     ArmSve128,
+    ArmSve256,
 }
 
 impl Build {
@@ -68,6 +69,7 @@ impl Build {
             Build::ArmDotprod => "arm-dotprod",
             Build::ArmI8mm => "arm-i8mm",
             Build::ArmSve128 => "arm-sve128",
+            Build::ArmSve256 => "arm-sve256",
         }
     }
 
@@ -85,6 +87,8 @@ impl Build {
             (Build::ArmI8mm, false) => "aarch64-i8mm",
             (Build::ArmSve128, true) => "aarch64-sve128-repack",
             (Build::ArmSve128, false) => "aarch64-sve128",
+            (Build::ArmSve256, true) => "aarch64-sve256-repack",
+            (Build::ArmSve256, false) => "aarch64-sve256",
         }
     }
 
@@ -96,6 +100,7 @@ impl Build {
             Build::ArmDotprod => ("TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD", "neoverse-n1"),
             Build::ArmI8mm => ("TIERCHECK_ORACLE_LLAMA_ARM_I8MM", "max,sve=off"),
             Build::ArmSve128 => ("TIERCHECK_ORACLE_LLAMA_ARM_SVE128", "max,sve128=on"),
+            Build::ArmSve256 => ("TIERCHECK_ORACLE_LLAMA_ARM_SVE256", "max,sve256=on"),
         }
     }
 }
@@ -792,13 +797,19 @@ fn main() -> ExitCode {
         trial("llama_cpp/arm-sve128/differs_from_i8mm", || {
             build_differs_from_lane(Build::ArmSve128, true, "aarch64-i8mm-repack")
         }),
+        trial("llama_cpp/arm-sve256/tiled_fa/prompt/end_to_end", || {
+            llama_tiled(Build::ArmSve256, true)
+        }),
+        trial("llama_cpp/arm-sve256/differs_from_sve128", || {
+            build_differs_from_lane(Build::ArmSve256, true, "aarch64-sve128-repack")
+        }),
     ];
     // Every build with repack off and on, where a lane reproduces it, with llama.cpp's
     // default attention (F16 K/V cache, flash attention) and with the F32 cache without
     // flash attention: `llama_cpp/<build>/<repack|no_repack>/<mode>/<end_to_end|
     // layer_local>` and `.../f32_off/...` (the haswell build with repack on keeps the
     // shorter `llama_cpp/<mode>/...`).
-    let builds: [(Build, bool); 9] = [
+    let builds: [(Build, bool); 11] = [
         (Build::Haswell, true),
         (Build::Haswell, false),
         (Build::Zen4, false),
@@ -808,6 +819,8 @@ fn main() -> ExitCode {
         (Build::ArmI8mm, true),
         (Build::ArmSve128, false),
         (Build::ArmSve128, true),
+        (Build::ArmSve256, false),
+        (Build::ArmSve256, true),
     ];
     let default = attn(KvType::F16, FlashAttn::On);
     let f32_off = attn(KvType::F32, FlashAttn::Off);
@@ -844,6 +857,7 @@ fn main() -> ExitCode {
         (Build::ArmDotprod, true, &[f16_off][..]),
         (Build::ArmI8mm, true, &[f16_off][..]),
         (Build::ArmSve128, true, &[f16_off][..]),
+        (Build::ArmSve256, true, &[f16_off][..]),
     ] {
         for &(a, tag) in combos {
             // The aarch64 builds' F16 tinyBLAS is a batch path: prompt mode only there.

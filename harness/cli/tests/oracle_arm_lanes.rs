@@ -115,53 +115,60 @@ fn main() -> ExitCode {
             move |d| check_matmul_plain(d, ty, "aarch64-i8mm"),
         ));
     }
-    // The armv8.6_2 variant at a 128-bit SVE vector length: its nrc = 1 vec_dot (SVE
-    // kernels for Q4_0/Q8_0), its 2x2 tiles (SVE + i8mm for the K-quants), one plain
-    // mul_mat node, and the repack buffer.
+    // ggml's SVE variants at their vector lengths (armv8.6_2 at 128 bits, armv8.6_1 at
+    // 256): the nrc = 1 vec_dot (SVE kernels for Q4_0/Q8_0), the 2x2 tiles (SVE + i8mm for
+    // the K-quants), one plain mul_mat node, and the repack buffer.
     let sve128 = ArmTier::Sve128;
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
-        let t = ty.name();
-        trials.push(trial_on(
-            sve128,
-            format!("oracle/arm-sve128/vec_dot/{t}/aarch64-sve128"),
-            move |d| check_vec_dot(d, ty, "aarch64-sve128"),
-        ));
-        trials.push(trial_on(
-            sve128,
-            format!("oracle/arm-sve128/vec_dot2/{t}/aarch64-sve128"),
-            move |d| check_vec_dot2(d, ty, "aarch64-sve128"),
-        ));
-        trials.push(trial_on(
-            sve128,
-            format!("oracle/arm-sve128/matmul-plain/{t}/aarch64-sve128"),
-            move |d| check_matmul_plain(d, ty, "aarch64-sve128"),
-        ));
-        trials.push(trial_on(
-            sve128,
-            format!("oracle/arm-sve128/matmul-repack/{t}/aarch64-sve128-repack"),
-            move |d| check_matmul_repack_i8mm(d, ty, &tiercheck_core::lane::AARCH64_SVE128_REPACK),
-        ));
-    }
-    // The checks can fail: the i8mm lane's kernels (NEON's unfused vmlaq, two vaddvq)
-    // differ from the SVE build where the SVE lane models a different order.
-    for (ty, two_rows) in [
-        (GgmlType::Q4_0, false),
-        (GgmlType::Q8_0, false),
-        (GgmlType::Q4_K, true),
-        (GgmlType::Q6_K, true),
+    for (tier, plain, repacked) in [
+        (ArmTier::Sve128, "aarch64-sve128", &tiercheck_core::lane::AARCH64_SVE128_REPACK),
+        (ArmTier::Sve256, "aarch64-sve256", &tiercheck_core::lane::AARCH64_SVE256_REPACK),
     ] {
-        let kind = if two_rows { "vec_dot2" } else { "vec_dot" };
-        let name = format!("oracle/arm-sve128/{kind}/{}/aarch64-i8mm_differs", ty.name());
-        trials.push(trial_on(sve128, name, move |d| {
-            let r = if two_rows {
-                check_vec_dot2(d, ty, "aarch64-i8mm")
-            } else {
-                check_vec_dot(d, ty, "aarch64-i8mm")
+        for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+            let (t, b) = (ty.name(), tier.name());
+            trials.push(trial_on(tier, format!("oracle/{b}/vec_dot/{t}/{plain}"), move |d| {
+                check_vec_dot(d, ty, plain)
+            }));
+            trials.push(trial_on(tier, format!("oracle/{b}/vec_dot2/{t}/{plain}"), move |d| {
+                check_vec_dot2(d, ty, plain)
+            }));
+            trials.push(trial_on(tier, format!("oracle/{b}/matmul-plain/{t}/{plain}"), move |d| {
+                check_matmul_plain(d, ty, plain)
+            }));
+            trials.push(trial_on(
+                tier,
+                format!("oracle/{b}/matmul-repack/{t}/{}", repacked.name),
+                move |d| check_matmul_repack_sve(d, ty, repacked),
+            ));
+        }
+    }
+    // The checks can fail: a neighbouring lane's kernels differ from each SVE build where
+    // its own lane models a different order (NEON's unfused vmlaq and two vaddvq against
+    // SVE-128; four lanes against eight and unfused against fused gemms at 256 bits).
+    let sve256 = ArmTier::Sve256;
+    for (tier, kind, ty, wrong) in [
+        (sve128, "vec_dot", GgmlType::Q4_0, "aarch64-i8mm"),
+        (sve128, "vec_dot", GgmlType::Q8_0, "aarch64-i8mm"),
+        (sve128, "vec_dot2", GgmlType::Q4_K, "aarch64-i8mm"),
+        (sve128, "vec_dot2", GgmlType::Q6_K, "aarch64-i8mm"),
+        (sve256, "vec_dot", GgmlType::Q4_0, "aarch64-sve128"),
+        (sve256, "vec_dot", GgmlType::Q8_0, "aarch64-sve128"),
+        (sve256, "matmul-repack", GgmlType::Q4_K, "aarch64-sve128-repack"),
+    ] {
+        let name = format!("oracle/{}/{kind}/{}/{wrong}_differs", tier.name(), ty.name());
+        trials.push(trial_on(tier, name, move |d| {
+            let r = match kind {
+                "vec_dot2" => check_vec_dot2(d, ty, wrong),
+                "vec_dot" => check_vec_dot(d, ty, wrong),
+                _ => {
+                    let lane = lanes::find(wrong)?;
+                    let layout = tiercheck_core::lane::arm_i8mm_layout(ty).expect("repacked");
+                    check_repack_lane(d, ty, lane, layout, &[1, 2, 3, 4, 5, 7])
+                }
             };
             match r {
                 Err(e) if e.contains("differ from ggml") => Ok(1000),
                 Err(e) => Err(e),
-                Ok(n) => Err(format!("aarch64-i8mm reproduces all {n} cases of the SVE build")),
+                Ok(n) => Err(format!("{wrong} reproduces all {n} cases of the {} build", d.tier())),
             }
         }));
     }
@@ -300,11 +307,43 @@ fn check_matmul_repack_i8mm(
     check_repack_lane(d, ty, lane, layout, &[1, 2, 3, 4, 5, 7])
 }
 
+/// An SVE lane's repacked matmul: the layout its scheme picks for 16 rows.
+fn check_matmul_repack_sve(
+    d: &ArmDriver,
+    ty: GgmlType,
+    lane: &'static tiercheck_core::lane::Lane,
+) -> Result<usize, String> {
+    let (layout, narrow) = if lane.name == "aarch64-sve256-repack" {
+        use tiercheck_core::arch::aarch64::sve_repack::sve256_layout;
+        // The no-layout row count of an 8-column layout is 12 (check_repack_lane_with).
+        let main = sve256_layout(ty, 16);
+        (main, main.filter(|l| l.cols() == 8).and_then(|_| sve256_layout(ty, 12)))
+    } else {
+        (tiercheck_core::lane::arm_i8mm_layout(ty), None)
+    };
+    let layout = layout.expect("a repacked type");
+    check_repack_lane_with(d, ty, lane, layout, narrow, &[1, 2, 3, 4, 5, 7])
+}
+
 fn check_repack_lane(
     d: &ArmDriver,
     ty: GgmlType,
     lane: &'static tiercheck_core::lane::Lane,
     layout: tiercheck_core::repack::RepackLayout,
+    plain_ms: &[usize],
+) -> Result<usize, String> {
+    check_repack_lane_with(d, ty, lane, layout, None, plain_ms)
+}
+
+/// `narrow`: the layout the tier falls back to for the row count the main layout does
+/// not divide (ggml's q4_0_8x8, then q4_0_4x8, at 256-bit SVE); `None`: that count stays
+/// plain.
+fn check_repack_lane_with(
+    d: &ArmDriver,
+    ty: GgmlType,
+    lane: &'static tiercheck_core::lane::Lane,
+    layout: tiercheck_core::repack::RepackLayout,
+    narrow: Option<tiercheck_core::repack::RepackLayout>,
     plain_ms: &[usize],
 ) -> Result<usize, String> {
     let mut impls: Vec<(&str, &dyn Kernels)> = vec![("portable", lane.portable)];
@@ -347,7 +386,14 @@ fn check_repack_lane(
                 let wx: Vec<f32> = (0..n).flat_map(|_| RowKind::Normal.row(&mut rng, k)).collect();
                 let w = weights::quantize(ty, &wx, n, k).map_err(|e| e.to_string())?;
                 let x: Vec<f32> = (0..m).flat_map(|_| kind.row(&mut rng, k)).collect();
-                for mode in [MulmatMode::Repack, MulmatMode::Plain] {
+                // With a fallback layout the row count is repacked: only the repack
+                // buffer's result is this lane's.
+                let modes: &[MulmatMode] = if narrow.is_some() {
+                    &[MulmatMode::Repack]
+                } else {
+                    &[MulmatMode::Repack, MulmatMode::Plain]
+                };
+                for &mode in modes {
                     cases.push(MatmulCase {
                         label: format!("k={k} n={n} m={m} act={} {mode:?}", kind.name()),
                         mode,
@@ -356,7 +402,10 @@ fn check_repack_lane(
                         m,
                         w: w.clone(),
                         x: x.clone(),
-                        layout: None,
+                        layout: match mode {
+                            MulmatMode::Repack => narrow.map(|l| l.name()),
+                            _ => None,
+                        },
                     });
                 }
             }

@@ -584,6 +584,8 @@ impl ElemOps for PortableElem {
             // given for completeness and never reached through the decoder.
             ElemFlavour::Avx2 => hsum(ElemFlavour::Avx2, &acc[..8]),
             ElemFlavour::Avx512 => hsum16(&acc),
+            // SVE builds have no llamafile either; a w-wide accumulator and FADDV.
+            ElemFlavour::Sve128 | ElemFlavour::Sve256 => faddv(&acc[..w]),
             _ => hsum(ElemFlavour::Neon, &acc[..4]),
         }
     }

@@ -33,7 +33,10 @@ use tiercheck_core::arch::aarch64::i8mm_repack::group as i8mm_repack_group;
 use tiercheck_core::arch::aarch64::neon::vec_dot as neon;
 use tiercheck_core::arch::aarch64::neon_repack::group as neon_repack_group;
 use tiercheck_core::arch::aarch64::sve::vec_dot as sve;
-use tiercheck_core::arch::aarch64::sve::{GCC_AARCH64_SVE, SVE128_ACCUMULATION};
+use tiercheck_core::arch::aarch64::sve::{
+    GCC_AARCH64_SVE, SVE128_ACCUMULATION, SVE256_ACCUMULATION,
+};
+use tiercheck_core::arch::aarch64::sve_repack::{group256 as sve256_repack_group, SVE256_REPACK};
 use tiercheck_core::arch::generic::vec_dot as generic;
 use tiercheck_core::arch::x86_64::avx2::vec_dot as avx2;
 use tiercheck_core::arch::x86_64::avx2_repack::kernels as avx2_repack;
@@ -288,6 +291,12 @@ fn cpu_kernels(acc: Accumulation) -> Option<Fns> {
             neon::vec_dot_q4_k_q8_k,
             neon::vec_dot_q6_k_q8_k,
         ),
+        SVE256_ACCUMULATION => (
+            sve::vec_dot_q4_0_q8_0_sve256,
+            sve::vec_dot_q8_0_q8_0_sve256,
+            neon::vec_dot_q4_k_q8_k,
+            neon::vec_dot_q6_k_q8_k,
+        ),
         _ => return None,
     })
 }
@@ -480,6 +489,9 @@ fn contraction_is_what_the_kernels_fuse() {
 fn expected_repack(layout: WeightLayout, ty: GgmlType, n: usize) -> Option<RepackLayout> {
     let (l, rows) = match (layout, ty) {
         (WeightLayout::Plain, _) => return None,
+        // 256-bit SVE: q4_0_8x8 where the rows allow it, else the i8mm build's 4x8.
+        (SVE256_REPACK, GgmlType::Q4_0) if n.is_multiple_of(8) => (RepackLayout::Q4_0_8x8, 8),
+        (SVE256_REPACK, _) => return expected_repack(WeightLayout::ArmI8mmRepack, ty, n),
         (WeightLayout::X86Repack8x8, GgmlType::Q4_K) => (RepackLayout::Q4K8x8, 8),
         (WeightLayout::X86Repack8x8, GgmlType::Q4_0) => (RepackLayout::Q4_0_8x8, 8),
         (WeightLayout::ArmDotprodRepack, GgmlType::Q4_K) => (RepackLayout::Q4K8x4, 8),
@@ -600,6 +612,7 @@ fn layout_kernel(
         WeightLayout::X86Repack8x8 => x86_group(l, path, group, act, out),
         WeightLayout::ArmDotprodRepack => neon_repack_group(l, path, group, act, out).unwrap(),
         WeightLayout::ArmI8mmRepack => i8mm_repack_group(l, path, group, act, out).unwrap(),
+        SVE256_REPACK => sve256_repack_group(l, path, group, act, out).unwrap(),
         other => panic!("no kernels known for layout {}", other.name()),
     }
 }
@@ -973,7 +986,7 @@ fn elem_flavour_is_the_tier_the_lane_names() {
         let avx512 = lane.name == "x86_64-avx512";
         let width = match r.accumulation {
             _ if avx512 => 16,
-            Accumulation::X86Avx2 => 8,
+            Accumulation::X86Avx2 | SVE256_ACCUMULATION => 8,
             _ => 4,
         };
         let ops = elem::portable(r.elem);

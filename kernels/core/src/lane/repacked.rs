@@ -50,8 +50,11 @@ pub type GroupFn = fn(RepackLayout, RowPath, &[u8], &[u8], &mut [f32]) -> Result
 pub struct RepackScheme {
     /// The lane name, for errors.
     pub lane: &'static str,
-    /// The layout this tier repacks `ty` into, if any.
-    pub layout: fn(GgmlType) -> Option<RepackLayout>,
+    /// The layout this tier repacks `ty` into, if any, for a matrix of `n` rows (ggml
+    /// checks the row count against each candidate layout's row group in turn, so a tier
+    /// may pick another layout, or none, for some row counts). A returned layout's row
+    /// group divides `n`.
+    pub layout: fn(GgmlType, usize) -> Option<RepackLayout>,
     /// The activation rule of one row taking `path` on `layout`.
     pub act_rule: fn(RepackLayout, RowPath) -> ActRule,
     /// One row group's outputs.
@@ -72,7 +75,7 @@ impl RepackScheme {
         w: WeightMatrix<'a>,
         target: Target,
     ) -> Result<Prepared<'a>, KernelError> {
-        match (target, (self.layout)(w.ty())) {
+        match (target, (self.layout)(w.ty(), w.n())) {
             (Target::Cpu, Some(layout)) if w.n().is_multiple_of(layout.cols()) => {
                 Ok(Prepared::Repacked(RepackedMatrix::from_plain(&w, layout)?))
             }

@@ -38,12 +38,12 @@ use crate::fp16::f16_bits_to_f32;
 use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
 
 #[inline]
-fn f16(b: [u8; 2]) -> f32 {
+pub(crate) fn f16(b: [u8; 2]) -> f32 {
     f16_bits_to_f32(u16::from_le_bytes(b))
 }
 
 /// Integer dot products of row `j`'s 8 sub-blocks with the activation block.
-fn q4_k_8x8_dots(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> [i32; 8] {
+pub(crate) fn q4_k_8x8_dots(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> [i32; 8] {
     let mut dots = [0i32; 8];
     for p in 0..4 {
         let (mut lo, mut hi) = (0i32, 0i32);
@@ -58,7 +58,7 @@ fn q4_k_8x8_dots(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> [i32; 8] {
     dots
 }
 
-fn q4_k_bias(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> i32 {
+pub(crate) fn q4_k_bias(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> i32 {
     (0..8)
         .map(|s| {
             let sum = yb.bsum(2 * s).wrapping_add(yb.bsum(2 * s + 1)) as i32;

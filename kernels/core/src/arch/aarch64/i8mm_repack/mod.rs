@@ -92,7 +92,7 @@ static TWIN: RepackedLane = RepackedLane { plain: &I8mmTwin, scheme: scheme(grou
 pub const fn scheme(group: GroupFn) -> RepackScheme {
     RepackScheme {
         lane: "aarch64-i8mm-repack",
-        layout: arm_i8mm_layout,
+        layout: |ty, n| arm_i8mm_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: arm_row_rule,
         group,
     }

@@ -88,7 +88,7 @@ static TWIN: RepackedLane = RepackedLane { plain: &NeonTwin, scheme: scheme(grou
 pub const fn scheme(group: GroupFn) -> RepackScheme {
     RepackScheme {
         lane: "aarch64-neon-repack",
-        layout: arm_dotprod_layout,
+        layout: |ty, n| arm_dotprod_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: arm_row_rule,
         group,
     }

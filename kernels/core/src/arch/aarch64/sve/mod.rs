@@ -165,3 +165,105 @@ impl Kernels for Sve128Twin {
         }
     }
 }
+
+/// ggml's SVE kernels at 256 bits: Q4_0/Q8_0 eight fused lanes per block pair reduced by
+/// one FADDV; K-quants as at 128 bits.
+pub const SVE256_ACCUMULATION: Accumulation = Accumulation::named("sve256-fmla-faddv");
+
+/// The `aarch64-sve256` lane.
+pub static AARCH64_SVE256: Lane = Lane {
+    name: "aarch64-sve256",
+    arch: Arch::Aarch64,
+    summary: "ggml aarch64 armv8.6_1 variant (GCC, SVE+i8mm+fp16) at 256-bit SVE (Neoverse V1), \
+              repack off: 8-lane SVE vec_dot, fused SVE+i8mm 2x2 tiles, 8-wide SVE elementwise, \
+              FP16 flash attention",
+    recipe: Recipe {
+        act_k: ActRule::Q8KFusedNearest,
+        act_legacy: ActRule::Q8_0Neon,
+        accumulation: SVE256_ACCUMULATION,
+        contraction: GCC_AARCH64_SVE,
+        layout: WeightLayout::Plain,
+        matmul: MatmulPath::VecDotPerRow,
+        plain_gemm: ARM_I8MM_NRC2,
+        elem: crate::elem::ElemFlavour::Sve256,
+    },
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "aarch64 armv8.6_1 build (GCC) under qemu at 256-bit SVE: vec_dot nrc=1 and nrc=2, plain mul_mat",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &["oracle/arm-sve256/vec_dot/", "oracle/arm-sve256/vec_dot2/", "oracle/arm-sve256/matmul-plain/"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve256/no_repack/decode/end_to_end",
+                "llama_cpp/arm-sve256/no_repack/decode/layer_local",
+                "llama_cpp/arm-sve256/f32_off/no_repack/decode/end_to_end",
+                "llama_cpp/arm-sve256/f32_off/no_repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve256/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-sve256/no_repack/prompt/layer_local",
+                "llama_cpp/arm-sve256/f32_off/no_repack/prompt/end_to_end",
+                "llama_cpp/arm-sve256/f32_off/no_repack/prompt/layer_local",
+            ],
+        },
+    ]),
+    portable: &Sve256Twin,
+};
+
+/// Portable twin of the `aarch64-sve256` lane: [`Sve128Twin`]'s kernels with the
+/// 256-bit Q4_0/Q8_0 vec_dot.
+#[derive(Debug, Default)]
+pub struct Sve256Twin;
+
+impl Kernels for Sve256Twin {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        AARCH64_SVE256.recipe.act_rule(wtype, "aarch64-sve256 matmul")
+    }
+
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        NeonTwin.dequantize(ty, bytes, out)
+    }
+
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        use crate::arch::aarch64::neon::vec_dot as neon;
+        let fns = VecDotFns {
+            q4_0: vec_dot::vec_dot_q4_0_q8_0_sve256,
+            q8_0: vec_dot::vec_dot_q8_0_q8_0_sve256,
+            q4_k: neon::vec_dot_q4_k_q8_k,
+            q6_k: neon::vec_dot_q6_k_q8_k,
+        };
+        dispatch_vec_dot(self, &fns, "aarch64-sve256 vec_dot", wtype, w_row, act)
+    }
+
+    fn matmul_quantized(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        matmul_nrc2(self, w, act, m, tile)
+    }
+
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        nrc2_split(wtype, n, m)
+    }
+
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        Sve128Twin.plain_path(wtype, m)
+    }
+}

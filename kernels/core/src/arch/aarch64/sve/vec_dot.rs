@@ -1,8 +1,9 @@
 //! Portable twin of the vec_dot kernels of ggml's aarch64 SVE builds
 //! (`ggml-cpu/arch/arm/quants.c` under `__ARM_FEATURE_SVE`, with i8mm) where they differ
-//! from the NEON ones, at a 128-bit vector length (`ggml_cpu_get_sve_cnt() == 16`, the
-//! `case 128` branches). SVE's `svmla` is a fused multiply-add (FMLA/FMAD), unlike GCC's
-//! NEON `vmlaq`. Integer parts (`svdot`, `svmmla`) are exact.
+//! from the NEON ones, at a 128-bit and a 256-bit vector length
+//! (`ggml_cpu_get_sve_cnt() == 16` / `32`, the `case 128` / `case 256` branches). SVE's
+//! `svmla` is a fused multiply-add (FMLA/FMAD), unlike GCC's NEON `vmlaq`. Integer parts
+//! (`svdot`, `svmmla`) are exact.
 //!
 //! Float order, per output:
 //!
@@ -11,8 +12,10 @@
 //!   half), `sumv0[t] = fma(float(p0[t]), d0, sumv0[t])` (even block) and `sumv1` (odd
 //!   block), d = f16(x.d) * f16(y.d); then one FADDV of the lane sums:
 //!   `sumf = ((sumv0[0]+sumv1[0]) + (sumv0[1]+sumv1[1])) + ((sumv0[2]+sumv1[2]) +
-//!   (sumv0[3]+sumv1[3]))` (NEON: `vaddvq(sumv0) + vaddvq(sumv1)`). An odd last block
-//!   as NEON (the scalar tail after the `#endif`).
+//!   (sumv0[3]+sumv1[3]))` (NEON: `vaddvq(sumv0) + vaddvq(sumv1)`). At 256 bits one
+//!   vector holds a whole block: eight lanes (lane t: values 4t..4t+3, Q4_0's low nibbles
+//!   being values 0..15 and its high ones 16..31), the same fused accumulation and one
+//!   eight-lane FADDV. An odd last block as NEON (the scalar tail after the `#endif`).
 //! - `ggml_vec_dot_q4_K_q8_K` and `ggml_vec_dot_q6_K_q8_K` with `nrc == 1`: the NEON
 //!   order (one serial float sum per superblock, the same contractions), so the
 //!   `aarch64-neon` twin's.
@@ -32,34 +35,40 @@ use crate::arch::aarch64::neon::vec_dot::{q4_0_halves, q6_k_isum, q8_halves, sdo
 use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use crate::elem::faddv;
 
-/// The pair loop of the SVE-128 legacy kernels: `lanes(b)` gives block b's four i32
-/// lanes and `d(b)` its scale product.
-fn pairs_sve128(
+/// The pair loop of the SVE legacy kernels with `W` i32 lanes per block: `lanes(b)`
+/// gives block b's lanes and `d(b)` its scale product.
+fn pairs_sve<const W: usize>(
     nb: usize,
-    lanes: impl Fn(usize) -> [i32; 4],
+    lanes: impl Fn(usize) -> [i32; W],
     d: impl Fn(usize) -> f32,
 ) -> (usize, f32) {
-    let mut sumv0 = [0.0f32; 4];
-    let mut sumv1 = [0.0f32; 4];
+    let mut sumv0 = [0.0f32; W];
+    let mut sumv1 = [0.0f32; W];
     let mut ib = 0;
     while ib + 1 < nb {
         for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
             let p = lanes(b);
             let db = d(b);
-            for t in 0..4 {
+            for t in 0..W {
                 sumv[t] = (p[t] as f32).mul_add(db, sumv[t]);
             }
         }
         ib += 2;
     }
-    let s: [f32; 4] = core::array::from_fn(|t| sumv0[t] + sumv1[t]);
+    let s: [f32; W] = core::array::from_fn(|t| sumv0[t] + sumv1[t]);
     (ib, faddv(&s))
+}
+
+/// The eight `svdot` lanes of one 32-value block at 256 bits: lane t sums the products of
+/// values 4t..4t+3 (the block's values in order: Q4_0's low nibbles, then its high ones).
+fn lanes8(v: impl Fn(usize) -> i32) -> [i32; 8] {
+    core::array::from_fn(|t| (4 * t..4 * t + 4).map(&v).sum())
 }
 
 /// `ggml_vec_dot_q4_0_q8_0`, SVE at 128 bits, nrc = 1.
 pub fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let nb = x.len().min(y.len());
-    let (ib, mut sumf) = pairs_sve128(
+    let (ib, mut sumf) = pairs_sve::<4>(
         nb,
         |b| {
             let (xl, xh) = q4_0_halves(&x[b]);
@@ -82,7 +91,7 @@ pub fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 /// `ggml_vec_dot_q8_0_q8_0`, SVE at 128 bits, nrc = 1.
 pub fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let nb = x.len().min(y.len());
-    let (ib, mut sumf) = pairs_sve128(
+    let (ib, mut sumf) = pairs_sve::<4>(
         nb,
         |b| {
             let (xl, xh) = q8_halves(&x[b]);
@@ -94,6 +103,51 @@ pub fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     for b in ib..nb {
         let sumi: i32 = (0..32).map(|j| x[b].q(j) as i32 * y[b].q(j) as i32).sum();
         sumf = (sumi as f32).mul_add(x[b].d() * y[b].d(), sumf);
+    }
+    sumf
+}
+
+/// The scalar tail of `ggml_vec_dot_q4_0_q8_0` after the SVE branch (an odd last block).
+fn q4_0_tail(x: &BlockQ4_0, y: &BlockQ8_0, sumf: f32) -> f32 {
+    let mut sumi = 0i32;
+    for j in 0..16 {
+        sumi += ((x.qs[j] & 0xF) as i32 - 8) * y.q(j) as i32;
+        sumi += ((x.qs[j] >> 4) as i32 - 8) * y.q(j + 16) as i32;
+    }
+    (sumi as f32 * x.d()).mul_add(y.d(), sumf)
+}
+
+/// The scalar tail of `ggml_vec_dot_q8_0_q8_0` after the SVE branch.
+fn q8_0_tail(x: &BlockQ8_0, y: &BlockQ8_0, sumf: f32) -> f32 {
+    let sumi: i32 = (0..32).map(|j| x.q(j) as i32 * y.q(j) as i32).sum();
+    (sumi as f32).mul_add(x.d() * y.d(), sumf)
+}
+
+/// `ggml_vec_dot_q4_0_q8_0`, SVE at 256 bits, nrc = 1: the block's 32 values (low
+/// nibbles, then high ones, minus 8) against the 32 activations, eight lanes of four.
+pub fn vec_dot_q4_0_q8_0_sve256(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let nb = x.len().min(y.len());
+    let q = |b: &BlockQ4_0, i: usize| {
+        (if i < 16 { b.qs[i] & 0xF } else { b.qs[i - 16] >> 4 }) as i32 - 8
+    };
+    let (ib, mut sumf) =
+        pairs_sve::<8>(nb, |b| lanes8(|i| q(&x[b], i) * y[b].q(i) as i32), |b| x[b].d() * y[b].d());
+    for b in ib..nb {
+        sumf = q4_0_tail(&x[b], &y[b], sumf);
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q8_0_q8_0`, SVE at 256 bits, nrc = 1.
+pub fn vec_dot_q8_0_q8_0_sve256(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let nb = x.len().min(y.len());
+    let (ib, mut sumf) = pairs_sve::<8>(
+        nb,
+        |b| lanes8(|i| x[b].q(i) as i32 * y[b].q(i) as i32),
+        |b| x[b].d() * y[b].d(),
+    );
+    for b in ib..nb {
+        sumf = q8_0_tail(&x[b], &y[b], sumf);
     }
     sumf
 }

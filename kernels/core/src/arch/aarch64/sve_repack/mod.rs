@@ -11,14 +11,23 @@
 //!
 //! No native form yet: the lane runs as its twin on every host.
 
+pub mod kernels;
+
 use crate::arch::aarch64::i8mm::ARM_I8MM_NRC2;
 use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, group};
 use crate::arch::aarch64::neon_repack::arm_row_rule;
-use crate::arch::aarch64::sve::{Sve128Twin, GCC_AARCH64_SVE, SVE128_ACCUMULATION};
+use crate::arch::aarch64::sve::{
+    Sve128Twin, Sve256Twin, GCC_AARCH64_SVE, SVE128_ACCUMULATION, SVE256_ACCUMULATION,
+};
+use crate::blocks::cast_blocks;
+use crate::error::KernelError;
 use crate::lane::{
-    Arch, Lane, Level, MatmulPath, Proof, Recipe, RepackScheme, RepackedLane, Status, WeightLayout,
+    Arch, Lane, Level, MatmulPath, Proof, Recipe, RepackScheme, RepackedLane, RowPath, Status,
+    WeightLayout,
 };
 use crate::quant::ActRule;
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x8, RepackLayout};
+use crate::GgmlType;
 
 /// The `aarch64-sve128-repack` lane.
 pub static AARCH64_SVE128_REPACK: Lane = Lane {
@@ -79,10 +88,115 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
 /// The repack buffer of the SVE-128 build: the i8mm layouts and group kernels.
 pub const SCHEME: RepackScheme = RepackScheme {
     lane: "aarch64-sve128-repack",
-    layout: arm_i8mm_layout,
+    layout: |ty, n| arm_i8mm_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
     act_rule: arm_row_rule,
     group,
 };
 
 /// The portable twin: the shared repacked matmul over the `aarch64-sve128` twin.
 static TWIN: RepackedLane = RepackedLane { plain: &Sve128Twin, scheme: SCHEME };
+
+/// The `aarch64-sve256-repack` lane.
+pub static AARCH64_SVE256_REPACK: Lane = Lane {
+    name: "aarch64-sve256-repack",
+    arch: Arch::Aarch64,
+    summary: "ggml aarch64 armv8.6_1 variant at 256-bit SVE (Neoverse V1) with CPU repack: \
+              q4_0 8x8 (SVE assembly), q4_K 8x8 (fused SVE gemm), q6_K 8x8, q8_0 4x8; plain \
+              weights as aarch64-sve256; 8-wide SVE elementwise",
+    recipe: Recipe {
+        act_k: ActRule::Q8KFusedNearest,
+        act_legacy: ActRule::Q8_0Neon,
+        accumulation: SVE256_ACCUMULATION,
+        contraction: GCC_AARCH64_SVE,
+        layout: SVE256_REPACK,
+        matmul: MatmulPath::RepackedGemmGemv { gemm_act: ActRule::Q8KFusedNearest },
+        plain_gemm: ARM_I8MM_NRC2,
+        elem: crate::elem::ElemFlavour::Sve256,
+    },
+    status: Status::Proven(&[
+        Proof {
+            level: Level::Kernel,
+            against: "aarch64 armv8.6_1 build (GCC) under qemu at 256-bit SVE: repacked mul_mat",
+            only: "",
+            test: "oracle_arm_lanes",
+            trials: &["oracle/arm-sve256/matmul-repack/"],
+        },
+        Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve256/repack/decode/end_to_end",
+                "llama_cpp/arm-sve256/repack/decode/layer_local",
+                "llama_cpp/arm-sve256/f32_off/repack/decode/end_to_end",
+                "llama_cpp/arm-sve256/f32_off/repack/decode/layer_local",
+            ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on (F16 \
+                      KV cache with flash attention, llama.cpp's default, and F32 without)",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-sve256/repack/prompt/end_to_end",
+                "llama_cpp/arm-sve256/repack/prompt/layer_local",
+                "llama_cpp/arm-sve256/f32_off/repack/prompt/end_to_end",
+                "llama_cpp/arm-sve256/f32_off/repack/prompt/layer_local",
+            ],
+        },
+    ]),
+    portable: &TWIN256,
+};
+
+/// ggml's repack choice at 256-bit SVE with i8mm: Q4_0 as `q4_0_8x8` (rows a multiple of
+/// 8; else `q4_0_4x8` for a multiple of 4), Q4_K `q4_K_8x8`, Q6_K `q6_K_8x8`, Q8_0
+/// `q8_0_4x8`.
+pub const SVE256_REPACK: WeightLayout = WeightLayout::named("arm-sve256-repack-8x8-4x8");
+
+/// The layout of [`SVE256_REPACK`] for `n` rows of `ty`, if any.
+pub fn sve256_layout(ty: GgmlType, n: usize) -> Option<RepackLayout> {
+    match ty {
+        GgmlType::Q4_0 if n.is_multiple_of(8) => Some(RepackLayout::Q4_0_8x8),
+        _ => arm_i8mm_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
+    }
+}
+
+/// One row group of the 256-bit SVE build's repacked matmul by the twin kernels.
+pub fn group256(
+    layout: RepackLayout,
+    path: RowPath,
+    bytes: &[u8],
+    act: &[u8],
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    match (layout, path) {
+        (RepackLayout::Q4_0_8x8, _) => {
+            let blocks: &[BlockQ4_0x8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_0, act)?;
+            out.copy_from_slice(&crate::arch::x86_64::avx2_repack::kernels::gemv_q4_0_8x8(
+                blocks, y,
+            ));
+        }
+        (RepackLayout::Q4K8x8, RowPath::Gemm) => {
+            let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            out.copy_from_slice(&kernels::gemm_q4_k_8x8_sve256(blocks, y));
+        }
+        _ => return group(layout, path, bytes, act, out),
+    }
+    Ok(())
+}
+
+/// The repack buffer of the 256-bit SVE build.
+pub const SCHEME256: RepackScheme = RepackScheme {
+    lane: "aarch64-sve256-repack",
+    layout: sve256_layout,
+    act_rule: arm_row_rule,
+    group: group256,
+};
+
+/// The portable twin: the shared repacked matmul over the `aarch64-sve256` twin.
+static TWIN256: RepackedLane = RepackedLane { plain: &Sve256Twin, scheme: SCHEME256 };

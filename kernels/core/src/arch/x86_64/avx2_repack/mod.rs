@@ -83,7 +83,12 @@ static TWIN: RepackedLane = RepackedLane { plain: &Avx2Twin, scheme: scheme(grou
 /// The haswell repack buffer with `group` as its row-group kernels (the twins here, the
 /// AVX2 intrinsics in `tiercheck-x86_64`).
 pub const fn scheme(group: crate::lane::GroupFn) -> RepackScheme {
-    RepackScheme { lane: "x86_64-avx2-repack", layout: x86_layout, act_rule: row_rule, group }
+    RepackScheme {
+        lane: "x86_64-avx2-repack",
+        layout: |ty, n| x86_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
+        act_rule: row_rule,
+        group,
+    }
 }
 
 /// The layout x86 repacks `ty` into, if any (when the row count is a multiple of 8).
