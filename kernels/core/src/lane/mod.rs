@@ -48,7 +48,7 @@ pub use crate::arch::aarch64::neon::{
     dequantize_q4_k_fused, NeonTwin, AARCH64_NEON, ARM_TINYBLAS_Q0,
 };
 pub use crate::arch::aarch64::neon_repack::{arm_dotprod_layout, AARCH64_NEON_REPACK};
-pub use crate::arch::aarch64::sve::{Sve128Twin, Sve256Twin, AARCH64_SVE128, AARCH64_SVE256};
+pub use crate::arch::aarch64::sve::{SveTwin, AARCH64_SVE128, AARCH64_SVE256};
 pub use crate::arch::aarch64::sve_repack::{AARCH64_SVE128_REPACK, AARCH64_SVE256_REPACK};
 pub use crate::arch::generic::{RefKernels, REF};
 pub use crate::arch::hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN};

@@ -21,7 +21,7 @@ pub mod vec_dot;
 
 use crate::arch::aarch64::i8mm::{matmul_nrc2, nrc2_applies, nrc2_split, Tile, ARM_I8MM_NRC2};
 use crate::arch::aarch64::neon::NeonTwin;
-use crate::blocks::cast_blocks;
+use crate::blocks::{cast_blocks, BlockQ4_0, BlockQ8_0};
 use crate::error::KernelError;
 use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
 use crate::lane::{
@@ -96,12 +96,8 @@ pub static AARCH64_SVE128: Lane = Lane {
             ],
         },
     ]),
-    portable: &Sve128Twin,
+    portable: &SVE128_TWIN,
 };
-
-/// Portable twin of the `aarch64-sve128` lane.
-#[derive(Debug, Default)]
-pub struct Sve128Twin;
 
 /// The 2x2 tile of weight rows `x` by quantized activation rows `y` by the twin kernels
 /// of the SVE + i8mm build.
@@ -124,9 +120,40 @@ pub fn tile(
     })
 }
 
-impl Kernels for Sve128Twin {
+/// Portable twin of an SVE lane: the lane's own Q4_0/Q8_0 `nrc == 1` vec_dot for its
+/// vector length, everything else shared by both lengths (NEON K-quant vec_dot, the
+/// [`tile`] kernels, the i8mm build's tile decision).
+#[derive(Debug)]
+pub struct SveTwin {
+    /// The lane (its recipe gives the activation rules).
+    lane: &'static Lane,
+    /// `ggml_vec_dot_q4_0_q8_0` at this vector length.
+    q4_0: fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32,
+    /// `ggml_vec_dot_q8_0_q8_0` at this vector length.
+    q8_0: fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32,
+    /// Operation names for errors.
+    ops: (&'static str, &'static str),
+}
+
+/// The portable twin of `aarch64-sve128`.
+pub static SVE128_TWIN: SveTwin = SveTwin {
+    lane: &AARCH64_SVE128,
+    q4_0: vec_dot::vec_dot_q4_0_q8_0_sve128,
+    q8_0: vec_dot::vec_dot_q8_0_q8_0_sve128,
+    ops: ("aarch64-sve128 matmul", "aarch64-sve128 vec_dot"),
+};
+
+/// The portable twin of `aarch64-sve256`.
+pub static SVE256_TWIN: SveTwin = SveTwin {
+    lane: &AARCH64_SVE256,
+    q4_0: vec_dot::vec_dot_q4_0_q8_0_sve256,
+    q8_0: vec_dot::vec_dot_q8_0_q8_0_sve256,
+    ops: ("aarch64-sve256 matmul", "aarch64-sve256 vec_dot"),
+};
+
+impl Kernels for SveTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        AARCH64_SVE128.recipe.act_rule(wtype, "aarch64-sve128 matmul")
+        self.lane.recipe.act_rule(wtype, self.ops.0)
     }
 
     fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
@@ -136,12 +163,12 @@ impl Kernels for Sve128Twin {
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
         use crate::arch::aarch64::neon::vec_dot as neon;
         let fns = VecDotFns {
-            q4_0: vec_dot::vec_dot_q4_0_q8_0_sve128,
-            q8_0: vec_dot::vec_dot_q8_0_q8_0_sve128,
+            q4_0: self.q4_0,
+            q8_0: self.q8_0,
             q4_k: neon::vec_dot_q4_k_q8_k,
             q6_k: neon::vec_dot_q6_k_q8_k,
         };
-        dispatch_vec_dot(self, &fns, "aarch64-sve128 vec_dot", wtype, w_row, act)
+        dispatch_vec_dot(self, &fns, self.ops.1, wtype, w_row, act)
     }
 
     fn matmul_quantized(
@@ -222,48 +249,5 @@ pub static AARCH64_SVE256: Lane = Lane {
             ],
         },
     ]),
-    portable: &Sve256Twin,
+    portable: &SVE256_TWIN,
 };
-
-/// Portable twin of the `aarch64-sve256` lane: [`Sve128Twin`]'s kernels with the
-/// 256-bit Q4_0/Q8_0 vec_dot.
-#[derive(Debug, Default)]
-pub struct Sve256Twin;
-
-impl Kernels for Sve256Twin {
-    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        AARCH64_SVE256.recipe.act_rule(wtype, "aarch64-sve256 matmul")
-    }
-
-    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
-        NeonTwin.dequantize(ty, bytes, out)
-    }
-
-    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        use crate::arch::aarch64::neon::vec_dot as neon;
-        let fns = VecDotFns {
-            q4_0: vec_dot::vec_dot_q4_0_q8_0_sve256,
-            q8_0: vec_dot::vec_dot_q8_0_q8_0_sve256,
-            q4_k: neon::vec_dot_q4_k_q8_k,
-            q6_k: neon::vec_dot_q6_k_q8_k,
-        };
-        dispatch_vec_dot(self, &fns, "aarch64-sve256 vec_dot", wtype, w_row, act)
-    }
-
-    fn matmul_quantized(
-        &self,
-        w: &WeightMatrix<'_>,
-        act: &[u8],
-        m: usize,
-    ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, tile)
-    }
-
-    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
-        nrc2_split(wtype, n, m)
-    }
-
-    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
-        Sve128Twin.plain_path(wtype, m)
-    }
-}

@@ -17,7 +17,7 @@ use crate::arch::aarch64::i8mm::ARM_I8MM_NRC2;
 use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, group};
 use crate::arch::aarch64::neon_repack::arm_row_rule;
 use crate::arch::aarch64::sve::{
-    Sve128Twin, Sve256Twin, GCC_AARCH64_SVE, SVE128_ACCUMULATION, SVE256_ACCUMULATION,
+    GCC_AARCH64_SVE, SVE128_ACCUMULATION, SVE128_TWIN, SVE256_ACCUMULATION, SVE256_TWIN,
 };
 use crate::blocks::cast_blocks;
 use crate::error::KernelError;
@@ -94,7 +94,7 @@ pub const SCHEME: RepackScheme = RepackScheme {
 };
 
 /// The portable twin: the shared repacked matmul over the `aarch64-sve128` twin.
-static TWIN: RepackedLane = RepackedLane { plain: &Sve128Twin, scheme: SCHEME };
+static TWIN: RepackedLane = RepackedLane { plain: &SVE128_TWIN, scheme: SCHEME };
 
 /// The `aarch64-sve256-repack` lane.
 pub static AARCH64_SVE256_REPACK: Lane = Lane {
@@ -199,4 +199,4 @@ pub const SCHEME256: RepackScheme = RepackScheme {
 };
 
 /// The portable twin: the shared repacked matmul over the `aarch64-sve256` twin.
-static TWIN256: RepackedLane = RepackedLane { plain: &Sve256Twin, scheme: SCHEME256 };
+static TWIN256: RepackedLane = RepackedLane { plain: &SVE256_TWIN, scheme: SCHEME256 };
