@@ -45,7 +45,7 @@ pub static AARCH64_SVE128: Lane = Lane {
     name: "aarch64-sve128",
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_2 variant (GCC, SVE2+i8mm+fp16) at 128-bit SVE (Neoverse V2/V3), \
-              repack off: SVE vec_dot, fused SVE+i8mm 2x2 tiles, SVE elementwise, FP16 flash attention",
+              repack off: SVE vec_dot, fused SVE+i8mm 2x2 tiles, SVE elementwise, FP16 flash attention; portable twin only (no native SVE kernels yet)",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
@@ -203,7 +203,7 @@ pub static AARCH64_SVE256: Lane = Lane {
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_1 variant (GCC, SVE+i8mm+fp16) at 256-bit SVE (Neoverse V1), \
               repack off: 8-lane SVE vec_dot, fused SVE+i8mm 2x2 tiles, 8-wide SVE elementwise, \
-              FP16 flash attention",
+              FP16 flash attention; portable twin only (no native SVE kernels yet)",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,

@@ -35,7 +35,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_2 variant at 128-bit SVE (Neoverse V2/V3) with CPU repack: \
               q4_K/q6_K 8x8, q4_0/q8_0 4x8 (NEON+i8mm kernels at this length); plain weights \
-              as aarch64-sve128; SVE elementwise",
+              as aarch64-sve128; SVE elementwise; portable twin only (no native SVE kernels yet)",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
@@ -102,7 +102,7 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_1 variant at 256-bit SVE (Neoverse V1) with CPU repack: \
               q4_0 8x8 (SVE assembly), q4_K 8x8 (fused SVE gemm), q6_K 8x8, q8_0 4x8; plain \
-              weights as aarch64-sve256; 8-wide SVE elementwise",
+              weights as aarch64-sve256; 8-wide SVE elementwise; portable twin only (no native SVE kernels yet)",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
