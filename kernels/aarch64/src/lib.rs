@@ -19,6 +19,8 @@ pub mod i8mm_repack;
 pub mod neon;
 pub mod neon_repack;
 mod simd;
+pub mod sve;
+pub mod sve_repack;
 
 use tiercheck_core::elem::ElemFlavour;
 use tiercheck_core::lane::{NativeElem, NativeLane};
@@ -29,10 +31,16 @@ pub static NATIVE: &[NativeLane] = &[
     NativeLane { lane: "aarch64-neon-repack", kernels: neon_repack::kernels },
     NativeLane { lane: "aarch64-i8mm", kernels: i8mm::kernels },
     NativeLane { lane: "aarch64-i8mm-repack", kernels: i8mm_repack::kernels },
+    NativeLane { lane: "aarch64-sve128", kernels: sve::kernels128 },
+    NativeLane { lane: "aarch64-sve128-repack", kernels: sve_repack::kernels128 },
+    NativeLane { lane: "aarch64-sve256", kernels: sve::kernels256 },
+    NativeLane { lane: "aarch64-sve256-repack", kernels: sve_repack::kernels256 },
 ];
 
 /// The native elementwise kernels of this crate.
 pub static NATIVE_ELEM: &[NativeElem] = &[
     NativeElem { flavour: ElemFlavour::Neon, ops: elem::kernels },
     NativeElem { flavour: ElemFlavour::NeonNoLlamafile, ops: elem::kernels_no_llamafile },
+    NativeElem { flavour: ElemFlavour::Sve128, ops: sve::elem::kernels128 },
+    NativeElem { flavour: ElemFlavour::Sve256, ops: sve::elem::kernels256 },
 ];

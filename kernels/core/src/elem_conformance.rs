@@ -1,6 +1,7 @@
 //! Conformance checks of a native [`ElemOps`] (the architecture crates' SIMD
 //! elementwise kernels) against its portable twin, shared by those crates' tests
-//! (`kernels/x86_64/tests/elem_avx2.rs`, `kernels/aarch64/tests/elem_neon.rs`).
+//! (`kernels/x86_64/tests/elem_avx2.rs`, `kernels/aarch64/tests/elem_neon.rs`,
+//! `elem_sve128.rs`, `elem_sve256.rs`).
 //!
 //! Each check feeds both implementations the same edge and random inputs and panics
 //! with a precise report (element, input and both results in hex) at the first bit
@@ -302,6 +303,40 @@ pub fn dot_f32_every_length(native: &dyn ElemOps, flavour: ElemFlavour) -> Strin
     format!("{}: dot_f32: {calls} dot products (lengths 0..=200)", flavour.name())
 }
 
+/// `ggml_vec_dot_f16` of every length 0..=300 (several steps, the whole-vector leftovers
+/// and the remainder), on values exactly representable in F16 (as the F16 cache holds).
+pub fn dot_f16_every_length(native: &dyn ElemOps, flavour: ElemFlavour) -> String {
+    let twin = portable(flavour);
+    let mut rng = Rng::seeded(0xD07F_1600);
+    let f16 = |v: f32| crate::fp16::f16_bits_to_f32(crate::fp16::f32_to_f16_bits(v));
+    let mut calls = 0usize;
+    for n in 0..=300usize {
+        for trial in 0..6 {
+            let (x, y): (Vec<f32>, Vec<f32>) = if trial % 2 == 0 {
+                (
+                    (0..n).map(|_| f16(rng.uniform(-2.0, 2.0))).collect(),
+                    (0..n).map(|_| f16(rng.uniform(-2.0, 2.0))).collect(),
+                )
+            } else {
+                (
+                    (0..n).map(|_| f16(rng.uniform(-60.0, 60.0))).collect(),
+                    (0..n).map(|_| f16(rng.uniform(-0.01, 0.01))).collect(),
+                )
+            };
+            let a = native.dot_f16(&x, &y);
+            let b = twin.dot_f16(&x, &y);
+            assert!(
+                same32(a, b),
+                "dot_f16 n={n} trial={trial}: native {a:e} ({:#010x}) != portable {b:e} ({:#010x})",
+                a.to_bits(),
+                b.to_bits()
+            );
+            calls += 1;
+        }
+    }
+    format!("{}: dot_f16: {calls} dot products (lengths 0..=300)", flavour.name())
+}
+
 /// The tinyBLAS dot on whole SIMD blocks, 1 to 64 of them.
 pub fn sgemm_dot(native: &dyn ElemOps, flavour: ElemFlavour) -> String {
     let twin = portable(flavour);
@@ -361,16 +396,32 @@ pub fn differs_from_other_flavours(native: &dyn ElemOps, flavour: ElemFlavour) -
 /// panics at the first difference).
 pub type Check = fn(&dyn ElemOps, ElemFlavour) -> String;
 
-/// The six checks, by name (the trial names of [`crate::elem_conformance_main!`]).
-pub const CHECKS: [(&str, Check); 6] = [
+/// The seven checks, by name (the trial names of [`crate::elem_conformance_main!`], less
+/// the tinyBLAS one for flavours without tinyBLAS, [`checks_for`]).
+pub const CHECKS: [(&str, Check); 7] = [
     ("expf_and_silu_match_the_twin", expf_and_silu),
     ("soft_max_every_length_matches_the_twin", soft_max_every_length),
     ("swiglu_every_length_matches_the_twin", swiglu_every_length),
     ("dot_f32_every_length_matches_the_twin", dot_f32_every_length),
-    ("sgemm_dot_matches_the_twin", sgemm_dot),
+    ("dot_f16_every_length_matches_the_twin", dot_f16_every_length),
+    // Only for flavours whose tier calls tinyBLAS (`ElemFlavour::sgemm_min_rows`).
+    (SGEMM_CHECK, sgemm_dot),
     // The comparison can fail: the native kernels differ from another flavour's twin.
     ("native_differs_from_other_flavours", differs_from_other_flavours),
 ];
+
+/// The name of the tinyBLAS check, which exists only for flavours that call tinyBLAS.
+pub const SGEMM_CHECK: &str = "sgemm_dot_matches_the_twin";
+
+/// The checks that apply to `flavour`: all of [`CHECKS`], less the tinyBLAS one where the
+/// tier never calls tinyBLAS (its kernels have no tinyBLAS dot to compare).
+pub fn checks_for(flavour: ElemFlavour) -> Vec<(&'static str, Check)> {
+    CHECKS
+        .iter()
+        .copied()
+        .filter(|&(name, _)| name != SGEMM_CHECK || flavour.sgemm_min_rows().is_some())
+        .collect()
+}
 
 /// What a conformance trial does on this machine.
 pub enum Verdict {
@@ -435,9 +486,9 @@ macro_rules! elem_conformance_main {
         fn main() -> ::std::process::ExitCode {
             let args = ::libtest_mimic::Arguments::from_args();
             let flavour: $crate::elem::ElemFlavour = $flavour;
-            let trials = $crate::elem_conformance::CHECKS
-                .iter()
-                .map(|&(name, check)| {
+            let trials = $crate::elem_conformance::checks_for($flavour)
+                .into_iter()
+                .map(|(name, check)| {
                     ::libtest_mimic::Trial::ignorable_test(
                         format!("elem/{}/{name}", flavour.name()),
                         move || {

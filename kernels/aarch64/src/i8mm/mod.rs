@@ -30,7 +30,12 @@ pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
 }
 
 /// One 2x2 tile by the native kernels. Reached only through [`NATIVE`].
-fn tile(ty: GgmlType, atype: GgmlType, x: [&[u8]; 2], y: [&[u8]; 2]) -> Result<Tile, KernelError> {
+pub(crate) fn tile(
+    ty: GgmlType,
+    atype: GgmlType,
+    x: [&[u8]; 2],
+    y: [&[u8]; 2],
+) -> Result<Tile, KernelError> {
     Ok(match ty {
         // SAFETY: only `NATIVE` calls this, and only `kernels()` hands it out, after
         // checking NEON, dotprod and i8mm.
@@ -49,14 +54,14 @@ fn tile(ty: GgmlType, atype: GgmlType, x: [&[u8]; 2], y: [&[u8]; 2]) -> Result<T
         },
         // SAFETY: as above.
         GgmlType::Q4_K => unsafe {
-            vec_dot2::vec_dot2_q4_k_q8_k(
+            vec_dot2::vec_dot2_q4_k_q8_k::<false>(
                 [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
                 [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
             )
         },
         // SAFETY: as above.
         GgmlType::Q6_K => unsafe {
-            vec_dot2::vec_dot2_q6_k_q8_k(
+            vec_dot2::vec_dot2_q6_k_q8_k::<false>(
                 [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
                 [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
             )

@@ -104,12 +104,18 @@ pub unsafe fn vec_dot2_q8_0_q8_0(x: [&[BlockQ8_0]; 2], y: [&[BlockQ8_0]; 2]) -> 
     tile_of(sum)
 }
 
-/// `ggml_vec_dot_q4_K_q8_K` with `nrc == 2`.
+/// `ggml_vec_dot_q4_K_q8_K` with `nrc == 2`: with `FUSED` false the i8mm build's (min
+/// term, then scale term, each `vmulq_f32` + `vsubq_f32`/`vaddq_f32`); with `FUSED` true
+/// the SVE + i8mm build's (scale term `vfmaq_f32`, then the min term `vfmaq_f32` with the
+/// negated scale product, as ggml's two nested `svmla_f32_x`).
 ///
 /// # Safety
 /// The CPU must support NEON and i8mm.
 #[target_feature(enable = "neon,i8mm")]
-pub unsafe fn vec_dot2_q4_k_q8_k(x: [&[BlockQ4K]; 2], y: [&[BlockQ8K]; 2]) -> Tile {
+pub unsafe fn vec_dot2_q4_k_q8_k<const FUSED: bool>(
+    x: [&[BlockQ4K]; 2],
+    y: [&[BlockQ8K]; 2],
+) -> Tile {
     let m4b = vdupq_n_u8(0x0F);
     let mut sum = vdupq_n_f32(0.0);
     for b in 0..x[0].len() {
@@ -154,19 +160,28 @@ pub unsafe fn vec_dot2_q4_k_q8_k(x: [&[BlockQ4K]; 2], y: [&[BlockQ8K]; 2]) -> Ti
         };
         let vbias = ldi([bias(&sm0, y0), bias(&sm0, y1), bias(&sm1, y0), bias(&sm1, y1)]);
         let dmins = ldf(scales([x0.dmin(), x1.dmin()], [y0.d(), y1.d()]));
-        sum = vsubq_f32(sum, vmulq_f32(vcvtq_f32_s32(vbias), dmins));
         let d = ldf(scales([x0.d(), x1.d()], [y0.d(), y1.d()]));
-        sum = vaddq_f32(sum, vmulq_f32(vcvtq_f32_s32(visum), d));
+        if FUSED {
+            sum = vfmaq_f32(sum, vcvtq_f32_s32(visum), d);
+            sum = vfmaq_f32(sum, vcvtq_f32_s32(vbias), vnegq_f32(dmins));
+        } else {
+            sum = vsubq_f32(sum, vmulq_f32(vcvtq_f32_s32(vbias), dmins));
+            sum = vaddq_f32(sum, vmulq_f32(vcvtq_f32_s32(visum), d));
+        }
     }
     tile_of(sum)
 }
 
-/// `ggml_vec_dot_q6_K_q8_K` with `nrc == 2`.
+/// `ggml_vec_dot_q6_K_q8_K` with `nrc == 2`: the float step unfused (`FUSED` false, the
+/// i8mm build) or one `vfmaq_f32` (`FUSED` true, the SVE + i8mm build's `svmla_f32_x`).
 ///
 /// # Safety
 /// The CPU must support NEON and i8mm.
 #[target_feature(enable = "neon,i8mm")]
-pub unsafe fn vec_dot2_q6_k_q8_k(x: [&[BlockQ6K]; 2], y: [&[BlockQ8K]; 2]) -> Tile {
+pub unsafe fn vec_dot2_q6_k_q8_k<const FUSED: bool>(
+    x: [&[BlockQ6K]; 2],
+    y: [&[BlockQ8K]; 2],
+) -> Tile {
     let (mone, m4b) = (vdupq_n_u8(0x30), vdupq_n_u8(0x0F));
     let mut sum = vdupq_n_f32(0.0);
     for b in 0..x[0].len() {
@@ -210,7 +225,11 @@ pub unsafe fn vec_dot2_q6_k_q8_k(x: [&[BlockQ6K]; 2], y: [&[BlockQ8K]; 2]) -> Ti
         let vbias = ldi([bias(x0, y0), bias(x0, y1), bias(x1, y0), bias(x1, y1)]);
         visum = vsubq_s32(visum, vmulq_n_s32(vbias, 32));
         let d = ldf(scales([x0.d(), x1.d()], [y0.d(), y1.d()]));
-        sum = vaddq_f32(sum, vmulq_f32(vcvtq_f32_s32(visum), d));
+        sum = if FUSED {
+            vfmaq_f32(sum, vcvtq_f32_s32(visum), d)
+        } else {
+            vaddq_f32(sum, vmulq_f32(vcvtq_f32_s32(visum), d))
+        };
     }
     tile_of(sum)
 }

@@ -104,7 +104,7 @@ pub unsafe fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// # Safety
 /// The CPU must support NEON and i8mm.
 #[target_feature(enable = "neon,i8mm")]
-pub unsafe fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+pub unsafe fn gemm_q4_k_8x8<const FUSED: bool>(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     let m4b = vdupq_n_u8(0x0F);
     let mut acc = [vdupq_n_f32(0.0); 2];
     for (x, yb) in blocks.iter().zip(y) {
@@ -145,8 +145,14 @@ pub unsafe fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
                 let j = 4 * h + t;
                 sums[j / 2][j % 2]
             })));
-            *a = vsubq_f32(*a, vmulq_f32(b, dmins));
-            *a = vaddq_f32(*a, vmulq_f32(s, scale));
+            if FUSED {
+                // The SVE build (256 bits): `svmls` then `svmla`, both fused.
+                *a = vfmaq_f32(*a, vnegq_f32(b), dmins);
+                *a = vfmaq_f32(*a, s, scale);
+            } else {
+                *a = vsubq_f32(*a, vmulq_f32(b, dmins));
+                *a = vaddq_f32(*a, vmulq_f32(s, scale));
+            }
         }
     }
     let (a, b) = (st(acc[0]), st(acc[1]));

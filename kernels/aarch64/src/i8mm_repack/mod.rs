@@ -40,7 +40,7 @@ pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
 }
 
 /// One row group by the native kernels. Reached only through [`NATIVE`].
-fn group(
+pub(crate) fn group(
     layout: RepackLayout,
     path: RowPath,
     bytes: &[u8],
@@ -55,7 +55,7 @@ fn group(
             // checking NEON, dotprod and i8mm.
             out.copy_from_slice(&unsafe {
                 match path {
-                    RowPath::Gemm => kernels::gemm_q4_k_8x8(blocks, y),
+                    RowPath::Gemm => kernels::gemm_q4_k_8x8::<false>(blocks, y),
                     RowPath::Gemv => kernels::gemv_q4_k_8x8(blocks, y),
                 }
             });

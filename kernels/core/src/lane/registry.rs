@@ -33,6 +33,16 @@ pub enum Unavailable {
     Device(String),
     /// This build has no native entry for the lane.
     NotInBuild(&'static str),
+    /// The CPU has SVE, but not the vector length the lane's tier has (the kernels'
+    /// lane layouts and reductions depend on it).
+    SveLength {
+        /// The lane.
+        lane: &'static str,
+        /// The vector length the lane needs, in bits.
+        needs: usize,
+        /// This CPU's vector length, in bits.
+        has: usize,
+    },
 }
 
 impl fmt::Display for Unavailable {
@@ -48,6 +58,9 @@ impl fmt::Display for Unavailable {
             Unavailable::Device(why) => f.write_str(why),
             Unavailable::NotInBuild(lane) => {
                 write!(f, "no native implementation of `{lane}` in this build")
+            }
+            Unavailable::SveLength { lane, needs, has } => {
+                write!(f, "`{lane}` needs {needs}-bit SVE vectors; this CPU's are {has}-bit")
             }
         }
     }

@@ -28,7 +28,8 @@
 //! - `ggml_vec_dot_q4_0_q8_0`, `ggml_vec_dot_q8_0_q8_0` with `nrc == 2`: the NEON i8mm
 //!   branch, which the SVE build compiles unchanged (the `aarch64-i8mm` twin's).
 //!
-//! Native counterpart: none yet (the lane runs as this twin).
+//! Native counterpart: `tiercheck-aarch64` (`sve::vec_dot`, the Q4_0/Q8_0 `nrc == 1`
+//! kernels in SVE assembly; the others are the native NEON and i8mm kernels).
 
 use crate::arch::aarch64::i8mm::vec_dot2::{q4_k_isum_bias, Tile};
 use crate::arch::aarch64::neon::vec_dot::{q4_0_halves, q6_k_isum, q8_halves, sdot_lanes};
@@ -108,7 +109,7 @@ pub fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 }
 
 /// The scalar tail of `ggml_vec_dot_q4_0_q8_0` after the SVE branch (an odd last block).
-fn q4_0_tail(x: &BlockQ4_0, y: &BlockQ8_0, sumf: f32) -> f32 {
+pub fn q4_0_tail(x: &BlockQ4_0, y: &BlockQ8_0, sumf: f32) -> f32 {
     let mut sumi = 0i32;
     for j in 0..16 {
         sumi += ((x.qs[j] & 0xF) as i32 - 8) * y.q(j) as i32;
@@ -118,7 +119,7 @@ fn q4_0_tail(x: &BlockQ4_0, y: &BlockQ8_0, sumf: f32) -> f32 {
 }
 
 /// The scalar tail of `ggml_vec_dot_q8_0_q8_0` after the SVE branch.
-fn q8_0_tail(x: &BlockQ8_0, y: &BlockQ8_0, sumf: f32) -> f32 {
+pub fn q8_0_tail(x: &BlockQ8_0, y: &BlockQ8_0, sumf: f32) -> f32 {
     let sumi: i32 = (0..32).map(|j| x.q(j) as i32 * y.q(j) as i32).sum();
     (sumi as f32).mul_add(x.d() * y.d(), sumf)
 }
