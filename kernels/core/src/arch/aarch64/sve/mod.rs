@@ -15,7 +15,9 @@
 //!   `ggml_vec_dot_f32`, widening `ggml_vec_dot_f16`, FP16 flash-attention accumulator,
 //!   no llamafile).
 //!
-//! No native form yet: the lane runs as its twin on every host.
+//! Native form: `tiercheck-aarch64`'s `sve` module (SVE assembly for the Q4_0/Q8_0
+//! `nrc == 1` vec_dot and the elementwise loops, NEON + i8mm for the rest), handed out
+//! only on a CPU with SVE at the lane's vector length.
 
 pub mod vec_dot;
 
@@ -45,7 +47,7 @@ pub static AARCH64_SVE128: Lane = Lane {
     name: "aarch64-sve128",
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_2 variant (GCC, SVE2+i8mm+fp16) at 128-bit SVE (Neoverse V2/V3), \
-              repack off: SVE vec_dot, fused SVE+i8mm 2x2 tiles, SVE elementwise, FP16 flash attention; portable twin only (no native SVE kernels yet)",
+              repack off: SVE vec_dot, fused SVE+i8mm 2x2 tiles, SVE elementwise, FP16 flash attention; native on 128-bit SVE only",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
@@ -203,7 +205,7 @@ pub static AARCH64_SVE256: Lane = Lane {
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_1 variant (GCC, SVE+i8mm+fp16) at 256-bit SVE (Neoverse V1), \
               repack off: 8-lane SVE vec_dot, fused SVE+i8mm 2x2 tiles, 8-wide SVE elementwise, \
-              FP16 flash attention; portable twin only (no native SVE kernels yet)",
+              FP16 flash attention; native on 256-bit SVE only",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,

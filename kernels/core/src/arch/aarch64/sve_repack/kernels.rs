@@ -7,7 +7,8 @@
 //! [`crate::arch::aarch64::i8mm_repack::kernels::gemm_q4_k_8x8`] (whose NEON `vmlsq` /
 //! `vmlaq` steps are unfused). The other kernels an SVE build runs are the i8mm build's
 //! (at 128 bits all of them; at 256 bits also the x86 twin's `q4_0_8x8`, whose order
-//! ggml's SVE assembly shares: `fmul` of the two scales, then `fmla`).
+//! ggml's SVE assembly shares: `fmul` of the two scales, then `fmla`). Native counterpart:
+//! `tiercheck-aarch64` (`i8mm_repack::kernels::gemm_q4_k_8x8::<true>`, `sve_repack::kernels`).
 
 use crate::arch::aarch64::i8mm_repack::kernels::{f16, q4_k_8x8_dots, q4_k_bias};
 use crate::blocks::BlockQ8K;

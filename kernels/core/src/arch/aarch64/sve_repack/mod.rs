@@ -9,7 +9,8 @@
 //! take the `aarch64-sve128` lane's path, and the decoder's elementwise loops are SVE's
 //! ([`crate::elem::ElemFlavour::Sve128`]).
 //!
-//! No native form yet: the lane runs as its twin on every host.
+//! Native form: `tiercheck-aarch64`'s `sve_repack` module, on a CPU with SVE at the
+//! lane's vector length only.
 
 pub mod kernels;
 
@@ -35,7 +36,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_2 variant at 128-bit SVE (Neoverse V2/V3) with CPU repack: \
               q4_K/q6_K 8x8, q4_0/q8_0 4x8 (NEON+i8mm kernels at this length); plain weights \
-              as aarch64-sve128; SVE elementwise; portable twin only (no native SVE kernels yet)",
+              as aarch64-sve128; SVE elementwise; native on 128-bit SVE only",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
@@ -101,8 +102,8 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
     name: "aarch64-sve256-repack",
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_1 variant at 256-bit SVE (Neoverse V1) with CPU repack: \
-              q4_0 8x8 (SVE assembly), q4_K 8x8 (fused SVE gemm), q6_K 8x8, q8_0 4x8; plain \
-              weights as aarch64-sve256; 8-wide SVE elementwise; portable twin only (no native SVE kernels yet)",
+              q4_0 8x8 (ggml's SVE assembly), q4_K 8x8 (fused SVE gemm), q6_K 8x8, q8_0 4x8; plain \
+              weights as aarch64-sve256; 8-wide SVE elementwise; native on 256-bit SVE only",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
         act_legacy: ActRule::Q8_0Neon,
