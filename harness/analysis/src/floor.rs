@@ -62,7 +62,7 @@ pub(crate) fn measure(
                 }
             }
         }
-        let mine = super::layer_local::layer_local(model, c, o, &dithered)?;
+        let (mine, _) = super::layer_local::layer_local(model, c, o, &dithered)?;
         let mut accs: BTreeMap<String, Acc> = BTreeMap::new();
         for ((s, name), x) in &mine.taps {
             if let Some(y) = base.taps.get(&(*s, name.clone())) {

@@ -84,51 +84,112 @@ pub(crate) fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> 
     out
 }
 
-/// Layer-local: `c`'s layers fed `other`'s inputs and KV cache, step by step.
+/// What a layer-local replay could use of the other side's trace: which layers had
+/// their input at every step, and where the K/V cache came from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    /// Layers not replayed: the trace lacks their input (`l_out` of the layer before)
+    /// at some step.
+    pub layers_without_input: Vec<usize>,
+    /// Layers whose K/V cache the replaying lane computed itself from the earlier
+    /// steps' inputs (the trace lacks `Kcur`/`Vcur` there); the others use the trace's.
+    pub own_kv_layers: Vec<usize>,
+    /// Whether the embedding rows were recomputed from the ids (no `inp_embd`).
+    pub embedding_recomputed: bool,
+    /// Whether the head ran (the trace has the last layer's `l_out` at every step).
+    pub head: bool,
+}
+
+/// Layer-local: `c`'s layers fed `other`'s inputs, step by step. A layer needs only its
+/// input at every step (`l_out` of the layer before; for layer 0 `inp_embd`, else the
+/// embedding rows of the step's ids by `c`'s own dequantizer). Its K/V cache is the
+/// trace's `Kcur`/`Vcur` of the earlier steps where the trace has them at every step,
+/// else what `c` computed from the earlier steps' inputs. Layers without input are not
+/// replayed ([`Replay`]).
 pub(crate) fn layer_local(
     model: &Model,
     c: &Chosen,
     o: &DeltaOptions,
     other: &Trace,
-) -> anyhow::Result<Trace> {
+) -> anyhow::Result<(Trace, Replay)> {
     let dec = decoder(model, c, o)?;
     let hp = &model.hp;
+    let nsteps = other.steps.len();
+    let has = |step: usize, name: &str| other.taps.contains_key(&(step, name.to_string()));
+    let every = |name: &str| (0..nsteps).all(|s| has(s, name));
     let get = |step: usize, name: &str| -> anyhow::Result<&Tensor> {
         other
             .taps
             .get(&(step, name.to_string()))
             .ok_or_else(|| anyhow::anyhow!("the other trace lacks tap {step:03}/{name}"))
     };
+    let input_name = |il: usize| format!("l_out-{}", il.wrapping_sub(1));
+    let mut replay = Replay {
+        embedding_recomputed: !every("inp_embd"),
+        head: every(&input_name(hp.n_layer)),
+        ..Replay::default()
+    };
+    let replayed: Vec<bool> = (0..hp.n_layer).map(|il| il == 0 || every(&input_name(il))).collect();
+    let trace_kv: Vec<bool> = (0..hp.n_layer)
+        .map(|il| every(&format!("Kcur-{il}")) && every(&format!("Vcur-{il}")))
+        .collect();
+    for il in 0..hp.n_layer {
+        if !replayed[il] {
+            replay.layers_without_input.push(il);
+        } else if !trace_kv[il] {
+            replay.own_kv_layers.push(il);
+        }
+    }
     let mut sink = TapSink::new(true, false);
     let mut cache = dec.new_cache();
     for (step, rec) in other.steps.iter().enumerate() {
         let m = rec.input_ids.len();
         let pos0 = rec.positions[0];
         sink.set_step(step);
-        for il in 0..hp.n_layer {
-            let input = if il == 0 {
-                get(step, "inp_embd")?
+        for il in (0..hp.n_layer).filter(|&il| replayed[il]) {
+            let embedded;
+            let input: &[f32] = if il == 0 {
+                if replay.embedding_recomputed {
+                    embedded = dec.embed(&rec.input_ids)?;
+                    &embedded
+                } else {
+                    &get(step, "inp_embd")?.data
+                }
             } else {
-                get(step, &format!("l_out-{}", il - 1))?
+                &get(step, &input_name(il))?.data
             };
-            // The KV cache of earlier steps: the other side's own K and V.
-            for earlier in 0..step {
-                let (k, v) =
-                    (get(earlier, &format!("Kcur-{il}"))?, get(earlier, &format!("Vcur-{il}"))?);
-                let kvd = k.shape[1];
-                for (r, p) in other.steps[earlier].positions.iter().enumerate() {
-                    cache.store(
-                        il,
-                        *p,
-                        &k.data[r * kvd..(r + 1) * kvd],
-                        &v.data[r * kvd..(r + 1) * kvd],
+            if input.len() != m * hp.n_embd {
+                anyhow::bail!(
+                    "the other trace's input of layer {il} at step {step} has {} values, not {m} rows of {}",
+                    input.len(),
+                    hp.n_embd
+                );
+            }
+            // The KV cache of earlier steps: the other side's own K and V where it has
+            // them; else what this lane stored replaying those steps.
+            if trace_kv[il] {
+                for earlier in 0..step {
+                    let (k, v) = (
+                        get(earlier, &format!("Kcur-{il}"))?,
+                        get(earlier, &format!("Vcur-{il}"))?,
                     );
+                    let kvd = k.shape[1];
+                    for (r, p) in other.steps[earlier].positions.iter().enumerate() {
+                        cache.store(
+                            il,
+                            *p,
+                            &k.data[r * kvd..(r + 1) * kvd],
+                            &v.data[r * kvd..(r + 1) * kvd],
+                        );
+                    }
                 }
             }
-            dec.eval_layer(il, &mut cache, &input.data, pos0, m, &mut sink)?;
+            dec.eval_layer(il, &mut cache, input, pos0, m, &mut sink)?;
         }
-        let last = get(step, &format!("l_out-{}", hp.n_layer - 1))?;
-        dec.head(&last.data, m, &mut sink)?;
+        if replay.head {
+            let last = get(step, &input_name(hp.n_layer))?;
+            dec.head(&last.data, m, &mut sink)?;
+        }
     }
     let (taps, _) = sink.into_taps();
     let mut t = trace_of(RunOutput {
@@ -138,7 +199,7 @@ pub(crate) fn layer_local(
         digests: BTreeMap::new(),
     });
     t.meta.insert("layer_local".into(), "1".into());
-    Ok(t)
+    Ok((t, replay))
 }
 
 /// The layer-local comparison of two side runs, when one is a lane: its layers fed the
@@ -156,19 +217,62 @@ pub(crate) fn analyse(
     // Layer-local: a lane's layers fed the other side's inputs.
     Ok(match (a, b) {
         (Source::Lane(c), _) => {
-            let mine = layer_local(model, c, o, &rb.trace)?;
+            let (mine, replay) = layer_local(model, c, o, &rb.trace)?;
             let steps: Vec<usize> = (0..rb.trace.steps.len()).collect();
             let d = compare(&mine, &rb.trace, &steps, floor);
             let fl = flips(model, c, &mine, &rb.trace, b.chosen(), None)?;
-            (Some(d), format!("A's layers ({}) fed B's inputs", c.lane.name), fl)
+            let how = format!("A's layers ({}) fed B's inputs{}", c.lane.name, replay_note(&replay, "B"));
+            (Some(d), how, fl)
         }
         (Source::Trace(_), Source::Lane(c)) => {
-            let mine = layer_local(model, c, o, &ra.trace)?;
+            let (mine, replay) = layer_local(model, c, o, &ra.trace)?;
             let steps: Vec<usize> = (0..ra.trace.steps.len()).collect();
             let d = compare(&ra.trace, &mine, &steps, floor);
             let fl = flips(model, c, &mine, &ra.trace, None, None)?;
-            (Some(d), format!("B's layers ({}) fed A's inputs", c.lane.name), fl)
+            let how = format!("B's layers ({}) fed A's inputs{}", c.lane.name, replay_note(&replay, "A"));
+            (Some(d), how, fl)
         }
         _ => (None, "no lane side: layer-local comparison needs one".into(), Vec::new()),
     })
+}
+
+/// What a replay on `side`'s partial trace could not use, for the report (empty when the
+/// trace had every input and K/V tap).
+fn replay_note(r: &Replay, side: &str) -> String {
+    let mut parts = Vec::new();
+    if r.embedding_recomputed {
+        parts.push(format!("{side} has no inp_embd: layer 0 fed the ids' embedding rows"));
+    }
+    if !r.own_kv_layers.is_empty() {
+        parts.push(format!(
+            "{side} has no Kcur/Vcur: the K/V cache of {} recomputed from the earlier steps' inputs",
+            layer_list(&r.own_kv_layers)
+        ));
+    }
+    if !r.layers_without_input.is_empty() {
+        parts.push(format!(
+            "{} not replayed ({side} lacks their input)",
+            layer_list(&r.layers_without_input)
+        ));
+    }
+    if !r.head {
+        parts.push(format!("head not replayed ({side} lacks the last l_out)"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
+}
+
+/// `layer 3`, `layers 0-27`, `layers 1, 4, 7`.
+fn layer_list(l: &[usize]) -> String {
+    match l {
+        [one] => format!("layer {one}"),
+        [first, .., last] if last - first + 1 == l.len() => format!("layers {first}-{last}"),
+        _ => format!(
+            "layers {}",
+            l.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
 }

@@ -49,7 +49,7 @@ use tiercheck_model::{
 
 pub use flips::Flip;
 pub use free_running::{Divergence, Jump, TapRow};
-pub use layer_local::{LayerVerdict, NEAR_BOUNDARY, NOISE_RATIO};
+pub use layer_local::{LayerVerdict, Replay, NEAR_BOUNDARY, NOISE_RATIO};
 pub use teacher_forced::{StepMetric, TeacherForced};
 
 /// One side of a comparison.
@@ -314,7 +314,62 @@ pub struct DeltaReport {
     pub layer_verdicts: Vec<LayerVerdict>,
     /// The floor: lane, seeds, per tap.
     pub floor: Option<floor::Floor>,
+    /// Taps A has and B lacks, summarised by kind (`Qcur (28 layers)`, `inp_embd`): a
+    /// partial trace is compared on the taps both sides have.
+    #[serde(default)]
+    pub taps_only_a: Vec<String>,
+    /// Taps B has and A lacks, summarised by kind.
+    #[serde(default)]
+    pub taps_only_b: Vec<String>,
 }
+
+/// The tap names of `x` that `y` lacks (at any step), summarised by kind in graph
+/// order: `Kcur (28 layers)`, `inp_embd`, `attn_norm (layers 3, 5)`.
+pub(crate) fn taps_lacking(x: &Trace, y: &Trace) -> Vec<String> {
+    let names = |t: &Trace| -> std::collections::BTreeSet<String> {
+        t.taps.keys().map(|(_, n)| n.clone()).collect()
+    };
+    let ny = names(y);
+    let mut missing: Vec<String> = names(x).into_iter().filter(|n| !ny.contains(n)).collect();
+    missing.sort_by_key(|n| tap_order(n));
+    let mut kinds: Vec<(String, Vec<usize>)> = Vec::new();
+    for n in &missing {
+        let (kind, layer) = match tap_layer(n) {
+            Some(l) => (n.rsplit_once('-').map_or(n.as_str(), |(k, _)| k).to_string(), Some(l)),
+            None => (n.clone(), None),
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, ls)) => ls.extend(layer),
+            None => kinds.push((kind, layer.into_iter().collect())),
+        }
+    }
+    kinds.sort_by_key(|(k, _)| KIND_ORDER.iter().position(|x| x == k).unwrap_or(KIND_ORDER.len()));
+    kinds
+        .into_iter()
+        .map(|(k, ls)| match ls.len() {
+            0 => k,
+            1 => format!("{k} (layer {})", ls[0]),
+            n => format!("{k} ({n} layers)"),
+        })
+        .collect()
+}
+
+/// Tap kinds in graph order, for [`taps_lacking`].
+const KIND_ORDER: [&str; 13] = [
+    "inp_embd",
+    "attn_norm",
+    "Qcur",
+    "Kcur",
+    "Vcur",
+    "kqv_out",
+    "ffn_inp",
+    "ffn_norm",
+    "ffn_swiglu",
+    "ffn_out",
+    "l_out",
+    "result_norm",
+    "result_output",
+];
 
 /// Run the whole analysis.
 pub fn delta(
@@ -366,7 +421,11 @@ pub fn delta(
         Some(d) => layer_local::layer_verdicts(d, &flips, model.hp.n_layer),
         None => Vec::new(),
     };
+    let taps_only_a = taps_lacking(&ra.trace, &rb.trace);
+    let taps_only_b = taps_lacking(&rb.trace, &ra.trace);
     Ok(DeltaReport {
+        taps_only_a,
+        taps_only_b,
         attention: o.attn.label(),
         layer_verdicts,
         a: a.label(),

@@ -339,8 +339,9 @@ impl<'m> Decoder<'m> {
         }
     }
 
-    /// Embedding rows of `tokens`.
-    pub(crate) fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+    /// Embedding rows of `tokens` (`inp_embd`: the token rows of `token_embd.weight`,
+    /// dequantized by the lane).
+    pub fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
         let e = self.hp.n_embd;
         let row_bytes = self.embd_ty.row_bytes(e).expect("checked by HParams");
         let mut x = vec![0.0f32; tokens.len() * e];

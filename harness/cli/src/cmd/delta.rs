@@ -108,6 +108,14 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
     if let Some(f) = &r.floor {
         s += &format!("floor: {} teacher-forced, {} steps, one-ulp dither after layer 0, max over {} seeds; cells below read `rel_l2 xRATIO` (ratio to the floor, layer-local floor for the layer-local table; <= 4: reduction-order noise)\n", f.lane, f.steps, f.seeds);
     }
+    for (has, lacks, only) in [("A", "B", &r.taps_only_a), ("B", "A", &r.taps_only_b)] {
+        if !only.is_empty() {
+            s += &format!(
+                "partial trace: {lacks} lacks {} (compared on the taps both sides have; {has} has them)\n",
+                only.join(", ")
+            );
+        }
+    }
     s += &format!(
         "\nFREE-RUNNING: {} of {} greedy tokens agree\n  verdict: {}\n",
         r.tokens_agree,
@@ -294,7 +302,11 @@ pub fn run(a: DeltaArgs) -> Result<()> {
     let model = a.setup.model()?;
     let sa = Source::parse(&a.a, a.imp)?;
     let sb = Source::parse(&a.b, a.imp)?;
-    let (ids, steps) = a.setup.prompt(&model)?;
+    // A trace brings its own ids: the prompts file is read only when both sides are lanes.
+    let (ids, steps) = match (&sa, &sb) {
+        (Source::Lane(_), Source::Lane(_)) => a.setup.prompt(&model)?,
+        _ => (Vec::new(), 0),
+    };
     if !(a.threshold.is_finite() && a.threshold >= 0.0) {
         bail!("--threshold {} is not a non-negative number", a.threshold);
     }
