@@ -62,6 +62,20 @@ pub struct Divergence {
     pub jumps: Vec<Jump>,
 }
 
+/// The values of `x` and `y` to compare: all of both, or, when one holds fewer rows of
+/// the same width (a dump with only the last row's logits), the trailing rows both hold.
+pub(crate) fn common<'t>(
+    x: &'t tiercheck_gguf::tensorfile::Tensor,
+    y: &'t tiercheck_gguf::tensorfile::Tensor,
+) -> (&'t [f32], &'t [f32]) {
+    let (wx, wy) = (x.shape.last().copied(), y.shape.last().copied());
+    if x.data.len() == y.data.len() || wx != wy {
+        return (&x.data, &y.data);
+    }
+    let n = x.data.len().min(y.data.len());
+    (&x.data[x.data.len() - n..], &y.data[y.data.len() - n..])
+}
+
 pub(crate) fn compare(
     a: &Trace,
     b: &Trace,
@@ -80,7 +94,8 @@ pub(crate) fn compare(
     'outer: for &s in steps {
         for n in &names {
             if let (Some(x), Some(y)) = (a.taps.get(&(s, n.clone())), b.taps.get(&(s, n.clone()))) {
-                if x.data.iter().zip(&y.data).any(|(p, q)| p.to_bits() != q.to_bits()) {
+                let (x, y) = common(x, y);
+                if x.iter().zip(y).any(|(p, q)| p.to_bits() != q.to_bits()) {
                     first_step = Some(s);
                     first_tap = Some(n.clone());
                     break 'outer;
@@ -94,9 +109,10 @@ pub(crate) fn compare(
         let mut first = None;
         for &s in steps {
             if let (Some(x), Some(y)) = (a.taps.get(&(s, n.clone())), b.taps.get(&(s, n.clone()))) {
-                acc.add(&x.data, &y.data);
+                let (x, y) = common(x, y);
+                acc.add(x, y);
                 if Some(s) == first_step {
-                    first = Some(metrics::stat(&x.data, &y.data));
+                    first = Some(metrics::stat(x, y));
                 }
             }
         }

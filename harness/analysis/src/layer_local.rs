@@ -221,7 +221,8 @@ pub(crate) fn analyse(
             let steps: Vec<usize> = (0..rb.trace.steps.len()).collect();
             let d = compare(&mine, &rb.trace, &steps, floor);
             let fl = flips(model, c, &mine, &rb.trace, b.chosen(), None)?;
-            let how = format!("A's layers ({}) fed B's inputs{}", c.lane.name, replay_note(&replay, "B"));
+            let how =
+                format!("A's layers ({}) fed B's inputs{}", c.lane.name, replay_note(&replay, "B"));
             (Some(d), how, fl)
         }
         (Source::Trace(_), Source::Lane(c)) => {
@@ -229,7 +230,8 @@ pub(crate) fn analyse(
             let steps: Vec<usize> = (0..ra.trace.steps.len()).collect();
             let d = compare(&ra.trace, &mine, &steps, floor);
             let fl = flips(model, c, &mine, &ra.trace, None, None)?;
-            let how = format!("B's layers ({}) fed A's inputs{}", c.lane.name, replay_note(&replay, "A"));
+            let how =
+                format!("B's layers ({}) fed A's inputs{}", c.lane.name, replay_note(&replay, "A"));
             (Some(d), how, fl)
         }
         _ => (None, "no lane side: layer-local comparison needs one".into(), Vec::new()),
@@ -270,9 +272,6 @@ fn layer_list(l: &[usize]) -> String {
     match l {
         [one] => format!("layer {one}"),
         [first, .., last] if last - first + 1 == l.len() => format!("layers {first}-{last}"),
-        _ => format!(
-            "layers {}",
-            l.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
-        ),
+        _ => format!("layers {}", l.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")),
     }
 }

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
-use tiercheck_model::run::{self, read_trace, RunOutput, RunSpec, Trace};
+use tiercheck_model::run::{self, RunOutput, RunSpec, Trace};
 use tiercheck_model::{
     Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink,
 };
@@ -110,6 +110,9 @@ pub struct DeltaOptions {
     pub threshold: f32,
     /// Dither seeds for the floor (0: no floor).
     pub floor_seeds: u64,
+    /// How a trace side that is a plain dump (no tiercheck metadata) is imported: its
+    /// ids and mode where the file does not say them.
+    pub dump: tiercheck_model::import::ImportOptions,
 }
 
 /// A side's run: its trace, prompt, mode and greedy tokens.
@@ -169,7 +172,7 @@ fn side_run(
             Ok(SideRun { trace: trace_of(out), prompt: prompt.to_vec(), mode, generated })
         }
         Source::Trace(p) => {
-            let trace = read_trace(p)?;
+            let trace = tiercheck_model::import::load(model, p, &o.dump)?;
             let (prompt, mode, generated) = trace_shape(p, &trace)?;
             Ok(SideRun { trace, prompt, mode, generated })
         }
@@ -383,7 +386,7 @@ pub fn delta(
     let mut own = o.clone();
     let (prompt, steps, mode) = match (a, b) {
         (_, Source::Trace(p)) | (Source::Trace(p), _) => {
-            let t = read_trace(p)?;
+            let t = tiercheck_model::import::load(model, p, &o.dump)?;
             let (pr, md, gen) = trace_shape(p, &t)?;
             own.attn = trace_attention(p, &t, o.attn)?;
             (pr, gen.len(), md)

@@ -101,10 +101,11 @@ pub struct Setup {
     /// Greedy tokens per prompt (default: the prompts file's `steps`).
     #[arg(long)]
     pub steps: Option<usize>,
-    /// `prompt`: the prompt as one batch (gemm paths), then token by token; `decode`:
-    /// token by token throughout (gemv paths).
-    #[arg(long, value_enum, default_value_t = Mode::Prompt)]
-    pub mode: Mode,
+    /// `prompt` (the default): the prompt as one batch (gemm paths), then token by
+    /// token; `decode`: token by token throughout (gemv paths). For a plain dump given
+    /// to `delta` (no tiercheck metadata), how the dump ran, where the file does not say.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
     /// Residual stream type.
     #[arg(long, value_enum, default_value_t = Residual::F32)]
     pub residual: Residual,
@@ -140,6 +141,11 @@ pub struct Exec {
 }
 
 impl Setup {
+    /// The batching mode of lane runs (`--mode`, default `prompt`).
+    pub fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::Prompt)
+    }
+
     /// The model path (building the embedded one when none is given).
     pub fn model_path(&self) -> Result<PathBuf> {
         match &self.model {
@@ -205,7 +211,7 @@ impl Setup {
     pub fn run_options(&self, exec: &Exec, steps: usize, traces: Option<PathBuf>) -> RunOptions {
         RunOptions {
             steps,
-            mode: self.mode,
+            mode: self.mode(),
             residual: self.residual,
             threads: exec.threads,
             n_ctx: self.n_ctx,

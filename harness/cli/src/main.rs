@@ -47,6 +47,9 @@ enum Command {
     /// Inspect, dequantize and quantize GGUF files.
     #[command(subcommand)]
     Gguf(cmd::gguf::GgufCommand),
+    /// Traces from other engines' dumps (`trace import`).
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
     /// Shared inputs and per-lane expected outputs under golden/.
     #[command(subcommand)]
     Golden(cmd::golden::GoldenCommand),
@@ -88,6 +91,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Attribute(a) => cmd::attribute::run(a),
         Command::Lanes => cmd::lanes::run(),
         Command::Gguf(c) => cmd::gguf::run(c),
+        Command::Trace(c) => cmd::trace::run(c),
         Command::Golden(c) => cmd::golden::run(c),
         Command::Bless(a) => cmd::bless::run(a),
         Command::Targets(a) => cmd::targets::run(a),

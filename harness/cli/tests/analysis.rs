@@ -21,6 +21,7 @@ fn model() -> Model {
 
 fn opts(steps: usize, floor_seeds: u64) -> DeltaOptions {
     DeltaOptions {
+        dump: Default::default(),
         ids: PROMPT.to_vec(),
         steps,
         mode: Mode::Prompt,

@@ -661,6 +661,7 @@ fn llama_delta() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let b = tiercheck_analysis::Source::Trace(out);
     let opts = tiercheck_analysis::DeltaOptions {
+        dump: Default::default(),
         ids: Vec::new(),
         steps: 0,
         mode: Mode::Prompt,

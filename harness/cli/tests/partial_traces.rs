@@ -7,7 +7,9 @@
 //!
 //! The checks can fail: a lane replaying its own partial trace must reproduce every tap
 //! bitwise (any error in the recomputed embedding or cache shows), and one planted value
-//! must be found at its own step and tap.
+//! must be found at its own step and tap. Plain dumps (no tiercheck metadata, one array
+//! per llama.cpp tap name, perhaps the logits of the last row only) are imported
+//! (`trace import`, or directly by `delta`) and every bad array is named.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -135,15 +137,150 @@ fn a_partial_trace_against_another_lane_is_compared_and_reported_as_partial() {
         text.contains("partial trace: B lacks inp_embd, Qcur (8 layers), Kcur (8 layers), Vcur (8 layers), ffn_norm (8 layers), ffn_swiglu (8 layers)"),
         "{text}"
     );
-    assert!(
-        text.contains("A's layers (aarch64-neon) fed B's inputs (B has no inp_embd"),
-        "{text}"
-    );
+    assert!(text.contains("A's layers (aarch64-neon) fed B's inputs (B has no inp_embd"), "{text}");
     // Two tiers with other kernels: the layer-local replay is not bitwise, and the
     // difference starts inside a layer that was replayed.
     let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(report.join("delta.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(report.join("delta.json")).unwrap()).unwrap();
     let first = j["layer_local"]["first_tap"].as_str().expect("a first differing tap");
     assert!(KEEP.iter().any(|k| first.starts_with(k)) || first.starts_with("result_"), "{first}");
+}
+
+/// A plain dump of `full` as an engine writes one: per tap kept, one `[rows, width]`
+/// array under llama.cpp's name (decode mode: the steps' rows stacked), an `i64` `ids`
+/// array, no metadata. `last_logits_only`: `result_output` holds the last row only.
+fn plain_dump(full: &Path, out: &Path, last_logits_only: bool) {
+    use safetensors::tensor::{Dtype, TensorView};
+    let t = read_trace(full).unwrap();
+    let mut arrays: BTreeMap<String, (Vec<usize>, Vec<u8>)> = BTreeMap::new();
+    let mut ids: Vec<u32> = Vec::new();
+    for s in &t.steps {
+        ids.extend(&s.input_ids);
+    }
+    // The trace of a `--steps 1` run: its steps cover exactly the ids.
+    for ((_, name), tensor) in &t.taps {
+        let kind = name.rsplit_once('-').map_or(name.as_str(), |(k, _)| k);
+        if !(KEEP.contains(&kind) || name == "result_norm" || name == "result_output") {
+            continue;
+        }
+        let (mut data, w) = (tensor.data.clone(), tensor.shape[1]);
+        if last_logits_only && name == "result_output" {
+            data = data[data.len() - w..].to_vec();
+        }
+        let e = arrays.entry(name.clone()).or_insert((vec![0, w], Vec::new()));
+        e.0[0] += data.len() / w;
+        e.1.extend(data.iter().flat_map(|v| v.to_le_bytes()));
+    }
+    let ids_bytes: Vec<u8> = ids.iter().flat_map(|&i| (i as i64).to_le_bytes()).collect();
+    let mut views: Vec<(String, TensorView<'_>)> = arrays
+        .iter()
+        .map(|(n, (shape, b))| (n.clone(), TensorView::new(Dtype::F32, shape.clone(), b).unwrap()))
+        .collect();
+    views.push(("ids".into(), TensorView::new(Dtype::I64, vec![ids.len()], &ids_bytes).unwrap()));
+    std::fs::write(out, safetensors::serialize(views, &None).unwrap()).unwrap();
+}
+
+/// `tiercheck run` of `lane` on `short-4` in `mode`, one greedy step (the dump's steps
+/// then cover exactly the ids).
+fn one_step_trace(lane: &str, mode: &str, path: &Path) {
+    let st = bin()
+        .args(["run", "--lane", lane, "--impl", "portable", "--prompt", "short-4", "--steps", "1"])
+        .args(["--mode", mode, "--quiet", "--out"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn a_plain_dump_is_imported_and_compared_bitwise_with_its_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    for (mode, last_only) in [("decode", false), ("prompt", true)] {
+        let full = dir.path().join(format!("{mode}.safetensors"));
+        let plain = dir.path().join(format!("{mode}-dump.safetensors"));
+        let trace = dir.path().join(format!("{mode}-trace.safetensors"));
+        one_step_trace("x86_64-avx2", mode, &full);
+        plain_dump(&full, &plain, last_only);
+        // `trace import`, then `delta` on the trace; and `delta` on the dump directly.
+        let o = bin()
+            .args(["trace", "import"])
+            .arg(&plain)
+            .args(["--mode", mode, "--out"])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for side in [&trace, &plain] {
+            let o = bin()
+                .arg("delta")
+                .arg(side)
+                .args(["x86_64-avx2", "--impl", "portable", "--floor-seeds", "1", "--json"])
+                .args(["--mode", mode])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stderr));
+            let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(j["mode"], serde_json::json!(mode));
+            assert!(j["free"]["first_step"].is_null(), "{mode}: {}", j["free"]);
+            assert!(j["layer_local"]["first_step"].is_null(), "{mode}: {}", j["layer_local"]);
+            let rows = j["free"]["rows"].as_array().unwrap();
+            assert!(rows.iter().any(|r| r["name"] == "result_output"), "{mode}");
+        }
+    }
+}
+
+#[test]
+fn bad_dumps_are_errors_naming_the_file_and_the_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.safetensors");
+    one_step_trace("ref", "decode", &full);
+    let plain = dir.path().join("dump.safetensors");
+    plain_dump(&full, &plain, false);
+    let import = |path: &Path, extra: &[&str]| -> String {
+        let o = bin()
+            .args(["trace", "import"])
+            .arg(path)
+            .args(extra)
+            .arg("--out")
+            .arg(dir.path().join("out.safetensors"))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{extra:?} should fail");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let p = plain.display().to_string();
+    // No mode in the file and none given.
+    let e = import(&plain, &[]);
+    assert!(e.contains(&p) && e.contains("--mode"), "{e}");
+    // Ids that contradict the file's.
+    let e = import(&plain, &["--mode", "decode", "--ids", "1,2,3,4"]);
+    assert!(e.contains("differ from the file's"), "{e}");
+    // Prompt mode needs one row per id: the decode dump has them, but a wrong width or
+    // an unknown name is named.
+    use safetensors::tensor::{Dtype, TensorView};
+    let write = |name: &str, shape: Vec<usize>| -> std::path::PathBuf {
+        let n: usize = shape.iter().product();
+        let b: Vec<u8> = vec![0u8; 4 * n];
+        let ids: Vec<u8> = [1i64, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let views = vec![
+            (name.to_string(), TensorView::new(Dtype::F32, shape, &b).unwrap()),
+            ("ids".to_string(), TensorView::new(Dtype::I64, vec![2], &ids).unwrap()),
+        ];
+        let path = dir.path().join(format!("bad-{name}.safetensors"));
+        std::fs::write(&path, safetensors::serialize(views, &None).unwrap()).unwrap();
+        path
+    };
+    let e = import(&write("l_out-0", vec![2, 7]), &["--mode", "decode"]);
+    assert!(e.contains("array 'l_out-0' is 7 wide"), "{e}");
+    let e = import(&write("l_out-99", vec![2, 7]), &["--mode", "decode"]);
+    assert!(e.contains("array 'l_out-99'") && e.contains("past the model's"), "{e}");
+    let e = import(&write("hidden", vec![2, 7]), &["--mode", "decode"]);
+    assert!(e.contains("array 'hidden': not a tap name"), "{e}");
+    let e = import(&write("result_norm", vec![3, 1]), &["--mode", "decode"]);
+    assert!(e.contains("array 'result_norm'"), "{e}");
+    // No logits: the steps' tokens are unknown.
+    let t = read_trace(&full).unwrap();
+    let w = t.taps[&(0, "l_out-0".to_string())].shape[1];
+    let e = import(&write("l_out-0", vec![2, w]), &["--mode", "decode"]);
+    assert!(e.contains("no result_output"), "{e}");
 }

@@ -72,6 +72,7 @@
 //! while a [`GgufFile`] of it is alive.
 
 pub mod atomic_write;
+pub mod dump;
 mod error;
 mod reader;
 pub mod tensorfile;

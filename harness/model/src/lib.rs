@@ -27,6 +27,7 @@ pub mod decoder;
 pub mod embedded;
 pub mod gen;
 pub mod hparams;
+pub mod import;
 pub mod model_quant;
 pub mod repo;
 pub mod run;

@@ -92,7 +92,12 @@ pub(crate) fn top5(logits: &[f32]) -> Vec<(u32, f32)> {
     best
 }
 
-fn record(step: usize, positions: Vec<usize>, ids: &[u32], last_logits: &[f32]) -> StepRecord {
+pub(crate) fn record(
+    step: usize,
+    positions: Vec<usize>,
+    ids: &[u32],
+    last_logits: &[f32],
+) -> StepRecord {
     let top = top5(last_logits);
     let emitted = top.first().map(|t| t.0).unwrap_or(0);
     let gap = if top.len() >= 2 { top[0].1 - top[1].1 } else { f32::INFINITY };

@@ -30,7 +30,8 @@ pub fn run(a: AttributeArgs) -> Result<()> {
     let model = a.setup.model()?;
     let (ids, steps) = a.setup.prompt(&model)?;
     let attn = a.setup.attention();
-    let Setup { mode, residual, n_ctx, .. } = a.setup;
+    let mode = a.setup.mode();
+    let Setup { residual, n_ctx, .. } = a.setup;
     let r =
         analysis::attribute::attribute(&model, a.a, a.b, &ids, steps, mode, residual, n_ctx, attn)?;
     if a.json {

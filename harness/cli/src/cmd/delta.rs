@@ -38,6 +38,19 @@ pub struct DeltaArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The token ids of a side that is a plain dump (no tiercheck metadata), where the
+    /// file holds none (comma-separated).
+    #[arg(long, value_name = "IDS")]
+    pub ids: Option<String>,
+}
+
+/// `--ids 1,2,3`.
+pub fn parse_ids(s: &str) -> Result<Vec<u32>> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse::<u32>().map_err(|_| anyhow::anyhow!("--ids: '{x}' is not a token id")))
+        .collect()
 }
 
 const KINDS: [&str; 10] = [
@@ -314,10 +327,15 @@ pub fn run(a: DeltaArgs) -> Result<()> {
     if let Some(bad) = kinds.iter().find(|k| !KINDS.contains(k)) {
         bail!("--taps: unknown tap kind '{bad}' (known: {})", KINDS.join(", "));
     }
+    let dump = tiercheck_model::import::ImportOptions {
+        ids: a.ids.as_deref().map(parse_ids).transpose()?,
+        mode: a.setup.mode,
+    };
     let opts = DeltaOptions {
+        dump,
         ids,
         steps,
-        mode: a.setup.mode,
+        mode: a.setup.mode(),
         residual: a.setup.residual,
         n_ctx: a.setup.n_ctx,
         attn: a.setup.attention(),

@@ -209,7 +209,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
         let doc = serde_json::json!({
             "model": path.display().to_string(),
             "model_sha256": model.sha256,
-            "mode": a.setup.mode.name(),
+            "mode": a.setup.mode().name(),
             "residual": a.setup.residual.name(),
             "kv": a.setup.kv.name(),
             "fa": a.setup.fa.name(),
@@ -240,7 +240,7 @@ fn print_table(
         path.display(),
         &model.sha256[..12],
         prompts.len(),
-        setup.mode.name(),
+        setup.mode().name(),
         setup.residual.name(),
         setup.attention().label()
     );

@@ -11,3 +11,4 @@ pub mod matmul;
 pub mod matrix;
 pub mod run;
 pub mod targets;
+pub mod trace;

@@ -1,0 +1,251 @@
+//! Traces from plain dumps (`tiercheck trace import`, and `delta`'s trace sides): an
+//! engine's safetensors or npz file with one array per tap name and no tiercheck
+//! metadata becomes a [`Trace`], validated against the model.
+//!
+//! - **Tap names** are llama.cpp's: `NAME-L` for `NAME` in `attn_norm`, `Qcur`, `Kcur`,
+//!   `Vcur`, `kqv_out`, `ffn_inp`, `ffn_norm`, `ffn_swiglu`, `ffn_out`, `l_out` and a layer
+//!   `L` of the model, and `inp_embd`, `result_norm`, `result_output`. Any subset will do;
+//!   `result_output` (the logits) is required, since it gives each step's greedy token.
+//! - **Shapes**: `[rows, width]` with the tap's width for the model (`n_embd`, the Q or K/V
+//!   width, `n_ff`, `n_vocab`). Decode mode (token by token): one row per id, step s being
+//!   row s. Prompt mode (one batch): one row per id; `result_norm` and `result_output` may
+//!   hold the last row only (llama.cpp's default outputs only the last row's logits).
+//! - **Token ids**: `--ids`, else an integer array `ids` (or `token_ids`, `tokens`), else a
+//!   metadata entry `ids` / `prompt_ids` (a JSON list); given twice they must agree.
+//! - **Mode**: `--mode`, else the metadata entry `mode` (`decode` / `prompt`); a dump that
+//!   says neither is an error (the two modes have the same shapes).
+//!
+//! Every problem is an error naming the file and, where there is one, the array.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Result};
+
+use tiercheck_gguf::dump::{self, Dump, Values};
+use tiercheck_gguf::tensorfile::{self, Tensor};
+
+use crate::run::{record, tap_key, Mode, StepRecord, Trace};
+use crate::Model;
+
+/// The per-layer tap kinds, in graph order.
+pub const LAYER_TAPS: [&str; 10] = [
+    "attn_norm",
+    "Qcur",
+    "Kcur",
+    "Vcur",
+    "kqv_out",
+    "ffn_inp",
+    "ffn_norm",
+    "ffn_swiglu",
+    "ffn_out",
+    "l_out",
+];
+
+/// The names under which a dump may hold its token ids.
+const ID_ARRAYS: [&str; 3] = ["ids", "token_ids", "tokens"];
+
+/// What the user says about a dump (each `None`: from the file).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImportOptions {
+    /// The evaluated token ids.
+    pub ids: Option<Vec<u32>>,
+    /// The batching mode.
+    pub mode: Option<Mode>,
+}
+
+/// The width of tap `name` for `model`, or why the name is not a tap.
+fn tap_width(model: &Model, name: &str) -> Result<usize, String> {
+    let hp = &model.hp;
+    match name {
+        "inp_embd" | "result_norm" => return Ok(hp.n_embd),
+        "result_output" => return Ok(hp.n_vocab),
+        _ => {}
+    }
+    let known = || {
+        format!(
+            "not a tap name (expected NAME-L for NAME in {}, L in 0..{}, or inp_embd, result_norm, result_output)",
+            LAYER_TAPS.join(", "),
+            hp.n_layer
+        )
+    };
+    let (kind, layer) = name.rsplit_once('-').ok_or_else(known)?;
+    let layer: usize = layer.parse().map_err(|_| known())?;
+    if layer >= hp.n_layer {
+        return Err(format!("layer {layer} is past the model's {} layers", hp.n_layer));
+    }
+    Ok(match kind {
+        "attn_norm" | "kqv_out" | "ffn_inp" | "ffn_norm" | "ffn_out" | "l_out" => hp.n_embd,
+        "Qcur" => hp.n_head * hp.head_dim,
+        "Kcur" | "Vcur" => hp.n_head_kv * hp.head_dim,
+        "ffn_swiglu" => hp.n_ff,
+        _ => return Err(known()),
+    })
+}
+
+/// The dump's ids: `opts`, the file's integer array or metadata; both must agree.
+fn dump_ids(path: &Path, d: &Dump, opts: &ImportOptions) -> Result<Vec<u32>> {
+    let p = path.display();
+    let mut from_file: Option<(String, Vec<i64>)> = None;
+    for name in ID_ARRAYS {
+        if let Some(a) = d.arrays.get(name) {
+            match &a.values {
+                Values::Int(v) if a.shape.len() == 1 => from_file = Some((name.into(), v.clone())),
+                _ => bail!("{p}: array '{name}' must be a 1-D integer array of token ids"),
+            }
+            break;
+        }
+    }
+    if from_file.is_none() {
+        for key in ["ids", "prompt_ids"] {
+            if let Some(s) = d.meta.get(key) {
+                let v: Vec<i64> = serde_json::from_str(s)
+                    .map_err(|e| anyhow!("{p}: metadata {key} is not a JSON list of ids: {e}"))?;
+                from_file = Some((format!("metadata {key}"), v));
+                break;
+            }
+        }
+    }
+    let to_u32 = |what: &str, v: &[i64]| -> Result<Vec<u32>> {
+        v.iter()
+            .map(|&x| u32::try_from(x).map_err(|_| anyhow!("{p}: {what}: {x} is not a token id")))
+            .collect()
+    };
+    let ids = match (&opts.ids, from_file) {
+        (Some(given), Some((what, v))) => {
+            let file = to_u32(&what, &v)?;
+            if &file != given {
+                bail!("{p}: --ids {given:?} differ from the file's {what} {file:?}");
+            }
+            file
+        }
+        (Some(given), None) => given.clone(),
+        (None, Some((what, v))) => to_u32(&what, &v)?,
+        (None, None) => bail!(
+            "{p}: the dump holds no token ids (no {} array, no ids metadata): pass --ids",
+            ID_ARRAYS.join("/")
+        ),
+    };
+    if ids.is_empty() {
+        bail!("{p}: no token ids");
+    }
+    Ok(ids)
+}
+
+/// The dump's mode: `opts`, else its `mode` metadata.
+fn dump_mode(path: &Path, d: &Dump, opts: &ImportOptions) -> Result<Mode> {
+    let p = path.display();
+    let file = match d.meta.get("mode").map(String::as_str) {
+        Some("decode") => Some(Mode::Decode),
+        Some("prompt") => Some(Mode::Prompt),
+        Some(other) => bail!("{p}: metadata mode = '{other}' (known: decode, prompt)"),
+        None => None,
+    };
+    match (opts.mode, file) {
+        (Some(m), Some(f)) if m != f => {
+            bail!("{p}: --mode {} differs from the file's mode {}", m.name(), f.name())
+        }
+        (Some(m), _) | (None, Some(m)) => Ok(m),
+        (None, None) => bail!(
+            "{p}: the dump does not say whether it ran token by token or as one batch: pass --mode decode or --mode prompt"
+        ),
+    }
+}
+
+/// A trace from a plain dump (module doc).
+pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Result<Trace> {
+    let p = path.display();
+    let ids = dump_ids(path, d, opts)?;
+    if let Some(bad) = ids.iter().find(|&&i| i as usize >= model.hp.n_vocab) {
+        bail!("{p}: token id {bad} is outside the model's vocabulary of {}", model.hp.n_vocab);
+    }
+    let mode = dump_mode(path, d, opts)?;
+    let n = ids.len();
+    let mut taps: BTreeMap<(usize, String), Tensor> = BTreeMap::new();
+    for (name, a) in &d.arrays {
+        if ID_ARRAYS.contains(&name.as_str()) {
+            continue;
+        }
+        let width = tap_width(model, name).map_err(|why| anyhow!("{p}: array '{name}': {why}"))?;
+        let Values::Float(data) = &a.values else {
+            bail!("{p}: array '{name}' holds integers; a tap holds floats");
+        };
+        let (rows, w) = match a.shape.as_slice() {
+            [r, w] => (*r, *w),
+            [w] => (1, *w),
+            other => bail!("{p}: array '{name}' has shape {other:?}; expected [rows, {width}]"),
+        };
+        if w != width {
+            bail!("{p}: array '{name}' is {w} wide; the model's {name} is {width} wide");
+        }
+        let last_only = mode == Mode::Prompt
+            && rows == 1
+            && n > 1
+            && (name == "result_output" || name == "result_norm");
+        if rows != n && !last_only {
+            bail!(
+                "{p}: array '{name}' has {rows} rows for {n} ids ({} mode: one row per id)",
+                mode.name()
+            );
+        }
+        match mode {
+            Mode::Decode => {
+                for s in 0..n {
+                    taps.insert(
+                        (s, name.clone()),
+                        Tensor {
+                            name: tap_key(s, name),
+                            shape: vec![1, w],
+                            data: data[s * w..(s + 1) * w].to_vec(),
+                        },
+                    );
+                }
+            }
+            Mode::Prompt => {
+                taps.insert(
+                    (0, name.clone()),
+                    Tensor { name: tap_key(0, name), shape: vec![rows, w], data: data.clone() },
+                );
+            }
+        }
+    }
+    let logits = |s: usize| -> Result<&[f32]> {
+        let t = taps.get(&(s, "result_output".to_string())).ok_or_else(|| {
+            anyhow!("{p}: the dump has no result_output (the logits give each step's token)")
+        })?;
+        Ok(&t.data[t.data.len() - model.hp.n_vocab..])
+    };
+    let steps: Vec<StepRecord> = match mode {
+        Mode::Decode => (0..n)
+            .map(|s| Ok(record(s, vec![s], &ids[s..s + 1], logits(s)?)))
+            .collect::<Result<_>>()?,
+        Mode::Prompt => vec![record(0, (0..n).collect(), &ids, logits(0)?)],
+    };
+    let mut meta = d.meta.clone();
+    meta.insert("mode".into(), mode.name().into());
+    meta.insert("prompt_ids".into(), serde_json::to_string(&ids).expect("ids serialize"));
+    meta.insert("tiercheck.imported_from".into(), path.display().to_string());
+    Ok(Trace { taps, steps, meta })
+}
+
+/// A trace file (tiercheck's own) or a plain dump, imported with `opts`.
+pub fn load(model: &Model, path: &Path, opts: &ImportOptions) -> Result<Trace> {
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    if let Ok((_, meta)) = tensorfile::read_bytes(path, &bytes) {
+        if meta.contains_key("tiercheck.format") {
+            return Ok(crate::run::parse_trace(path, &bytes)?);
+        }
+    }
+    let d = dump::read(path)?;
+    import(model, path, &d, opts)
+}
+
+/// Write a trace (taps, step records, metadata) as a tiercheck trace file, atomically.
+pub fn write(path: &Path, t: &Trace) -> Result<()> {
+    let tensors: Vec<Tensor> = t.taps.values().cloned().collect();
+    let mut meta = t.meta.clone();
+    meta.insert("tiercheck.format".into(), "trace-1".into());
+    meta.insert("tiercheck.steps".into(), serde_json::to_string(&t.steps)?);
+    tensorfile::write(path, &tensors, &meta)?;
+    Ok(())
+}
