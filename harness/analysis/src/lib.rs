@@ -30,6 +30,7 @@ pub mod attribute;
 pub mod flips;
 pub mod floor;
 pub mod free_running;
+pub mod identify;
 pub mod layer_local;
 pub mod metrics;
 pub mod plot;

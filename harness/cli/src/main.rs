@@ -42,6 +42,10 @@ enum Command {
     /// elementwise loops) account for the divergence of lane A from lane B: A is moved
     /// toward B one component at a time (portable twins, teacher-forced on B's tokens).
     Attribute(cmd::attribute::AttributeArgs),
+    /// Which lane reproduces a trace or an engine's dump bitwise, and the first tap no
+    /// lane reproduces: every lane (with each attention setting the trace does not fix)
+    /// replays it layer-locally, stopping at its first mismatch.
+    Identify(cmd::identify::IdentifyArgs),
     /// List the known lanes, which ones this host runs natively, and its CPU features.
     Lanes,
     /// Inspect, dequantize and quantize GGUF files.
@@ -89,6 +93,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run(a) => cmd::run::run(a),
         Command::Delta(a) => cmd::delta::run(a),
         Command::Attribute(a) => cmd::attribute::run(a),
+        Command::Identify(a) => cmd::identify::run(a),
         Command::Lanes => cmd::lanes::run(),
         Command::Gguf(c) => cmd::gguf::run(c),
         Command::Trace(c) => cmd::trace::run(c),

@@ -284,3 +284,69 @@ fn bad_dumps_are_errors_naming_the_file_and_the_array() {
     let e = import(&write("l_out-0", vec![2, w]), &["--mode", "decode"]);
     assert!(e.contains("no result_output"), "{e}");
 }
+
+fn identify_json(path: &Path, extra: &[&str]) -> serde_json::Value {
+    let o = bin()
+        .arg("identify")
+        .arg(path)
+        .args(["--impl", "portable", "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn names(v: &serde_json::Value) -> Vec<String> {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+#[test]
+fn identify_names_the_lane_of_full_traces_and_of_partial_plain_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    for (lane, mode) in
+        [("x86_64-avx2-repack", "prompt"), ("aarch64-i8mm-repack", "prompt"), ("ref", "decode")]
+    {
+        let full = dir.path().join(format!("{lane}.safetensors"));
+        one_step_trace(lane, mode, &full);
+        let j = identify_json(&full, &[]);
+        assert_eq!(j["explained"], serde_json::json!(true), "{lane}: {}", j["verdict"]);
+        assert!(j["first_unexplained"].is_null());
+        let best = names(&j["best_lanes"]);
+        assert!(best.contains(&format!("{lane} (kv=f16 fa=on)")), "{lane}: {best:?}");
+        // Every tap of the trace is reproduced by its lane.
+        let per_tap = j["per_tap"].as_array().unwrap();
+        assert_eq!(per_tap.len() as u64, j["taps"].as_u64().unwrap(), "{lane}");
+        // A lane with other kernels does not reproduce it.
+        let other = if lane == "ref" { "x86_64-avx2" } else { "ref" };
+        assert!(!best.iter().any(|b| b.starts_with(&format!("{other} "))), "{lane}: {best:?}");
+    }
+    // A partial plain dump, no attention metadata: every attention setting is tried.
+    let full = dir.path().join("neon.safetensors");
+    one_step_trace("aarch64-neon", "decode", &full);
+    let plain = dir.path().join("neon-dump.safetensors");
+    plain_dump(&full, &plain, false);
+    let j = identify_json(&plain, &["--mode", "decode", "--lanes", "aarch64-neon,x86_64-avx2,ref"]);
+    assert_eq!(j["explained"], serde_json::json!(true), "{}", j["verdict"]);
+    assert!(names(&j["best_lanes"]).contains(&"aarch64-neon (kv=f16 fa=on)".to_string()));
+    assert_eq!(j["candidates"].as_array().unwrap().len(), 12, "3 lanes x 4 attention settings");
+}
+
+#[test]
+fn identify_reports_a_planted_value_as_the_first_unexplained_tap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (full, part) = (dir.path().join("full.safetensors"), dir.path().join("part.safetensors"));
+    full_trace("aarch64-neon-repack", &full);
+    partial(&full, &part, Some((2, "ffn_out-5")));
+    let j = identify_json(&part, &[]);
+    assert_eq!(j["explained"], serde_json::json!(false), "{}", j["verdict"]);
+    let u = &j["first_unexplained"];
+    assert_eq!(u["step"], serde_json::json!(2), "{u}");
+    assert_eq!(u["tap"], serde_json::json!("ffn_out-5"), "{u}");
+    // ffn_out is the output of ffn_down, whose input (ffn_swiglu) this partial trace lacks.
+    assert_eq!(u["kind"], serde_json::json!("input-missing"), "{u}");
+    assert!(u["ratio"].as_f64().unwrap() > 4.0, "{u}");
+    assert_eq!(j["best_lane"], serde_json::json!("aarch64-neon-repack (kv=f16 fa=on)"));
+    let v = j["verdict"].as_str().unwrap();
+    assert!(v.starts_with("unexplained from step 2 tap ffn_out-5"), "{v}");
+}

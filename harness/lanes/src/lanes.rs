@@ -24,6 +24,7 @@ pub enum Impl {
 }
 
 /// A lane implementation chosen to run.
+#[derive(Clone, Copy)]
 pub struct Chosen {
     /// The lane.
     pub lane: &'static Lane,

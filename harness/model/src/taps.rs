@@ -46,8 +46,13 @@ impl TapSink {
         self.step = step;
     }
 
+    /// The kept taps so far, removed from the sink (a caller comparing as it goes).
+    pub fn take(&mut self) -> Vec<Tap> {
+        std::mem::take(&mut self.taps)
+    }
+
     /// Record one tap.
-    pub(crate) fn put(&mut self, name: &str, rows: usize, data: &[f32]) {
+    pub fn put(&mut self, name: &str, rows: usize, data: &[f32]) {
         if self.hash {
             let h = self.digests.entry(name.to_string()).or_default();
             for v in data {

@@ -6,6 +6,7 @@ pub mod bless;
 pub mod delta;
 pub mod gguf;
 pub mod golden;
+pub mod identify;
 pub mod lanes;
 pub mod matmul;
 pub mod matrix;

@@ -1,0 +1,364 @@
+//! `tiercheck identify`: which lane reproduces a trace, and where does it stop.
+//!
+//! Every candidate (a lane with one attention setting: the trace's `kv`/`fa` where it
+//! records them, else all four) replays the trace layer-locally: each layer is fed the
+//! trace's own input at every step (`inp_embd`, else the ids' embedding rows by the
+//! candidate; `l_out` of the layer before, else the candidate's own output where the
+//! trace lacks it), the K/V cache is the candidate's own from those inputs, and every tap
+//! the trace holds is compared bitwise as the candidate produces it, step by step in
+//! graph order. A candidate stops at its first mismatch, so a wrong candidate costs a
+//! layer or two, and only the best one runs through the whole trace.
+//!
+//! The **best** candidate reproduces the longest prefix of the trace's taps (ties: the
+//! first in `tiercheck lanes` order). If it reproduces every tap the trace is
+//! *explained*; else its first mismatch is the first tap no candidate reproduces (every
+//! other candidate stopped earlier or there), reported with its relative error against
+//! the best candidate, the ratio to that candidate's layer-local floor, and what kind of
+//! difference it is: a matmul whose input is bitwise equal but whose output is not (a
+//! kernel-level difference), a matmul whose input the trace lacks (a flipped activation
+//! code or a kernel-level difference), or an elementwise or attention op.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use tiercheck_lanes::{self as lanes, Chosen, Impl};
+use tiercheck_model::import::ImportOptions;
+use tiercheck_model::run::Trace;
+use tiercheck_model::{Attention, FlashAttn, KvType, Model, Residual, TapSink};
+
+use crate::flips::matmul_input;
+use crate::free_running::common;
+use crate::layer_local::NOISE_RATIO;
+use crate::metrics::stat;
+use crate::{decoder, tap_order, teacher_forced, trace_shape, DeltaOptions};
+
+/// One candidate's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateResult {
+    /// `lane (kv=.. fa=..)`.
+    pub name: String,
+    /// The lane.
+    pub lane: String,
+    /// Native or portable.
+    pub imp: String,
+    /// Its attention setting.
+    pub attention: String,
+    /// Taps reproduced bitwise before the first mismatch.
+    pub reproduced: usize,
+    /// The first mismatch: step, tap, relative L2 (none: every tap reproduced).
+    pub first_mismatch: Option<(usize, String, f64)>,
+}
+
+/// One tap of the trace: which candidates reproduce it (candidates that stopped earlier
+/// did not reach it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PerTap {
+    /// Step.
+    pub step: usize,
+    /// Tap.
+    pub tap: String,
+    /// Candidates that reproduce it bitwise.
+    pub lanes: Vec<String>,
+}
+
+/// The first tap no candidate reproduces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unexplained {
+    /// Step.
+    pub step: usize,
+    /// Tap.
+    pub tap: String,
+    /// Relative L2 of the best candidate's tap against the trace's.
+    pub rel_l2: f64,
+    /// The best candidate's layer-local floor for this tap (relative L2), when measured.
+    pub floor: Option<f64>,
+    /// `rel_l2 / floor`.
+    pub ratio: Option<f64>,
+    /// `kernel`, `input-missing` or `elementwise`.
+    pub kind: String,
+    /// In words.
+    pub what: String,
+}
+
+/// The report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IdentifyReport {
+    /// The trace file.
+    pub trace: String,
+    /// Model sha256.
+    pub model_sha256: String,
+    /// Steps and taps of the trace.
+    pub steps: usize,
+    /// Taps the trace holds (over all steps).
+    pub taps: usize,
+    /// The best candidate (`lane (kv=.. fa=..)`).
+    pub best_lane: String,
+    /// Every candidate that reproduces as many taps as the best.
+    pub best_lanes: Vec<String>,
+    /// Whether the best candidate reproduces every tap.
+    pub explained: bool,
+    /// The first tap no candidate reproduces.
+    pub first_unexplained: Option<Unexplained>,
+    /// The verdict in words.
+    pub verdict: String,
+    /// Every candidate.
+    pub candidates: Vec<CandidateResult>,
+    /// Per tap, graph order, the candidates reproducing it.
+    pub per_tap: Vec<PerTap>,
+}
+
+/// Options of an identify run.
+#[derive(Clone, Debug)]
+pub struct IdentifyOptions {
+    /// Only these lanes (default: every lane).
+    pub lanes: Option<Vec<&'static tiercheck_core::Lane>>,
+    /// Implementation of the candidates.
+    pub imp: Impl,
+    /// Residual stream type.
+    pub residual: Residual,
+    /// Context length.
+    pub n_ctx: usize,
+    /// Dither seeds of the floor measured at the first unexplained tap (0: none).
+    pub floor_seeds: u64,
+    /// How a plain dump is imported.
+    pub dump: ImportOptions,
+}
+
+/// The attention settings to try: the trace's where it records them, else all four.
+fn attentions(t: &Trace) -> Vec<Attention> {
+    let kvs = match t.meta.get("kv").map(String::as_str) {
+        Some("f16") => vec![KvType::F16],
+        Some("f32") => vec![KvType::F32],
+        _ => vec![KvType::F16, KvType::F32],
+    };
+    let fas = match t.meta.get("fa").map(String::as_str) {
+        Some("on") => vec![FlashAttn::On],
+        Some("off") => vec![FlashAttn::Off],
+        _ => vec![FlashAttn::On, FlashAttn::Off],
+    };
+    let threads = t
+        .meta
+        .get("tier_threads")
+        .or_else(|| t.meta.get("threads"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut out = Vec::new();
+    for &kv in &kvs {
+        for &fa in &fas {
+            out.push(Attention { kv, fa, tier_threads: threads });
+        }
+    }
+    out
+}
+
+/// The replay of one candidate: per tap reproduced `(step, tap)`, and the first mismatch.
+fn replay(
+    model: &Model,
+    c: &Chosen,
+    o: &DeltaOptions,
+    t: &Trace,
+) -> anyhow::Result<(Vec<(usize, String)>, Option<(usize, String, f64)>)> {
+    let dec = decoder(model, c, o)?;
+    let hp = &model.hp;
+    let mut cache = dec.new_cache();
+    let mut sink = TapSink::new(true, false);
+    let mut matched = Vec::new();
+    // Compare what the candidate produced since the last check, in graph order.
+    let check = |sink: &mut TapSink, matched: &mut Vec<(usize, String)>| {
+        let mut taps = sink.take();
+        taps.sort_by_key(|x| tap_order(&x.name));
+        for tap in taps {
+            let Some(theirs) = t.taps.get(&(tap.step, tap.name.clone())) else { continue };
+            let width = tap.data.len() / tap.rows.max(1);
+            let mine = tiercheck_gguf::tensorfile::Tensor {
+                name: tap.name.clone(),
+                shape: vec![tap.rows, width],
+                data: tap.data,
+            };
+            let (x, y) = common(&mine, theirs);
+            if x.len() != y.len() || x.iter().zip(y).any(|(p, q)| p.to_bits() != q.to_bits()) {
+                let rel = if x.len() == y.len() { stat(x, y).rel_l2 } else { f64::INFINITY };
+                return Some((tap.step, tap.name, rel));
+            }
+            matched.push((tap.step, tap.name));
+        }
+        None
+    };
+    for (step, rec) in t.steps.iter().enumerate() {
+        let m = rec.input_ids.len();
+        let pos0 = rec.positions[0];
+        sink.set_step(step);
+        let own = dec.embed(&rec.input_ids)?;
+        sink.put("inp_embd", m, &own);
+        if let Some(bad) = check(&mut sink, &mut matched) {
+            return Ok((matched, Some(bad)));
+        }
+        let mut x = match t.taps.get(&(step, "inp_embd".to_string())) {
+            Some(e) if e.data.len() == own.len() => e.data.clone(),
+            _ => own,
+        };
+        for il in 0..hp.n_layer {
+            let out = dec.eval_layer(il, &mut cache, &x, pos0, m, &mut sink)?;
+            if let Some(bad) = check(&mut sink, &mut matched) {
+                return Ok((matched, Some(bad)));
+            }
+            x = match t.taps.get(&(step, format!("l_out-{il}"))) {
+                Some(l) if l.data.len() == out.len() => l.data.clone(),
+                _ => out,
+            };
+        }
+        dec.head(&x, m, &mut sink)?;
+        if let Some(bad) = check(&mut sink, &mut matched) {
+            return Ok((matched, Some(bad)));
+        }
+    }
+    Ok((matched, None))
+}
+
+/// Identify `path` (a trace or a plain dump) among the lanes (module doc).
+pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Result<IdentifyReport> {
+    let t = tiercheck_model::import::load(model, path, &o.dump)?;
+    let (prompt, mode, generated) = trace_shape(path, &t)?;
+    let lanes_list: Vec<&'static tiercheck_core::Lane> = match &o.lanes {
+        Some(l) => l.clone(),
+        None => lanes::all().to_vec(),
+    };
+    let mut candidates = Vec::new();
+    let mut per: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
+    let mut best: Option<(usize, usize, Chosen, DeltaOptions)> = None;
+    for lane in lanes_list {
+        let c = lanes::choose(lane, o.imp).map_err(anyhow::Error::msg)?;
+        for attn in attentions(&t) {
+            let opts = DeltaOptions {
+                ids: prompt.clone(),
+                steps: generated.len(),
+                mode,
+                residual: o.residual,
+                n_ctx: o.n_ctx,
+                attn,
+                threshold: 0.0,
+                floor_seeds: o.floor_seeds,
+                dump: o.dump.clone(),
+            };
+            let (matched, first) = replay(model, &c, &opts, &t)?;
+            let name = format!("{} ({})", lane.name, attn.label());
+            for key in &matched {
+                per.entry(key.clone()).or_default().push(name.clone());
+            }
+            let i = candidates.len();
+            if best.as_ref().is_none_or(|b| matched.len() > b.0) {
+                best = Some((matched.len(), i, c.clone(), opts.clone()));
+            }
+            candidates.push(CandidateResult {
+                name,
+                lane: lane.name.into(),
+                imp: c.impl_name().into(),
+                attention: attn.label(),
+                reproduced: matched.len(),
+                first_mismatch: first,
+            });
+        }
+    }
+    let (best_n, best_i, best_c, best_o) =
+        best.ok_or_else(|| anyhow::anyhow!("identify: no candidate lanes"))?;
+    let best_lanes: Vec<String> =
+        candidates.iter().filter(|c| c.reproduced == best_n).map(|c| c.name.clone()).collect();
+    let best_cand = &candidates[best_i];
+    let explained = best_cand.first_mismatch.is_none();
+    let first_unexplained = match &best_cand.first_mismatch {
+        None => None,
+        Some((step, tap, rel)) => {
+            let floor = if o.floor_seeds > 0 {
+                let f = crate::floor::measure(model, &best_c, &best_o, &generated, |d| {
+                    teacher_forced::replay(model, &best_c, &best_o, &prompt, mode, &generated, d)
+                })?;
+                f.layer_local.get(tap).copied()
+            } else {
+                None
+            };
+            let ratio = floor.filter(|f| *f > 0.0).map(|f| rel / f);
+            let (kind, what) = match matmul_input(tap) {
+                Some(input) if t.taps.contains_key(&(*step, input.clone())) => (
+                    "kernel",
+                    format!(
+                        "a kernel-level difference: the matmul's input {input} is reproduced bitwise, its output {tap} is not"
+                    ),
+                ),
+                Some(input) => (
+                    "input-missing",
+                    format!(
+                        "the trace lacks the matmul's input {input}: a flipped activation code there or a kernel-level difference"
+                    ),
+                ),
+                None => ("elementwise", format!("an elementwise or attention difference ({tap} is not a matmul output)")),
+            };
+            let size = match ratio {
+                Some(q) if q <= NOISE_RATIO => {
+                    format!("x{q:.1} the layer-local floor: noise-sized")
+                }
+                Some(q) => format!("x{q:.0} the layer-local floor: beyond the floor"),
+                None => "no floor measured".into(),
+            };
+            Some(Unexplained {
+                step: *step,
+                tap: tap.clone(),
+                rel_l2: *rel,
+                floor,
+                ratio,
+                kind: kind.into(),
+                what: format!("{what}; relative L2 {rel:.1e}, {size}"),
+            })
+        }
+    };
+    let verdict = match &first_unexplained {
+        None => format!("explained: {} reproduces every tap bitwise", best_cand.name),
+        Some(u) => format!(
+            "unexplained from step {} tap {}: no lane reproduces it (best: {}, {} taps before it); {}",
+            u.step, u.tap, best_cand.name, best_n, u.what
+        ),
+    };
+    let mut per_tap: Vec<PerTap> =
+        per.into_iter().map(|((step, tap), lanes)| PerTap { step, tap, lanes }).collect();
+    per_tap.sort_by_key(|p| (p.step, tap_order(&p.tap)));
+    Ok(IdentifyReport {
+        trace: path.display().to_string(),
+        model_sha256: model.sha256.clone(),
+        steps: t.steps.len(),
+        taps: t.taps.len(),
+        best_lane: best_cand.name.clone(),
+        best_lanes,
+        explained,
+        first_unexplained,
+        verdict,
+        candidates,
+        per_tap,
+    })
+}
+
+/// The report as text.
+pub fn render(r: &IdentifyReport) -> String {
+    let mut s = format!(
+        "identify {} ({} steps, {} taps), model {}\n",
+        r.trace,
+        r.steps,
+        r.taps,
+        &r.model_sha256[..12]
+    );
+    s += &format!("verdict: {}\n", r.verdict);
+    if r.best_lanes.len() > 1 {
+        s += &format!("equally good: {}\n", r.best_lanes.join(", "));
+    }
+    s += "candidates (taps reproduced before the first mismatch):\n";
+    let mut cs: Vec<&CandidateResult> = r.candidates.iter().collect();
+    cs.sort_by_key(|c| std::cmp::Reverse(c.reproduced));
+    for c in cs {
+        let stop = match &c.first_mismatch {
+            None => "every tap".into(),
+            Some((st, tap, rel)) => format!("stops at step {st} {tap} (rel {rel:.1e})"),
+        };
+        s += &format!("  {:<48} {:>6}  {stop}\n", format!("{} [{}]", c.name, c.imp), c.reproduced);
+    }
+    s
+}

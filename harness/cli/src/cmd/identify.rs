@@ -1,0 +1,72 @@
+//! `tiercheck identify`: which lane reproduces a trace or dump, and where it stops.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use tiercheck_analysis::identify::{self, IdentifyOptions};
+use tiercheck_lanes::Impl;
+use tiercheck_model::import::ImportOptions;
+use tiercheck_model::{Mode, Model, Residual};
+
+use crate::args::{LaneList, LaneListParser};
+use crate::cmd::delta::parse_ids;
+
+/// `tiercheck identify`.
+#[derive(Args, Clone, Debug)]
+pub struct IdentifyArgs {
+    /// The trace (tiercheck's, an oracle's) or a plain dump (docs/TRACES.md).
+    pub trace: PathBuf,
+    /// GGUF model (qwen3) the trace ran. Default: the embedded model.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Only these lanes (comma-separated; default: every lane).
+    #[arg(long, value_parser = LaneListParser)]
+    pub lanes: Option<LaneList>,
+    /// Which implementation of the lanes to run.
+    #[arg(long = "impl", value_enum, default_value_t = Impl::Auto)]
+    pub imp: Impl,
+    /// Residual stream type.
+    #[arg(long, value_enum, default_value_t = Residual::F32)]
+    pub residual: Residual,
+    /// Context length (a multiple of 256).
+    #[arg(long = "ctx", default_value_t = 512)]
+    pub n_ctx: usize,
+    /// Dither seeds of the floor measured at the first unexplained tap (0: none).
+    #[arg(long, default_value_t = 1)]
+    pub floor_seeds: u64,
+    /// A plain dump's token ids, where the file holds none (comma-separated).
+    #[arg(long, value_name = "IDS")]
+    pub ids: Option<String>,
+    /// A plain dump's mode, where the file does not say.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Print the report as JSON (`best_lane`, `first_unexplained`, `per_tap`, ...).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tiercheck identify`.
+pub fn run(a: IdentifyArgs) -> Result<()> {
+    let path = match &a.model {
+        Some(p) => p.clone(),
+        None => tiercheck_model::embedded::ensure_model(None)?,
+    };
+    let model = Model::open(&path)?;
+    let o = IdentifyOptions {
+        lanes: a.lanes.map(|l| l.0),
+        imp: a.imp,
+        residual: a.residual,
+        n_ctx: a.n_ctx,
+        floor_seeds: a.floor_seeds,
+        dump: ImportOptions { ids: a.ids.as_deref().map(parse_ids).transpose()?, mode: a.mode },
+    };
+    let r = identify::identify(&model, &a.trace, &o)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", identify::render(&r));
+    }
+    Ok(())
+}
