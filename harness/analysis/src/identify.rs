@@ -153,13 +153,16 @@ fn attentions(t: &Trace) -> Vec<Attention> {
     out
 }
 
+/// A first mismatch: step, tap, relative L2.
+type Mismatch = (usize, String, f64);
+
 /// The replay of one candidate: per tap reproduced `(step, tap)`, and the first mismatch.
 fn replay(
     model: &Model,
     c: &Chosen,
     o: &DeltaOptions,
     t: &Trace,
-) -> anyhow::Result<(Vec<(usize, String)>, Option<(usize, String, f64)>)> {
+) -> anyhow::Result<(Vec<(usize, String)>, Option<Mismatch>)> {
     let dec = decoder(model, c, o)?;
     let hp = &model.hp;
     let mut cache = dec.new_cache();
@@ -249,7 +252,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
             }
             let i = candidates.len();
             if best.as_ref().is_none_or(|b| matched.len() > b.0) {
-                best = Some((matched.len(), i, c.clone(), opts.clone()));
+                best = Some((matched.len(), i, c, opts.clone()));
             }
             candidates.push(CandidateResult {
                 name,
