@@ -161,12 +161,7 @@ type Mismatch = (usize, String, f64);
 type Replayed = (Vec<(usize, String)>, Option<Mismatch>);
 
 /// The replay of one candidate: per tap reproduced `(step, tap)`, and the first mismatch.
-fn replay(
-    model: &Model,
-    c: &Chosen,
-    o: &DeltaOptions,
-    t: &Trace,
-) -> anyhow::Result<Replayed> {
+fn replay(model: &Model, c: &Chosen, o: &DeltaOptions, t: &Trace) -> anyhow::Result<Replayed> {
     let dec = decoder(model, c, o)?;
     let hp = &model.hp;
     let mut cache = dec.new_cache();

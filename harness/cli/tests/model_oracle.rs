@@ -5,7 +5,7 @@
 //!   [`Arith::DequantF32`] forward on the embedded model, teacher-forced, in decode and in
 //!   prompt mode, every tap of every step within [`F64_TOL`].
 //! - `llama_cpp/*`: llama.cpp itself (its haswell CPU tier, built by `ci/oracle`, driven
-//!   through `ci/py/llama_taps.py` with a `cb_eval` callback, two threads, its tiled
+//!   through the capture tool (`tools/capture`, `tiercheck-capture`) with a `cb_eval` callback, two threads, its tiled
 //!   K-quant matmul on as by default) against the `x86_64-avx2-repack` lane (repack on,
 //!   llama.cpp's default) and, under `llama_cpp/no_repack/`, the `x86_64-avx2` lane
 //!   (`--no-repack`): decode and prompt mode (the prompt is one batch of 20 rows, so every
@@ -161,7 +161,7 @@ fn run_python(py: &Path, args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Threads llama.cpp runs with in these trials (`llama_taps.py`'s default), which is
+/// Threads llama.cpp runs with in these trials (`tiercheck-capture`'s default), which is
 /// also the tier thread count the lanes are given (only split-KV flash attention reads
 /// it).
 const LLAMA_THREADS: usize = 2;
@@ -244,7 +244,15 @@ fn numpy_f64(mode: Mode) -> Result<(), String> {
     Ok(())
 }
 
-/// The `llama_taps.py` arguments that select `build`: `--lib DIR` or `--driver BIN
+/// The capture tool (`tools/capture`, `python -m tiercheck_capture`) from this checkout,
+/// run by the oracle venv's `py`.
+fn capture(py: &Path) -> Command {
+    let mut cmd = Command::new(py);
+    cmd.args(["-m", "tiercheck_capture"]).env("PYTHONPATH", repo_root().join("tools/capture"));
+    cmd
+}
+
+/// The capture tool's arguments that select `build`: `--lib DIR` or `--driver BIN
 /// --qemu-cpu MODEL`; "oracle not built" when `ci/oracle` did not make it.
 fn build_args(build: Build) -> Result<Vec<String>, String> {
     let (key, cpu) = build.oracle();
@@ -275,7 +283,7 @@ fn build_args(build: Build) -> Result<Vec<String>, String> {
 }
 
 /// How llama.cpp runs: mode, repack, greedy steps after the ids, and the K/V cache type
-/// and flash attention (`llama_taps.py --kv --fa`).
+/// and flash attention (`tiercheck-capture --kv --fa`).
 struct LlamaRun {
     mode: Mode,
     repack: bool,
@@ -296,10 +304,8 @@ fn llama_trace(
     let LlamaRun { mode, repack, steps, attn } = run;
     let py = python()?;
     let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-    let script = repo_root().join("ci/py/llama_taps.py");
-    let mut cmd = Command::new(&py);
-    cmd.arg(script)
-        .args(build_args(build)?)
+    let mut cmd = capture(&py);
+    cmd.args(build_args(build)?)
         .arg("--model")
         .arg(model)
         .args(["--ids", &ids_s.join(","), "--mode", mode.name(), "--steps", &steps.to_string()])
@@ -313,7 +319,7 @@ fn llama_trace(
     }
     let res = cmd.output().map_err(|e| format!("{}: {e}", py.display()))?;
     if !res.status.success() {
-        return Err(format!("llama_taps.py failed: {}", String::from_utf8_lossy(&res.stderr)));
+        return Err(format!("tiercheck-capture failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
     let t = read_trace(out).map_err(|e| e.to_string())?;
     let (kv, fa) = (t.meta.get("kv").map(String::as_str), t.meta.get("fa").map(String::as_str));
@@ -693,7 +699,7 @@ fn llama_delta() -> Result<(), String> {
 }
 
 /// The aarch64 builds' path (the static `llamataps` driver writing a dump that
-/// `llama_taps.py --driver` turns into a trace) captures exactly what the in-process path
+/// `tiercheck-capture --driver` turns into a trace) captures exactly what the in-process path
 /// captures: the same driver source built for this host against the haswell library,
 /// decode and prompt mode with greedy steps, every tap and every step record equal.
 fn driver_matches_in_process() -> Result<(), String> {
@@ -712,8 +718,7 @@ fn driver_matches_in_process() -> Result<(), String> {
         let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(10).iter().map(|i| i.to_string()).collect();
-        let res = Command::new(&py)
-            .arg(repo_root().join("ci/py/llama_taps.py"))
+        let res = capture(&py)
             .arg("--driver")
             .arg(&driver)
             .args(["--qemu-cpu", "", "--model"])
@@ -776,6 +781,71 @@ fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) ->
     })
 }
 
+/// `tiercheck identify` on dumps the capture tool takes from llama.cpp's own builds
+/// (decode mode, llama.cpp's default attention, repack on, and the haswell build with
+/// repack off too): each is explained, by the lane of that build; one planted value in
+/// the haswell dump is reported as the first unexplained tap at its step.
+fn llama_identify() -> Result<(), String> {
+    use tiercheck_analysis::identify::{identify, IdentifyOptions};
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ids = forced_ids(4);
+    let opts = IdentifyOptions {
+        lanes: None,
+        imp: Impl::Auto,
+        residual: Residual::F32,
+        n_ctx: 512,
+        floor_seeds: 1,
+        dump: Default::default(),
+    };
+    let builds = [
+        (Build::Haswell, true),
+        (Build::Haswell, false),
+        (Build::ArmDotprod, true),
+        (Build::ArmI8mm, true),
+        (Build::ArmSve128, true),
+        (Build::ArmSve256, true),
+    ];
+    for (build, repack) in builds {
+        let out = dir.path().join(format!("{}-{repack}.safetensors", build.name()));
+        let run = LlamaRun {
+            mode: Mode::Decode,
+            repack,
+            steps: 0,
+            attn: attn(KvType::F16, FlashAttn::On),
+        };
+        llama_trace(build, &model.path, &ids, run, &out)?;
+        let r = identify(&model, &out, &opts).map_err(|e| format!("{e:#}"))?;
+        let want = format!("{} (kv=f16 fa=on)", build.lane(repack));
+        if !r.explained || !r.best_lanes.contains(&want) {
+            return Err(format!(
+                "{} repack {repack}: {}; best {:?}",
+                build.name(),
+                r.verdict,
+                r.best_lanes
+            ));
+        }
+        eprintln!("{} repack {repack}: {}", build.name(), r.verdict);
+    }
+    // One planted value (step 1, ffn_out-2) in the haswell dump.
+    let src = dir.path().join("haswell-true.safetensors");
+    let mut t = read_trace(&src).map_err(|e| e.to_string())?;
+    let tap = t.taps.get_mut(&(1, "ffn_out-2".to_string())).ok_or("no ffn_out-2 at step 1")?;
+    tap.data[7] *= 1.001;
+    let planted = dir.path().join("planted.safetensors");
+    tiercheck_model::import::write(&planted, &t).map_err(|e| e.to_string())?;
+    let r = identify(&model, &planted, &opts).map_err(|e| format!("{e:#}"))?;
+    let u = r
+        .first_unexplained
+        .as_ref()
+        .ok_or_else(|| format!("planted value explained: {}", r.verdict))?;
+    if (u.step, u.tap.as_str(), u.kind.as_str()) != (1, "ffn_out-2", "kernel") {
+        return Err(format!("planted value at step 1 ffn_out-2, reported: {}", r.verdict));
+    }
+    eprintln!("planted: {}", r.verdict);
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let mut trials = vec![
@@ -785,6 +855,7 @@ fn main() -> ExitCode {
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/delta_greedy", llama_delta),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
+        trial("llama_cpp/identify", llama_identify),
         trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
         trial("llama_cpp/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Haswell, true)),
         trial("llama_cpp/zen4/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Zen4, false)),

@@ -13,11 +13,11 @@
 # The metadata holds `tiercheck.format` = `trace-1`, `tiercheck.steps` (a JSON array, one
 # object per step: step, positions, input_ids, emitted, top, gap) and provenance keys.
 #
-# Used by ci/py/llama_taps.py (the llama.cpp oracle); importable by any other script that
-# sits in ci/py (or puts it on sys.path). Also a small command-line tool:
-#   trace_io.py show TRACE            metadata and tensor list
-#   trace_io.py diff A B [--tol REL]  per tap: max |a-b|, relative to max |b|, and whether
-#                                     the two are bitwise equal
+# Used by tiercheck-capture (`tiercheck_capture.capture`); importable by any script as
+# `tiercheck_capture.trace_io`. Also a small command-line tool:
+#   python -m tiercheck_capture.trace_io show TRACE            metadata and tensor list
+#   python -m tiercheck_capture.trace_io diff A B [--tol REL]  per tap: max |a-b|, relative
+#                                     to max |b|, and whether the two are bitwise equal
 import json
 import os
 import struct
@@ -181,7 +181,7 @@ def _main(argv):
                 print(f"{s:03d}/{tap:<16} max|diff| {d:.3e} rel {rel:.3e} "
                       f"{'bitwise-equal' if same else ''}{flag}")
         return 1 if bad else 0
-    print("usage: trace_io.py show TRACE | diff A B [--tol REL]", file=sys.stderr)
+    print("usage: python -m tiercheck_capture.trace_io show TRACE | diff A B [--tol REL]", file=sys.stderr)
     return 2
 
 

@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
-# llama_taps.py: the llama.cpp oracle. Runs a GGUF model (qwen3) through the real llama.cpp
-# built by ci/oracle, and writes the per-layer tensors of the run as a trace
-# (docs/TRACES.md): in process through ctypes for the haswell build (AVX2+FMA+F16C+BMI2, no
-# AVX-512; producer `llama.cpp-haswell`), or through the static driver
-# ci/oracle-driver/llamataps.c for the aarch64 builds (dotprod, i8mm), run under
-# qemu-aarch64 (producer `llama.cpp-aarch64`). Both paths share the tap selection, the
-# checks and the trace writer below; on the haswell build the two give identical traces.
+# tiercheck-capture: per-layer taps of a real llama.cpp run as a tiercheck trace
+# (docs/TRACES.md). Loads a libllama (a build folder or file, or the one inside an
+# installed llama-cpp-python) in process through ctypes, evaluates teacher-forced ids in
+# decode mode (one token per llama_decode) or prompt mode (one batch) with the engine's
+# own settings (repack on/off, K/V cache type, flash attention, threads, GPU layers), and
+# writes every tap with the build's CPU features and the repack layouts ggml logged. The
+# aarch64 builds of the project's oracle also run through the static driver
+# ci/oracle-driver/llamataps.c, under qemu-aarch64 on an x86 host.
 #
-#   llama_taps.py --lib DIR --model FILE.gguf --ids 1,2,3 --mode decode|prompt \
+#   tiercheck-capture --lib DIR|FILE --model FILE.gguf --ids 1,2,3 --mode decode|prompt \
 #       --out TRACE.safetensors [--threads N] [--no-repack] [--steps N] [--kv f32|f16]
-#       [--fa on|off] [--verbose]
-#   llama_taps.py --driver BIN [--qemu-cpu MODEL] --model ... (the same options)
+#       [--fa on|off] [--gpu-layers N] [--verbose]
+#   tiercheck-capture --llama-cpp-python --model ... (the libllama of the installed package)
+#   tiercheck-capture --driver BIN [--qemu-cpu MODEL] --model ... (the same options)
 #
-# BIN is ci/oracle's `TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD` / `_I8MM` (run with QEMU_CPU =
-# MODEL: neoverse-n1 for dotprod, `max,sve=off` for i8mm; an empty MODEL runs BIN directly,
-# for a driver built for this host).
+# (`python -m tiercheck_capture` is the same.) BIN is the project's
+# `TIERCHECK_ORACLE_LLAMA_ARM_*` driver (run with QEMU_CPU = MODEL: neoverse-n1 for
+# dotprod, `max,sve=off` for i8mm, `max,sve128=on` / `max,sve256=on` for the SVE builds;
+# an empty MODEL runs BIN directly, for a driver built for this host).
 #
-# DIR is ci/oracle's `TIERCHECK_ORACLE_LLAMA` (…/ggml-0.3.36/llama-haswell/lib): libllama.so
-# with libggml.so, libggml-base.so and libggml-cpu.so beside it (RUNPATH $ORIGIN). Run with
-# the oracle venv's python (numpy; no llama-cpp-python, no safetensors package needed).
+# DIR is a folder with libllama.so and the ggml libraries beside it (RUNPATH $ORIGIN), as
+# a llama.cpp build or the project's `TIERCHECK_ORACLE_LLAMA` has them. Needs numpy only
+# (no llama-cpp-python, no safetensors package). The ctypes mirrors below are those of
+# llama.h at llama.cpp 0c1e570 (llama-cpp-python 0.3.36); another version whose structs
+# differ is refused at start-up by the checks listed below, not run.
 #
 # What it does:
 #   - Plain ctypes against llama.h / ggml.h of the vendored llama.cpp (llama-cpp-python
@@ -80,10 +85,14 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import trace_io  # noqa: E402
+from . import trace_io  # noqa: E402
 
 PRODUCER = "llama.cpp-haswell"
+
+# ggml_cpu_has_<name> queries recorded as the trace's `cpu_features`.
+CPU_FEATURES = ["sse3", "ssse3", "avx", "avx_vnni", "avx2", "bmi2", "f16c", "fma", "avx512",
+                "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_int8", "neon", "arm_fma",
+                "fp16_va", "dotprod", "matmul_int8", "sve", "sme", "riscv_v", "vsx"]
 N_CTX = 512
 
 # Per-layer taps (llama.cpp eval-callback names, suffixed -L) and global taps, in the
@@ -246,9 +255,13 @@ class Llama:
             if C.sizeof(cls) != size:
                 raise OracleError(f"ctypes mirror {cls.__name__} is {C.sizeof(cls)} bytes, "
                                   f"the header says {size}")
-        path = os.path.join(lib_dir, "libllama.so")
+        if os.path.isfile(lib_dir):
+            path, lib_dir = lib_dir, os.path.dirname(lib_dir) or "."
+        else:
+            path = os.path.join(lib_dir, "libllama.so")
         if not os.path.isfile(path):
-            raise OracleError(f"{path} does not exist (build it with ci/oracle)")
+            raise OracleError(f"{path} does not exist (a llama.cpp build folder, its libllama.so, "
+                              "or --llama-cpp-python)")
         self.lib_dir = os.path.realpath(lib_dir)
         self.lib = C.CDLL(path, mode=C.RTLD_GLOBAL)
         self._check_loaded_from_dir()
@@ -306,6 +319,27 @@ class Llama:
                               f"{C.sizeof(GgmlTensor)} in this build")
         self.llama_backend_init()
         self._check_defaults()
+
+    def cpu_features(self):
+        """The CPU features ggml's CPU backend was built with and sees (`ggml_cpu_has_*`,
+        and the SVE length in bytes), as `name` or `name=value` strings; empty where the
+        backend does not export them (a dynamically loaded backend)."""
+        out = []
+        for name in CPU_FEATURES:
+            f = getattr(self.lib, "ggml_cpu_has_" + name, None)
+            if f is None:
+                continue
+            f.restype = C.c_int
+            f.argtypes = []
+            if f():
+                out.append(name)
+        cnt = getattr(self.lib, "ggml_cpu_get_sve_cnt", None)
+        if cnt is not None:
+            cnt.restype = C.c_int
+            cnt.argtypes = []
+            if cnt() > 0:
+                out.append(f"sve_cnt={cnt()}")
+        return out
 
     def _check_loaded_from_dir(self):
         """Every libllama/libggml* mapped into this process comes from lib_dir (no other
@@ -452,11 +486,12 @@ def sha256_file(path):
 
 
 class Session:
-    def __init__(self, llama, model_path, threads, repack, capture=True, kv="f32", fa=False):
+    def __init__(self, llama, model_path, threads, repack, capture=True, kv="f32", fa=False,
+                 gpu_layers=0):
         self.llama = llama
         L = llama
         mp = L.llama_model_default_params()
-        mp.n_gpu_layers = 0
+        mp.n_gpu_layers = gpu_layers
         mp.use_extra_bufts = bool(repack)
         self.model = L.llama_model_load_from_file(os.fsencode(model_path), mp)
         if not self.model:
@@ -586,11 +621,11 @@ def node_names(n_layer):
 
 
 def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True,
-        kv="f32", fa=False):
+        kv="f32", fa=False, gpu_layers=0):
     """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps, with a K/V
     cache of type `kv` and flash attention `fa`. Returns (session info dict, steps) with
     steps as trace_io.write_trace wants them (`taps` empty when capture is False)."""
-    sess = Session(llama, model_path, threads, repack, capture, kv, fa)
+    sess = Session(llama, model_path, threads, repack, capture, kv, fa, gpu_layers)
     try:
         batches = [[t] for t in ids] if mode == "decode" else [list(ids)]
         steps = []
@@ -678,6 +713,20 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                               + res.stderr.decode("utf-8", "replace")[-2000:])
         d = Dump(out)
         info = {"n_kv": set(), "noncontig": [], "seen": {}}
+        # The driver's view of the CPU (`llamataps info`: `name=0|1`, `sve_cnt=N` bytes).
+        icmd = cmd[:-len(cmd) + (2 if cmd[0] == "qemu-aarch64" else 1)] + ["info"]
+        ires = subprocess.run(icmd, env=env, capture_output=True)
+        if ires.returncode != 0:
+            raise OracleError(f"{' '.join(icmd)} exited {ires.returncode}: "
+                              + ires.stderr.decode("utf-8", "replace")[-2000:])
+        feats = []
+        for kv_ in ires.stdout.decode().split():
+            k, _, v = kv_.partition("=")
+            if k == "sve_cnt" and v not in ("", "0"):
+                feats.append(f"sve_cnt={v}")
+            elif v == "1":
+                feats.append({"i8mm": "matmul_int8"}.get(k, k))
+        info["cpu_features"] = feats
         repacked = {}
         steps = []
         captured, seen, logits = {}, {}, None
@@ -734,6 +783,26 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
     return info, steps, repacked
 
 
+def llama_cpp_python_lib():
+    """The folder of the libllama inside the installed llama-cpp-python package."""
+    import importlib.util
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("--llama-cpp-python: the llama_cpp package is not installed in this Python")
+    for base in spec.submodule_search_locations:
+        for sub in ("lib", ""):
+            d = os.path.join(base, sub)
+            if os.path.isfile(os.path.join(d, "libllama.so")):
+                return d
+    raise SystemExit("--llama-cpp-python: no libllama.so inside the llama_cpp package "
+                     f"({', '.join(spec.submodule_search_locations)})")
+
+
+def cli():
+    """The console entry point."""
+    sys.exit(main())
+
+
 def parse_ids(s):
     try:
         ids = [int(x) for x in s.replace(" ", "").split(",") if x != ""]
@@ -745,9 +814,13 @@ def parse_ids(s):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Per-layer taps of llama.cpp (haswell tier) as a trace.")
+    ap = argparse.ArgumentParser(
+        prog="tiercheck-capture",
+        description="Per-layer taps of a llama.cpp run as a tiercheck trace (docs/TRACES.md).")
     src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--lib", help="folder with libllama.so (TIERCHECK_ORACLE_LLAMA)")
+    src.add_argument("--lib", help="a llama.cpp build folder with libllama.so, or the file itself")
+    src.add_argument("--llama-cpp-python", action="store_true",
+                     help="the libllama of the installed llama-cpp-python package")
     src.add_argument("--driver", help="an aarch64 llamataps driver (TIERCHECK_ORACLE_LLAMA_ARM_*), "
                                       "run under qemu-aarch64 with --qemu-cpu")
     ap.add_argument("--qemu-cpu", default="max,sve=off",
@@ -766,8 +839,16 @@ def main(argv=None):
                     help="K and V cache type (llama.cpp's default is f16)")
     ap.add_argument("--fa", choices=["on", "off"], default="off",
                     help="flash attention (llama.cpp's default resolves to on for the CPU)")
+    ap.add_argument("--gpu-layers", type=int, default=0,
+                    help="layers offloaded to a GPU backend (llama.cpp's -ngl; 0: CPU only)")
     ap.add_argument("--verbose", action="store_true", help="pass llama.cpp's whole log to stderr")
     a = ap.parse_args(argv)
+    if a.llama_cpp_python:
+        a.lib = llama_cpp_python_lib()
+    if a.gpu_layers < 0:
+        raise SystemExit("--gpu-layers must be at least 0")
+    if a.driver and a.gpu_layers:
+        raise SystemExit("--gpu-layers: the aarch64 driver runs on the CPU only")
     fa = a.fa == "on"
     ids = parse_ids(a.ids)
     if a.threads < 1:
@@ -779,7 +860,8 @@ def main(argv=None):
         else:
             llama = Llama(a.lib, verbose=a.verbose)
             info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps,
-                              kv=a.kv, fa=fa)
+                              kv=a.kv, fa=fa, gpu_layers=a.gpu_layers)
+            info["cpu_features"] = llama.cpu_features()
             # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per
             # repacked weight.
             repacked = {}
@@ -788,7 +870,7 @@ def main(argv=None):
                 if m:
                     repacked[m.group(1)] = m.group(2)
     except OracleError as e:
-        print(f"llama_taps: error: {e}", file=sys.stderr)
+        print(f"tiercheck-capture: error: {e}", file=sys.stderr)
         return 1
     import platform
     under_qemu = bool(a.driver and a.qemu_cpu and platform.machine() != "aarch64")
@@ -809,12 +891,16 @@ def main(argv=None):
     }
     if under_qemu:
         meta["qemu_cpu"] = a.qemu_cpu
+    if info.get("cpu_features") is not None:
+        meta["cpu_features"] = ",".join(info["cpu_features"])
+    if a.gpu_layers:
+        meta["gpu_layers"] = str(a.gpu_layers)
     trace_io.write_trace(a.out, steps, meta)
     n_taps = sum(len(st["taps"]) for st in steps)
-    print(f"llama_taps: {info['desc']}, {info['n_layer']} layers, n_embd {info['n_embd']}, "
+    print(f"tiercheck-capture: {info['desc']}, {info['n_layer']} layers, n_embd {info['n_embd']}, "
           f"n_vocab {info['n_vocab']}; {len(steps)} steps, {n_taps} taps -> {a.out}",
           file=sys.stderr)
-    print(f"llama_taps: attention n_kv {info['n_kv']}; non-contiguous taps: "
+    print(f"tiercheck-capture: attention n_kv {info['n_kv']}; non-contiguous taps: "
           f"{info['noncontig'] or 'none'}; repacked weights: {len(repacked)}", file=sys.stderr)
     return 0
 
