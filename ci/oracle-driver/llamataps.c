@@ -1,15 +1,15 @@
 // llamataps: the llama.cpp oracle for a build that Python cannot load in process (the
-// aarch64 builds, which run under qemu-aarch64). It does what ci/py/llama_taps.py does
+// aarch64 builds, which run under qemu-aarch64). It does what tools/capture (tiercheck-capture) does
 // with ctypes on the haswell build, through the same llama.h: load a GGUF model on the
 // CPU (repack on or off), evaluate teacher-forced ids token by token (`decode`) or as one
 // batch (`prompt`), then greedy single-token steps, with a cb_eval callback that copies
-// out the per-layer taps; and it writes what it saw as a dump that llama_taps.py
+// out the per-layer taps; and it writes what it saw as a dump that tiercheck-capture
 // (--dump-from) turns into a trace with the same checks as its in-process path.
 //
 //   llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump [KV FA]
 //   llamataps info
 //
-// Context as llama_taps.py sets it: n_ctx = n_batch = n_ubatch = 512, one sequence,
+// Context as tiercheck-capture sets it: n_ctx = n_batch = n_ubatch = 512, one sequence,
 // logits for every row; K and V cache of type KV (f32 or f16; default f32) and flash
 // attention FA (0 or 1; default 0). Tap selection, the
 // llama.cpp node names and the "last node of a name wins" rule are the script's (the
