@@ -212,6 +212,11 @@ fn trace_attention(path: &Path, t: &Trace, default: Attention) -> anyhow::Result
     Ok(a)
 }
 
+/// The prompt, mode and greedy tokens a trace records (`path` names it in errors).
+pub fn trace_prompt(path: &Path, t: &Trace) -> anyhow::Result<(Vec<u32>, Mode, Vec<u32>)> {
+    trace_shape(path, t)
+}
+
 /// The prompt, mode and greedy tokens a trace file records.
 fn trace_shape(path: &Path, t: &Trace) -> anyhow::Result<(Vec<u32>, Mode, Vec<u32>)> {
     let first = t

@@ -1,39 +1,114 @@
 //! `tiercheck attribute`: which recipe components account for the divergence of one
 //! lane from another.
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{bail, Result};
 use clap::Args;
 
-use tiercheck_analysis as analysis;
+use tiercheck_analysis::identify::{self, IdentifyOptions};
+use tiercheck_analysis::{self as analysis};
 use tiercheck_core::Lane;
+use tiercheck_lanes::Impl;
+use tiercheck_model::import::ImportOptions;
+use tiercheck_model::{Attention, FlashAttn, KvType, Mode, Model};
 
-use crate::args::{LaneParser, Setup};
+use crate::args::Setup;
 
 /// `tiercheck attribute`.
 #[derive(Args, Clone, Debug)]
 pub struct AttributeArgs {
-    /// Lane A (moved toward B one component at a time).
-    #[arg(value_parser = LaneParser)]
-    pub a: &'static Lane,
-    /// Lane B.
-    #[arg(value_parser = LaneParser)]
-    pub b: &'static Lane,
+    /// Lane A (moved toward B one component at a time), or a trace or plain dump: then
+    /// the lane `tiercheck identify` finds for it, on the dump's ids and mode.
+    pub a: String,
+    /// Lane B, or a trace or dump (as for A).
+    pub b: String,
     #[command(flatten)]
     pub setup: Setup,
+    /// A plain dump's token ids, where the file holds none (comma-separated).
+    #[arg(long, value_name = "IDS")]
+    pub ids: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// A side: a lane, or the lane identified for a trace with the trace's run.
+struct Side {
+    lane: &'static Lane,
+    run: Option<(Vec<u32>, usize, Mode, Attention)>,
+}
+
+fn side(arg: &str, model: &Model, dump: &ImportOptions, setup: &Setup) -> Result<Side> {
+    let p = Path::new(arg);
+    if !p.is_file() {
+        let lane = tiercheck_lanes::find(arg)
+            .map_err(|e| anyhow::anyhow!("{e} (or give a trace or dump file)"))?;
+        return Ok(Side { lane, run: None });
+    }
+    let o = IdentifyOptions {
+        lanes: None,
+        imp: Impl::Auto,
+        residual: setup.residual,
+        n_ctx: setup.n_ctx,
+        floor_seeds: 0,
+        dump: dump.clone(),
+    };
+    let r = identify::identify(model, p, &o)?;
+    if !r.explained {
+        bail!("{arg}: no lane reproduces it, so attribute has no lane for it ({})", r.verdict);
+    }
+    let best = r
+        .candidates
+        .iter()
+        .find(|c| c.name == r.best_lane)
+        .expect("the best candidate is a candidate");
+    let lane = tiercheck_lanes::find(&best.lane).map_err(anyhow::Error::msg)?;
+    let t = tiercheck_model::import::load(model, p, dump)?;
+    let (prompt, mode, generated) = analysis::trace_prompt(p, &t)?;
+    let mut attn = setup.attention();
+    for part in best.attention.split_whitespace() {
+        match part {
+            "kv=f16" => attn.kv = KvType::F16,
+            "kv=f32" => attn.kv = KvType::F32,
+            "fa=on" => attn.fa = FlashAttn::On,
+            "fa=off" => attn.fa = FlashAttn::Off,
+            _ => {}
+        }
+    }
+    eprintln!("{arg}: identified as {} ({})", best.lane, best.attention);
+    Ok(Side { lane, run: Some((prompt, generated.len(), mode, attn)) })
+}
+
 /// `tiercheck attribute`.
 pub fn run(a: AttributeArgs) -> Result<()> {
     let model = a.setup.model()?;
-    let (ids, steps) = a.setup.prompt(&model)?;
-    let attn = a.setup.attention();
-    let mode = a.setup.mode();
+    let dump = ImportOptions {
+        ids: a.ids.as_deref().map(crate::cmd::delta::parse_ids).transpose()?,
+        mode: a.setup.mode,
+    };
+    let sa = side(&a.a, &model, &dump, &a.setup)?;
+    let sb = side(&a.b, &model, &dump, &a.setup)?;
+    let (ids, steps, mode, attn) = match (&sa.run, &sb.run) {
+        (Some(x), Some(y)) if x.0 != y.0 || x.2 != y.2 => bail!(
+            "{} and {} ran different ids or modes ({:?} {} vs {:?} {})",
+            a.a,
+            a.b,
+            x.0,
+            x.2.name(),
+            y.0,
+            y.2.name()
+        ),
+        (Some(x), _) | (None, Some(x)) => x.clone(),
+        (None, None) => {
+            let (ids, steps) = a.setup.prompt(&model)?;
+            (ids, steps, a.setup.mode(), a.setup.attention())
+        }
+    };
     let Setup { residual, n_ctx, .. } = a.setup;
-    let r =
-        analysis::attribute::attribute(&model, a.a, a.b, &ids, steps, mode, residual, n_ctx, attn)?;
+    let r = analysis::attribute::attribute(
+        &model, sa.lane, sb.lane, &ids, steps, mode, residual, n_ctx, attn,
+    )?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
