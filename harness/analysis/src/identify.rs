@@ -154,14 +154,19 @@ fn attentions(t: &Trace) -> Vec<Attention> {
 }
 
 /// A first mismatch: step, tap, relative L2.
-type Mismatch = (usize, String, f64);
+pub(crate) type Mismatch = (usize, String, f64);
 
 /// What one candidate's replay reproduced (`(step, tap)`, graph order) and where it
 /// stopped.
-type Replayed = (Vec<(usize, String)>, Option<Mismatch>);
+pub(crate) type Replayed = (Vec<(usize, String)>, Option<Mismatch>);
 
 /// The replay of one candidate: per tap reproduced `(step, tap)`, and the first mismatch.
-fn replay(model: &Model, c: &Chosen, o: &DeltaOptions, t: &Trace) -> anyhow::Result<Replayed> {
+pub(crate) fn replay(
+    model: &Model,
+    c: &Chosen,
+    o: &DeltaOptions,
+    t: &Trace,
+) -> anyhow::Result<Replayed> {
     let dec = decoder(model, c, o)?;
     let hp = &model.hp;
     let mut cache = dec.new_cache();

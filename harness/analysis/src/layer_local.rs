@@ -40,6 +40,24 @@ pub const NOISE_RATIO: f64 = 4.0;
 /// code counts as decided by last-bit noise.
 pub const NEAR_BOUNDARY: f64 = 0.05;
 
+/// Smallest part of the observed change of a matmul's output that its flipped input codes
+/// must cause alone (the other side's codes through this side's kernel) for the flip to
+/// explain the layer.
+pub const FLIP_SHARE: f64 = 0.1;
+
+/// The first output tap of the matmul that `input` (a quantized matmul input) feeds.
+fn flip_output(input: &str) -> Option<String> {
+    let (kind, l) = input.rsplit_once('-')?;
+    let out = match kind {
+        "attn_norm" => "Qcur",
+        "kqv_out" => "ffn_inp",
+        "ffn_norm" => "ffn_swiglu",
+        "ffn_swiglu" => "ffn_out",
+        _ => return None,
+    };
+    Some(format!("{out}-{l}"))
+}
+
 /// Per layer: the tap with the largest ratio to its layer-local floor, the flips at
 /// the layer's matmul inputs, and the verdict.
 pub(crate) fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> Vec<LayerVerdict> {
@@ -65,9 +83,30 @@ pub(crate) fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> 
             }
         }
         let max_boundary = primary.values().map(|f| f.max_boundary).fold(0.0, f64::max);
+        // A flip explains only what lies downstream of the matmul whose input codes
+        // flipped: the first tap of the layer above the floor must be that matmul's output
+        // or later (an excess at `attn_norm`, which no quantization precedes, is the
+        // layer's own arithmetic), and the flips alone must move that matmul's output by a
+        // fair part of what the two sides' outputs differ (where that was measured).
+        let first_excess = d
+            .rows
+            .iter()
+            .filter(|r| r.name.ends_with(&suffix))
+            .filter(|r| r.ratio.is_some_and(|q| q > NOISE_RATIO))
+            .map(|r| r.name.as_str())
+            .min_by_key(|n| tap_order(n));
+        let first_flip_output =
+            primary.values().filter_map(|f| flip_output(&f.input)).min_by_key(|n| tap_order(n));
+        let downstream = match (first_excess, &first_flip_output) {
+            (Some(e), Some(o)) => tap_order(e) >= tap_order(o),
+            _ => false,
+        };
+        let reproduced = primary
+            .values()
+            .all(|f| f.observed.is_none_or(|obs| obs <= 0.0 || f.flip_effect >= FLIP_SHARE * obs));
         let verdict = if ratio <= NOISE_RATIO {
             "noise"
-        } else if flipped_codes > 0 && max_boundary <= NEAR_BOUNDARY {
+        } else if flipped_codes > 0 && max_boundary <= NEAR_BOUNDARY && downstream && reproduced {
             "flip"
         } else {
             "discrepancy"

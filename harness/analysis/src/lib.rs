@@ -54,6 +54,7 @@ pub use layer_local::{LayerVerdict, Replay, NEAR_BOUNDARY, NOISE_RATIO};
 pub use teacher_forced::{StepMetric, TeacherForced};
 
 /// One side of a comparison.
+#[derive(Clone)]
 pub enum Source {
     /// A lane, run on the fly.
     Lane(Chosen),
@@ -323,6 +324,9 @@ pub struct DeltaReport {
     pub layer_verdicts: Vec<LayerVerdict>,
     /// The floor: lane, seeds, per tap.
     pub floor: Option<floor::Floor>,
+    /// The overall verdict: the worst of the parts below.
+    #[serde(default)]
+    pub headline: Headline,
     /// Taps A has and B lacks, summarised by kind (`Qcur (28 layers)`, `inp_embd`): a
     /// partial trace is compared on the taps both sides have.
     #[serde(default)]
@@ -330,6 +334,133 @@ pub struct DeltaReport {
     /// Taps B has and A lacks, summarised by kind.
     #[serde(default)]
     pub taps_only_b: Vec<String>,
+}
+
+/// The overall verdict of a delta report: the worst of its parts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Headline {
+    /// From worst to best: `not-lane` (a trace that says it is lane L differs from L),
+    /// `discrepancy` (a layer exceeds its layer-local floor with no flip to explain it),
+    /// `not-near-tie` (tokens part where neither side had a near-tie), `flips`
+    /// (near-boundary activation flips), `noise` (within the floor), `identical`.
+    pub kind: String,
+    /// In words, with the teacher-forced divergence's size.
+    pub text: String,
+}
+
+/// What the headline is made of.
+struct Parts<'r> {
+    free: &'r Divergence,
+    free_verdict: &'r str,
+    teacher: Option<&'r TeacherForced>,
+    layer_verdicts: &'r [LayerVerdict],
+    /// A trace side whose provenance names a lane that does not reproduce it: (side,
+    /// lane, step, tap).
+    not_lane: Option<(String, String, usize, String)>,
+}
+
+/// The headline of the parts (see [`Headline`]).
+fn headline(p: &Parts<'_>) -> Headline {
+    let size = match p.teacher {
+        Some(t) => {
+            let floor = p
+                .free
+                .rows
+                .iter()
+                .find(|r| r.name == "result_output")
+                .and_then(|r| r.ratio)
+                .map(|q| format!(", logits x{q:.1} the floor"))
+                .unwrap_or_default();
+            format!(
+                "; teacher-forced: mean KLD {:.1e}, max |dlogit| {:.2e}{floor}",
+                t.kld.mean, t.max_abs_dlogit.max
+            )
+        }
+        None => String::new(),
+    };
+    let h =
+        |kind: &str, text: String| Headline { kind: kind.into(), text: format!("{text}{size}") };
+    if let Some((side, lane, st, tap)) = &p.not_lane {
+        return h(
+            "not-lane",
+            format!(
+                "NOT {lane}: {side} says it is {lane} (its provenance) but {lane} does not reproduce it from step {st} tap {tap}"
+            ),
+        );
+    }
+    let bad: Vec<&LayerVerdict> =
+        p.layer_verdicts.iter().filter(|v| v.verdict == "discrepancy").collect();
+    if let Some(first) = bad.first() {
+        let layers: Vec<String> = bad.iter().map(|v| v.layer.to_string()).collect();
+        return h(
+            "discrepancy",
+            format!(
+                "DISCREPANCY at layer{} {}: beyond the layer-local floor with no activation flip to explain it (first: layer {}, {} x{:.0})",
+                if bad.len() > 1 { "s" } else { "" },
+                layers.join(", "),
+                first.layer,
+                first.worst_tap,
+                first.ratio
+            ),
+        );
+    }
+    let teacher_bad = p.teacher.is_some_and(|t| !t.unexplained.is_empty());
+    if p.free_verdict.contains("NOT a near-tie") || teacher_bad {
+        return h(
+            "not-near-tie",
+            "tokens part where neither side had a near-tie: a wrong tier is suspected".into(),
+        );
+    }
+    let flips: Vec<String> = p
+        .layer_verdicts
+        .iter()
+        .filter(|v| v.verdict == "flip")
+        .map(|v| v.layer.to_string())
+        .collect();
+    if !flips.is_empty() {
+        return h(
+            "flips",
+            format!(
+                "explained: near-boundary activation flips at layer{} {} (decided by the last bits), every other layer within the floor",
+                if flips.len() > 1 { "s" } else { "" },
+                flips.join(", ")
+            ),
+        );
+    }
+    if p.free.first_step.is_none() && p.free.steps_compared > 0 {
+        return h("identical", "identical: every compared tap bitwise equal".into());
+    }
+    h("noise", "explained by reduction-order noise: every layer within its floor".into())
+}
+
+/// Severity of a layer verdict, for combining the two directions.
+fn severity(v: &LayerVerdict) -> (u8, u64) {
+    let s = match v.verdict.as_str() {
+        "discrepancy" => 2,
+        "flip" => 1,
+        _ => 0,
+    };
+    (s, v.ratio.to_bits())
+}
+
+/// A trace side whose provenance (`lane` metadata) names a lane: whether that lane
+/// reproduces it bitwise layer-locally (then the side is that lane for the analysis),
+/// or where it stops.
+fn verify_provenance(
+    model: &Model,
+    src: &Source,
+    run: &SideRun,
+    o: &DeltaOptions,
+) -> anyhow::Result<(Option<Chosen>, Option<(String, usize, String)>)> {
+    let Source::Trace(_) = src else { return Ok((None, None)) };
+    let Some(name) = run.trace.meta.get("lane") else { return Ok((None, None)) };
+    let Ok(lane) = lanes::find(name) else { return Ok((None, None)) };
+    let c = lanes::choose(lane, Impl::Auto).map_err(anyhow::Error::msg)?;
+    let (_, first) = identify::replay(model, &c, o, &run.trace)?;
+    Ok(match first {
+        None => (Some(c), None),
+        Some((st, tap, _)) => (None, Some((name.clone(), st, tap))),
+    })
 }
 
 /// The tap names of `x` that `y` lacks (at any step), summarised by kind in graph
@@ -407,9 +538,24 @@ pub fn delta(
     }
     let tokens_agree = ra.generated.iter().zip(&rb.generated).take_while(|(x, y)| x == y).count();
 
-    // The floor, from a lane side, teacher-forced on B's sequence.
-    let floor_lane = a.chosen().or(b.chosen());
-    let seq = if b.chosen().is_none() || a.chosen().is_some() { &rb } else { &ra };
+    // A trace whose provenance names a lane that reproduces it bitwise is that lane for
+    // the analysis, so a verdict does not depend on whether a side is given as a lane or
+    // as its trace.
+    let prov_a = verify_provenance(model, a, &ra, o)?;
+    let prov_b = verify_provenance(model, b, &rb, o)?;
+    let ea = prov_a.0.map(Source::Lane).unwrap_or_else(|| a.clone());
+    let eb = prov_b.0.map(Source::Lane).unwrap_or_else(|| b.clone());
+    let (label_a, label_b) = (a.label(), b.label());
+    let (a, b) = (&ea, &eb);
+
+    // The floor, from a lane side teacher-forced on the other side's sequence; with two
+    // lanes, the one whose name sorts first (the order of the sides does not matter).
+    let (floor_lane, seq) = match (a.chosen(), b.chosen()) {
+        (Some(x), Some(y)) if y.lane.name < x.lane.name => (Some(y), &ra),
+        (Some(x), _) => (Some(x), &rb),
+        (None, Some(y)) => (Some(y), &ra),
+        (None, None) => (None, &rb),
+    };
     let floor = match floor_lane {
         Some(c) if o.floor_seeds > 0 => Some(floor::measure(model, c, o, &seq.generated, |d| {
             teacher_forced::replay(model, c, o, &seq.prompt, seq.mode, &seq.generated, d)
@@ -426,19 +572,47 @@ pub fn delta(
     let (layer_local, layer_local_how, flips) =
         layer_local::analyse(model, a, b, &ra, &rb, o, llmap)?;
 
-    let layer_verdicts = match &layer_local {
+    let mut layer_verdicts = match &layer_local {
         Some(d) => layer_local::layer_verdicts(d, &flips, model.hp.n_layer),
         None => Vec::new(),
     };
+    // Two lanes: each side's layers fed the other's inputs; per layer the worse verdict,
+    // so the verdict does not depend on the order of the sides.
+    if let (Source::Lane(_), Source::Lane(_)) = (a, b) {
+        let (rev, _, rev_flips) = layer_local::analyse(model, b, a, &rb, &ra, o, llmap)?;
+        if let Some(d) = rev {
+            for v in layer_local::layer_verdicts(&d, &rev_flips, model.hp.n_layer) {
+                match layer_verdicts.iter_mut().find(|w| w.layer == v.layer) {
+                    Some(w) if severity(&v) > severity(w) => *w = v,
+                    Some(_) => {}
+                    None => layer_verdicts.push(v),
+                }
+            }
+            layer_verdicts.sort_by_key(|v| v.layer);
+        }
+    }
+    let not_lane = match (&prov_a.1, &prov_b.1) {
+        (Some((l, st, tap)), _) => Some(("A".to_string(), l.clone(), *st, tap.clone())),
+        (None, Some((l, st, tap))) => Some(("B".to_string(), l.clone(), *st, tap.clone())),
+        _ => None,
+    };
+    let headline = headline(&Parts {
+        free: &free,
+        free_verdict: &free_verdict,
+        teacher: teacher.as_ref(),
+        layer_verdicts: &layer_verdicts,
+        not_lane,
+    });
     let taps_only_a = taps_lacking(&ra.trace, &rb.trace);
     let taps_only_b = taps_lacking(&rb.trace, &ra.trace);
     Ok(DeltaReport {
+        headline,
         taps_only_a,
         taps_only_b,
         attention: o.attn.label(),
         layer_verdicts,
-        a: a.label(),
-        b: b.label(),
+        a: label_a,
+        b: label_b,
         model_sha256: model.sha256.clone(),
         prompt: ra.prompt.clone(),
         mode: ra.mode,

@@ -121,6 +121,7 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
     if let Some(f) = &r.floor {
         s += &format!("floor: {} teacher-forced, {} steps, one-ulp dither after layer 0, max over {} seeds; cells below read `rel_l2 xRATIO` (ratio to the floor, layer-local floor for the layer-local table; <= 4: reduction-order noise)\n", f.lane, f.steps, f.seeds);
     }
+    s += &format!("VERDICT: {}\n", r.headline.text);
     for (has, lacks, only) in [("A", "B", &r.taps_only_a), ("B", "A", &r.taps_only_b)] {
         if !only.is_empty() {
             s += &format!(
@@ -248,7 +249,7 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
                 }
             }
             profile(d, n_layer, &mut s);
-            s += "  per layer (ratio to the layer-local floor; noise <= 4; a flip: above it, but every flipped code sat within 0.05 of a rounding boundary):\n";
+            s += "  per layer, the worse of both directions when both sides are lanes (ratio to the layer-local floor; noise <= 4; a flip: above it, but every flipped code sat within 0.05 of a rounding boundary):\n";
             for v in &r.layer_verdicts {
                 let what = match v.verdict.as_str() {
                     "noise" => "reduction-order noise".to_string(),
