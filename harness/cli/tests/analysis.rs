@@ -402,3 +402,68 @@ fn verdicts_are_symmetric_and_do_not_depend_on_a_side_being_a_lane_or_its_trace(
         );
     }
 }
+
+/// `path` with `edit` applied to one tap (every step where `step` is `None`).
+fn edit_trace(
+    path: &std::path::Path,
+    step: Option<usize>,
+    tap: &str,
+    edit: impl Fn(&mut Vec<f32>),
+) {
+    let mut t = tiercheck_model::run::read_trace(path).unwrap();
+    let mut n = 0;
+    for ((s, name), x) in t.taps.iter_mut() {
+        if name == tap && step.is_none_or(|w| w == *s) {
+            edit(&mut x.data);
+            n += 1;
+        }
+    }
+    assert!(n > 0, "no {tap} in {}", path.display());
+    tiercheck_model::import::write(path, &t).unwrap();
+}
+
+#[test]
+fn attention_and_layout_faults_in_a_dump_are_discrepancies_at_their_tap() {
+    let m = model();
+    let dir = tempfile::tempdir().unwrap();
+    let real = embedded::ensure_model(None).unwrap();
+    // Attention: one step's attention output of layer 3 off by 1% (as a stale K row
+    // would make it), the rest of the dump as the tier computed it.
+    let att = dir.path().join("attention.safetensors");
+    trace_on(&real, "x86_64-avx2", &att, false);
+    edit_trace(&att, Some(2), "kqv_out-3", |d| d.iter_mut().for_each(|v| *v *= 1.01));
+    let r = delta(&m, &Source::Trace(att.clone()), &lane("x86_64-avx2"), &opts(4, 3)).unwrap();
+    assert_eq!(r.headline.kind, "discrepancy", "{}", r.headline.text);
+    let ll = r.layer_local.as_ref().unwrap();
+    assert_eq!((ll.first_step, ll.first_tap.as_deref()), (Some(2), Some("kqv_out-3")));
+    let bad: Vec<usize> =
+        r.layer_verdicts.iter().filter(|v| v.verdict == "discrepancy").map(|v| v.layer).collect();
+    assert_eq!(bad, vec![3], "{:?}", r.layer_verdicts);
+    // Layout: two output columns of a matmul swapped at every step (a repack interleave
+    // read one column off), layer 1's Q projection.
+    let lay = dir.path().join("layout.safetensors");
+    trace_on(&real, "x86_64-avx2", &lay, false);
+    edit_trace(&lay, None, "Qcur-1", |d| d.swap(0, 1));
+    let r = delta(&m, &Source::Trace(lay.clone()), &lane("x86_64-avx2"), &opts(4, 3)).unwrap();
+    assert_eq!(r.headline.kind, "discrepancy", "{}", r.headline.text);
+    let ll = r.layer_local.as_ref().unwrap();
+    assert_eq!((ll.first_step, ll.first_tap.as_deref()), (Some(0), Some("Qcur-1")));
+    // identify: no lane reproduces Qcur-1, whose input attn_norm-1 every CPU lane does.
+    let o = tiercheck_analysis::identify::IdentifyOptions {
+        lanes: None,
+        imp: Impl::Portable,
+        residual: Residual::F32,
+        n_ctx: 512,
+        floor_seeds: 0,
+        dump: Default::default(),
+    };
+    let id = tiercheck_analysis::identify::identify(&m, &lay, &o).unwrap();
+    let u = id.first_unexplained.expect("unexplained");
+    assert_eq!(
+        (u.step, u.tap.as_str(), u.kind.as_str()),
+        (0, "Qcur-1", "kernel"),
+        "{}",
+        id.verdict
+    );
+    assert_eq!(id.best_lane, "x86_64-avx2 (kv=f32 fa=off)");
+}
