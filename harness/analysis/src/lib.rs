@@ -443,6 +443,9 @@ fn severity(v: &LayerVerdict) -> (u8, u64) {
     (s, v.ratio.to_bits())
 }
 
+/// A provenance lane that does not reproduce its trace: the lane, step and tap.
+type NotLane = (String, usize, String);
+
 /// A trace side whose provenance (`lane` metadata) names a lane: whether that lane
 /// reproduces it bitwise layer-locally (then the side is that lane for the analysis),
 /// or where it stops.
@@ -451,7 +454,7 @@ fn verify_provenance(
     src: &Source,
     run: &SideRun,
     o: &DeltaOptions,
-) -> anyhow::Result<(Option<Chosen>, Option<(String, usize, String)>)> {
+) -> anyhow::Result<(Option<Chosen>, Option<NotLane>)> {
     let Source::Trace(_) = src else { return Ok((None, None)) };
     let Some(name) = run.trace.meta.get("lane") else { return Ok((None, None)) };
     let Ok(lane) = lanes::find(name) else { return Ok((None, None)) };

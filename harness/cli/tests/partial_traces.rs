@@ -50,7 +50,10 @@ fn partial(full: &Path, out: &Path, plant: Option<(usize, &str)>) {
             tensors.push(tensor);
         }
     }
-    let meta: BTreeMap<String, String> = t.meta.clone();
+    // An engine's dump: no tiercheck provenance (a trace naming its lane would be
+    // analysed as that lane once the lane reproduces it).
+    let mut meta: BTreeMap<String, String> = t.meta.clone();
+    meta.remove("lane");
     tensorfile::write(out, &tensors, &meta).unwrap();
 }
 
