@@ -353,3 +353,52 @@ fn identify_reports_a_planted_value_as_the_first_unexplained_tap() {
     let v = j["verdict"].as_str().unwrap();
     assert!(v.starts_with("unexplained from step 2 tap ffn_out-5"), "{v}");
 }
+
+#[test]
+fn delta_on_a_trace_never_reads_the_prompts_file_so_any_vocabulary_works() {
+    use tiercheck_model::embedded::{self, Recipe};
+    let dir = tempfile::tempdir().unwrap();
+    // The embedded recipe with a 1000-token vocabulary: the default prompts file holds
+    // ids above 999, so it does not fit this model.
+    let text = std::fs::read_to_string(Recipe::default_path()).unwrap();
+    assert!(text.contains("n_vocab = 3072"));
+    let recipe =
+        Recipe::parse("small-vocab", &text.replace("n_vocab = 3072", "n_vocab = 1000")).unwrap();
+    let model = dir.path().join("small-vocab.gguf");
+    std::fs::write(&model, embedded::generate(&recipe).unwrap()).unwrap();
+    let trace = dir.path().join("t.safetensors");
+    let st = bin()
+        .args([
+            "run",
+            "--lane",
+            "ref",
+            "--teacher-force",
+            "5,17,900,3",
+            "--mode",
+            "decode",
+            "--quiet",
+        ])
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(&trace)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = bin()
+        .arg("delta")
+        .arg(&trace)
+        .args(["ref", "--impl", "portable", "--floor-seeds", "1", "--json", "--model"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["free"]["first_step"].is_null(), "{}", j["free"]);
+    assert_eq!(j["headline"]["kind"], serde_json::json!("identical"), "{}", j["headline"]);
+    // Two lanes need the prompts file, which does not fit: a clear error naming it.
+    let o = bin().args(["delta", "ref", "x86_64-avx2", "--model"]).arg(&model).output().unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("prompts.toml"), "{e}");
+}
