@@ -254,18 +254,7 @@ fn trace_shape(path: &Path, t: &Trace) -> anyhow::Result<(Vec<u32>, Mode, Vec<u3
 
 /// Position of a tap name in the graph (for "first divergent tap" and plots).
 pub(crate) fn tap_order(name: &str) -> (i64, usize) {
-    const KINDS: [&str; 10] = [
-        "attn_norm",
-        "Qcur",
-        "Kcur",
-        "Vcur",
-        "kqv_out",
-        "ffn_inp",
-        "ffn_norm",
-        "ffn_swiglu",
-        "ffn_out",
-        "l_out",
-    ];
+    use tiercheck_model::taps::LAYER_TAPS as KINDS;
     match name {
         "inp_embd" => (-1, 0),
         "result_norm" => (i64::MAX, 0),
@@ -486,7 +475,10 @@ pub(crate) fn taps_lacking(x: &Trace, y: &Trace) -> Vec<String> {
             None => kinds.push((kind, layer.into_iter().collect())),
         }
     }
-    kinds.sort_by_key(|(k, _)| KIND_ORDER.iter().position(|x| x == k).unwrap_or(KIND_ORDER.len()));
+    kinds.sort_by_key(|(k, _)| match k.as_str() {
+        "inp_embd" | "result_norm" | "result_output" => tap_order(k),
+        _ => tap_order(&format!("{k}-0")),
+    });
     kinds
         .into_iter()
         .map(|(k, ls)| match ls.len() {
@@ -496,23 +488,6 @@ pub(crate) fn taps_lacking(x: &Trace, y: &Trace) -> Vec<String> {
         })
         .collect()
 }
-
-/// Tap kinds in graph order, for [`taps_lacking`].
-const KIND_ORDER: [&str; 13] = [
-    "inp_embd",
-    "attn_norm",
-    "Qcur",
-    "Kcur",
-    "Vcur",
-    "kqv_out",
-    "ffn_inp",
-    "ffn_norm",
-    "ffn_swiglu",
-    "ffn_out",
-    "l_out",
-    "result_norm",
-    "result_output",
-];
 
 /// Run the whole analysis.
 pub fn delta(

@@ -26,21 +26,8 @@ use tiercheck_gguf::dump::{self, Dump, Values};
 use tiercheck_gguf::tensorfile::{self, Tensor};
 
 use crate::run::{record, tap_key, Mode, StepRecord, Trace};
+use crate::taps::LAYER_TAPS;
 use crate::Model;
-
-/// The per-layer tap kinds, in graph order.
-pub const LAYER_TAPS: [&str; 10] = [
-    "attn_norm",
-    "Qcur",
-    "Kcur",
-    "Vcur",
-    "kqv_out",
-    "ffn_inp",
-    "ffn_norm",
-    "ffn_swiglu",
-    "ffn_out",
-    "l_out",
-];
 
 /// The names under which a dump may hold its token ids.
 const ID_ARRAYS: [&str; 3] = ["ids", "token_ids", "tokens"];

@@ -7,6 +7,21 @@ use sha2::{Digest, Sha256};
 
 use super::hex;
 
+/// The per-layer tap kinds (llama.cpp's eval-callback names, suffixed `-L`), in graph
+/// order.
+pub const LAYER_TAPS: [&str; 10] = [
+    "attn_norm",
+    "Qcur",
+    "Kcur",
+    "Vcur",
+    "kqv_out",
+    "ffn_inp",
+    "ffn_norm",
+    "ffn_swiglu",
+    "ffn_out",
+    "l_out",
+];
+
 /// One named per-layer tensor of one step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tap {

@@ -53,18 +53,7 @@ pub fn parse_ids(s: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
-const KINDS: [&str; 10] = [
-    "attn_norm",
-    "Qcur",
-    "Kcur",
-    "Vcur",
-    "kqv_out",
-    "ffn_inp",
-    "ffn_norm",
-    "ffn_swiglu",
-    "ffn_out",
-    "l_out",
-];
+use tiercheck_model::taps::LAYER_TAPS as KINDS;
 
 fn sci(v: f64) -> String {
     if v == 0.0 {
