@@ -195,73 +195,45 @@ fn blocks<X, Y>(x: &[X], y: &[Y]) -> usize {
     x.len().min(y.len())
 }
 
-/// `ggml_vec_dot_q4_0_q8_0`, SVE at 128 bits, nrc = 1.
-///
-/// # Safety
-/// The CPU must support SVE with 128-bit vectors.
-#[target_feature(enable = "sve")]
-pub unsafe fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    let nb = blocks(x, y);
-    let (np, xp, yp) = (nb / 2, x.as_ptr(), y.as_ptr());
-    let mut sumf =
-        pair_loop!(np, xp, yp, "18", "34", "ptrue p0.b, vl16\nptrue p1.s, vl4", q4_0_block_128);
-    if nb % 2 == 1 {
-        sumf = q4_0_tail(&x[nb - 1], &y[nb - 1], sumf);
-    }
-    sumf
+/// One `nrc == 1` kernel: the pair loop of `$block` over whole pairs, then ggml's scalar
+/// tail (`$tail`) for an odd last block.
+macro_rules! kernel {
+    ($(#[$doc:meta])* $name:ident, $x:ty, $bits:literal, $xs:literal, $ptrue:literal,
+     $block:ident, $tail:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("The CPU must support SVE with ", $bits, "-bit vectors.")]
+        #[target_feature(enable = "sve")]
+        pub unsafe fn $name(x: &[$x], y: &[BlockQ8_0]) -> f32 {
+            let nb = blocks(x, y);
+            let (np, xp, yp) = (nb / 2, x.as_ptr(), y.as_ptr());
+            let mut sumf = pair_loop!(np, xp, yp, $xs, "34", $ptrue, $block);
+            if nb % 2 == 1 {
+                sumf = $tail(&x[nb - 1], &y[nb - 1], sumf);
+            }
+            sumf
+        }
+    };
 }
 
-/// `ggml_vec_dot_q4_0_q8_0`, SVE at 256 bits, nrc = 1.
-///
-/// # Safety
-/// The CPU must support SVE with 256-bit vectors.
-#[target_feature(enable = "sve")]
-pub unsafe fn vec_dot_q4_0_q8_0_sve256(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    let nb = blocks(x, y);
-    let (np, xp, yp) = (nb / 2, x.as_ptr(), y.as_ptr());
-    let mut sumf = pair_loop!(
-        np,
-        xp,
-        yp,
-        "18",
-        "34",
-        "ptrue p0.b, vl32\nptrue p1.s, vl8\nptrue p2.b, vl16",
-        q4_0_block_256
-    );
-    if nb % 2 == 1 {
-        sumf = q4_0_tail(&x[nb - 1], &y[nb - 1], sumf);
-    }
-    sumf
-}
-
-/// `ggml_vec_dot_q8_0_q8_0`, SVE at 128 bits, nrc = 1.
-///
-/// # Safety
-/// The CPU must support SVE with 128-bit vectors.
-#[target_feature(enable = "sve")]
-pub unsafe fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    let nb = blocks(x, y);
-    let (np, xp, yp) = (nb / 2, x.as_ptr(), y.as_ptr());
-    let mut sumf =
-        pair_loop!(np, xp, yp, "34", "34", "ptrue p0.b, vl16\nptrue p1.s, vl4", q8_0_block_128);
-    if nb % 2 == 1 {
-        sumf = q8_0_tail(&x[nb - 1], &y[nb - 1], sumf);
-    }
-    sumf
-}
-
-/// `ggml_vec_dot_q8_0_q8_0`, SVE at 256 bits, nrc = 1.
-///
-/// # Safety
-/// The CPU must support SVE with 256-bit vectors.
-#[target_feature(enable = "sve")]
-pub unsafe fn vec_dot_q8_0_q8_0_sve256(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    let nb = blocks(x, y);
-    let (np, xp, yp) = (nb / 2, x.as_ptr(), y.as_ptr());
-    let mut sumf =
-        pair_loop!(np, xp, yp, "34", "34", "ptrue p0.b, vl32\nptrue p1.s, vl8", q8_0_block_256);
-    if nb % 2 == 1 {
-        sumf = q8_0_tail(&x[nb - 1], &y[nb - 1], sumf);
-    }
-    sumf
-}
+kernel!(
+    /// `ggml_vec_dot_q4_0_q8_0`, SVE at 128 bits, nrc = 1.
+    vec_dot_q4_0_q8_0_sve128, BlockQ4_0, "128", "18",
+    "ptrue p0.b, vl16\nptrue p1.s, vl4", q4_0_block_128, q4_0_tail
+);
+kernel!(
+    /// `ggml_vec_dot_q4_0_q8_0`, SVE at 256 bits, nrc = 1.
+    vec_dot_q4_0_q8_0_sve256, BlockQ4_0, "256", "18",
+    "ptrue p0.b, vl32\nptrue p1.s, vl8\nptrue p2.b, vl16", q4_0_block_256, q4_0_tail
+);
+kernel!(
+    /// `ggml_vec_dot_q8_0_q8_0`, SVE at 128 bits, nrc = 1.
+    vec_dot_q8_0_q8_0_sve128, BlockQ8_0, "128", "34",
+    "ptrue p0.b, vl16\nptrue p1.s, vl4", q8_0_block_128, q8_0_tail
+);
+kernel!(
+    /// `ggml_vec_dot_q8_0_q8_0`, SVE at 256 bits, nrc = 1.
+    vec_dot_q8_0_q8_0_sve256, BlockQ8_0, "256", "34",
+    "ptrue p0.b, vl32\nptrue p1.s, vl8", q8_0_block_256, q8_0_tail
+);
