@@ -467,3 +467,114 @@ fn attention_and_layout_faults_in_a_dump_are_discrepancies_at_their_tap() {
     );
     assert_eq!(id.best_lane, "x86_64-avx2 (kv=f32 fa=off)");
 }
+
+/// `x86_64-avx2`'s twin with a stale K row planted in its decoder: layer 3 never
+/// writes position `pos`'s K row to its cache. Every kernel is the twin's own.
+struct StaleK(usize);
+
+fn avx2_twin() -> &'static dyn Kernels {
+    lanes::find("x86_64-avx2").unwrap().portable
+}
+
+impl Kernels for StaleK {
+    fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        avx2_twin().act_rule(wtype)
+    }
+    fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
+        avx2_twin().quantize_act(wtype, x)
+    }
+    fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+        avx2_twin().dequantize(ty, bytes, out)
+    }
+    fn prepare<'a>(
+        &self,
+        w: tiercheck_core::WeightMatrix<'a>,
+        target: tiercheck_core::repack::Target,
+    ) -> Result<tiercheck_core::repack::Prepared<'a>, KernelError> {
+        avx2_twin().prepare(w, target)
+    }
+    fn matmul_prepared(
+        &self,
+        w: &tiercheck_core::repack::Prepared<'_>,
+        x: &[f32],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        avx2_twin().matmul_prepared(w, x, m)
+    }
+    fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        avx2_twin().vec_dot(wtype, w_row, act)
+    }
+    fn matmul(
+        &self,
+        w: &tiercheck_core::WeightMatrix<'_>,
+        x: &[f32],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        avx2_twin().matmul(w, x, m)
+    }
+    fn matmul_quantized(
+        &self,
+        w: &tiercheck_core::WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        avx2_twin().matmul_quantized(w, act, m)
+    }
+    fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
+        avx2_twin().plain_path(wtype, m)
+    }
+    fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
+        avx2_twin().plain_split(wtype, n, m)
+    }
+    fn planted_fault(&self) -> Option<tiercheck_core::lane::PlantedFault> {
+        Some(tiercheck_core::lane::PlantedFault::StaleK { layer: 3, pos: self.0 })
+    }
+}
+
+static STALE_K_PROMPT: StaleK = StaleK(2);
+static STALE_K_DECODE: StaleK = StaleK(6);
+
+fn stale_k_lane(k: &'static StaleK, name: &'static str) -> Source {
+    let avx2 = lanes::find("x86_64-avx2").unwrap();
+    let lane: &'static Lane = Box::leak(Box::new(Lane {
+        name,
+        arch: tiercheck_core::lane::Arch::Portable,
+        status: tiercheck_core::lane::Status::Synthetic { checked: "a negative control" },
+        summary: "x86_64-avx2 reading a stale K row in layer 3 (negative control)",
+        recipe: avx2.recipe,
+        portable: k,
+    }));
+    Source::Lane(Chosen { lane, kernels: k, native: false })
+}
+
+#[test]
+fn a_lane_reading_a_stale_k_row_is_a_discrepancy_at_its_layer_and_in_the_headline() {
+    let m = model();
+    // In the prompt batch (position 2 of 4) and at a later greedy step (position 6:
+    // prompt mode runs positions 0..4 as step 0, then one position per step).
+    for (k, name, step) in
+        [(&STALE_K_PROMPT, "stale-k-at-2", 0usize), (&STALE_K_DECODE, "stale-k-at-6", 3usize)]
+    {
+        let bad = stale_k_lane(k, name);
+        for (a, b) in [(&bad, &lane("x86_64-avx2")), (&lane("x86_64-avx2"), &bad)] {
+            let r = delta(&m, a, b, &opts(8, 3)).unwrap();
+            let ll = r.layer_local.as_ref().unwrap();
+            assert_eq!(
+                (ll.first_step, ll.first_tap.as_deref()),
+                (Some(step), Some("kqv_out-3")),
+                "{name}"
+            );
+            let bad_layers: Vec<usize> = r
+                .layer_verdicts
+                .iter()
+                .filter(|v| v.verdict == "discrepancy")
+                .map(|v| v.layer)
+                .collect();
+            assert_eq!(bad_layers, vec![3], "{name}: {:?}", r.layer_verdicts);
+            // The headline is the worst of its parts, with the teacher-forced size.
+            assert_eq!(r.headline.kind, "discrepancy", "{name}: {}", r.headline.text);
+            assert!(r.headline.text.contains("teacher-forced: mean KLD"), "{}", r.headline.text);
+            assert!(!r.headline.text.contains("explained"), "{}", r.headline.text);
+        }
+    }
+}

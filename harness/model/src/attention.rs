@@ -145,6 +145,8 @@ pub struct KvCache {
     n_ctx: usize,
     pub(crate) used: usize,
     attn: Attention,
+    /// A planted fault of the lane whose decoder made this cache (negative controls).
+    pub(crate) fault: Option<tiercheck_core::lane::PlantedFault>,
 }
 
 impl KvCache {
@@ -159,6 +161,7 @@ impl KvCache {
             n_ctx,
             used: 0,
             attn,
+            fault: None,
         }
     }
 
@@ -174,8 +177,12 @@ impl KvCache {
         let (d, hd, n_ctx) = (self.kv_dim, self.head_dim, self.n_ctx);
         let f16 = self.attn.kv == KvType::F16 || self.attn.fa == FlashAttn::On;
         let round = |x: f32| if f16 { round16(x) } else { x };
-        for (dst, &x) in self.k[il][pos * d..(pos + 1) * d].iter_mut().zip(k) {
-            *dst = round(x);
+        let stale = matches!(self.fault,
+            Some(tiercheck_core::lane::PlantedFault::StaleK { layer, pos: p }) if layer == il && p == pos);
+        if !stale {
+            for (dst, &x) in self.k[il][pos * d..(pos + 1) * d].iter_mut().zip(k) {
+                *dst = round(x);
+            }
         }
         let by_cell = self.attn.fa == FlashAttn::On;
         for (c, &val) in v.iter().enumerate() {

@@ -117,6 +117,7 @@ pub struct Decoder<'m> {
     attn: Attention,
     paths: Mutex<BTreeSet<String>>,
     dither: Option<u64>,
+    fault: Option<tiercheck_core::lane::PlantedFault>,
 }
 
 fn kerr(what: impl Into<String>) -> impl FnOnce(tiercheck_core::KernelError) -> ModelError {
@@ -223,6 +224,10 @@ impl<'m> Decoder<'m> {
             attn,
             paths: Mutex::new(BTreeSet::new()),
             dither: None,
+            fault: match arith {
+                Arith::Lane { kernels, .. } => kernels.planted_fault(),
+                Arith::DequantF32 => None,
+            },
         })
     }
 
@@ -277,7 +282,9 @@ impl<'m> Decoder<'m> {
 
     /// A fresh KV cache for this decoder.
     pub fn new_cache(&self) -> KvCache {
-        KvCache::new(self.hp, self.n_ctx, self.attn)
+        let mut c = KvCache::new(self.hp, self.n_ctx, self.attn);
+        c.fault = self.fault;
+        c
     }
 
     /// The attention options.

@@ -165,6 +165,27 @@ pub trait Kernels: Sync + Send {
         let _ = (wtype, n, m);
         Some(1)
     }
+
+    /// A fault planted in the decoder's own arithmetic around this lane's kernels, for
+    /// the negative controls of divergence analysis (a lane whose tier is known to be
+    /// wrong in one place). Every lane of the registry returns `None`, the default.
+    fn planted_fault(&self) -> Option<PlantedFault> {
+        None
+    }
+}
+
+/// A planted decoder fault (see [`Kernels::planted_fault`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlantedFault {
+    /// Layer `layer`'s K row of position `pos` is never written to the KV cache, so
+    /// attention reads what the slot held before (zeros in a fresh cache): a tier that
+    /// reads a stale K row.
+    StaleK {
+        /// Layer.
+        layer: usize,
+        /// Position.
+        pos: usize,
+    },
 }
 
 /// A lane: stable name, architecture, one-line summary, status, recipe and portable
