@@ -10,6 +10,9 @@
 //!   for the elementwise cases (`elem/<op>/k=<k>/<case>`), the native loops of the lane's
 //!   flavour against its portable form (no such trial for the x64 flavour, which has no
 //!   native form);
+//! - `<...>/<lane>/scalar` (dot products): the lane's scalar twin, with the accelerated
+//!   forms of `tiercheck_core::accel` off, is bitwise equal to the golden as well;
+//!   ignored with the reason on a host without accelerated forms;
 //! - `<...>/<lane>/tolerance`: the lane is within its error bound of the exact answer
 //!   and within NMSE of `ref` (`tiercheck_golden::check`); for quantize and dequantize
 //!   cases only where the lane's goldens differ from `ref`'s (never for `ref` itself);
@@ -128,6 +131,9 @@ fn main() -> ExitCode {
             };
             if native {
                 trials.push(t.native(format!("{}/{}/native", case.name, lane.name), &[case]));
+            }
+            if !matches!(case.op, Op::Elem(_)) {
+                trials.push(t.scalar(format!("{}/{}/scalar", case.name, lane.name), case));
             }
             trials.push(t.tolerance(case));
         }
@@ -283,6 +289,30 @@ impl Trials {
                 let p = run_case(lane, lane.portable, case, inputs)?;
                 check_twin(lane.name, case, &n, &p)?;
             }
+            Ok(Completion::Completed)
+        })
+    }
+
+    /// `name` (`<case>/<lane>/scalar`): the lane's scalar twin (the readable
+    /// specification, [`tiercheck_core::accel::with_scalar`]) is bitwise the lane's
+    /// golden too, so accelerated twin, scalar twin and native agree. Ignored with the
+    /// reason on a host without accelerated forms, where `<case>/<lane>` already ran the
+    /// scalar twin.
+    fn scalar(&self, name: String, case: &Case) -> Trial {
+        let (lane, inputs, golden, case) =
+            (self.lane, self.inputs.clone(), self.golden.clone(), case.clone());
+        Trial::ignorable_test(name, move || {
+            if tiercheck_core::accel::describe() == "scalar" {
+                return Ok(Completion::ignored_with(
+                    "this host has no accelerated twin forms (x86-64 AVX2+FMA): the portable trial ran the scalar twin",
+                ));
+            }
+            let inputs = inputs.as_ref().as_ref()?;
+            let golden = golden.as_ref().as_ref()?;
+            let out = tiercheck_core::accel::with_scalar(|| {
+                run_case(lane, lane.portable, &case, inputs)
+            })?;
+            check_golden(lane.name, &case, &out, golden)?;
             Ok(Completion::Completed)
         })
     }

@@ -1,6 +1,7 @@
 //! tiercheck-core: ggml's block formats, the lane model, the `ref` lane and the
 //! portable schedules of every lane.
 //!
+//! - [`accel`]: accelerated forms of the twins (the same bits by the host's SIMD);
 //! - [`blocks`]: the quantized block formats, byte for byte, and their dequantizers;
 //! - [`quant`]: activation quantizers (named rules) and weight quantizers;
 //! - [`arch`]: the portable twin of every lane, one folder per tier at the native crates'
@@ -18,6 +19,7 @@
 // source it reproduces, so a reader can check one against the other line by line.
 #![allow(clippy::needless_range_loop)]
 
+pub mod accel;
 pub mod arch;
 pub mod blocks;
 pub mod detect;

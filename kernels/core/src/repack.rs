@@ -228,13 +228,19 @@ impl BlockQ6Kx8 {
         for j in 0..16 {
             b.scales[j] = self.scales[8 * j + r];
         }
-        for o in 0..128 {
-            b.ql[o] = self.ql[interleaved_index(8, il, r, o)];
-        }
-        for o in 0..64 {
-            b.qh[o] = self.qh[interleaved_index(8, il, r, o)];
-        }
+        deinterleave(&self.ql, &mut b.ql, il, r);
+        deinterleave(&self.qh, &mut b.qh, il, r);
         b
+    }
+}
+
+/// Row `r`'s plain bytes out of an 8-row interleave of `il` bytes: `plain[o]` =
+/// `inter[interleaved_index(8, il, r, o)]`, copied `il` bytes at a time.
+#[inline]
+fn deinterleave(inter: &[u8], plain: &mut [u8], il: usize, r: usize) {
+    for (c, dst) in plain.chunks_exact_mut(il).enumerate() {
+        let at = (c * 8 + r) * il;
+        dst.copy_from_slice(&inter[at..at + il]);
     }
 }
 

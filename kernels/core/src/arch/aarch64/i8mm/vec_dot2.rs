@@ -30,6 +30,11 @@ use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 pub type Tile = [[f32; 2]; 2];
 
 fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 (detected just above).
+        return unsafe { fast::q4_0_isum(x, y) };
+    }
     (0..16)
         .map(|o| {
             ((x.qs[o] & 0xF) as i32 - 8) * y.q(o) as i32
@@ -39,6 +44,11 @@ fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
 }
 
 fn q8_0_isum(x: &BlockQ8_0, y: &BlockQ8_0) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 (detected just above).
+        return unsafe { fast::q8_0_isum(x, y) };
+    }
     (0..32).map(|o| x.q(o) as i32 * y.q(o) as i32).sum()
 }
 
@@ -72,6 +82,11 @@ pub fn vec_dot2_q8_0_q8_0(x: [&[BlockQ8_0]; 2], y: [&[BlockQ8_0]; 2]) -> Tile {
 
 /// The exact (isum, bias) of one Q4_K superblock against one Q8_K block.
 pub fn q4_k_isum_bias(x: &BlockQ4K, y: &BlockQ8K) -> (i32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 (detected just above).
+        return unsafe { fast::q4_k_isum_bias(x, y) };
+    }
     let (mut isum, mut bias) = (0i32, 0i32);
     for s in 0..8 {
         let (sc, mn) = scale_min_k4(s, &x.scales);
@@ -86,6 +101,41 @@ pub fn q4_k_isum_bias(x: &BlockQ4K, y: &BlockQ8K) -> (i32, i32) {
         bias += mn as i32 * (y.bsum(2 * s) as i32 + y.bsum(2 * s + 1) as i32);
     }
     (isum, bias)
+}
+
+/// The integer sums above by [`crate::accel::x86`] (exact: the same integers).
+#[cfg(target_arch = "x86_64")]
+mod fast {
+    use super::*;
+    use crate::accel::x86;
+    use core::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn sum4(v: __m128i) -> i32 {
+        let s = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
+        let (xl, xh) = x86::q4_0_halves(&x.qs);
+        sum4(x86::sdot_lanes(xl, xh, &y.qs))
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn q8_0_isum(x: &BlockQ8_0, y: &BlockQ8_0) -> i32 {
+        let (xl, xh) = x86::q8_halves(&x.qs);
+        sum4(x86::sdot_lanes(xl, xh, &y.qs))
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn q4_k_isum_bias(x: &BlockQ4K, y: &BlockQ8K) -> (i32, i32) {
+        let (sc, mn) = crate::accel::q4k_scales_mins(&x.scales);
+        let bias =
+            (0..8).map(|s| mn[s] as i32 * (y.bsum(2 * s) as i32 + y.bsum(2 * s + 1) as i32)).sum();
+        (x86::q4k_sumi(&x.qs, &y.qs, &sc), bias)
+    }
 }
 
 /// `ggml_vec_dot_q4_K_q8_K` with `nrc == 2`.

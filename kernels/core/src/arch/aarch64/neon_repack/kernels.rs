@@ -44,6 +44,11 @@ fn f16(b: [u8; 2]) -> f32 {
 /// `ggml_gemv_q4_K_8x4_q8_K` for one group of 8 columns (and, per activation row,
 /// `ggml_gemm_q4_K_8x4_q8_K`, whose arithmetic per row is the same).
 pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { fast::gemv_q4_k_8x4(blocks, y) };
+    }
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let s: [i32; 8] =
@@ -68,6 +73,39 @@ pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
         }
     }
     acc
+}
+
+/// The accelerated forms (see [`crate::accel`]): integer stages by
+/// [`crate::accel::x86::q4kx8_dots`], the float operations of the scalar kernels one for
+/// one.
+#[cfg(target_arch = "x86_64")]
+mod fast {
+    use super::*;
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+        let mut acc = [0.0f32; 8];
+        for (x, yb) in blocks.iter().zip(y) {
+            let s: [i32; 8] =
+                core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+            let dot = crate::accel::x86::q4kx8_dots(&x.qs, &yb.qs, 4);
+            let sm = crate::accel::q4kx8_scales_mins(x);
+            for (j, a) in acc.iter_mut().enumerate() {
+                let scale = f16(x.d[j]) * yb.d();
+                let min = f16(x.dmin[j]) * yb.d();
+                let mut bias = 0i32;
+                for p in 0..4 {
+                    let (sc0, m0) = (sm.0[2 * p][j], sm.1[2 * p][j]);
+                    let (sc1, m1) = (sm.0[2 * p + 1][j], sm.1[2 * p + 1][j]);
+                    let isum = sc0 as i32 * dot[2 * p][j] + sc1 as i32 * dot[2 * p + 1][j];
+                    *a = scale.mul_add(isum as f32, *a);
+                    bias += m0 as i32 * s[2 * p] + m1 as i32 * s[2 * p + 1];
+                }
+                *a -= bias as f32 * min;
+            }
+        }
+        acc
+    }
 }
 
 /// `ggml_gemv_q4_0_4x4_q8_0` (and, per row, `ggml_gemm_q4_0_4x4_q8_0`) for one group of

@@ -24,6 +24,12 @@ use crate::repack::{BlockQ4Kx8, BlockQ4_0x8};
 /// sub-block s, `dot[j][s]` = sum of q4 * q8 over the sub-block's 32 values.
 #[inline]
 pub fn q4_kx8_dots(x: &BlockQ4Kx8, y: &BlockQ8K) -> [[i32; 8]; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 (detected just above).
+        let by_sub = unsafe { crate::accel::x86::q4kx8_dots(&x.qs, &y.qs, 8) };
+        return core::array::from_fn(|j| core::array::from_fn(|s| by_sub[s][j]));
+    }
     // Integer sums are exact, so the bytes are visited in memory order: interleaved
     // chunk i (8 bytes) is column i % 8, plain bytes [(i/8)*8, (i/8)*8 + 8).
     let mut dot = [[0i32; 8]; 8];

@@ -1,0 +1,403 @@
+//! Accelerated forms of the portable twins: the same bits, computed with the host's SIMD.
+//!
+//! A twin's contract is its bits, not its scalar code. The scalar twins stay the readable
+//! specification; where a twin's cost lies in an exact integer stage (the byte products
+//! and sums of a quantized dot product), this module computes that stage with the host's
+//! vector instructions and the twin keeps its float operations, in its order, around it.
+//! What makes this exact:
+//!
+//! - **Integer stages**: every sum here is a sum of integer products that fits in i32
+//!   (the bounds are stated per function), so any grouping and order of the additions
+//!   gives the same integer. The byte instructions used cannot saturate or wrap on the
+//!   operands they get: `_mm256_maddubs_epi16` takes 4- or 6-bit unsigned values against
+//!   signed bytes (a pair sum at most 2 * 63 * 128 = 16128 in magnitude), signed-by-signed
+//!   products are widened to i16 first (`_mm256_cvtepi8_epi16`, `_mm256_madd_epi16`).
+//! - **Float stages**: the accelerated functions perform the scalar twin's IEEE
+//!   operations one for one (a separate multiply and add stay separate, a fused one is an
+//!   FMA3 instruction, a lane-wise 4-float accumulation is one SSE register); Rust never
+//!   contracts or reassociates float arithmetic, whatever the target features.
+//!
+//! The accelerated forms run where the CPU has what they need (x86-64 with AVX2 and FMA,
+//! detected at run time; std caches the detection) and the calling thread has not asked
+//! for the scalar twins with [`with_scalar`]. The golden suite runs every case both ways
+//! (`<case>/<lane>` and `<case>/<lane>/scalar`) against the same stored golden, and the
+//! unit tests below compare each primitive with its scalar definition on random and
+//! extreme inputs.
+//!
+//! Where the accelerated form is used: the aarch64 twins' `nrc == 1` vec_dot kernels
+//! (`arch::aarch64::neon::vec_dot`, which the i8mm and SVE lanes share for their K-quant
+//! single-row dots) and the Q6_K integer sum every aarch64 twin shares
+//! ([`crate::arch::aarch64::neon::vec_dot::q6_k_isum`]). The other twins run their scalar
+//! form everywhere (docs/PERFORMANCE.md has the figures).
+
+use std::cell::Cell;
+
+thread_local! {
+    static SCALAR_ONLY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` with the scalar twins only, on this thread (threads `f` spawns are not
+/// affected). The golden suite uses it to check every case on the scalar specification
+/// as well as on the accelerated form.
+pub fn with_scalar<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SCALAR_ONLY.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(SCALAR_ONLY.with(|s| s.replace(true)));
+    f()
+}
+
+/// Whether the x86-64 AVX2+FMA accelerated forms run on this thread now.
+#[inline]
+pub fn x86_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        !SCALAR_ONLY.with(|s| s.get())
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Which accelerated form the twins use on this thread: `avx2+fma` or `scalar`.
+pub fn describe() -> &'static str {
+    if x86_avx2() {
+        "avx2+fma"
+    } else {
+        "scalar"
+    }
+}
+
+/// The eight (scale, min) pairs of a Q4_K superblock's 12 scale bytes at once, as
+/// ggml's kernels unpack them (`utmp` with `kmask1..3`): `scales[j], mins[j]` equal
+/// [`crate::blocks::q4_k::scale_min_k4`]`(j)` for every j (checked exhaustively over
+/// the bytes that matter in the tests).
+#[inline]
+pub fn q4k_scales_mins(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    const KMASK1: u32 = 0x3f3f_3f3f;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    const KMASK3: u32 = 0x0303_0303;
+    let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (u0, u1, u2) = (w(0), w(1), w(2));
+    let u3 = ((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4);
+    let m_lo = u1 & KMASK1;
+    let s_hi = (u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4);
+    let s_lo = u0 & KMASK1;
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    sc[..4].copy_from_slice(&s_lo.to_le_bytes());
+    sc[4..].copy_from_slice(&s_hi.to_le_bytes());
+    mn[..4].copy_from_slice(&m_lo.to_le_bytes());
+    mn[4..].copy_from_slice(&u3.to_le_bytes());
+    (sc, mn)
+}
+
+/// The (scale, min) pairs of all eight rows of a `block_q4_Kx8`, by sub-block then row:
+/// `.0[s][r], .1[s][r]` equal `BlockQ4Kx8::scale_min(r, s)`.
+#[inline]
+pub fn q4kx8_scales_mins(x: &crate::repack::BlockQ4Kx8) -> ([[u8; 8]; 8], [[u8; 8]; 8]) {
+    let mut sc = [[0u8; 8]; 8];
+    let mut mn = [[0u8; 8]; 8];
+    for s in 0..8 {
+        let q: &[u8; 12] = x.scales[12 * s..12 * s + 12].try_into().expect("12 bytes");
+        (sc[s], mn[s]) = q4k_scales_mins(q);
+    }
+    (sc, mn)
+}
+
+/// AVX2 integer stages. Each function needs AVX2 (its callers check [`x86_avx2`]).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    use core::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load32(b: &[u8; 32]) -> __m256i {
+        // SAFETY: `b` is 32 readable bytes; the load is unaligned.
+        unsafe { _mm256_loadu_si256(b.as_ptr() as *const __m256i) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load16(b: &[u8; 16]) -> __m128i {
+        // SAFETY: `b` is 16 readable bytes; the load is unaligned.
+        unsafe { _mm_loadu_si128(b.as_ptr() as *const __m128i) }
+    }
+
+    #[inline]
+    fn at32<const N: usize>(b: &[u8; N], o: usize) -> &[u8; 32] {
+        b[o..o + 32].try_into().expect("32 bytes")
+    }
+
+    #[inline]
+    fn at16<const N: usize>(b: &[u8; N], o: usize) -> &[u8; 16] {
+        b[o..o + 16].try_into().expect("16 bytes")
+    }
+
+    /// The sum of the eight i32 lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn hsum_i32(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    }
+
+    /// `sum_j sc[j] * sum_l nib_j(l) * y[32j + l]` of one Q4_K superblock against the
+    /// 256 activation bytes `y` (signed): sub-block `2c` is the low nibbles of
+    /// `qs[32c..32c+32]`, `2c+1` their high nibbles. Bounds: a `maddubs` pair is at most
+    /// 2 * 15 * 128 = 3840 in magnitude, a `madd` lane at most 2 * 3840 * 63, eight of
+    /// them well inside i32.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q4k_sumi(qs: &[u8; 128], y: &[u8; 256], sc: &[u8; 8]) -> i32 {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut acc = _mm256_setzero_si256();
+        for c in 0..4 {
+            let q = load32(at32(qs, 32 * c));
+            let lo = _mm256_and_si256(q, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+            let pl = _mm256_maddubs_epi16(lo, load32(at32(y, 64 * c)));
+            let ph = _mm256_maddubs_epi16(hi, load32(at32(y, 64 * c + 32)));
+            let sl = _mm256_madd_epi16(pl, _mm256_set1_epi16(sc[2 * c] as i16));
+            let sh = _mm256_madd_epi16(ph, _mm256_set1_epi16(sc[2 * c + 1] as i16));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(sl, sh));
+        }
+        hsum_i32(acc)
+    }
+
+    /// `sum_g sc[g] * sum_{i in g} q_i * y_i` of one Q6_K superblock, with `q_i` its
+    /// unsigned 6-bit values (0..63, value order as `BlockQ6K::quants` + 32) and `y` the
+    /// 256 activation bytes (signed), groups of 16 values. Bounds: a `maddubs` pair at
+    /// most 2 * 63 * 128 = 16128, a `madd` lane at most 2 * 16128 * 128, sixteen of them
+    /// inside i32.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q6k_dot(ql: &[u8; 128], qh: &[u8; 64], y: &[u8; 256], sc: &[u8; 16]) -> i32 {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut acc = _mm256_setzero_si256();
+        for j in 0..2 {
+            let l0 = load32(at32(ql, 64 * j));
+            let l1 = load32(at32(ql, 64 * j + 32));
+            let h = load32(at32(qh, 32 * j));
+            let q = [
+                _mm256_or_si256(
+                    _mm256_and_si256(l0, m4),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(h, _mm256_set1_epi8(0x03))),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(l1, m4),
+                    _mm256_slli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0x0C))),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(l0), m4),
+                    _mm256_and_si256(h, _mm256_set1_epi8(0x30)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
+                    _mm256_srli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0xC0u8 as i8))),
+                ),
+            ];
+            for (c, qc) in q.into_iter().enumerate() {
+                let g = 8 * j + 2 * c;
+                let p = _mm256_maddubs_epi16(qc, load32(at32(y, 128 * j + 32 * c)));
+                let s = _mm256_set_m128i(
+                    _mm_set1_epi16(sc[g + 1] as i8 as i16),
+                    _mm_set1_epi16(sc[g] as i8 as i16),
+                );
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+            }
+        }
+        hsum_i32(acc)
+    }
+
+    /// `sum_g bsum_g * sc[g]` over the 16 i16 group sums of a Q8_K block (`bsums`, 32
+    /// bytes) and 16 signed scales. Bounds: |bsum| <= 16 * 128, |sc| <= 128.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn bsums_dot(bsums: &[u8; 32], sc: &[u8; 16]) -> i32 {
+        hsum_i32(_mm256_madd_epi16(load32(bsums), _mm256_cvtepi8_epi16(load16(sc))))
+    }
+
+    /// The sub-block dots of the eight interleaved rows of one `block_q4_Kx8` against
+    /// one Q8_K block's 256 activation bytes: `dot[s][r]` = sum over sub-block s's 32
+    /// values of row r of nibble * activation (sub-block 2c: low nibbles of plain bytes
+    /// 32c..32c+32, against activations 64c..; 2c+1: high nibbles, against 64c+32..).
+    /// `il` is the interleave (4 or 8 bytes: plain byte o of row r at
+    /// `((o / il) * 8 + r) * il + o % il`). Bounds as [`q4k_sumi`].
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q4kx8_dots(qs: &[u8; 1024], y: &[u8; 256], il: usize) -> [[i32; 8]; 8] {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let y4 = |o: usize| i32::from_le_bytes([y[o], y[o + 1], y[o + 2], y[o + 3]]);
+        let y8 = |o: usize| i64::from_le_bytes(y[o..o + 8].try_into().expect("8 bytes"));
+        let mut dot = [[0i32; 8]; 8];
+        let mut put = |s: usize, v: __m256i| {
+            // SAFETY: `dot[s]` holds eight i32; the store is unaligned.
+            unsafe { _mm256_storeu_si256(dot[s].as_mut_ptr() as *mut __m256i, v) }
+        };
+        for c in 0..4 {
+            if il == 4 {
+                // One 32-byte load: the 4 bytes at plain offset o of all eight rows.
+                let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                for t in 0..8 {
+                    let o = 32 * c + 4 * t;
+                    let v = load32(at32(qs, (o / 4) * 32));
+                    let yl = _mm256_set1_epi32(y4(64 * c + 4 * t));
+                    let yh = _mm256_set1_epi32(y4(64 * c + 32 + 4 * t));
+                    let nl = _mm256_and_si256(v, m4);
+                    let nh = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                    lo =
+                        _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(nl, yl), ones));
+                    hi =
+                        _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(nh, yh), ones));
+                }
+                put(2 * c, lo);
+                put(2 * c + 1, hi);
+            } else {
+                // Two 32-byte loads: the 8 bytes at plain offset o of rows 0..4 and 4..8.
+                let mut lo = [_mm256_setzero_si256(); 2];
+                let mut hi = [_mm256_setzero_si256(); 2];
+                for t in 0..4 {
+                    let o = 32 * c + 8 * t;
+                    let yl = _mm256_set1_epi64x(y8(64 * c + 8 * t));
+                    let yh = _mm256_set1_epi64x(y8(64 * c + 32 + 8 * t));
+                    for h in 0..2 {
+                        let v = load32(at32(qs, (o / 8) * 64 + 32 * h));
+                        let nl = _mm256_and_si256(v, m4);
+                        let nh = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                        lo[h] = _mm256_add_epi32(
+                            lo[h],
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(nl, yl), ones),
+                        );
+                        hi[h] = _mm256_add_epi32(
+                            hi[h],
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(nh, yh), ones),
+                        );
+                    }
+                }
+                // Row 4h + q holds lanes 2q, 2q + 1 of acc[h]; hadd pairs them as rows
+                // (0, 1, 4, 5 | 2, 3, 6, 7), the permutation puts them in order.
+                let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+                put(2 * c, _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(lo[0], lo[1]), order));
+                put(2 * c + 1, _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(hi[0], hi[1]), order));
+            }
+        }
+        dot
+    }
+
+    /// The four `sdot` lanes of one 32-value block pair (x, y signed bytes): lane t is
+    /// `sum_{b in 4t..4t+4} x[b] * y[b] + x[16 + b] * y[16 + b]` (exact: products widened
+    /// to i16, pair sums in i32).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn sdot_lanes(xl: __m128i, xh: __m128i, y: &[u8; 32]) -> __m128i {
+        let ml =
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(xl), _mm256_cvtepi8_epi16(load16(at16(y, 0))));
+        let mh =
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(xh), _mm256_cvtepi8_epi16(load16(at16(y, 16))));
+        // Lane k of s: bytes 2k, 2k+1 of both halves; lane t of the result: k = 2t, 2t+1.
+        let s = _mm256_add_epi32(ml, mh);
+        let h = _mm256_hadd_epi32(s, s);
+        _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+    }
+
+    /// The 16 low and 16 high signed values of a Q4_0 block's nibbles, minus 8.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q4_0_halves(qs: &[u8; 16]) -> (__m128i, __m128i) {
+        let q = load16(qs);
+        let m4 = _mm_set1_epi8(0x0F);
+        let eight = _mm_set1_epi8(8);
+        let lo = _mm_sub_epi8(_mm_and_si128(q, m4), eight);
+        let hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16::<4>(q), m4), eight);
+        (lo, hi)
+    }
+
+    /// The two 16-byte halves of a Q8_0 block's values.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q8_halves(qs: &[u8; 32]) -> (__m128i, __m128i) {
+        (load16(at16(qs, 0)), load16(at16(qs, 16)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blocks::q4_k::scale_min_k4;
+
+    #[test]
+    fn q4k_scales_mins_is_scale_min_k4() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20000 {
+            let mut q = [0u8; 12];
+            for b in q.iter_mut() {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                *b = s as u8;
+            }
+            let (sc, mn) = q4k_scales_mins(&q);
+            for j in 0..8 {
+                assert_eq!((sc[j], mn[j]), scale_min_k4(j, &q), "{q:?} j={j}");
+            }
+        }
+    }
+
+    /// `q4kx8_dots` against its definition on random bytes and on extreme ones (every
+    /// nibble 15 against -128).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn q4kx8_dots_is_its_definition() {
+        if !x86_avx2() {
+            return;
+        }
+        let mut rng = crate::rng::Rng::new(5);
+        for round in 0..200 {
+            let mut qs = [0u8; 1024];
+            let mut y = [0u8; 256];
+            rng.fill_bytes(&mut qs);
+            rng.fill_bytes(&mut y);
+            if round == 0 {
+                (qs, y) = ([0xFF; 1024], [0x80; 256]);
+            }
+            for il in [4, 8] {
+                // SAFETY: AVX2 detected above.
+                let got = unsafe { x86::q4kx8_dots(&qs, &y, il) };
+                for r in 0..8 {
+                    for s in 0..8 {
+                        let (c, high) = (s / 2, s % 2 == 1);
+                        let want: i32 = (0..32)
+                            .map(|l| {
+                                let b = qs[crate::repack::interleaved_index(8, il, r, 32 * c + l)];
+                                let n = if high { b >> 4 } else { b & 0xF };
+                                n as i32 * y[64 * c + 32 * high as usize + l] as i8 as i32
+                            })
+                            .sum();
+                        assert_eq!(got[s][r], want, "il={il} r={r} s={s}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn with_scalar_turns_the_accelerated_forms_off_on_this_thread_only() {
+        let on = x86_avx2();
+        with_scalar(|| {
+            assert!(!x86_avx2());
+            assert_eq!(describe(), "scalar");
+            std::thread::spawn(move || assert_eq!(x86_avx2(), on)).join().unwrap();
+        });
+        assert_eq!(x86_avx2(), on);
+    }
+}
