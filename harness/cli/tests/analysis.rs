@@ -578,3 +578,80 @@ fn a_lane_reading_a_stale_k_row_is_a_discrepancy_at_its_layer_and_in_the_headlin
         }
     }
 }
+
+/// Steps per prompt in the all-pairs trial (the prompts file's 48 would make it 12 times
+/// as long; the verdict rules are the same at every step).
+const PAIR_STEPS: usize = 4;
+
+#[test]
+fn every_pair_of_proven_lanes_both_ways_on_every_prompt_is_symmetric_and_never_a_discrepancy() {
+    use tiercheck_core::lane::Level;
+    let (m, prompts, _) = tiercheck_golden::model::inputs().unwrap();
+    // The lanes proven bitwise against their tier's llama.cpp in prompt mode.
+    let proven: Vec<&'static Lane> = lanes::all()
+        .iter()
+        .copied()
+        .filter(|l| l.status.proofs().iter().any(|p| p.level == Level::DecoderPrompt))
+        .collect();
+    assert!(proven.len() >= 11, "{:?}", proven.iter().map(|l| l.name).collect::<Vec<_>>());
+    let mut jobs = Vec::new();
+    for (i, x) in proven.iter().enumerate() {
+        for y in &proven[i + 1..] {
+            for p in &prompts {
+                jobs.push((x.name, y.name, p.name.clone(), p.ids.clone()));
+            }
+        }
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::<String>::new());
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((x, y, name, ids)) = jobs.get(i) else { break };
+                let o = DeltaOptions { ids: ids.clone(), ..opts(PAIR_STEPS, 3) };
+                let xy = delta(&m, &lane(x), &lane(y), &o).unwrap();
+                let yx = delta(&m, &lane(y), &lane(x), &o).unwrap();
+                let verdicts = |r: &tiercheck_analysis::DeltaReport| -> Vec<String> {
+                    r.layer_verdicts.iter().map(|v| v.verdict.clone()).collect()
+                };
+                let mut bad = Vec::new();
+                if xy.headline.kind != yx.headline.kind {
+                    bad.push(format!(
+                        "headline {} one way, {} the other",
+                        xy.headline.kind, yx.headline.kind
+                    ));
+                }
+                if verdicts(&xy) != verdicts(&yx) {
+                    bad.push(format!(
+                        "layers {:?} one way, {:?} the other",
+                        verdicts(&xy),
+                        verdicts(&yx)
+                    ));
+                }
+                for r in [&xy, &yx] {
+                    if ["discrepancy", "not-lane", "not-near-tie"]
+                        .contains(&r.headline.kind.as_str())
+                    {
+                        bad.push(format!("{} vs {}: {}", r.a, r.b, r.headline.text));
+                    }
+                }
+                if !bad.is_empty() {
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("{x} / {y} on {name}: {}", bad.join("; ")));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} pairs x prompts:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures.join("\n")
+    );
+}

@@ -238,9 +238,23 @@ impl BlockQ6Kx8 {
 /// `inter[interleaved_index(8, il, r, o)]`, copied `il` bytes at a time.
 #[inline]
 fn deinterleave(inter: &[u8], plain: &mut [u8], il: usize, r: usize) {
-    for (c, dst) in plain.chunks_exact_mut(il).enumerate() {
-        let at = (c * 8 + r) * il;
-        dst.copy_from_slice(&inter[at..at + il]);
+    #[inline(always)]
+    fn by<const IL: usize>(inter: &[u8], plain: &mut [u8], r: usize) {
+        for (c, dst) in plain.chunks_exact_mut(IL).enumerate() {
+            let at = (c * 8 + r) * IL;
+            let src: &[u8; IL] = inter[at..at + IL].try_into().expect("IL bytes");
+            let dst: &mut [u8; IL] = dst.try_into().expect("IL bytes");
+            *dst = *src;
+        }
+    }
+    match il {
+        4 => by::<4>(inter, plain, r),
+        8 => by::<8>(inter, plain, r),
+        _ => {
+            for (o, dst) in plain.iter_mut().enumerate() {
+                *dst = inter[interleaved_index(8, il, r, o)];
+            }
+        }
     }
 }
 
