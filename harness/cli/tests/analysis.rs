@@ -611,8 +611,13 @@ fn every_pair_of_proven_lanes_both_ways_on_every_prompt_is_symmetric_and_never_a
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some((x, y, name, ids)) = jobs.get(i) else { break };
                 let o = DeltaOptions { ids: ids.clone(), ..opts(PAIR_STEPS, 3) };
-                let xy = delta(&m, &lane(x), &lane(y), &o).unwrap();
-                let yx = delta(&m, &lane(y), &lane(x), &o).unwrap();
+                // Native where this host runs the lane (bitwise its twin: the golden
+                // and oracle suites prove it), else the twin.
+                let auto = |n: &str| {
+                    Source::Lane(lanes::choose(lanes::find(n).unwrap(), Impl::Auto).unwrap())
+                };
+                let xy = delta(&m, &auto(x), &auto(y), &o).unwrap();
+                let yx = delta(&m, &auto(y), &auto(x), &o).unwrap();
                 let verdicts = |r: &tiercheck_analysis::DeltaReport| -> Vec<String> {
                     r.layer_verdicts.iter().map(|v| v.verdict.clone()).collect()
                 };

@@ -459,12 +459,12 @@ fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
     }
 }
 
-impl ElemOps for PortableElem {
-    fn flavour(&self) -> ElemFlavour {
-        self.0
-    }
-
-    fn soft_max(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
+/// The bodies of the portable kernels (the specification); [`ElemOps`] runs them
+/// compiled with FMA where the CPU has it (`mul_add` is then one instruction instead of
+/// a library call: the same correctly rounded result).
+impl PortableElem {
+    #[inline(always)]
+    fn soft_max_in(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
         let flavour = self.0;
         let w = flavour.width();
         assert_eq!(y.len(), x.len(), "soft_max: lengths differ");
@@ -502,7 +502,8 @@ impl ElemOps for PortableElem {
         sum
     }
 
-    fn swiglu(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
+    #[inline(always)]
+    fn swiglu_in(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
         let w = self.0.width();
         assert!(y.len() == x.len() && x.len() == g.len(), "swiglu: lengths differ");
         let n = x.len();
@@ -516,7 +517,8 @@ impl ElemOps for PortableElem {
         }
     }
 
-    fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
+    #[inline(always)]
+    fn dot_f32_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f32: lengths differ");
         match self.0.loops() {
             ElemFlavour::X64 => {
@@ -552,7 +554,8 @@ impl ElemOps for PortableElem {
         }
     }
 
-    fn dot_f16(&self, x: &[f32], y: &[f32]) -> f32 {
+    #[inline(always)]
+    fn dot_f16_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f16: lengths differ");
         match self.0 {
             ElemFlavour::Sve128 => dot_f16_sve::<4>(x, y),
@@ -560,7 +563,7 @@ impl ElemOps for PortableElem {
             _ => {
                 let step = self.0.dot_step();
                 let np = x.len() - x.len() % step;
-                let mut s = if np > 0 { self.dot_f32(&x[..np], &y[..np]) as f64 } else { 0.0 };
+                let mut s = if np > 0 { self.dot_f32_in(&x[..np], &y[..np]) as f64 } else { 0.0 };
                 for (a, b) in x[np..].iter().zip(&y[np..]) {
                     s += (a * b) as f64;
                 }
@@ -569,7 +572,8 @@ impl ElemOps for PortableElem {
         }
     }
 
-    fn sgemm_dot(&self, a: &[f32], b: &[f32]) -> f32 {
+    #[inline(always)]
+    fn sgemm_dot_in(&self, a: &[f32], b: &[f32]) -> f32 {
         assert_eq!(a.len(), b.len(), "sgemm_dot: lengths differ");
         let w = self.0.width();
         assert!(a.len().is_multiple_of(w), "sgemm_dot: length not a multiple of {w}");
@@ -588,6 +592,96 @@ impl ElemOps for PortableElem {
             ElemFlavour::Sve128 | ElemFlavour::Sve256 => faddv(&acc[..w]),
             _ => hsum(ElemFlavour::Neon, &acc[..4]),
         }
+    }
+}
+
+impl ElemOps for PortableElem {
+    fn flavour(&self) -> ElemFlavour {
+        self.0
+    }
+
+    fn soft_max(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
+        #[cfg(target_arch = "x86_64")]
+        if fma::available() {
+            // SAFETY: this CPU has FMA (detected just above).
+            return unsafe { fma::soft_max(self, y, x, max) };
+        }
+        self.soft_max_in(y, x, max)
+    }
+
+    fn swiglu(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if fma::available() {
+            // SAFETY: this CPU has FMA (detected just above).
+            return unsafe { fma::swiglu(self, y, x, g) };
+        }
+        self.swiglu_in(y, x, g)
+    }
+
+    fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if fma::available() {
+            // SAFETY: this CPU has FMA (detected just above).
+            return unsafe { fma::dot_f32(self, x, y) };
+        }
+        self.dot_f32_in(x, y)
+    }
+
+    fn dot_f16(&self, x: &[f32], y: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if fma::available() {
+            // SAFETY: this CPU has FMA (detected just above).
+            return unsafe { fma::dot_f16(self, x, y) };
+        }
+        self.dot_f16_in(x, y)
+    }
+
+    fn sgemm_dot(&self, a: &[f32], b: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if fma::available() {
+            // SAFETY: this CPU has FMA (detected just above).
+            return unsafe { fma::sgemm_dot(self, a, b) };
+        }
+        self.sgemm_dot_in(a, b)
+    }
+}
+
+/// The portable kernels compiled a second time with FMA enabled: the same Rust, so the
+/// same float operations in the same order (Rust neither contracts nor reassociates),
+/// only `f32::mul_add` becomes one instruction. Off under
+/// [`crate::accel::with_scalar`], like the other accelerated forms.
+#[cfg(target_arch = "x86_64")]
+mod fma {
+    use super::PortableElem;
+
+    #[inline]
+    pub(super) fn available() -> bool {
+        crate::accel::x86_avx2()
+    }
+
+    #[target_feature(enable = "fma")]
+    pub(super) fn soft_max(e: &PortableElem, y: &mut [f32], x: &[f32], max: f32) -> f64 {
+        e.soft_max_in(y, x, max)
+    }
+
+    #[target_feature(enable = "fma")]
+    pub(super) fn swiglu(e: &PortableElem, y: &mut [f32], x: &[f32], g: &[f32]) {
+        e.swiglu_in(y, x, g)
+    }
+
+    #[target_feature(enable = "fma")]
+    pub(super) fn dot_f32(e: &PortableElem, x: &[f32], y: &[f32]) -> f32 {
+        e.dot_f32_in(x, y)
+    }
+
+    #[target_feature(enable = "fma")]
+    pub(super) fn dot_f16(e: &PortableElem, x: &[f32], y: &[f32]) -> f32 {
+        e.dot_f16_in(x, y)
+    }
+
+    #[target_feature(enable = "fma")]
+    pub(super) fn sgemm_dot(e: &PortableElem, a: &[f32], b: &[f32]) -> f32 {
+        e.sgemm_dot_in(a, b)
     }
 }
 
