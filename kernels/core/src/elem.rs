@@ -329,7 +329,7 @@ fn nmadd(a: f32, b: f32, c: f32, fused: bool) -> f32 {
 /// this per-lane form gives the vector's bits (the vector-wide early return for "no
 /// lane out of range" computes `fma(j, k, k)`, which is also what the blended path
 /// keeps for in-range lanes).
-#[inline]
+#[inline(always)]
 pub fn v_expf(x: f32, fused: bool) -> f32 {
     let z = madd(x, EXP_LOG2E, EXP_SHIFT, fused);
     let n = z - EXP_SHIFT;
@@ -369,7 +369,7 @@ pub fn v_silu(x: f32, fused: bool) -> f32 {
 /// the module doc). `scalef(j, n)` multiplies by `2^n` with one rounding: `n` is an
 /// integer of at most 192 in magnitude there, so the f64 product is exact and the
 /// conversion to f32 is that one rounding (subnormal results included).
-#[inline]
+#[inline(always)]
 pub fn v_expf_avx512(x: f32) -> f32 {
     let z = x.mul_add(EXP_LOG2E, EXP_SHIFT);
     let n = z - EXP_SHIFT;
@@ -397,7 +397,7 @@ pub fn v_silu_avx512(x: f32) -> f32 {
 }
 
 /// The vector `expf` of `flavour`, one lane.
-#[inline]
+#[inline(always)]
 fn vexp(flavour: ElemFlavour, x: f32) -> f32 {
     match flavour.loops() {
         ElemFlavour::Avx512 => v_expf_avx512(x),
@@ -406,7 +406,7 @@ fn vexp(flavour: ElemFlavour, x: f32) -> f32 {
 }
 
 /// The vector SiLU of `flavour`, one lane.
-#[inline]
+#[inline(always)]
 fn vsilu(flavour: ElemFlavour, x: f32) -> f32 {
     match flavour.loops() {
         ElemFlavour::Avx512 => v_silu_avx512(x),
@@ -442,7 +442,7 @@ pub fn silu_scalar(x: f32) -> f32 {
 }
 
 /// Horizontal sum of one vector in the tier's order.
-#[inline]
+#[inline(always)]
 fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
     match flavour.loops() {
         // SSE2 shuffle/movehl (x64) and vaddvq (NEON): (v0+v1)+(v2+v3).
@@ -689,7 +689,7 @@ mod fma {
 /// `4*W` floats (`sum[j] = fma(x, y, sum[j])`), `reduce` for the accumulators, then the
 /// leftovers added one fused product at a time in f32 (GCC contracts
 /// `sumf += x[i]*y[i]` on these tiers).
-#[inline]
+#[inline(always)]
 fn dot_f32_simd<const W: usize>(
     x: &[f32],
     y: &[f32],
@@ -717,6 +717,7 @@ fn dot_f32_simd<const W: usize>(
 }
 
 /// ggml's SVE `ggml_vec_dot_f32` with `W` floats per vector (module doc).
+#[inline(always)]
 fn dot_f32_sve<const W: usize>(x: &[f32], y: &[f32]) -> f32 {
     let n = x.len();
     let step = 8 * W;
