@@ -23,8 +23,9 @@
 //! Weights are quantized with the reference quantizer from normal values; to keep
 //! set-up short, a pool of up to 64 distinct rows is quantized and repeated to `n`
 //! rows (every row still has its own address, so all of it streams from memory). The
-//! twin's output is compared bitwise with the native one as a by-product (the bench
-//! exits non-zero if they differ).
+//! twin's output is compared bitwise with the native one, and the twin's accelerated
+//! form (`portable`) with its scalar form (`scalar`, `tiercheck_core::accel::with_scalar`),
+//! as a by-product (the bench exits non-zero if they differ).
 
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -50,7 +51,7 @@ usage: cargo bench -p tiercheck --bench gemv -- [options]
   --lane NAME        only this lane (repeatable or comma-separated)
   --type TYPE        only this weight type, e.g. q4_K (repeatable or comma-separated)
   --shape NxK        only this shape, n rows of k values (repeatable or comma-separated)
-  --impl IMPL        only `native` or `portable` implementations
+  --impl IMPL        only `native`, `portable` (the twin, accelerated where it can be) or `scalar` (the twin's scalar form)
   --quick            smoke run: 4096x4096 unless --shape is given, 3 runs per cell,
                      smaller bandwidth probe
   --reps N           timed runs per cell (default: 5 to 25, by cell duration)
@@ -63,6 +64,8 @@ usage: cargo bench -p tiercheck --bench gemv -- [options]
 enum Imp {
     Native,
     Portable,
+    /// The portable twin with the accelerated forms off (`accel::with_scalar`).
+    Scalar,
 }
 
 impl Imp {
@@ -70,6 +73,7 @@ impl Imp {
         match self {
             Imp::Native => "native",
             Imp::Portable => "portable",
+            Imp::Scalar => "scalar",
         }
     }
 }
@@ -161,6 +165,7 @@ fn parse_args() -> Result<Opts, String> {
                     o.impls.push(match s {
                         "native" => Imp::Native,
                         "portable" | "twin" => Imp::Portable,
+                        "scalar" => Imp::Scalar,
                         other => return Err(format!("bad --impl `{other}`: native or portable")),
                     });
                 }
@@ -181,7 +186,7 @@ fn parse_args() -> Result<Opts, String> {
         o.shapes = if o.quick { QUICK_SHAPES } else { DEFAULT_SHAPES }.to_vec();
     }
     if o.impls.is_empty() {
-        o.impls = vec![Imp::Native, Imp::Portable];
+        o.impls = vec![Imp::Native, Imp::Portable, Imp::Scalar];
     }
     Ok(o)
 }
@@ -575,6 +580,7 @@ fn main() {
 
     let mut rng = Rng::new(0x6765_6d76);
     let mut cells: Vec<Cell> = Vec::new();
+    let mut scalar_differs = false;
     for &ty in &opts.types {
         for &(n, k) in &opts.shapes {
             if ty.row_bytes(k).is_none() {
@@ -590,16 +596,31 @@ fn main() {
             let x = rng.normals(k, 1.0);
             for &lane in &selected {
                 let mut native_result: Option<(f64, Vec<f32>)> = None;
+                let mut twin_out: Option<Vec<f32>> = None;
                 for &imp in &opts.impls {
                     let kernels: &dyn Kernels = match imp {
-                        Imp::Portable => lane.portable,
+                        Imp::Portable | Imp::Scalar => lane.portable,
                         Imp::Native => match lanes::native(lane) {
                             Ok(k) => k,
                             Err(_) => continue,
                         },
                     };
-                    let (mut cell, out) =
-                        run_cell(&bench, lane, imp, kernels, &w, &x, opts.breakdown);
+                    let (mut cell, out) = if imp == Imp::Scalar {
+                        tiercheck_core::accel::with_scalar(|| {
+                            run_cell(&bench, lane, imp, kernels, &w, &x, opts.breakdown)
+                        })
+                    } else {
+                        run_cell(&bench, lane, imp, kernels, &w, &x, opts.breakdown)
+                    };
+                    match (imp, &twin_out) {
+                        (Imp::Portable, _) => twin_out = Some(out.clone()),
+                        (Imp::Scalar, Some(t)) => {
+                            if !t.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()) {
+                                scalar_differs = true;
+                            }
+                        }
+                        _ => {}
+                    }
                     match (imp, &native_result) {
                         (Imp::Native, _) => native_result = Some((cell.gbps.median, out)),
                         (Imp::Portable, Some((g, nat))) => {
@@ -607,7 +628,7 @@ fn main() {
                             cell.bitwise_equal_native =
                                 Some(nat.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()));
                         }
-                        (Imp::Portable, None) => {}
+                        (Imp::Portable, None) | (Imp::Scalar, _) => {}
                     }
                     eprintln!(
                         "  {:<12} {:<8} {:<5} {:>5}x{:<5} {:>7} GB/s  ({} runs)",
@@ -649,7 +670,10 @@ fn main() {
         }
         println!("wrote {}", path.display());
     }
-    if cells.iter().any(|c| c.bitwise_equal_native == Some(false)) {
+    if scalar_differs {
+        println!("\nWARNING: a twin's accelerated form differs from its scalar form");
+    }
+    if cells.iter().any(|c| c.bitwise_equal_native == Some(false)) || scalar_differs {
         std::process::exit(1);
     }
 }
