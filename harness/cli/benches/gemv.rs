@@ -614,10 +614,10 @@ fn main() {
                     };
                     match (imp, &twin_out) {
                         (Imp::Portable, _) => twin_out = Some(out.clone()),
-                        (Imp::Scalar, Some(t)) => {
-                            if !t.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()) {
-                                scalar_differs = true;
-                            }
+                        (Imp::Scalar, Some(t))
+                            if !t.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()) =>
+                        {
+                            scalar_differs = true;
                         }
                         _ => {}
                     }
