@@ -753,6 +753,73 @@ fn driver_matches_in_process() -> Result<(), String> {
     Ok(())
 }
 
+/// `tiercheck-capture --llama-cpp-python` finds the libllama of an installed
+/// `llama_cpp` package and captures exactly what `--lib` captures from the same build:
+/// the package stood in by a folder `llama_cpp/` on `PYTHONPATH` holding the haswell
+/// build's libraries in `lib/` (where llama-cpp-python's wheels put them; they load each
+/// other through `$ORIGIN`), decode and prompt mode, every tap and step record equal.
+fn capture_from_llama_cpp_python() -> Result<(), String> {
+    let model = embedded_model()?;
+    let lib =
+        OracleConfig::from_env().setting("TIERCHECK_ORACLE_LLAMA").map_err(|e| e.to_string())?;
+    if !lib.join("libllama.so").is_file() {
+        return Err(format!(
+            "oracle not built: run ci/oracle (no libllama.so in {})",
+            lib.display()
+        ));
+    }
+    let py = python()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let pkg = dir.path().join("site/llama_cpp");
+    std::fs::create_dir_all(pkg.join("lib")).map_err(|e| e.to_string())?;
+    std::fs::write(pkg.join("__init__.py"), "").map_err(|e| e.to_string())?;
+    for e in std::fs::read_dir(&lib).map_err(|e| e.to_string())? {
+        let e = e.map_err(|e| e.to_string())?;
+        let to = pkg.join("lib").join(e.file_name());
+        match std::fs::read_link(e.path()) {
+            Ok(target) => std::os::unix::fs::symlink(target, &to),
+            Err(_) => std::fs::copy(e.path(), &to).map(|_| ()),
+        }
+        .map_err(|err| format!("{}: {err}", to.display()))?;
+    }
+    let path = std::env::join_paths([repo_root().join("tools/capture"), dir.path().join("site")])
+        .map_err(|e| e.to_string())?;
+    for mode in [Mode::Decode, Mode::Prompt] {
+        let a = dir.path().join(format!("lib-{}.safetensors", mode.name()));
+        let run = LlamaRun { mode, repack: true, steps: 2, attn: attn(KvType::F16, FlashAttn::On) };
+        let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
+        let b = dir.path().join(format!("package-{}.safetensors", mode.name()));
+        let ids: Vec<String> = forced_ids(6).iter().map(|i| i.to_string()).collect();
+        let res = capture(&py)
+            .env("PYTHONPATH", &path)
+            .arg("--llama-cpp-python")
+            .arg("--model")
+            .arg(&model.path)
+            .args(["--ids", &ids.join(","), "--mode", mode.name(), "--steps", "2"])
+            .args(["--kv", "f16", "--fa", "on", "--threads", &LLAMA_THREADS.to_string(), "--out"])
+            .arg(&b)
+            .env_remove("GGML_CPU_TILED_MM")
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !res.status.success() {
+            return Err(format!(
+                "--llama-cpp-python failed: {}",
+                String::from_utf8_lossy(&res.stderr)
+            ));
+        }
+        let mine = read_trace(&b).map_err(|e| e.to_string())?;
+        let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+        if !unmatched.is_empty() {
+            return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+        }
+        if mine.steps.len() != theirs.steps.len() {
+            return Err(format!("{} vs {} steps", mine.steps.len(), theirs.steps.len()));
+        }
+        judge(&format!("--llama-cpp-python vs --lib, {}", mode.name()), &diffs)?;
+    }
+    Ok(())
+}
+
 /// Why the zen4 trials cannot run on this host (qemu-x86_64 cannot emulate AVX-512).
 const HOST_LACKS_AVX512: &str =
     "this host lacks AVX-512 F/DQ: llama.cpp's zen4 build cannot run here (qemu-x86_64 \
@@ -856,6 +923,7 @@ fn main() -> ExitCode {
         trial("llama_cpp/delta_greedy", llama_delta),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
         trial("llama_cpp/identify", llama_identify),
+        trial("llama_cpp/capture_llama_cpp_python", capture_from_llama_cpp_python),
         trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
         trial("llama_cpp/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Haswell, true)),
         trial("llama_cpp/zen4/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Zen4, false)),
