@@ -698,6 +698,30 @@ fn llama_delta() -> Result<(), String> {
     Ok(())
 }
 
+/// Run `cmd` (a capture writing `out`) and compare its trace with `theirs`: the same
+/// taps, shapes and step count, every tap bitwise (`judge`); `what` names the path.
+fn captured_matches(
+    mut cmd: Command,
+    out: &Path,
+    theirs: &Trace,
+    what: &str,
+) -> Result<Trace, String> {
+    let res = cmd.output().map_err(|e| e.to_string())?;
+    if !res.status.success() {
+        return Err(format!("{what} failed: {}", String::from_utf8_lossy(&res.stderr)));
+    }
+    let mine = read_trace(out).map_err(|e| e.to_string())?;
+    let (diffs, unmatched) = tapdiff::compare(&mine, theirs);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    if mine.steps.len() != theirs.steps.len() {
+        return Err(format!("{} vs {} steps", mine.steps.len(), theirs.steps.len()));
+    }
+    judge(what, &diffs)?;
+    Ok(mine)
+}
+
 /// The aarch64 builds' path (the static `llamataps` driver writing a dump that
 /// `tiercheck-capture --driver` turns into a trace) captures exactly what the in-process path
 /// captures: the same driver source built for this host against the haswell library,
@@ -718,37 +742,25 @@ fn driver_matches_in_process() -> Result<(), String> {
         let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(10).iter().map(|i| i.to_string()).collect();
-        let res = capture(&py)
-            .arg("--driver")
+        let mut cmd = capture(&py);
+        cmd.arg("--driver")
             .arg(&driver)
             .args(["--qemu-cpu", "", "--model"])
             .arg(&model.path)
             .args(["--ids", &ids.join(","), "--mode", mode.name(), "--steps", "3"])
             .args(["--kv", "f16", "--fa", "on", "--threads", &LLAMA_THREADS.to_string(), "--out"])
             .arg(&b)
-            .env_remove("GGML_CPU_TILED_MM")
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !res.status.success() {
-            return Err(format!(
-                "the driver path failed: {}",
-                String::from_utf8_lossy(&res.stderr)
-            ));
-        }
-        let mine = read_trace(&b).map_err(|e| e.to_string())?;
-        let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
-        if !unmatched.is_empty() {
-            return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
-        }
-        if mine.steps.len() != theirs.steps.len() || mine.steps.len() < 4 {
-            return Err(format!("{} vs {} steps", mine.steps.len(), theirs.steps.len()));
+            .env_remove("GGML_CPU_TILED_MM");
+        let what = format!("driver vs in-process, {}", mode.name());
+        let mine = captured_matches(cmd, &b, &theirs, &what)?;
+        if mine.steps.len() < 4 {
+            return Err(format!("{} steps", mine.steps.len()));
         }
         for (x, y) in mine.steps.iter().zip(&theirs.steps) {
             if x.input_ids != y.input_ids || x.positions != y.positions || x.emitted != y.emitted {
                 return Err(format!("{} step records differ", mode.name()));
             }
         }
-        judge(&format!("driver vs in-process, {}", mode.name()), &diffs)?;
     }
     Ok(())
 }
@@ -790,32 +802,21 @@ fn capture_from_llama_cpp_python() -> Result<(), String> {
         let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
         let b = dir.path().join(format!("package-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(6).iter().map(|i| i.to_string()).collect();
-        let res = capture(&py)
-            .env("PYTHONPATH", &path)
+        let mut cmd = capture(&py);
+        cmd.env("PYTHONPATH", &path)
             .arg("--llama-cpp-python")
             .arg("--model")
             .arg(&model.path)
             .args(["--ids", &ids.join(","), "--mode", mode.name(), "--steps", "2"])
             .args(["--kv", "f16", "--fa", "on", "--threads", &LLAMA_THREADS.to_string(), "--out"])
             .arg(&b)
-            .env_remove("GGML_CPU_TILED_MM")
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !res.status.success() {
-            return Err(format!(
-                "--llama-cpp-python failed: {}",
-                String::from_utf8_lossy(&res.stderr)
-            ));
-        }
-        let mine = read_trace(&b).map_err(|e| e.to_string())?;
-        let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
-        if !unmatched.is_empty() {
-            return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
-        }
-        if mine.steps.len() != theirs.steps.len() {
-            return Err(format!("{} vs {} steps", mine.steps.len(), theirs.steps.len()));
-        }
-        judge(&format!("--llama-cpp-python vs --lib, {}", mode.name()), &diffs)?;
+            .env_remove("GGML_CPU_TILED_MM");
+        captured_matches(
+            cmd,
+            &b,
+            &theirs,
+            &format!("--llama-cpp-python vs --lib, {}", mode.name()),
+        )?;
     }
     Ok(())
 }
