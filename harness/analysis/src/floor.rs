@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 use super::metrics::Acc;
 use tiercheck_lanes::Chosen;
 use tiercheck_model::run::Trace;
-use tiercheck_model::Model;
+use tiercheck_model::{Mode, Model};
+
+use crate::reuse::Ctx;
 
 /// A measured floor.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,15 +45,20 @@ pub struct Floor {
     pub layer_local: BTreeMap<String, f64>,
 }
 
-/// Measure the floor with `replay(dither)`, which replays the sequence on the lane.
+/// Measure the floor of lane `c` replaying `generated` after `prompt` (the undithered
+/// replay through `ctx`'s cache; the dithered ones computed).
 pub(crate) fn measure(
+    ctx: &Ctx<'_>,
     model: &Model,
     c: &Chosen,
     o: &super::DeltaOptions,
+    prompt: &[u32],
+    mode: Mode,
     generated: &[u32],
-    replay: impl Fn(Option<u64>) -> anyhow::Result<Trace>,
 ) -> anyhow::Result<Floor> {
-    let base = replay(None)?;
+    let replay = |d| super::teacher_forced::replay(ctx, model, c, o, prompt, mode, generated, d);
+    let base_run = replay(None)?;
+    let base: &Trace = &base_run.trace;
     let mut layer_local: BTreeMap<String, f64> = BTreeMap::new();
     for seed in 1..=o.floor_seeds {
         let mut dithered = base.clone();
@@ -62,7 +69,8 @@ pub(crate) fn measure(
                 }
             }
         }
-        let (mine, _) = super::layer_local::layer_local(model, c, o, &dithered)?;
+        let local = ctx.local(None, || super::layer_local::layer_local(model, c, o, &dithered))?;
+        let mine = &local.0;
         let mut accs: BTreeMap<String, Acc> = BTreeMap::new();
         for ((s, name), x) in &mine.taps {
             if let Some(y) = base.taps.get(&(*s, name.clone())) {
@@ -76,7 +84,8 @@ pub(crate) fn measure(
     }
     let mut per_tap: BTreeMap<String, f64> = BTreeMap::new();
     for seed in 1..=o.floor_seeds {
-        let t = replay(Some(seed))?;
+        let run = replay(Some(seed))?;
+        let t = &run.trace;
         let mut accs: BTreeMap<String, Acc> = BTreeMap::new();
         for ((s, name), x) in &t.taps {
             if let Some(y) = base.taps.get(&(*s, name.clone())) {

@@ -116,11 +116,9 @@ pub(crate) fn compare(
                 }
             }
         }
-        let all = acc.stat();
-        let fl = floor.and_then(|f| f.get(n).copied());
-        let ratio = fl.filter(|f| *f > 0.0).map(|f| all.rel_l2 / f);
-        rows.push(TapRow { name: n.clone(), first, all, floor: fl, ratio });
+        rows.push(TapRow { name: n.clone(), first, all: acc.stat(), floor: None, ratio: None });
     }
+    set_floor(&mut rows, floor);
     let mut jumps = Vec::new();
     if let Some(s) = first_step {
         let seq: Vec<(&str, f64)> =
@@ -142,8 +140,16 @@ pub(crate) fn compare(
     Divergence { steps_compared: steps.len(), first_step, first_tap, rows, jumps }
 }
 
+/// Give each row its tap's `floor` (when measured) and the ratio to it.
+pub(crate) fn set_floor(rows: &mut [TapRow], floor: Option<&BTreeMap<String, f64>>) {
+    for r in rows {
+        r.floor = floor.and_then(|f| f.get(&r.name).copied());
+        r.ratio = r.floor.filter(|f| *f > 0.0).map(|f| r.all.rel_l2 / f);
+    }
+}
+
 /// The free-running comparison of two side runs: the steps whose inputs are identical so
-/// far, with the per-tap `floor` (when measured); at each jump at a matmul output, the
+/// far (without ratios: the caller sets the floor when it measures one); at each jump at a matmul output, the
 /// activation codes that entered that matmul, compared between the sides.
 pub(crate) fn analyse(
     model: &Model,
@@ -151,17 +157,16 @@ pub(crate) fn analyse(
     b: &Source,
     ra: &SideRun,
     rb: &SideRun,
-    floor: Option<&BTreeMap<String, f64>>,
 ) -> anyhow::Result<Divergence> {
     // Free-running: steps whose inputs are identical so far.
     let mut same = Vec::new();
-    for (i, (x, y)) in ra.trace.steps.iter().zip(&rb.trace.steps).enumerate() {
+    for (i, (x, y)) in ra.trace().steps.iter().zip(&rb.trace().steps).enumerate() {
         if x.input_ids != y.input_ids || x.positions != y.positions {
             break;
         }
         same.push(i);
     }
-    let mut free = compare(&ra.trace, &rb.trace, &same, floor);
+    let mut free = compare(ra.trace(), rb.trace(), &same, None);
     // A jump at a matmul output: compare the codes that entered that matmul.
     if let Some(c) = a.chosen().or(b.chosen()) {
         let a_is_lane = a.chosen().is_some();
@@ -169,9 +174,9 @@ pub(crate) fn analyse(
             let Some(input) = matmul_input(&j.to) else { continue };
             let key = [(j.step, input.clone())];
             let found = if a_is_lane {
-                flips(model, c, &ra.trace, &rb.trace, b.chosen(), Some(&key))?
+                flips(model, c, ra.trace(), rb.trace(), b.chosen(), Some(&key))?
             } else {
-                flips(model, c, &rb.trace, &ra.trace, None, Some(&key))?
+                flips(model, c, rb.trace(), ra.trace(), None, Some(&key))?
             };
             j.codes = Some(found.into_iter().next().unwrap_or(Flip {
                 step: j.step,
@@ -197,9 +202,9 @@ pub(crate) fn verdict(a: &SideRun, b: &SideRun, agree: usize, threshold: f32) ->
         return format!("identical greedy tokens for all {n} steps");
     }
     // Generated token `agree` comes from step (prompt steps - 1 + agree).
-    let step_of = |r: &SideRun| r.trace.steps.len() + agree + 1 - r.generated.len() - 1;
+    let step_of = |r: &SideRun| r.trace().steps.len() + agree + 1 - r.generated.len() - 1;
     let (sa, sb): (&StepRecord, &StepRecord) =
-        (&a.trace.steps[step_of(a)], &b.trace.steps[step_of(b)]);
+        (&a.trace().steps[step_of(a)], &b.trace().steps[step_of(b)]);
     let near = sa.gap < threshold || sb.gap < threshold;
     format!(
         "tokens diverge at generated token {agree} (step {}): A {} (gap {:.3}), B {} (gap {:.3}) — {}",

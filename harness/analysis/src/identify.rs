@@ -32,7 +32,7 @@ use crate::flips::matmul_input;
 use crate::free_running::common;
 use crate::layer_local::NOISE_RATIO;
 use crate::metrics::stat;
-use crate::{decoder, tap_order, teacher_forced, trace_shape, DeltaOptions};
+use crate::{decoder, tap_order, trace_shape, DeltaOptions};
 
 /// One candidate's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -278,9 +278,11 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         None => None,
         Some((step, tap, rel)) => {
             let floor = if o.floor_seeds > 0 {
-                let f = crate::floor::measure(model, &best_c, &best_o, &generated, |d| {
-                    teacher_forced::replay(model, &best_c, &best_o, &prompt, mode, &generated, d)
-                })?;
+                let cache = crate::Cache::new();
+                let ctx = crate::reuse::Ctx::new(&cache);
+                let f = crate::floor::measure(
+                    &ctx, model, &best_c, &best_o, &prompt, mode, &generated,
+                )?;
                 f.layer_local.get(tap).copied()
             } else {
                 None

@@ -13,6 +13,7 @@ use tiercheck_model::{Model, TapSink};
 
 use crate::flips::{flips, Flip};
 use crate::free_running::{compare, Divergence};
+use crate::reuse::{self, Ctx};
 use crate::{decoder, tap_order, trace_of, DeltaOptions, SideRun, Source};
 
 /// The layer-local verdict for one layer.
@@ -241,36 +242,50 @@ pub(crate) fn layer_local(
     Ok((t, replay))
 }
 
+/// `c`'s layers fed `other`'s inputs, through `ctx`'s cache when `other` is a lane's run.
+fn cached(
+    ctx: &Ctx<'_>,
+    model: &Model,
+    c: &Chosen,
+    o: &DeltaOptions,
+    other: &SideRun,
+) -> anyhow::Result<std::sync::Arc<(Trace, Replay)>> {
+    let key = other.key.as_ref().map(|k| format!("{} fed {k}", reuse::lane_key(c, o)));
+    ctx.local(key.as_deref(), || layer_local(model, c, o, other.trace()))
+}
+
 /// The layer-local comparison of two side runs, when one is a lane: its layers fed the
-/// other side's inputs and compared with them tap by tap (ratios to the layer-local
-/// `floor`, when measured), and the activation codes at every quantized matmul input.
+/// other side's inputs and compared with them tap by tap (without ratios: the caller
+/// sets the layer-local floor when it measures one), and the activation codes at every quantized matmul input.
 pub(crate) fn analyse(
+    ctx: &Ctx<'_>,
     model: &Model,
     a: &Source,
     b: &Source,
     ra: &SideRun,
     rb: &SideRun,
     o: &DeltaOptions,
-    floor: Option<&BTreeMap<String, f64>>,
 ) -> anyhow::Result<(Option<Divergence>, String, Vec<Flip>)> {
     // Layer-local: a lane's layers fed the other side's inputs.
     Ok(match (a, b) {
         (Source::Lane(c), _) => {
-            let (mine, replay) = layer_local(model, c, o, &rb.trace)?;
-            let steps: Vec<usize> = (0..rb.trace.steps.len()).collect();
-            let d = compare(&mine, &rb.trace, &steps, floor);
-            let fl = flips(model, c, &mine, &rb.trace, b.chosen(), None)?;
+            let local = cached(ctx, model, c, o, rb)?;
+            let (mine, replay) = (&local.0, &local.1);
+            let steps: Vec<usize> = (0..rb.trace().steps.len()).collect();
+            let d = compare(mine, rb.trace(), &steps, None);
+            let fl = flips(model, c, mine, rb.trace(), b.chosen(), None)?;
             let how =
-                format!("A's layers ({}) fed B's inputs{}", c.lane.name, replay_note(&replay, "B"));
+                format!("A's layers ({}) fed B's inputs{}", c.lane.name, replay_note(replay, "B"));
             (Some(d), how, fl)
         }
         (Source::Trace(_), Source::Lane(c)) => {
-            let (mine, replay) = layer_local(model, c, o, &ra.trace)?;
-            let steps: Vec<usize> = (0..ra.trace.steps.len()).collect();
-            let d = compare(&ra.trace, &mine, &steps, floor);
-            let fl = flips(model, c, &mine, &ra.trace, None, None)?;
+            let local = cached(ctx, model, c, o, ra)?;
+            let (mine, replay) = (&local.0, &local.1);
+            let steps: Vec<usize> = (0..ra.trace().steps.len()).collect();
+            let d = compare(ra.trace(), mine, &steps, None);
+            let fl = flips(model, c, mine, ra.trace(), None, None)?;
             let how =
-                format!("B's layers ({}) fed A's inputs{}", c.lane.name, replay_note(&replay, "A"));
+                format!("B's layers ({}) fed A's inputs{}", c.lane.name, replay_note(replay, "A"));
             (Some(d), how, fl)
         }
         _ => (None, "no lane side: layer-local comparison needs one".into(), Vec::new()),

@@ -34,13 +34,16 @@ pub mod identify;
 pub mod layer_local;
 pub mod metrics;
 pub mod plot;
+pub mod reuse;
 pub mod teacher_forced;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use reuse::{Costs, Ctx, Run};
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::run::{self, RunOutput, RunSpec, Trace};
@@ -51,6 +54,7 @@ use tiercheck_model::{
 pub use flips::Flip;
 pub use free_running::{Divergence, Jump, TapRow};
 pub use layer_local::{LayerVerdict, Replay, NEAR_BOUNDARY, NOISE_RATIO};
+pub use reuse::{Cache, StageCost};
 pub use teacher_forced::{StepMetric, TeacherForced};
 
 /// One side of a comparison.
@@ -119,10 +123,18 @@ pub struct DeltaOptions {
 
 /// A side's run: its trace, prompt, mode and greedy tokens.
 pub(crate) struct SideRun {
-    trace: Trace,
+    run: Arc<Run>,
     prompt: Vec<u32>,
     mode: Mode,
     generated: Vec<u32>,
+    /// The run's cache key (a lane's run; `None` for a trace file).
+    key: Option<String>,
+}
+
+impl SideRun {
+    pub(crate) fn trace(&self) -> &Trace {
+        &self.run.trace
+    }
 }
 
 /// Convert a run into the in-memory form of a trace.
@@ -157,7 +169,15 @@ pub(crate) fn run_spec(dec: &Decoder<'_>, spec: &RunSpec) -> anyhow::Result<RunO
     Ok(run::run(dec, spec, TapSink::new(true, false))?)
 }
 
+/// A lane's run of `spec` as a cached [`Run`].
+pub(crate) fn lane_run(dec: &Decoder<'_>, spec: &RunSpec) -> anyhow::Result<Run> {
+    let out = run_spec(dec, spec)?;
+    let generated = out.generated.clone();
+    Ok(Run { trace: trace_of(out), generated })
+}
+
 fn side_run(
+    ctx: &Ctx<'_>,
     model: &Model,
     src: &Source,
     o: &DeltaOptions,
@@ -167,16 +187,22 @@ fn side_run(
 ) -> anyhow::Result<SideRun> {
     match src {
         Source::Lane(c) => {
-            let dec = decoder(model, c, o)?;
-            let spec = RunSpec { ids: prompt.to_vec(), steps, mode, forced: Vec::new() };
-            let out = run_spec(&dec, &spec)?;
-            let generated = out.generated.clone();
-            Ok(SideRun { trace: trace_of(out), prompt: prompt.to_vec(), mode, generated })
+            let lane = reuse::lane_key(c, o);
+            let key = reuse::run_key(&lane, prompt, mode, steps, &[], None);
+            let run = ctx.run(Some(&key), || {
+                let dec = decoder(model, c, o)?;
+                lane_run(&dec, &RunSpec { ids: prompt.to_vec(), steps, mode, forced: Vec::new() })
+            })?;
+            // Replaying the tokens it chose itself is the same computation.
+            ctx.alias(&reuse::replay_key(&lane, prompt, mode, &run.generated), &run);
+            let generated = run.generated.clone();
+            Ok(SideRun { run, prompt: prompt.to_vec(), mode, generated, key: Some(key) })
         }
         Source::Trace(p) => {
             let trace = tiercheck_model::import::load(model, p, &o.dump)?;
             let (prompt, mode, generated) = trace_shape(p, &trace)?;
-            Ok(SideRun { trace, prompt, mode, generated })
+            let run = Arc::new(Run { trace, generated: generated.clone() });
+            Ok(SideRun { run, prompt, mode, generated, key: None })
         }
     }
 }
@@ -323,6 +349,17 @@ pub struct DeltaReport {
     /// Taps B has and A lacks, summarised by kind.
     #[serde(default)]
     pub taps_only_b: Vec<String>,
+    /// Each stage's wall time and the results it computed and reused (not part of the
+    /// analysis: two reports of the same comparison differ here).
+    #[serde(default)]
+    pub costs: Vec<StageCost>,
+}
+
+impl DeltaReport {
+    /// The report without its stage costs (what two runs of one comparison agree on).
+    pub fn without_costs(&self) -> DeltaReport {
+        DeltaReport { costs: Vec::new(), ..self.clone() }
+    }
 }
 
 /// The overall verdict of a delta report: the worst of its parts.
@@ -445,10 +482,10 @@ fn verify_provenance(
     o: &DeltaOptions,
 ) -> anyhow::Result<(Option<Chosen>, Option<NotLane>)> {
     let Source::Trace(_) = src else { return Ok((None, None)) };
-    let Some(name) = run.trace.meta.get("lane") else { return Ok((None, None)) };
+    let Some(name) = run.trace().meta.get("lane") else { return Ok((None, None)) };
     let Ok(lane) = lanes::find(name) else { return Ok((None, None)) };
     let c = lanes::choose(lane, Impl::Auto).map_err(anyhow::Error::msg)?;
-    let (_, first) = identify::replay(model, &c, o, &run.trace)?;
+    let (_, first) = identify::replay(model, &c, o, run.trace())?;
     Ok(match first {
         None => (Some(c), None),
         Some((st, tap, _)) => (None, Some((name.clone(), st, tap))),
@@ -489,13 +526,27 @@ pub(crate) fn taps_lacking(x: &Trace, y: &Trace) -> Vec<String> {
         .collect()
 }
 
-/// Run the whole analysis.
+/// Run the whole analysis (a fresh [`Cache`]: each run, replay and floor computed once).
 pub fn delta(
     model: &Model,
     a: &Source,
     b: &Source,
     o: &DeltaOptions,
 ) -> anyhow::Result<DeltaReport> {
+    delta_cached(model, a, b, o, &Cache::new())
+}
+
+/// [`delta`] reusing, and adding to, what `cache` holds (a caller comparing many pairs
+/// computes each lane's runs once; [`reuse`]).
+pub fn delta_cached(
+    model: &Model,
+    a: &Source,
+    b: &Source,
+    o: &DeltaOptions,
+    cache: &Cache,
+) -> anyhow::Result<DeltaReport> {
+    let ctx = Ctx::new(cache);
+    let mut costs = Costs::start(&ctx);
     // Free-running runs. A trace brings its prompt, mode and attention options; a lane
     // follows it.
     let mut own = o.clone();
@@ -509,12 +560,13 @@ pub fn delta(
         _ => (o.ids.clone(), o.steps, o.mode),
     };
     let o = &own;
-    let ra = side_run(model, a, o, &prompt, steps, mode)?;
-    let rb = side_run(model, b, o, &prompt, steps, mode)?;
+    let ra = side_run(&ctx, model, a, o, &prompt, steps, mode)?;
+    let rb = side_run(&ctx, model, b, o, &prompt, steps, mode)?;
     if ra.prompt != rb.prompt {
         anyhow::bail!("the two sides ran different prompts ({:?} vs {:?})", ra.prompt, rb.prompt);
     }
     let tokens_agree = ra.generated.iter().zip(&rb.generated).take_while(|(x, y)| x == y).count();
+    costs.stage(&ctx, "free-running runs", None);
 
     // A trace whose provenance names a lane that reproduces it bitwise is that lane for
     // the analysis, so a verdict does not depend on whether a side is given as a lane or
@@ -525,49 +577,85 @@ pub fn delta(
     let eb = prov_b.0.map(Source::Lane).unwrap_or_else(|| b.clone());
     let (label_a, label_b) = (a.label(), b.label());
     let (a, b) = (&ea, &eb);
+    costs.stage(&ctx, "provenance", None);
+
+    let teacher = teacher_forced::analyse(&ctx, model, a, b, &ra, &rb, o)?;
+    let teacher_verdict = teacher_forced::verdict(teacher.as_ref(), o.threshold);
+    costs.stage(&ctx, "teacher-forced", None);
+
+    let mut free = free_running::analyse(model, a, b, &ra, &rb)?;
+    let free_verdict = free_running::verdict(&ra, &rb, tokens_agree, o.threshold);
+    let (mut layer_local, layer_local_how, flips) =
+        layer_local::analyse(&ctx, model, a, b, &ra, &rb, o)?;
+    // Two lanes: each side's layers fed the other's inputs too.
+    let mut reverse = match (a, b) {
+        (Source::Lane(_), Source::Lane(_)) => {
+            let (rev, _, rev_flips) = layer_local::analyse(&ctx, model, b, a, &rb, &ra, o)?;
+            rev.map(|d| (d, rev_flips))
+        }
+        _ => None,
+    };
+    costs.stage(&ctx, "layer-local", None);
 
     // The floor, from a lane side teacher-forced on the other side's sequence; with two
-    // lanes, the one whose name sorts first (the order of the sides does not matter).
+    // lanes, the one whose name sorts first (the order of the sides does not matter). It
+    // is measured only when a verdict needs it: when some compared tap differs.
+    let differs = free.first_step.is_some()
+        || layer_local.as_ref().is_some_and(|d| d.first_step.is_some())
+        || reverse.as_ref().is_some_and(|(d, _)| d.first_step.is_some());
     let (floor_lane, seq) = match (a.chosen(), b.chosen()) {
         (Some(x), Some(y)) if y.lane.name < x.lane.name => (Some(y), &ra),
         (Some(x), _) => (Some(x), &rb),
         (None, Some(y)) => (Some(y), &ra),
         (None, None) => (None, &rb),
     };
-    let floor = match floor_lane {
-        Some(c) if o.floor_seeds > 0 => Some(floor::measure(model, c, o, &seq.generated, |d| {
-            teacher_forced::replay(model, c, o, &seq.prompt, seq.mode, &seq.generated, d)
-        })?),
-        _ => None,
+    let (floor, floor_skipped) = match floor_lane {
+        Some(_) if o.floor_seeds == 0 => (None, Some("--floor-seeds 0".to_string())),
+        Some(_) if !differs => {
+            (None, Some("not needed: every compared tap is bitwise equal".to_string()))
+        }
+        Some(c) => {
+            let key = format!(
+                "{}|{:?}|{:?}|{:?}|{}",
+                reuse::lane_key(c, o),
+                seq.prompt,
+                seq.mode,
+                seq.generated,
+                o.floor_seeds
+            );
+            let f = ctx.floor(&key, || {
+                floor::measure(&ctx, model, c, o, &seq.prompt, seq.mode, &seq.generated)
+            })?;
+            (Some((*f).clone()), None)
+        }
+        None => (None, Some("no lane side to measure it with".to_string())),
     };
+    costs.stage(&ctx, "floor", floor_skipped);
     let fmap = floor.as_ref().map(|f| &f.per_tap);
     let llmap = floor.as_ref().map(|f| &f.layer_local);
-
-    let free = free_running::analyse(model, a, b, &ra, &rb, fmap)?;
-    let free_verdict = free_running::verdict(&ra, &rb, tokens_agree, o.threshold);
-    let teacher = teacher_forced::analyse(model, a, b, &ra, &rb, o)?;
-    let teacher_verdict = teacher_forced::verdict(teacher.as_ref(), o.threshold);
-    let (layer_local, layer_local_how, flips) =
-        layer_local::analyse(model, a, b, &ra, &rb, o, llmap)?;
+    free_running::set_floor(&mut free.rows, fmap);
+    if let Some(d) = layer_local.as_mut() {
+        free_running::set_floor(&mut d.rows, llmap);
+    }
+    if let Some((d, _)) = reverse.as_mut() {
+        free_running::set_floor(&mut d.rows, llmap);
+    }
 
     let mut layer_verdicts = match &layer_local {
         Some(d) => layer_local::layer_verdicts(d, &flips, model.hp.n_layer),
         None => Vec::new(),
     };
-    // Two lanes: each side's layers fed the other's inputs; per layer the worse verdict,
-    // so the verdict does not depend on the order of the sides.
-    if let (Source::Lane(_), Source::Lane(_)) = (a, b) {
-        let (rev, _, rev_flips) = layer_local::analyse(model, b, a, &rb, &ra, o, llmap)?;
-        if let Some(d) = rev {
-            for v in layer_local::layer_verdicts(&d, &rev_flips, model.hp.n_layer) {
-                match layer_verdicts.iter_mut().find(|w| w.layer == v.layer) {
-                    Some(w) if severity(&v) > severity(w) => *w = v,
-                    Some(_) => {}
-                    None => layer_verdicts.push(v),
-                }
+    // Two lanes: per layer the worse verdict of both directions, so the verdict does not
+    // depend on the order of the sides.
+    if let Some((d, rev_flips)) = &reverse {
+        for v in layer_local::layer_verdicts(d, rev_flips, model.hp.n_layer) {
+            match layer_verdicts.iter_mut().find(|w| w.layer == v.layer) {
+                Some(w) if severity(&v) > severity(w) => *w = v,
+                Some(_) => {}
+                None => layer_verdicts.push(v),
             }
-            layer_verdicts.sort_by_key(|v| v.layer);
         }
+        layer_verdicts.sort_by_key(|v| v.layer);
     }
     let not_lane = match (&prov_a.1, &prov_b.1) {
         (Some((l, st, tap)), _) => Some(("A".to_string(), l.clone(), *st, tap.clone())),
@@ -581,9 +669,11 @@ pub fn delta(
         layer_verdicts: &layer_verdicts,
         not_lane,
     });
-    let taps_only_a = taps_lacking(&ra.trace, &rb.trace);
-    let taps_only_b = taps_lacking(&rb.trace, &ra.trace);
+    let taps_only_a = taps_lacking(ra.trace(), rb.trace());
+    let taps_only_b = taps_lacking(rb.trace(), ra.trace());
+    costs.stage(&ctx, "verdicts", None);
     Ok(DeltaReport {
+        costs: costs.into_stages(),
         headline,
         taps_only_a,
         taps_only_b,

@@ -9,7 +9,10 @@ use tiercheck_model::run::{RunSpec, Trace};
 use tiercheck_model::{Mode, Model};
 
 use crate::metrics::{self, Summary};
-use crate::{decoder, run_spec, trace_of, DeltaOptions, SideRun, Source};
+use std::sync::Arc;
+
+use crate::reuse::{self, Ctx, Run};
+use crate::{decoder, lane_run, DeltaOptions, SideRun, Source};
 
 /// One teacher-forced step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,8 +104,11 @@ fn teacher(a: &Trace, b: &Trace, how: String, threshold: f32) -> TeacherForced {
     }
 }
 
-/// Replay `seq`'s prompt and tokens through `lane`.
+/// Replay `generated` after `prompt` through lane `c` (undithered replays through
+/// `ctx`'s cache: a free run of `c` that chose these tokens is this replay).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn replay(
+    ctx: &Ctx<'_>,
     model: &Model,
     c: &Chosen,
     o: &DeltaOptions,
@@ -110,17 +116,22 @@ pub(crate) fn replay(
     mode: Mode,
     generated: &[u32],
     dither: Option<u64>,
-) -> anyhow::Result<Trace> {
-    let mut dec = decoder(model, c, o)?;
-    dec.set_dither(dither);
-    let forced = generated[..generated.len().saturating_sub(1)].to_vec();
-    let spec = RunSpec { ids: prompt.to_vec(), steps: generated.len(), mode, forced };
-    Ok(trace_of(run_spec(&dec, &spec)?))
+) -> anyhow::Result<Arc<Run>> {
+    let key = dither
+        .is_none()
+        .then(|| reuse::replay_key(&reuse::lane_key(c, o), prompt, mode, generated));
+    ctx.run(key.as_deref(), || {
+        let mut dec = decoder(model, c, o)?;
+        dec.set_dither(dither);
+        let forced = generated[..generated.len().saturating_sub(1)].to_vec();
+        lane_run(&dec, &RunSpec { ids: prompt.to_vec(), steps: generated.len(), mode, forced })
+    })
 }
 
 /// The teacher-forced comparison of two side runs: a lane side replays the other side's
 /// tokens; two traces are compared as they are when they ran the same tokens.
 pub(crate) fn analyse(
+    ctx: &Ctx<'_>,
     model: &Model,
     a: &Source,
     b: &Source,
@@ -131,7 +142,7 @@ pub(crate) fn analyse(
     // Teacher-forced: a lane replays the other side's tokens.
     let (teacher, teacher_how_trace) = match (a, b) {
         (Source::Lane(c), _) => {
-            let t = replay(model, c, o, &rb.prompt, rb.mode, &rb.generated, None)?;
+            let t = replay(ctx, model, c, o, &rb.prompt, rb.mode, &rb.generated, None)?;
             (
                 Some((
                     t,
@@ -141,7 +152,7 @@ pub(crate) fn analyse(
             )
         }
         (Source::Trace(_), Source::Lane(c)) => {
-            let t = replay(model, c, o, &ra.prompt, ra.mode, &ra.generated, None)?;
+            let t = replay(ctx, model, c, o, &ra.prompt, ra.mode, &ra.generated, None)?;
             (
                 Some((
                     t,
@@ -153,18 +164,20 @@ pub(crate) fn analyse(
         _ => (None, false),
     };
     Ok(match teacher {
-        Some((t, how)) if teacher_how_trace => Some(self::teacher(&t, &rb.trace, how, o.threshold)),
-        Some((t, how)) => Some(self::teacher(&ra.trace, &t, how, o.threshold)),
+        Some((t, how)) if teacher_how_trace => {
+            Some(self::teacher(&t.trace, rb.trace(), how, o.threshold))
+        }
+        Some((t, how)) => Some(self::teacher(ra.trace(), &t.trace, how, o.threshold)),
         None if ra
-            .trace
+            .trace()
             .steps
             .iter()
-            .zip(&rb.trace.steps)
+            .zip(&rb.trace().steps)
             .all(|(x, y)| x.input_ids == y.input_ids) =>
         {
             Some(self::teacher(
-                &ra.trace,
-                &rb.trace,
+                ra.trace(),
+                rb.trace(),
                 "both traces ran the same tokens".into(),
                 o.threshold,
             ))

@@ -5,7 +5,7 @@
 //! component-level answers their recipes predict.
 
 use tiercheck_analysis::attribute::{attribute, Component};
-use tiercheck_analysis::{delta, DeltaOptions, Source};
+use tiercheck_analysis::{delta, delta_cached, Cache, DeltaOptions, Source};
 use tiercheck_core::lane::{Kernels, Lane, RefKernels, REF};
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError};
@@ -118,10 +118,15 @@ fn a_lane_against_itself_is_zero_everywhere() {
     assert!(ll.rows.iter().all(|t| t.all.n_diff == 0));
     assert!(r.flips.is_empty());
     assert!(r.free.jumps.is_empty());
-    assert!(r.layer_verdicts.iter().all(|v| v.verdict == "noise"));
-    // The floor exists and is positive downstream of the dither.
-    let f = r.floor.as_ref().unwrap();
-    assert!(f.per_tap["l_out-7"] > 0.0 && f.layer_local["l_out-3"] > 0.0);
+    // No verdict needs a floor: it is not measured, and the report says why.
+    assert!(r.floor.is_none() && r.layer_verdicts.is_empty(), "{:?}", r.layer_verdicts);
+    let f = r.costs.iter().find(|c| c.stage == "floor").unwrap();
+    assert_eq!(f.computed, 0);
+    assert!(f.skipped.as_deref().unwrap_or("").contains("bitwise equal"), "{f:?}");
+    // One side's runs serve the other: one free run, one layer-local replay computed.
+    let free = r.costs.iter().find(|c| c.stage == "free-running runs").unwrap();
+    assert_eq!((free.computed, free.reused), (1, 1));
+    assert_eq!(r.headline.kind, "identical");
 }
 
 #[test]
@@ -179,6 +184,9 @@ fn legitimate_tiers_are_noise_or_near_boundary_flips_never_discrepancies() {
     // x86 against aarch64: a flip at layer 2 (codes whose values sit exactly on the
     // rounding boundary: the two q8_K rules round them apart), every other layer noise.
     let r = delta(&m, &lane("x86_64-avx2"), &lane("aarch64-neon"), &opts(48, 3)).unwrap();
+    // Here the floor is needed, measured, and positive downstream of the dither.
+    let f = r.floor.as_ref().unwrap();
+    assert!(f.per_tap["l_out-7"] > 0.0 && f.layer_local["l_out-3"] > 0.0);
     let v: Vec<&str> = r.layer_verdicts.iter().map(|v| v.verdict.as_str()).collect();
     assert_eq!(
         v,
@@ -579,6 +587,40 @@ fn a_lane_reading_a_stale_k_row_is_a_discrepancy_at_its_layer_and_in_the_headlin
     }
 }
 
+/// A report from a cache that other comparisons filled (runs of the same lanes on the
+/// same and on other sequences, both directions) equals one that computed everything.
+#[test]
+fn cached_and_fresh_reports_are_equal() {
+    let m = model();
+    let shared = Cache::new();
+    // x86 against aarch64 agree on these 6 tokens; x86 against ref part at a near-tie
+    // after 6 (`legitimate_tiers_...`), so teacher forcing replays tokens a lane did not
+    // choose itself.
+    let cases =
+        [("x86_64-avx2", "aarch64-neon", opts(6, 1), 0), ("x86_64-avx2", "ref", opts(10, 1), 1)];
+    for (x, y, o, new) in &cases {
+        let (x, y) = (lane(x), lane(y));
+        let warm = delta_cached(&m, &y, &x, o, &shared).unwrap();
+        let cached = delta_cached(&m, &x, &y, o, &shared).unwrap();
+        let fresh = delta_cached(&m, &x, &y, o, &Cache::disabled()).unwrap();
+        let plain = delta(&m, &x, &y, o).unwrap();
+        assert_eq!(cached.without_costs(), fresh.without_costs());
+        assert_eq!(plain.without_costs(), fresh.without_costs());
+        assert_ne!(warm.without_costs(), fresh.without_costs(), "the sides are swapped");
+        let reused =
+            |r: &tiercheck_analysis::DeltaReport| r.costs.iter().map(|c| c.reused).sum::<usize>();
+        assert_eq!(reused(&fresh), 0, "{:?}", fresh.costs);
+        // Everything but the comparisons themselves came from the first direction's
+        // runs: the two free runs, both layer-local replays, the floor; where the
+        // tokens part, A's replay of B's tokens is new.
+        let computed: usize = cached.costs.iter().map(|c| c.computed).sum();
+        assert_eq!(computed, *new, "{:?}", cached.costs);
+        assert!(reused(&cached) >= 5, "{:?}", cached.costs);
+    }
+    let parted = delta(&m, &lane("x86_64-avx2"), &lane("ref"), &cases[1].2).unwrap();
+    assert_eq!(parted.tokens_agree, 6, "{:?} / {:?}", parted.tokens_a, parted.tokens_b);
+}
+
 /// Steps per prompt in the all-pairs trial (the prompts file's 48 would make it 12 times
 /// as long; the verdict rules are the same at every step).
 const PAIR_STEPS: usize = 4;
@@ -602,6 +644,9 @@ fn every_pair_of_proven_lanes_both_ways_on_every_prompt_is_symmetric_and_never_a
             }
         }
     }
+    // Each lane's free runs and floors are computed once for all its pairs; a pair's two
+    // directions share their layer-local replays.
+    let cache = Cache::new();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::<String>::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -616,8 +661,9 @@ fn every_pair_of_proven_lanes_both_ways_on_every_prompt_is_symmetric_and_never_a
                 let auto = |n: &str| {
                     Source::Lane(lanes::choose(lanes::find(n).unwrap(), Impl::Auto).unwrap())
                 };
-                let xy = delta(&m, &auto(x), &auto(y), &o).unwrap();
-                let yx = delta(&m, &auto(y), &auto(x), &o).unwrap();
+                let pair = cache.scoped();
+                let xy = delta_cached(&m, &auto(x), &auto(y), &o, &pair).unwrap();
+                let yx = delta_cached(&m, &auto(y), &auto(x), &o, &pair).unwrap();
                 let verdicts = |r: &tiercheck_analysis::DeltaReport| -> Vec<String> {
                     r.layer_verdicts.iter().map(|v| v.verdict.clone()).collect()
                 };

@@ -109,6 +109,10 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
     );
     if let Some(f) = &r.floor {
         s += &format!("floor: {} teacher-forced, {} steps, one-ulp dither after layer 0, max over {} seeds; cells below read `rel_l2 xRATIO` (ratio to the floor, layer-local floor for the layer-local table; <= 4: reduction-order noise)\n", f.lane, f.steps, f.seeds);
+    } else if let Some(why) =
+        r.costs.iter().find(|c| c.stage == "floor").and_then(|c| c.skipped.as_ref())
+    {
+        s += &format!("floor: not measured ({why})\n");
     }
     s += &format!("VERDICT: {}\n", r.headline.text);
     for (has, lacks, only) in [("A", "B", &r.taps_only_a), ("B", "A", &r.taps_only_b)] {
@@ -238,30 +242,32 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
                 }
             }
             profile(d, n_layer, &mut s);
-            s += "  per layer, the worse of both directions when both sides are lanes (ratio to the layer-local floor; noise <= 4; a flip: above it, but every flipped code sat within 0.05 of a rounding boundary):\n";
-            for v in &r.layer_verdicts {
-                let what = match v.verdict.as_str() {
-                    "noise" => "reduction-order noise".to_string(),
-                    "flip" => format!(
-                        "{} near-boundary activation flip(s): noise decided by the last bits",
-                        v.flipped_codes
-                    ),
-                    _ => format!(
-                        "DISCREPANCY: above the floor{}",
-                        if v.flipped_codes > 0 {
-                            format!(
-                                ", {} flipped codes up to {:.2} from a boundary",
-                                v.flipped_codes, v.max_boundary
-                            )
-                        } else {
-                            String::new()
-                        }
-                    ),
-                };
-                s += &format!(
-                    "    layer {:<2} x{:<9.1} {:<12} {what}\n",
-                    v.layer, v.ratio, v.worst_tap
-                );
+            if !r.layer_verdicts.is_empty() {
+                s += "  per layer, the worse of both directions when both sides are lanes (ratio to the layer-local floor; noise <= 4; a flip: above it, but every flipped code sat within 0.05 of a rounding boundary):\n";
+                for v in &r.layer_verdicts {
+                    let what = match v.verdict.as_str() {
+                        "noise" => "reduction-order noise".to_string(),
+                        "flip" => format!(
+                            "{} near-boundary activation flip(s): noise decided by the last bits",
+                            v.flipped_codes
+                        ),
+                        _ => format!(
+                            "DISCREPANCY: above the floor{}",
+                            if v.flipped_codes > 0 {
+                                format!(
+                                    ", {} flipped codes up to {:.2} from a boundary",
+                                    v.flipped_codes, v.max_boundary
+                                )
+                            } else {
+                                String::new()
+                            }
+                        ),
+                    };
+                    s += &format!(
+                        "    layer {:<2} x{:<9.1} {:<12} {what}\n",
+                        v.layer, v.ratio, v.worst_tap
+                    );
+                }
             }
         }
     }
@@ -296,6 +302,25 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
         if r.flips.len() > 24 {
             s += &format!("  ... {} more (see --json)\n", r.flips.len() - 24);
         }
+    }
+    s += &costs(&r.costs);
+    s
+}
+
+/// The stage costs as text: wall time, results computed and reused.
+pub fn costs(stages: &[analysis::StageCost]) -> String {
+    if stages.is_empty() {
+        return String::new();
+    }
+    let total: f64 = stages.iter().map(|c| c.seconds).sum();
+    let mut s =
+        format!("\nCOST: {total:.1} s (runs, layer-local replays and floors computed / reused)\n");
+    for c in stages {
+        s += &format!("  {:<18} {:>8.2} s {:>4} / {:<4}", c.stage, c.seconds, c.computed, c.reused);
+        if let Some(why) = &c.skipped {
+            s += &format!(" skipped: {why}");
+        }
+        s.push('\n');
     }
     s
 }
