@@ -16,8 +16,20 @@
 //! The residual stream type is a run option, the same for both sides.
 //!
 //! A composite lane takes each component from A or from B. The bisection runs every
-//! composite (2^4 = 16) teacher-forced on B's greedy token sequence and compares its
-//! trace with B's, tap by tap. By construction, the composite with every component from
+//! composite (2^4 = 16) and compares its trace with B's, tap by tap, in one of two ways:
+//!
+//! - **layer-local** (the default, [`attribute_with`] with `layers`): each composite runs
+//!   only the chosen layers, each fed B's input and B's K/V cache at every step of B's
+//!   greedy sequence, so the comparison is of those layers' own arithmetic, at the cost
+//!   of 16 runs of a few layers. The layers are the user's, or those a layer-local
+//!   profile of A on B's inputs flags ([`flag_layers`]). The measure is the relative L2
+//!   of the chosen layers' `l_out`; the embedding dequantizer is not exercised (layer 0
+//!   takes B's embedding rows);
+//! - **whole-model** ([`attribute`]): each composite runs the whole model teacher-forced
+//!   on B's greedy token sequence (16 whole-model runs); the measure is the logits'
+//!   relative L2.
+//!
+//! Either way, by construction the composite with every component from
 //! B must be bitwise equal to B: the report checks this ("the decomposition closes"),
 //! so a difference outside the four components cannot hide. Per component it reports
 //! the effect of swapping it alone into A, and of it alone differing (B with A's
@@ -32,8 +44,11 @@ use tiercheck_core::lane::{Kernels, Lane};
 use tiercheck_core::repack::{Prepared, Target};
 use tiercheck_core::{GgmlType, KernelError, WeightMatrix};
 
+use std::time::Instant;
+
+use super::layer_local::layer_local_on;
 use super::metrics::Acc;
-use super::{tap_layer, tap_order, trace_of};
+use super::{tap_layer, tap_order, trace_of, StageCost};
 use tiercheck_model::run::{self, RunSpec, Trace};
 use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
 
@@ -221,14 +236,34 @@ pub struct Attribution {
     pub responsible: Vec<Component>,
     /// Components whose recipe values differ between A and B.
     pub recipe_differs: Vec<Component>,
+    /// The layers the composites ran on layer-locally, fed B's inputs (empty: the whole
+    /// model, teacher-forced on B's tokens).
+    #[serde(default)]
+    pub layers: Vec<usize>,
+    /// Why each of `layers` was chosen.
+    #[serde(default)]
+    pub layer_reasons: Vec<String>,
+    /// Each stage's wall time and decoder runs (whole-model runs or layer-local replays).
+    #[serde(default)]
+    pub costs: Vec<StageCost>,
 }
 
-fn compare(t: &Trace, b: &Trace, from_b: Vec<Component>) -> Variant {
+/// Whether tap `name` is in scope: every tap (whole model), or a tap of one of `layers`.
+fn in_scope(name: &str, layers: Option<&[usize]>) -> bool {
+    match layers {
+        None => true,
+        Some(ls) => tap_layer(name).is_some_and(|l| ls.contains(&l)),
+    }
+}
+
+/// Composite trace `t` against B's trace `b` on the taps in scope: the logits (whole
+/// model) or the scoped layers' `l_out` (layer-local) give the relative L2.
+fn compare(t: &Trace, b: &Trace, from_b: Vec<Component>, layers: Option<&[usize]>) -> Variant {
     let mut acc = Acc::default();
     let (mut eq, mut n) = (0, 0);
     let mut first: Option<(usize, String)> = None;
     let mut keys: Vec<&(usize, String)> =
-        t.taps.keys().filter(|k| b.taps.contains_key(*k)).collect();
+        t.taps.keys().filter(|k| b.taps.contains_key(*k) && in_scope(&k.1, layers)).collect();
     keys.sort_by_key(|(s, name)| (*s, tap_order(name)));
     for k in keys {
         let (x, y) = (&t.taps[k], &b.taps[k]);
@@ -238,12 +273,18 @@ fn compare(t: &Trace, b: &Trace, from_b: Vec<Component>) -> Variant {
         } else if first.is_none() {
             first = Some(k.clone());
         }
-        if k.1 == "result_output" {
+        let measured = match layers {
+            None => k.1 == "result_output",
+            Some(_) => k.1.starts_with("l_out-"),
+        };
+        if measured {
             acc.add(&x.data, &y.data);
         }
     }
-    let tokens_changed =
-        t.steps.iter().zip(&b.steps).filter(|(p, q)| p.emitted != q.emitted).count();
+    let tokens_changed = match layers {
+        None => t.steps.iter().zip(&b.steps).filter(|(p, q)| p.emitted != q.emitted).count(),
+        Some(_) => 0,
+    };
     let first_layer = first.as_ref().and_then(|(_, n)| tap_layer(n));
     Variant {
         from_b,
@@ -256,8 +297,87 @@ fn compare(t: &Trace, b: &Trace, from_b: Vec<Component>) -> Variant {
     }
 }
 
-/// Run the bisection of `a` toward `b` on `prompt` (B's greedy continuation of `steps`
-/// tokens is the replayed sequence).
+/// The options of a bisection.
+#[derive(Clone, Debug)]
+pub struct AttributeOptions {
+    /// Prompt ids.
+    pub prompt: Vec<u32>,
+    /// B's greedy steps (the replayed sequence).
+    pub steps: usize,
+    /// Batching mode.
+    pub mode: Mode,
+    /// Residual stream type.
+    pub residual: Residual,
+    /// Context length.
+    pub n_ctx: usize,
+    /// K/V cache type and attention path.
+    pub attn: Attention,
+    /// Where the composites run: `None`, the whole model teacher-forced on B's tokens;
+    /// `Some(layers)`, layer-locally on those layers fed B's inputs (an empty list: the
+    /// layers the profile flags, [`flag_layers`]).
+    pub layers: Option<Vec<usize>>,
+}
+
+/// Most layers [`flag_layers`] picks.
+pub const MAX_FLAGGED: usize = 4;
+
+/// The layers a layer-local profile of A on B's inputs flags, with why: the first layer
+/// whose own arithmetic differs from B's, and the layers where, at some step, some tap
+/// kind's relative L2 exceeds [`crate::NOISE_RATIO`] times that kind's median over the
+/// layers at that step (a layer standing out from the rest, as an activation flip or a
+/// wrong kernel does); at most [`MAX_FLAGGED`], the largest excesses first, then in
+/// layer order.
+pub fn flag_layers(a_local: &Trace, b: &Trace, n_layer: usize) -> Vec<(usize, String)> {
+    // Per (step, tap kind): relative L2 per layer.
+    let mut rel: BTreeMap<(usize, String), Vec<f64>> = BTreeMap::new();
+    let mut first: Option<usize> = None;
+    for ((step, name), x) in &a_local.taps {
+        let Some(l) = tap_layer(name) else { continue };
+        let Some(y) = b.taps.get(&(*step, name.clone())) else { continue };
+        let kind = name.rsplit_once('-').map_or(name.as_str(), |(k, _)| k);
+        let st = super::metrics::stat(&x.data, &y.data);
+        if st.n_diff > 0 && first.is_none_or(|f| l < f) {
+            first = Some(l);
+        }
+        rel.entry((*step, kind.to_string())).or_insert_with(|| vec![0.0; n_layer])[l] = st.rel_l2;
+    }
+    let mut out: Vec<(usize, String, f64)> = Vec::new();
+    if let Some(l) = first {
+        out.push((l, "the first layer whose own arithmetic differs".into(), f64::INFINITY));
+    }
+    for ((step, kind), v) in &rel {
+        let mut sorted = v.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted[sorted.len() / 2];
+        for (l, &x) in v.iter().enumerate() {
+            let excess = if median > 0.0 {
+                x / median
+            } else if x > 0.0 {
+                f64::INFINITY
+            } else {
+                0.0
+            };
+            if excess > crate::NOISE_RATIO {
+                let why = format!(
+                    "step {step} {kind}-{l} rel L2 {x:.1e}, {} the median layer",
+                    if excess.is_finite() { format!("x{excess:.1}") } else { "above 0,".into() }
+                );
+                match out.iter_mut().find(|(m, _, _)| *m == l) {
+                    Some(e) if e.2 < excess => *e = (l, why, excess),
+                    Some(_) => {}
+                    None => out.push((l, why, excess)),
+                }
+            }
+        }
+    }
+    out.sort_by(|x, y| y.2.total_cmp(&x.2).then(x.0.cmp(&y.0)));
+    out.truncate(MAX_FLAGGED);
+    out.sort_by_key(|x| x.0);
+    out.into_iter().map(|(l, why, _)| (l, why)).collect()
+}
+
+/// Run the bisection of `a` toward `b` on `prompt`, whole-model (B's greedy
+/// continuation of `steps` tokens is the replayed sequence).
 #[allow(clippy::too_many_arguments)]
 pub fn attribute(
     model: &Model,
@@ -270,34 +390,115 @@ pub fn attribute(
     n_ctx: usize,
     attn: Attention,
 ) -> anyhow::Result<Attribution> {
+    let o = AttributeOptions {
+        prompt: prompt.to_vec(),
+        steps,
+        mode,
+        residual,
+        n_ctx,
+        attn,
+        layers: None,
+    };
+    attribute_with(model, a, b, &o)
+}
+
+/// Run the bisection of `a` toward `b` as `o` says (whole-model or layer-local).
+pub fn attribute_with(
+    model: &Model,
+    a: &'static Lane,
+    b: &'static Lane,
+    o: &AttributeOptions,
+) -> anyhow::Result<Attribution> {
+    let mut stage_t = Instant::now();
+    let mut costs = Vec::new();
+    let mut stage = |name: &str, runs: usize, costs: &mut Vec<StageCost>| {
+        let now = Instant::now();
+        costs.push(StageCost {
+            stage: name.into(),
+            seconds: now.duration_since(stage_t).as_secs_f64(),
+            computed: runs,
+            reused: 0,
+            skipped: None,
+        });
+        stage_t = now;
+    };
+    let decoder =
+        |kernels: &'static dyn Kernels, e: &'static dyn ElemOps| -> anyhow::Result<Decoder<'_>> {
+            Ok(Decoder::new(
+                model,
+                Arith::Lane { kernels, elem: e, threads: 1 },
+                o.residual,
+                o.n_ctx,
+                o.attn,
+            )?)
+        };
     let run_with = |kernels: &'static dyn Kernels,
                     e: &'static dyn ElemOps,
                     spec: &RunSpec|
      -> anyhow::Result<Trace> {
-        let dec = Decoder::new(
-            model,
-            Arith::Lane { kernels, elem: e, threads: 1 },
-            residual,
-            n_ctx,
-            attn,
-        )?;
-        Ok(trace_of(run::run(&dec, spec, TapSink::new(true, false))?))
+        Ok(trace_of(run::run(&decoder(kernels, e)?, spec, TapSink::new(true, false))?))
     };
-    let free = RunSpec { ids: prompt.to_vec(), steps, mode, forced: Vec::new() };
+    let steps = o.steps;
+    let free = RunSpec { ids: o.prompt.clone(), steps, mode: o.mode, forced: Vec::new() };
     let tb = run_with(b.portable, elem::portable(b.recipe.elem), &free)?;
     let generated: Vec<u32> = {
         let prompt_steps = tb.steps.len() + 1 - steps.max(1);
         tb.steps[prompt_steps - 1..].iter().map(|s| s.emitted).collect()
     };
+    stage("B's run", 1, &mut costs);
     let spec = RunSpec {
-        ids: prompt.to_vec(),
+        ids: o.prompt.clone(),
         steps: generated.len(),
-        mode,
+        mode: o.mode,
         forced: generated[..generated.len().saturating_sub(1)].to_vec(),
     };
     let pick = |c: Component, from_b: &[Component]| if from_b.contains(&c) { b } else { a };
+    let composite = |from_b: &[Component]| -> (&'static Composite, &'static dyn ElemOps) {
+        let comp: &'static Composite = Box::leak(Box::new(Composite {
+            act: pick(Component::Act, from_b),
+            kernel: pick(Component::Kernel, from_b),
+            get_rows: pick(Component::GetRows, from_b),
+        }));
+        (comp, elem::portable(pick(Component::Elem, from_b).recipe.elem))
+    };
+    let n_layer = model.hp.n_layer;
+    // Layer-local: which layers, and A's own replay on all of them when the profile
+    // chooses (it is then the all-from-A composite's trace too).
+    let (layers, reasons, a_local): (Option<Vec<usize>>, Vec<String>, Option<Trace>) = match &o
+        .layers
+    {
+        None => (None, Vec::new(), None),
+        Some(ls) if !ls.is_empty() => {
+            if let Some(bad) = ls.iter().find(|l| **l >= n_layer) {
+                anyhow::bail!("--layers: layer {bad} is not below the model's {n_layer}");
+            }
+            let mut ls = ls.clone();
+            ls.sort_unstable();
+            ls.dedup();
+            let why = ls.iter().map(|l| format!("layer {l}: chosen")).collect();
+            (Some(ls), why, None)
+        }
+        Some(_) => {
+            let (c, e) = composite(&[]);
+            let (t, _) = layer_local_on(&decoder(c, e)?, &tb, None)?;
+            let flagged = flag_layers(&t, &tb, n_layer);
+            stage("profile", 1, &mut costs);
+            if flagged.is_empty() {
+                anyhow::bail!(
+                        "{} fed {}'s inputs computes every layer bitwise as {} does: no layer to attribute",
+                        a.name,
+                        b.name,
+                        b.name
+                    );
+            }
+            let ls = flagged.iter().map(|f| f.0).collect();
+            let why = flagged.iter().map(|(l, w)| format!("layer {l}: {w}")).collect();
+            (Some(ls), why, Some(t))
+        }
+    };
     let mut cache: BTreeMap<Vec<Component>, Variant> = BTreeMap::new();
     let mut lattice = Vec::new();
+    let mut runs = 0;
     for mask in 0u32..16 {
         let from_b: Vec<Component> = Component::ALL
             .iter()
@@ -305,17 +506,24 @@ pub fn attribute(
             .filter(|(i, _)| mask & (1 << i) != 0)
             .map(|(_, c)| *c)
             .collect();
-        let comp: &'static Composite = Box::leak(Box::new(Composite {
-            act: pick(Component::Act, &from_b),
-            kernel: pick(Component::Kernel, &from_b),
-            get_rows: pick(Component::GetRows, &from_b),
-        }));
-        let e = elem::portable(pick(Component::Elem, &from_b).recipe.elem);
-        let t = run_with(comp, e, &spec)?;
-        let v = compare(&t, &tb, from_b.clone());
+        let t = match (&layers, &a_local) {
+            (Some(_), Some(t)) if from_b.is_empty() => t.clone(),
+            (Some(ls), _) => {
+                runs += 1;
+                let (c, e) = composite(&from_b);
+                layer_local_on(&decoder(c, e)?, &tb, Some(ls))?.0
+            }
+            (None, _) => {
+                runs += 1;
+                let (c, e) = composite(&from_b);
+                run_with(c, e, &spec)?
+            }
+        };
+        let v = compare(&t, &tb, from_b.clone(), layers.as_deref());
         cache.insert(from_b, v.clone());
         lattice.push(v);
     }
+    stage("composites", runs, &mut costs);
     let baseline = cache[&Vec::new()].clone();
     let all: Vec<Component> = Component::ALL.to_vec();
     let closes = cache[&all].equal();
@@ -350,21 +558,43 @@ pub fn attribute(
         closes,
         responsible,
         recipe_differs,
+        layers: layers.unwrap_or_default(),
+        layer_reasons: reasons,
+        costs,
     })
 }
 
 /// The result as text.
 pub fn render(r: &Attribution) -> String {
-    let mut s = format!(
-        "attribute  A = {}  ->  B = {}   ({} steps of B's greedy sequence, teacher-forced, portable twins)\n",
-        r.a, r.b, r.steps
-    );
+    let local = !r.layers.is_empty();
+    let mut s = if local {
+        format!(
+            "attribute  A = {}  ->  B = {}   (layer-local on layer{} {}, fed B's inputs over {} steps of B's greedy sequence, portable twins)\n",
+            r.a,
+            r.b,
+            if r.layers.len() > 1 { "s" } else { "" },
+            r.layers.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(", "),
+            r.steps
+        )
+    } else {
+        format!(
+            "attribute  A = {}  ->  B = {}   ({} steps of B's greedy sequence, teacher-forced, portable twins)\n",
+            r.a, r.b, r.steps
+        )
+    };
+    for why in &r.layer_reasons {
+        s += &format!("  {why}\n");
+    }
+    if local {
+        s += "  (layer-local: each layer takes B's input and K/V, so the embedding dequantizer (get_rows) has no effect here; --whole-model tests it)\n";
+    }
+    let measure = if local { "l_out" } else { "logits" };
     let first = |v: &Variant| match &v.first_tap {
         None => "bitwise equal".to_string(),
         Some((st, t)) => format!("step {st} {t}"),
     };
     s += &format!(
-        "A vs B: logits rel L2 {:.2e}, {}/{} taps bitwise, first difference {}, {} tokens changed\n",
+        "A vs B: {measure} rel L2 {:.2e}, {}/{} taps bitwise, first difference {}, {} tokens changed\n",
         r.baseline.rel_logits,
         r.baseline.bitwise_taps,
         r.baseline.taps,
@@ -385,7 +615,7 @@ pub fn render(r: &Attribution) -> String {
         "component",
         "removed",
         "swapped into A: first diff, tokens",
-        "alone differing: logits rel, first diff"
+        format!("alone differing: {measure} rel, first diff")
     );
     for c in &r.components {
         s += &format!(
@@ -411,5 +641,12 @@ pub fn render(r: &Attribution) -> String {
         if r.recipe_differs.is_empty() { "nothing".into() } else { names(&r.recipe_differs) },
         if r.responsible.is_empty() { "nothing".into() } else { names(&r.responsible) }
     );
+    if !r.costs.is_empty() {
+        let total: f64 = r.costs.iter().map(|c| c.seconds).sum();
+        s += &format!("\nCOST: {total:.1} s (decoder runs or layer-local replays)\n");
+        for c in &r.costs {
+            s += &format!("  {:<12} {:>8.2} s {:>4}\n", c.stage, c.seconds, c.computed);
+        }
+    }
     s
 }

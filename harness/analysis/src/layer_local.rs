@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::Chosen;
 use tiercheck_model::run::{RunOutput, Trace};
-use tiercheck_model::{Model, TapSink};
+use tiercheck_model::{Decoder, Model, TapSink};
 
 use crate::flips::{flips, Flip};
 use crate::free_running::{compare, Divergence};
@@ -152,8 +152,17 @@ pub(crate) fn layer_local(
     o: &DeltaOptions,
     other: &Trace,
 ) -> anyhow::Result<(Trace, Replay)> {
-    let dec = decoder(model, c, o)?;
-    let hp = &model.hp;
+    layer_local_on(&decoder(model, c, o)?, other, None)
+}
+
+/// [`layer_local`] with decoder `dec`, on `only` these layers when given (then the head
+/// is not replayed).
+pub(crate) fn layer_local_on(
+    dec: &Decoder<'_>,
+    other: &Trace,
+    only: Option<&[usize]>,
+) -> anyhow::Result<(Trace, Replay)> {
+    let hp = dec.hp;
     let nsteps = other.steps.len();
     let has = |step: usize, name: &str| other.taps.contains_key(&(step, name.to_string()));
     let every = |name: &str| (0..nsteps).all(|s| has(s, name));
@@ -166,15 +175,19 @@ pub(crate) fn layer_local(
     let input_name = |il: usize| format!("l_out-{}", il.wrapping_sub(1));
     let mut replay = Replay {
         embedding_recomputed: !every("inp_embd"),
-        head: every(&input_name(hp.n_layer)),
+        head: only.is_none() && every(&input_name(hp.n_layer)),
         ..Replay::default()
     };
-    let replayed: Vec<bool> = (0..hp.n_layer).map(|il| il == 0 || every(&input_name(il))).collect();
+    let chosen = |il: usize| only.is_none_or(|l| l.contains(&il));
+    let replayed: Vec<bool> =
+        (0..hp.n_layer).map(|il| chosen(il) && (il == 0 || every(&input_name(il)))).collect();
     let trace_kv: Vec<bool> = (0..hp.n_layer)
         .map(|il| every(&format!("Kcur-{il}")) && every(&format!("Vcur-{il}")))
         .collect();
     for il in 0..hp.n_layer {
-        if !replayed[il] {
+        if !chosen(il) {
+            continue;
+        } else if !replayed[il] {
             replay.layers_without_input.push(il);
         } else if !trace_kv[il] {
             replay.own_kv_layers.push(il);

@@ -4,7 +4,9 @@
 //! pairs (`x86_64-avx2` against `ref` and against `aarch64-neon`) give the
 //! component-level answers their recipes predict.
 
-use tiercheck_analysis::attribute::{attribute, Component};
+use tiercheck_analysis::attribute::{
+    attribute, attribute_with, AttributeOptions, Component, MAX_FLAGGED,
+};
 use tiercheck_analysis::{delta, delta_cached, Cache, DeltaOptions, Source};
 use tiercheck_core::lane::{Kernels, Lane, RefKernels, REF};
 use tiercheck_core::quant::ActRule;
@@ -257,6 +259,71 @@ fn aarch64_neon_against_i8mm_repack_names_the_kernel_alone() {
     let k = by(Component::Kernel);
     assert!(k.swapped_into_a.equal());
     assert_eq!(k.share_removed, 1.0);
+}
+
+fn attr_opts(steps: usize, layers: Option<Vec<usize>>) -> AttributeOptions {
+    AttributeOptions {
+        prompt: PROMPT.to_vec(),
+        steps,
+        mode: Mode::Prompt,
+        residual: Residual::F32,
+        n_ctx: 512,
+        attn: Attention::F32_OFF,
+        layers,
+    }
+}
+
+/// Layer-local attribution: the profile flags the first differing layer and the layers
+/// that stand out (here the activation flips of x86 against aarch64), the composites
+/// run only there, and the components named are the whole-model run's, less the
+/// embedding dequantizer (which a layer fed B's input never runs).
+#[test]
+fn layer_local_attribution_runs_the_flagged_layers_and_names_the_components() {
+    let m = model();
+    let (x86, neon) = (lanes::find("x86_64-avx2").unwrap(), lanes::find("aarch64-neon").unwrap());
+    let a = attribute_with(&m, x86, neon, &attr_opts(48, Some(Vec::new()))).unwrap();
+    assert!(a.closes, "the decomposition must close");
+    assert_eq!(a.layers.first(), Some(&0), "{:?}", a.layer_reasons);
+    assert!(a.layers.len() > 1 && a.layers.len() <= MAX_FLAGGED, "{:?}", a.layer_reasons);
+    assert_eq!(a.layer_reasons.len(), a.layers.len());
+    assert_eq!(a.responsible, vec![Component::Act, Component::Kernel, Component::Elem]);
+    let by = |a: &tiercheck_analysis::attribute::Attribution, c: Component| {
+        a.components.iter().find(|r| r.component == c).unwrap().clone()
+    };
+    assert!(by(&a, Component::GetRows).alone.equal());
+    // Only the flagged layers' taps were compared; 15 composites ran layer-locally (the
+    // all-from-A one is the profile's run).
+    let taps_per_layer = tiercheck_model::taps::LAYER_TAPS.len();
+    assert_eq!(a.baseline.taps, 48 * taps_per_layer * a.layers.len());
+    let runs: Vec<(String, usize)> =
+        a.costs.iter().map(|c| (c.stage.clone(), c.computed)).collect();
+    assert_eq!(
+        runs,
+        [("B's run".to_string(), 1), ("profile".to_string(), 1), ("composites".to_string(), 15)]
+    );
+    // A chosen layer: the act component alone first differs in that layer, the kernels
+    // at its first matmul of step 0.
+    let one = attribute_with(&m, x86, neon, &attr_opts(48, Some(vec![3]))).unwrap();
+    assert_eq!(one.layers, vec![3]);
+    assert!(one.closes);
+    assert_eq!(by(&one, Component::Act).alone.first_layer, Some(3));
+    assert_eq!(by(&one, Component::Kernel).alone.first_tap, Some((0, "Qcur-3".to_string())));
+    assert_eq!(one.costs.iter().find(|c| c.stage == "composites").unwrap().computed, 16);
+    // The kernels alone between two aarch64 lanes, as the whole-model run finds.
+    let k = attribute_with(
+        &m,
+        neon,
+        lanes::find("aarch64-i8mm-repack").unwrap(),
+        &attr_opts(16, Some(Vec::new())),
+    )
+    .unwrap();
+    assert!(k.closes);
+    assert_eq!(k.responsible, vec![Component::Kernel]);
+    // A lane against itself has no layer to attribute; a layer past the model is refused.
+    let e = attribute_with(&m, x86, x86, &attr_opts(4, Some(Vec::new()))).unwrap_err();
+    assert!(e.to_string().contains("no layer to attribute"), "{e}");
+    let e = attribute_with(&m, x86, neon, &attr_opts(4, Some(vec![8]))).unwrap_err();
+    assert!(e.to_string().contains("layer 8 is not below the model's 8"), "{e}");
 }
 
 #[test]

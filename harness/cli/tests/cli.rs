@@ -434,6 +434,30 @@ fn run_and_matrix_refuse_bad_input_clearly() {
     assert!(e.contains("/no/such/binary"), "{e}");
 }
 
+/// `attribute --layers` and `--whole-model`, and the stage costs of `delta`.
+#[test]
+fn attribute_layers_and_delta_costs() {
+    let e = fails(&["attribute", "x86_64-avx2", "aarch64-neon", "--layers", "1,x"]);
+    assert!(e.contains("--layers: 'x' is not a layer index"), "{e}");
+    let e = fails(&["attribute", "x86_64-avx2", "aarch64-neon", "--layers", ","]);
+    assert!(e.contains("--layers: no layer given"), "{e}");
+    let e = fails(&["attribute", "x86_64-avx2", "aarch64-neon", "--steps", "2", "--layers", "9"]);
+    assert!(e.contains("layer 9 is not below the model's 8"), "{e}");
+    let e = fails(&["attribute", "x86_64-avx2", "aarch64-neon", "--layers", "1", "--whole-model"]);
+    assert!(e.contains("cannot be used with"), "{e}");
+    let out = ok(&["attribute", "x86_64-avx2", "aarch64-neon", "--steps", "4", "--layers", "3,1"]);
+    assert!(out.contains("layer-local on layers 1, 3, fed B's inputs"), "{out}");
+    assert!(out.contains("COST:") && out.contains("composites"), "{out}");
+    let out = ok(&["attribute", "x86_64-avx2", "aarch64-neon", "--steps", "4", "--whole-model"]);
+    assert!(out.contains("4 steps of B's greedy sequence, teacher-forced"), "{out}");
+    let out = ok(&["delta", "x86_64-avx2", "x86_64-avx2", "--steps", "2"]);
+    assert!(
+        out.contains("floor: not measured (not needed: every compared tap is bitwise equal)"),
+        "{out}"
+    );
+    assert!(out.contains("COST:") && out.contains("free-running runs"), "{out}");
+}
+
 #[test]
 fn matrix_json_compares_every_lane_with_ref() {
     let out = ok(&[

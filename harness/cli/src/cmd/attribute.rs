@@ -31,6 +31,35 @@ pub struct AttributeArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Layers to run the composites on, layer-locally (fed B's inputs):
+    /// comma-separated layer indices, or `auto` for the layers a layer-local profile of
+    /// A on B's inputs flags.
+    #[arg(long, value_name = "LIST|auto", default_value = "auto", conflicts_with = "whole_model")]
+    pub layers: String,
+    /// Run every composite through the whole model, teacher-forced on B's tokens (16
+    /// whole-model runs; tests the embedding dequantizer too).
+    #[arg(long)]
+    pub whole_model: bool,
+}
+
+/// `--layers 2,5` or `auto` (an empty list).
+fn parse_layers(s: &str) -> Result<Vec<usize>> {
+    if s.trim() == "auto" {
+        return Ok(Vec::new());
+    }
+    let ls: Vec<usize> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse::<usize>()
+                .map_err(|_| anyhow::anyhow!("--layers: '{x}' is not a layer index (or give auto)"))
+        })
+        .collect::<Result<_>>()?;
+    if ls.is_empty() {
+        bail!("--layers: no layer given (a comma-separated list, or auto)");
+    }
+    Ok(ls)
 }
 
 /// A side: a lane, or the lane identified for a trace with the trace's run.
@@ -82,6 +111,7 @@ fn side(arg: &str, model: &Model, dump: &ImportOptions, setup: &Setup) -> Result
 
 /// `tiercheck attribute`.
 pub fn run(a: AttributeArgs) -> Result<()> {
+    let layers = if a.whole_model { None } else { Some(parse_layers(&a.layers)?) };
     let model = a.setup.model()?;
     let dump = ImportOptions {
         ids: a.ids.as_deref().map(crate::cmd::delta::parse_ids).transpose()?,
@@ -106,9 +136,16 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         }
     };
     let Setup { residual, n_ctx, .. } = a.setup;
-    let r = analysis::attribute::attribute(
-        &model, sa.lane, sb.lane, &ids, steps, mode, residual, n_ctx, attn,
-    )?;
+    let o = analysis::attribute::AttributeOptions {
+        prompt: ids,
+        steps,
+        mode,
+        residual,
+        n_ctx,
+        attn,
+        layers,
+    };
+    let r = analysis::attribute::attribute_with(&model, sa.lane, sb.lane, &o)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
