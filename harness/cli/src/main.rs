@@ -40,14 +40,19 @@ enum Command {
     Delta(cmd::delta::DeltaArgs),
     /// Which recipe components (activation quantizer, kernels, embedding dequantizer,
     /// elementwise loops) account for the divergence of lane A from lane B: A is moved
-    /// toward B one component at a time (portable twins, teacher-forced on B's tokens).
+    /// toward B one component at a time (portable twins; layer-locally on the layers a
+    /// profile flags, or `--whole-model` teacher-forced on B's tokens).
     Attribute(cmd::attribute::AttributeArgs),
     /// Which lane reproduces a trace or an engine's dump bitwise, and the first tap no
     /// lane reproduces: every lane (with each attention setting the trace does not fix)
     /// replays it layer-locally, stopping at its first mismatch.
     Identify(cmd::identify::IdentifyArgs),
     /// List the known lanes, which ones this host runs natively, and its CPU features.
-    Lanes,
+    Lanes {
+        /// Print only the lane names, one per line.
+        #[arg(long)]
+        names: bool,
+    },
     /// Inspect, dequantize and quantize GGUF files.
     #[command(subcommand)]
     Gguf(cmd::gguf::GgufCommand),
@@ -94,7 +99,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Delta(a) => cmd::delta::run(a),
         Command::Attribute(a) => cmd::attribute::run(a),
         Command::Identify(a) => cmd::identify::run(a),
-        Command::Lanes => cmd::lanes::run(),
+        Command::Lanes { names } => cmd::lanes::run(names),
         Command::Gguf(c) => cmd::gguf::run(c),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Golden(c) => cmd::golden::run(c),

@@ -85,6 +85,9 @@ fn lanes_lists_ref_and_cpu_features() {
     assert!(out.contains("ref"), "{out}");
     assert!(out.contains("cpu features:"), "{out}");
     assert!(out.contains("act_k=q8_K/ref-nearest-even"), "{out}");
+    let names: Vec<String> = ok(&["lanes", "--names"]).lines().map(str::to_string).collect();
+    let all: Vec<String> = tiercheck_lanes::all().iter().map(|l| l.name.to_string()).collect();
+    assert_eq!(names, all);
 }
 
 #[test]

@@ -5,8 +5,14 @@ use anyhow::Result;
 
 use tiercheck_lanes::{self as lanes, host};
 
-/// `tiercheck lanes`.
-pub fn run() -> Result<()> {
+/// `tiercheck lanes` (`--names`: the names alone, one per line).
+pub fn run(names: bool) -> Result<()> {
+    if names {
+        for lane in lanes::all() {
+            println!("{}", lane.name);
+        }
+        return Ok(());
+    }
     println!("host: {} ({})", host::arch(), std::env::consts::OS);
     let feats = host::cpu_features();
     let line: Vec<String> =
