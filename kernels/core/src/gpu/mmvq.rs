@@ -181,7 +181,7 @@ fn traits(ty: GgmlType) -> Result<(usize, usize, usize), KernelError> {
 /// Supports Q4_K, Q6_K and Q8_0.
 ///
 /// # Panics
-/// If `warp_size` is not 32 or 64, or `nwarps` is 0.
+/// If `warp_size` is not 32 or 64, or `nwarps` is not in 1..=8.
 pub fn mmvq_gemv(
     ty: GgmlType,
     w_row: &[u8],
@@ -191,7 +191,7 @@ pub fn mmvq_gemv(
     contraction: Contraction,
 ) -> Result<f32, KernelError> {
     assert!(warp_size == 32 || warp_size == 64, "warp size {warp_size}");
-    assert!(nwarps > 0, "nwarps must be positive");
+    assert!(nwarps > 0 && nwarps <= 8, "nwarps {nwarps} (1..=8)");
     let (qk, qi, vdr) = traits(ty)?;
     let unit = ty.type_size();
     if !w_row.len().is_multiple_of(unit) {
@@ -206,41 +206,311 @@ pub fn mmvq_gemv(
             got: act.len(),
         });
     }
-    let call: Box<dyn Fn(usize, usize) -> Tail + '_> = match ty {
-        GgmlType::Q4_K => {
-            let x: &[BlockQ4K] = cast_blocks(ty, w_row)?;
-            Box::new(move |kbx, kqs| q4_k_tail(&x[kbx], &act[kbx * 8..], kqs, contraction))
-        }
-        GgmlType::Q6_K => {
-            let x: &[BlockQ6K] = cast_blocks(ty, w_row)?;
-            Box::new(move |kbx, kqs| q6_k_tail(&x[kbx], &act[kbx * 8..], kqs, contraction))
-        }
-        _ => {
-            let x: &[BlockQ8_0] = cast_blocks(ty, w_row)?;
-            Box::new(move |kbx, kqs| q8_0_tail(&x[kbx], &act[kbx], kqs))
-        }
+    let g = Grid {
+        blocks_per_row,
+        threads_per_block: qi / vdr, // threads sharing one weight block
+        blocks_per_iter: vdr * nwarps * warp_size / qi,
+        vdr,
+        warp_size,
+        nwarps,
+        contraction,
     };
+    let fast = crate::accel::x86_avx2();
+    Ok(match ty {
+        GgmlType::Q4_K => g.run(fast, &Q4K(cast_blocks(ty, w_row)?, act, contraction)),
+        GgmlType::Q6_K => g.run(fast, &Q6K(cast_blocks(ty, w_row)?, act, contraction)),
+        _ => g.run(fast, &Q80(cast_blocks(ty, w_row)?, act)),
+    })
+}
 
-    let threads_per_block = qi / vdr; // threads sharing one weight block
-    let blocks_per_iter = vdr * nwarps * warp_size / qi;
-    let partial = |tid: usize| -> f32 {
-        let mut tmp = 0.0f32;
-        let kqs = vdr * (tid % threads_per_block);
-        let mut kbx = tid / threads_per_block;
-        while kbx < blocks_per_row {
-            tmp = call(kbx, kqs).accumulate(tmp, contraction);
-            kbx += blocks_per_iter;
-        }
-        tmp
-    };
+/// One thread's share of weight block `kbx` at quant offset `kqs`.
+trait Share {
+    fn tail(&self, kbx: usize, kqs: usize) -> Tail;
 
-    let mut lanes = [0.0f32; MAX_WARP];
-    for (lane, v) in lanes[..warp_size].iter_mut().enumerate() {
-        let mut tmp = partial(lane);
-        for w in 1..nwarps {
-            tmp += partial(warp_size * w + lane);
-        }
-        *v = tmp;
+    /// Every thread's share of block `kbx` accumulated into `tmp` (one value per thread
+    /// of the block, in thread order), with AVX2 and FMA; `false` where there is no such
+    /// form (the caller then runs [`Share::tail`] per thread).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn block_avx2(&self, _kbx: usize, _tmp: &mut [f32]) -> bool {
+        false
     }
-    Ok(butterfly_sum(&mut lanes[..warp_size]))
+}
+
+struct Q4K<'a>(&'a [BlockQ4K], &'a [BlockQ8_1], Contraction);
+struct Q6K<'a>(&'a [BlockQ6K], &'a [BlockQ8_1], Contraction);
+struct Q80<'a>(&'a [BlockQ8_0], &'a [BlockQ8_1]);
+
+impl Share for Q4K<'_> {
+    #[inline(always)]
+    fn tail(&self, kbx: usize, kqs: usize) -> Tail {
+        q4_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.2)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
+        // SAFETY: the caller guarantees AVX2 and FMA.
+        unsafe { fast::q4_k_block(&self.0[kbx], &self.1[kbx * 8..kbx * 8 + 8], self.2, tmp) };
+        true
+    }
+}
+
+impl Share for Q6K<'_> {
+    #[inline(always)]
+    fn tail(&self, kbx: usize, kqs: usize) -> Tail {
+        q6_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.2)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
+        // SAFETY: the caller guarantees AVX2 and FMA.
+        unsafe { fast::q6_k_block(&self.0[kbx], &self.1[kbx * 8..kbx * 8 + 8], self.2, tmp) };
+        true
+    }
+}
+
+impl Share for Q80<'_> {
+    #[inline(always)]
+    fn tail(&self, kbx: usize, kqs: usize) -> Tail {
+        q8_0_tail(&self.0[kbx], &self.1[kbx], kqs)
+    }
+}
+
+/// The thread grid of one `mul_mat_vec_q` output.
+struct Grid {
+    blocks_per_row: usize,
+    threads_per_block: usize,
+    blocks_per_iter: usize,
+    vdr: usize,
+    warp_size: usize,
+    nwarps: usize,
+    contraction: Contraction,
+}
+
+impl Grid {
+    /// The output: every thread's strided partial sum, warps 1..n-1 added into warp 0 in
+    /// order, the XOR butterfly. `call.tail(kbx, kqs)` is one thread's share of weight
+    /// block `kbx` at quant offset `kqs`. `fast`: compiled with AVX2 and FMA, each block's
+    /// threads at once where there is such a form (each `mul_add` one `vfmadd`
+    /// instruction instead of a library call; the same IEEE operations in the same
+    /// order).
+    fn run(&self, fast: bool, call: &impl Share) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if fast {
+            // SAFETY: `fast` comes from `accel::x86_avx2()`, true only when the CPU
+            // has AVX2 and FMA.
+            return unsafe { self.run_avx2(call) };
+        }
+        let _ = fast;
+        self.run_in::<false>(call)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_avx2(&self, call: &impl Share) -> f32 {
+        self.run_in::<true>(call)
+    }
+
+    /// Thread `tid` (of `nwarps * warp_size`) starts at block `tid / threads_per_block`
+    /// with offset `vdr * (tid % threads_per_block)` and strides `blocks_per_iter`
+    /// blocks, so the threads of block `kbx` are `(kbx % blocks_per_iter) *
+    /// threads_per_block + k`: walking the blocks in order and, in each, its threads,
+    /// gives every thread its own blocks in its own order. `AVX2`: a block's threads at
+    /// once where [`Share::block_avx2`] has a form (only from [`Grid::run_avx2`]).
+    #[inline(always)]
+    fn run_in<const AVX2: bool>(&self, call: &impl Share) -> f32 {
+        let mut tmp = [0.0f32; MAX_THREADS];
+        let tmp = &mut tmp[..self.nwarps * self.warp_size];
+        for kbx in 0..self.blocks_per_row {
+            let base = (kbx % self.blocks_per_iter) * self.threads_per_block;
+            let block = &mut tmp[base..base + self.threads_per_block];
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `AVX2` is true only inside `run_avx2`, which runs only where the
+            // CPU has AVX2 and FMA.
+            if AVX2 && unsafe { call.block_avx2(kbx, block) } {
+                continue;
+            }
+            for (k, t) in block.iter_mut().enumerate() {
+                *t = call.tail(kbx, self.vdr * k).accumulate(*t, self.contraction);
+            }
+        }
+        let mut lanes = [0.0f32; MAX_WARP];
+        for (lane, v) in lanes[..self.warp_size].iter_mut().enumerate() {
+            let mut acc = tmp[lane];
+            for w in 1..self.nwarps {
+                acc += tmp[self.warp_size * w + lane];
+            }
+            *v = acc;
+        }
+        butterfly_sum(&mut lanes[..self.warp_size])
+    }
+}
+
+/// Most threads of one block: 8 warps of 64 lanes.
+const MAX_THREADS: usize = 8 * MAX_WARP;
+
+/// The block-at-once forms of the Q4_K and Q6_K shares with AVX2 and FMA: every thread
+/// of one weight block in one pass, lane `t` of a vector holding thread `t`'s value. The
+/// integer sums are exact whatever the grouping (bounds below); the float operations are
+/// the scalar tails' own, lane by lane: the same products, sums and fused multiply-adds
+/// ([`Contraction`]) in the same order, each thread's accumulator added last.
+#[cfg(target_arch = "x86_64")]
+mod fast {
+    use std::arch::x86_64::*;
+
+    use super::super::vecdotq::{q4_k_scales_for_chunk, Contraction, Q4KCombine};
+    use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8_1};
+
+    /// `acc + a * b`, fused when `fuse` (`Contraction::mad`, 4 lanes).
+    #[inline(always)]
+    unsafe fn mad4(fuse: bool, a: __m128, b: __m128, acc: __m128) -> __m128 {
+        // SAFETY: the callers run with AVX2 and FMA.
+        unsafe {
+            if fuse {
+                _mm_fmadd_ps(a, b, acc)
+            } else {
+                _mm_add_ps(acc, _mm_mul_ps(a, b))
+            }
+        }
+    }
+
+    /// `acc + a * b`, fused when `fuse` (8 lanes).
+    #[inline(always)]
+    unsafe fn mad8(fuse: bool, a: __m256, b: __m256, acc: __m256) -> __m256 {
+        // SAFETY: the callers run with AVX2 and FMA.
+        unsafe {
+            if fuse {
+                _mm256_fmadd_ps(a, b, acc)
+            } else {
+                _mm256_add_ps(acc, _mm256_mul_ps(a, b))
+            }
+        }
+    }
+
+    /// Per group of 4 bytes (one 32-bit int), the sum of the byte products of unsigned
+    /// `a` and signed `b`: exact while `a` is below 64 (a pair sum at most 2 * 63 * 128).
+    #[inline(always)]
+    unsafe fn int_dots(a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: the callers run with AVX2.
+        unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)) }
+    }
+
+    /// `q4_k_tail` for the 16 threads of superblock `x` (thread `k`: `iqs = 2k`, chunk
+    /// `k / 4`, ints `k % 4` and `k % 4 + 4` of the chunk), added into `tmp[0..16]`.
+    /// Per chunk the four threads are the four lanes of an SSE vector: `dot1` of lane
+    /// `r` is group `r` plus group `r + 4` of the chunk's 32 byte products, `dot2` the
+    /// same of the q8_1 bytes alone.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q4_k_block(
+        x: &BlockQ4K,
+        y: &[BlockQ8_1],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && tmp.len() == 16);
+        let mask = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi8(1);
+        let (dx, dy) = (_mm_set1_ps(x.d()), _mm_set1_ps(x.dmin()));
+        let fold =
+            |v: __m256i| _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        for j in 0..4 {
+            // SAFETY: 32 bytes at 32 * j of the 128-byte `qs`; each q8_1 block has 32.
+            let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * j).cast()) };
+            let (sc, m) = q4_k_scales_for_chunk(&x.scales, j);
+            let mut sumf_d = _mm_setzero_ps();
+            let mut sumf_m = _mm_setzero_ps();
+            for i in 0..2 {
+                let b8 = &y[2 * j + i];
+                // SAFETY: as above.
+                let u = unsafe { _mm256_loadu_si256(b8.qs.as_ptr().cast()) };
+                let nib = if i == 0 { q } else { _mm256_srli_epi16::<4>(q) };
+                // SAFETY: AVX2 is enabled here.
+                let (p, s) =
+                    unsafe { (int_dots(_mm256_and_si256(nib, mask), u), int_dots(ones, u)) };
+                let dot1 = fold(p);
+                let dot2 = fold(s);
+                let f1 = _mm_cvtepi32_ps(_mm_mullo_epi32(dot1, _mm_set1_epi32(sc[i] as i32)));
+                let f2 = _mm_cvtepi32_ps(_mm_mullo_epi32(dot2, _mm_set1_epi32(m[i] as i32)));
+                let d8 = _mm_set1_ps(b8.d());
+                // SAFETY: FMA is enabled here.
+                unsafe {
+                    sumf_d = mad4(c.vec_dot_sums, d8, f1, sumf_d);
+                    sumf_m = mad4(c.vec_dot_sums, d8, f2, sumf_m);
+                }
+            }
+            let v = match c.q4_k_combine {
+                Q4KCombine::Unfused => _mm_sub_ps(_mm_mul_ps(dx, sumf_d), _mm_mul_ps(dy, sumf_m)),
+                // fma(dx, sumf_d, -(dy * sumf_m))
+                Q4KCombine::FuseFirst => _mm_fmsub_ps(dx, sumf_d, _mm_mul_ps(dy, sumf_m)),
+                // fma(-dy, sumf_m, dx * sumf_d)
+                Q4KCombine::FuseSecond => _mm_fnmadd_ps(dy, sumf_m, _mm_mul_ps(dx, sumf_d)),
+            };
+            let t = &mut tmp[4 * j..4 * j + 4];
+            // SAFETY: `t` holds 4 floats.
+            unsafe { _mm_storeu_ps(t.as_mut_ptr(), _mm_add_ps(_mm_loadu_ps(t.as_ptr()), v)) };
+        }
+    }
+
+    /// `q6_k_tail` for the 32 threads of superblock `x` (thread `k = 8g + t`: int `k` of
+    /// `ql`, int `8 (g / 2) + t` of `qh` shifted by `2 (g % 2)`, int `t` of q8_1 blocks
+    /// `4 (g / 2) + g % 2 + 2i`, scale `8 (g / 2) + 2 (g % 2) + t / 4 + 4i`), added into
+    /// `tmp[0..32]`, eight threads per AVX vector. The signed 6-bit value `q - 32` times a
+    /// q8_1 byte is summed as `q * u` (unsigned `q` below 64) minus `32 * u`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q6_k_block(
+        x: &BlockQ6K,
+        y: &[BlockQ8_1],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && tmp.len() == 32);
+        let lo = _mm256_set1_epi8(0x0F);
+        let hi = _mm256_set1_epi8(0x30);
+        let ones = _mm256_set1_epi8(1);
+        let d = _mm256_set1_ps(x.d());
+        for g in 0..4 {
+            let (h, hh) = (g / 2, g % 2);
+            // SAFETY: 32 bytes at 32 * g of the 128-byte `ql`, at 32 * h of the 64-byte
+            // `qh`; each q8_1 block has 32.
+            let (vl, vh) = unsafe {
+                (
+                    _mm256_loadu_si256(x.ql.as_ptr().add(32 * g).cast()),
+                    _mm256_loadu_si256(x.qh.as_ptr().add(32 * h).cast()),
+                )
+            };
+            let vh = if hh == 0 { vh } else { _mm256_srli_epi32::<2>(vh) };
+            let mut sumf = _mm256_setzero_ps();
+            for i in 0..2 {
+                let b8 = &y[4 * h + hh + 2 * i];
+                // SAFETY: as above.
+                let u = unsafe { _mm256_loadu_si256(b8.qs.as_ptr().cast()) };
+                let (vil, vih) = if i == 0 {
+                    (_mm256_and_si256(vl, lo), _mm256_and_si256(_mm256_slli_epi32::<4>(vh), hi))
+                } else {
+                    (_mm256_and_si256(_mm256_srli_epi32::<4>(vl), lo), _mm256_and_si256(vh, hi))
+                };
+                let q = _mm256_or_si256(vil, vih);
+                // SAFETY: AVX2 is enabled here.
+                let (pq, su) = unsafe { (int_dots(q, u), int_dots(ones, u)) };
+                let dot = _mm256_sub_epi32(pq, _mm256_slli_epi32::<5>(su));
+                let s0 = x.scale(8 * h + 2 * hh + 4 * i) as i32;
+                let s1 = x.scale(8 * h + 2 * hh + 1 + 4 * i) as i32;
+                let scv = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
+                let f = _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot, scv));
+                // SAFETY: FMA is enabled here.
+                sumf = unsafe { mad8(c.vec_dot_sums, _mm256_set1_ps(b8.d()), f, sumf) };
+            }
+            let t = &mut tmp[8 * g..8 * g + 8];
+            // SAFETY: `t` holds 8 floats; FMA is enabled here.
+            unsafe {
+                let acc = _mm256_loadu_ps(t.as_ptr());
+                _mm256_storeu_ps(t.as_mut_ptr(), mad8(c.accumulate, d, sumf, acc));
+            }
+        }
+    }
 }

@@ -759,18 +759,50 @@ fn gemv_block_major(
     lanes[0]
 }
 
+/// `mmvq_gemv` (its accelerated form where the CPU has AVX2 and FMA, and its scalar form)
+/// against an independent block-major formulation, bitwise: random rows and extreme ones
+/// (every quant byte 0xFF, activation bytes -128 and 127), every contraction variant.
 #[test]
 fn gpu_gemv_equals_a_block_major_formulation_bitwise() {
     let mut r = Rng(0xB10C_4A30);
+    let contractions = [
+        Contraction::OFF,
+        Contraction::HIP_CLANG,
+        Contraction::HIP_CLANG_GFX90A,
+        Contraction { vec_dot_sums: false, q4_k_combine: Q4KCombine::FuseSecond, accumulate: true },
+        Contraction { vec_dot_sums: true, q4_k_combine: Q4KCombine::FuseSecond, accumulate: false },
+    ];
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
-        for k in [256usize, 768, 2048, 4096] {
-            let row = random_row(&mut r, ty, k);
-            let act = quantize_q8_1_mmvq(&r.activations(k));
+        for (k, extreme) in
+            [(256usize, false), (768, false), (2048, false), (4096, false), (1024, true)]
+        {
+            let mut row = random_row(&mut r, ty, k);
+            let mut act = quantize_q8_1_mmvq(&r.activations(k));
+            if extreme {
+                // Keep each block's scales (its first 4 bytes, and q6_K's last 18):
+                // every quant byte 0xFF.
+                let unit = ty.type_size();
+                for b in row.chunks_mut(unit) {
+                    match ty {
+                        GgmlType::Q4_K => b[16..].fill(0xFF),
+                        GgmlType::Q6_K => b[..192].fill(0xFF),
+                        _ => b[2..].fill(0x80),
+                    }
+                }
+                for (i, a) in act.iter_mut().enumerate() {
+                    a.qs.fill(if i % 2 == 0 { 0x80 } else { 0x7F });
+                }
+            }
             for (warp, nwarps) in [(32, 1), (32, 2), (32, 4), (32, 8), (64, 1), (64, 2)] {
-                for c in [Contraction::OFF, Contraction::HIP_CLANG] {
+                for c in contractions {
                     let a = mmvq_gemv(ty, &row, &act, warp, nwarps, c).unwrap();
+                    let s =
+                        crate::accel::with_scalar(|| mmvq_gemv(ty, &row, &act, warp, nwarps, c))
+                            .unwrap();
                     let b = gemv_block_major(ty, &row, &act, warp, nwarps, c);
-                    assert_eq!(a.to_bits(), b.to_bits(), "{ty} k={k} {warp}x{nwarps} {c:?}");
+                    let what = format!("{ty} k={k} extreme={extreme} {warp}x{nwarps} {c:?}");
+                    assert_eq!(a.to_bits(), b.to_bits(), "{what}");
+                    assert_eq!(s.to_bits(), b.to_bits(), "scalar {what}");
                 }
             }
         }

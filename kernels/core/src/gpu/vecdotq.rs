@@ -53,7 +53,7 @@ impl Contraction {
         Contraction { vec_dot_sums: true, q4_k_combine: Q4KCombine::Unfused, accumulate: true };
 
     /// `acc + a * b`, fused when `fuse`.
-    #[inline]
+    #[inline(always)]
     fn mad(fuse: bool, a: f32, b: f32, acc: f32) -> f32 {
         if fuse {
             a.mul_add(b, acc)
@@ -66,7 +66,7 @@ impl Contraction {
 /// `ggml_cuda_dp4a(a, b, c)`: `c` plus the four products of the signed bytes of `a`
 /// and `b` (byte k with byte k), wrapping in 32 bits (`v_dot4_i32_i8` / `sdot4` without
 /// clamp, `sudot4` with both operands signed, `__dp4a`).
-#[inline]
+#[inline(always)]
 pub fn dp4a(a: i32, b: i32, c: i32) -> i32 {
     let a = a.to_le_bytes();
     let b = b.to_le_bytes();
@@ -78,7 +78,7 @@ pub fn dp4a(a: i32, b: i32, c: i32) -> i32 {
 }
 
 /// `__vsub4` as ggml's HIP header defines it: bytewise wrapping subtraction.
-#[inline]
+#[inline(always)]
 fn vsub4(a: i32, b: i32) -> i32 {
     let a = a.to_le_bytes();
     let b = b.to_le_bytes();
@@ -87,7 +87,7 @@ fn vsub4(a: i32, b: i32) -> i32 {
 
 /// The 32-bit little-endian integer at int index `i` of `bytes` (`get_int_b1`,
 /// `get_int_b2`, `get_int_b4`: the same bytes, read with different alignments).
-#[inline]
+#[inline(always)]
 fn int_at(bytes: &[u8], i: usize) -> i32 {
     i32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]])
 }
@@ -104,7 +104,7 @@ pub(super) enum Tail {
 
 impl Tail {
     /// The value `vec_dot` returns on its own.
-    #[inline]
+    #[inline(always)]
     pub(super) fn value(self) -> f32 {
         match self {
             Tail::Value(v) => v,
@@ -113,7 +113,7 @@ impl Tail {
     }
 
     /// `tmp += vec_dot(...)` in `mul_mat_vec_q`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn accumulate(self, tmp: f32, c: Contraction) -> f32 {
         match self {
             Tail::Value(v) => tmp + v,
@@ -124,7 +124,7 @@ impl Tail {
 
 /// The branchless scale/min decode of `vec_dot_q4_K_q8_1` for chunk `j` (0..4): the
 /// 6-bit scales and mins of sub-blocks 2j and 2j+1, as `(sc[0..2], m[0..2])`.
-#[inline]
+#[inline(always)]
 pub(super) fn q4_k_scales_for_chunk(scales: &[u8; 12], j: usize) -> ([u8; 2], [u8; 2]) {
     let jm = j & 1;
     let s16 = |k: usize| u16::from_le_bytes([scales[2 * k], scales[2 * k + 1]]) as u32;
@@ -137,6 +137,7 @@ pub(super) fn q4_k_scales_for_chunk(scales: &[u8; 12], j: usize) -> ([u8; 2], [u
     ((aux0 as u16).to_le_bytes(), (aux1 as u16).to_le_bytes())
 }
 
+#[inline(always)]
 pub(super) fn q4_k_tail(x: &BlockQ4K, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
     assert!(iqs < 32 && iqs.is_multiple_of(2), "q4_K iqs {iqs}");
     // bq8_offset = QR4_K * ((iqs/2) / (QI8_1/2)): the first of two q8_1 blocks.
@@ -170,6 +171,7 @@ pub(super) fn q4_k_tail(x: &BlockQ4K, y: &[BlockQ8_1], iqs: usize, c: Contractio
     })
 }
 
+#[inline(always)]
 pub(super) fn q6_k_tail(x: &BlockQ6K, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
     assert!(iqs < 32, "q6_K iqs {iqs}");
     // QI6_K = 32: QI6_K/2 = 16, QI6_K/4 = 8, QI6_K/8 = 4.
@@ -193,6 +195,7 @@ pub(super) fn q6_k_tail(x: &BlockQ6K, y: &[BlockQ8_1], iqs: usize, c: Contractio
     Tail::Product(x.d(), sumf)
 }
 
+#[inline(always)]
 pub(super) fn q8_0_tail(x: &BlockQ8_0, y: &BlockQ8_1, iqs: usize) -> Tail {
     assert!(iqs < 8 && iqs.is_multiple_of(2), "q8_0 iqs {iqs}");
     let mut sumi = 0i32;
