@@ -1,7 +1,7 @@
 //! `mul_mat_vec_q` (`ggml-cuda/mmvq.cu`) for one output, and the launch parameters
 //! that set its float order: warp size and `calc_nwarps`.
 
-use super::quantize::{butterfly_sum, MAX_WARP};
+use super::quantize::MAX_WARP;
 use super::vecdotq::{q4_k_tail, q6_k_tail, q8_0_tail, Contraction, Tail};
 use crate::blocks::{cast_blocks, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, QK};
 use crate::error::KernelError;
@@ -219,7 +219,7 @@ pub fn mmvq_gemv(
     Ok(match ty {
         GgmlType::Q4_K => g.run(fast, &Q4K(cast_blocks(ty, w_row)?, act, contraction)),
         GgmlType::Q6_K => g.run(fast, &Q6K(cast_blocks(ty, w_row)?, act, contraction)),
-        _ => g.run(fast, &Q80(cast_blocks(ty, w_row)?, act)),
+        _ => g.run(fast, &Q80(cast_blocks(ty, w_row)?, act, contraction)),
     })
 }
 
@@ -242,7 +242,7 @@ trait Share {
 
 struct Q4K<'a>(&'a [BlockQ4K], &'a [BlockQ8_1], Contraction);
 struct Q6K<'a>(&'a [BlockQ6K], &'a [BlockQ8_1], Contraction);
-struct Q80<'a>(&'a [BlockQ8_0], &'a [BlockQ8_1]);
+struct Q80<'a>(&'a [BlockQ8_0], &'a [BlockQ8_1], Contraction);
 
 impl Share for Q4K<'_> {
     #[inline(always)]
@@ -278,6 +278,14 @@ impl Share for Q80<'_> {
     #[inline(always)]
     fn tail(&self, kbx: usize, kqs: usize) -> Tail {
         q8_0_tail(&self.0[kbx], &self.1[kbx], kqs)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
+        // SAFETY: the caller guarantees AVX2 and FMA.
+        unsafe { fast::q8_0_block(&self.0[kbx], &self.1[kbx], self.2, tmp) };
+        true
     }
 }
 
@@ -324,8 +332,16 @@ impl Grid {
     /// once where [`Share::block_avx2`] has a form (only from [`Grid::run_avx2`]).
     #[inline(always)]
     fn run_in<const AVX2: bool>(&self, call: &impl Share) -> f32 {
-        let mut tmp = [0.0f32; MAX_THREADS];
-        let tmp = &mut tmp[..self.nwarps * self.warp_size];
+        // The per-thread sums (zeroing only what a small grid uses: every row pays it).
+        let n = self.nwarps * self.warp_size;
+        let mut small = [0.0f32; 128];
+        let mut large = Vec::new();
+        let tmp: &mut [f32] = if n <= small.len() {
+            &mut small[..n]
+        } else {
+            large.resize(n, 0.0f32);
+            &mut large
+        };
         for kbx in 0..self.blocks_per_row {
             let base = (kbx % self.blocks_per_iter) * self.threads_per_block;
             let block = &mut tmp[base..base + self.threads_per_block];
@@ -340,19 +356,28 @@ impl Grid {
             }
         }
         let mut lanes = [0.0f32; MAX_WARP];
-        for (lane, v) in lanes[..self.warp_size].iter_mut().enumerate() {
+        let lanes = &mut lanes[..self.warp_size];
+        for (lane, v) in lanes.iter_mut().enumerate() {
             let mut acc = tmp[lane];
             for w in 1..self.nwarps {
                 acc += tmp[self.warp_size * w + lane];
             }
             *v = acc;
         }
-        butterfly_sum(&mut lanes[..self.warp_size])
+        // Lane 0 of the XOR butterfly (`butterfly_sum`): at offset `o` lane `i < o`
+        // adds lane `i + o` (= `i ^ o`) to itself, the halving tree; lanes `>= o` are
+        // not needed for lane 0 (`gpu_butterfly_sum_is_the_halving_tree_...`).
+        let mut off = self.warp_size / 2;
+        while off > 0 {
+            let (lo, hi) = lanes.split_at_mut(off);
+            for (a, b) in lo.iter_mut().zip(&hi[..off]) {
+                *a += *b;
+            }
+            off /= 2;
+        }
+        lanes[0]
     }
 }
-
-/// Most threads of one block: 8 warps of 64 lanes.
-const MAX_THREADS: usize = 8 * MAX_WARP;
 
 /// The block-at-once forms of the Q4_K and Q6_K shares with AVX2 and FMA: every thread
 /// of one weight block in one pass, lane `t` of a vector holding thread `t`'s value. The
@@ -364,7 +389,7 @@ mod fast {
     use std::arch::x86_64::*;
 
     use super::super::vecdotq::{q4_k_scales_for_chunk, Contraction, Q4KCombine};
-    use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8_1};
+    use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
 
     /// `acc + a * b`, fused when `fuse` (`Contraction::mad`, 4 lanes).
     #[inline(always)]
@@ -511,6 +536,41 @@ mod fast {
                 let acc = _mm256_loadu_ps(t.as_ptr());
                 _mm256_storeu_ps(t.as_mut_ptr(), mad8(c.accumulate, d, sumf, acc));
             }
+        }
+    }
+
+    /// `q8_0_tail` for the 4 threads of block `x` (thread `k`: bytes `8k..8k + 8`),
+    /// added into `tmp[0..4]` with `(d_x * d_y) * sumi` fused into the accumulator where
+    /// the contraction says. The signed bytes are widened to i16 before multiplying, so
+    /// every product (including -128 * -128) is exact.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q8_0_block(x: &BlockQ8_0, y: &BlockQ8_1, c: Contraction, tmp: &mut [f32]) {
+        assert!(tmp.len() == 4);
+        // SAFETY: 32 bytes each.
+        let (xv, yv) = unsafe {
+            (_mm256_loadu_si256(x.qs.as_ptr().cast()), _mm256_loadu_si256(y.qs.as_ptr().cast()))
+        };
+        let wide = |v: __m256i, hi: bool| {
+            _mm256_cvtepi8_epi16(if hi {
+                _mm256_extracti128_si256::<1>(v)
+            } else {
+                _mm256_castsi256_si128(v)
+            })
+        };
+        // Pair sums: bytes 0..16 in `lo`, 16..32 in `hi`, eight i32 each.
+        let lo = _mm256_madd_epi16(wide(xv, false), wide(yv, false));
+        let hi = _mm256_madd_epi16(wide(xv, true), wide(yv, true));
+        // [l01 l23 h01 h23 | l45 l67 h45 h67], then [t0 t2 t0 t2 | t1 t3 t1 t3].
+        let s = _mm256_hadd_epi32(lo, hi);
+        let s = _mm256_hadd_epi32(s, s);
+        let t = _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0));
+        let sumi = _mm_cvtepi32_ps(_mm256_castsi256_si128(t));
+        let dxdy = _mm_set1_ps(x.d() * y.d());
+        let acc = &mut tmp[..4];
+        // SAFETY: `acc` holds 4 floats; FMA is enabled here.
+        unsafe {
+            let sum = mad4(c.accumulate, dxdy, sumi, _mm_loadu_ps(acc.as_ptr()));
+            _mm_storeu_ps(acc.as_mut_ptr(), sum);
         }
     }
 }
