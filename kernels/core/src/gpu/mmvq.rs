@@ -242,6 +242,8 @@ trait Share {
 
 struct Q4K<'a>(&'a [BlockQ4K], &'a [BlockQ8_1], Contraction);
 struct Q6K<'a>(&'a [BlockQ6K], &'a [BlockQ8_1], Contraction);
+// The contraction is read by the block-at-once form only (x86-64).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 struct Q80<'a>(&'a [BlockQ8_0], &'a [BlockQ8_1], Contraction);
 
 impl Share for Q4K<'_> {
