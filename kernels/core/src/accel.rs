@@ -27,8 +27,10 @@
 //! Where the accelerated form is used: the aarch64 twins' `nrc == 1` vec_dot kernels
 //! (`arch::aarch64::neon::vec_dot`, which the i8mm and SVE lanes share for their K-quant
 //! single-row dots) and the Q6_K integer sum every aarch64 twin shares
-//! ([`crate::arch::aarch64::neon::vec_dot::q6_k_isum`]). The other twins run their scalar
-//! form everywhere (docs/PERFORMANCE.md has the figures).
+//! ([`crate::arch::aarch64::neon::vec_dot::q6_k_isum`]), and the GPU lanes' MMVQ warp
+//! emulation ([`crate::gpu::mmvq_gemv`]: every thread of one weight block at once in AVX2
+//! lanes, compiled with FMA so each fused multiply-add is one instruction). The other
+//! twins run their scalar form everywhere (docs/PERFORMANCE.md has the figures).
 
 use std::cell::Cell;
 
