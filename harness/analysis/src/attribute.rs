@@ -316,6 +316,8 @@ pub struct AttributeOptions {
     /// `Some(layers)`, layer-locally on those layers fed B's inputs (an empty list: the
     /// layers the profile flags, [`flag_layers`]).
     pub layers: Option<Vec<usize>>,
+    /// Threads per matmul of the composites' decoders (results do not depend on it).
+    pub threads: usize,
 }
 
 /// Most layers [`flag_layers`] picks.
@@ -398,6 +400,7 @@ pub fn attribute(
         n_ctx,
         attn,
         layers: None,
+        threads: 1,
     };
     attribute_with(model, a, b, &o)
 }
@@ -426,7 +429,7 @@ pub fn attribute_with(
         |kernels: &'static dyn Kernels, e: &'static dyn ElemOps| -> anyhow::Result<Decoder<'_>> {
             Ok(Decoder::new(
                 model,
-                Arith::Lane { kernels, elem: e, threads: 1 },
+                Arith::Lane { kernels, elem: e, threads: o.threads.max(1) },
                 o.residual,
                 o.n_ctx,
                 o.attn,

@@ -124,6 +124,8 @@ pub struct IdentifyOptions {
     pub floor_seeds: u64,
     /// How a plain dump is imported.
     pub dump: ImportOptions,
+    /// Threads per matmul of the candidates' decoders (results do not depend on it).
+    pub threads: usize,
 }
 
 /// The attention settings to try: the trace's where it records them, else all four.
@@ -248,6 +250,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
                 threshold: 0.0,
                 floor_seeds: o.floor_seeds,
                 dump: o.dump.clone(),
+                threads: o.threads,
             };
             let (matched, first) = replay(model, &c, &opts, &t)?;
             let name = format!("{} ({})", lane.name, attn.label());

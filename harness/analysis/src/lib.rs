@@ -116,6 +116,8 @@ pub struct DeltaOptions {
     pub threshold: f32,
     /// Dither seeds for the floor (0: no floor).
     pub floor_seeds: u64,
+    /// Threads per matmul of the lanes' decoders (results do not depend on it).
+    pub threads: usize,
     /// How a trace side that is a plain dump (no tiercheck metadata) is imported: its
     /// ids and mode where the file does not say them.
     pub dump: tiercheck_model::import::ImportOptions,
@@ -154,13 +156,14 @@ pub(crate) fn trace_of(out: RunOutput) -> Trace {
     Trace { taps, steps: out.steps, meta: BTreeMap::new() }
 }
 
-/// A decoder running lane `c`, one thread.
+/// A decoder running lane `c` with `o.threads` threads per matmul.
 pub(crate) fn decoder<'m>(
     model: &'m Model,
     c: &Chosen,
     o: &DeltaOptions,
 ) -> anyhow::Result<Decoder<'m>> {
-    let arith = Arith::Lane { kernels: c.kernels, elem: lanes::elem_ops(c), threads: 1 };
+    let threads = o.threads.max(1);
+    let arith = Arith::Lane { kernels: c.kernels, elem: lanes::elem_ops(c), threads };
     Ok(Decoder::new(model, arith, o.residual, o.n_ctx, o.attn)?)
 }
 

@@ -126,12 +126,33 @@ pub struct Setup {
     pub tier_threads: u32,
 }
 
+/// `--threads`: the decoder's threads per matmul.
+#[derive(Args, Clone, Debug)]
+pub struct Threads {
+    /// Threads per matmul (default: the available cores, shared among `matrix --jobs`;
+    /// results do not depend on it).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+}
+
+impl Threads {
+    /// The thread count: `--threads`, else the available cores over `jobs` (at least 1).
+    pub fn get(&self, jobs: usize) -> usize {
+        match self.threads {
+            Some(n) => n as usize,
+            None => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (cores / jobs.max(1)).max(1)
+            }
+        }
+    }
+}
+
 /// The options `run` and `matrix` add: threads, and how the result is shown.
 #[derive(Args, Clone, Debug)]
 pub struct Exec {
-    /// Threads per matmul (results do not depend on it).
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
+    #[command(flatten)]
+    pub threads: Threads,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -208,12 +229,19 @@ impl Setup {
     }
 
     /// The decoder options of a run of `steps` greedy tokens per prompt.
-    pub fn run_options(&self, exec: &Exec, steps: usize, traces: Option<PathBuf>) -> RunOptions {
+    /// `jobs`: lanes run at the same time (they share the default thread count).
+    pub fn run_options(
+        &self,
+        exec: &Exec,
+        steps: usize,
+        traces: Option<PathBuf>,
+        jobs: usize,
+    ) -> RunOptions {
         RunOptions {
             steps,
             mode: self.mode(),
             residual: self.residual,
-            threads: exec.threads,
+            threads: exec.threads.get(jobs),
             n_ctx: self.n_ctx,
             attn: self.attention(),
             traces,

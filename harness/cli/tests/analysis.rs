@@ -32,6 +32,7 @@ fn opts(steps: usize, floor_seeds: u64) -> DeltaOptions {
         attn: Attention::F32_OFF,
         threshold: 0.2,
         floor_seeds,
+        threads: 1,
     }
 }
 
@@ -270,6 +271,30 @@ fn attr_opts(steps: usize, layers: Option<Vec<usize>>) -> AttributeOptions {
         n_ctx: 512,
         attn: Attention::F32_OFF,
         layers,
+        threads: 1,
+    }
+}
+
+/// `--threads` changes no result of an analysis: a delta and an attribution with three
+/// threads per matmul (rows split three ways) equal the one-thread ones.
+#[test]
+fn threads_do_not_change_a_delta_or_an_attribution() {
+    let m = model();
+    let (x, n) = (lane("x86_64-avx2"), lane("aarch64-neon"));
+    let one = delta(&m, &x, &n, &opts(6, 1)).unwrap();
+    let three = delta(&m, &x, &n, &DeltaOptions { threads: 3, ..opts(6, 1) }).unwrap();
+    assert_eq!(one.without_costs(), three.without_costs());
+    assert!(one.floor.is_some() && !one.layer_verdicts.is_empty());
+    let (a, b) = (lanes::find("x86_64-avx2").unwrap(), lanes::find("aarch64-neon").unwrap());
+    let strip = |r: tiercheck_analysis::attribute::Attribution| {
+        tiercheck_analysis::attribute::Attribution { costs: Vec::new(), ..r }
+    };
+    for layers in [None, Some(Vec::new())] {
+        let one = attribute_with(&m, a, b, &attr_opts(6, layers.clone())).unwrap();
+        let three =
+            attribute_with(&m, a, b, &AttributeOptions { threads: 3, ..attr_opts(6, layers) })
+                .unwrap();
+        assert_eq!(strip(one), strip(three));
     }
 }
 
@@ -531,6 +556,7 @@ fn attention_and_layout_faults_in_a_dump_are_discrepancies_at_their_tap() {
         n_ctx: 512,
         floor_seeds: 0,
         dump: Default::default(),
+        threads: 1,
     };
     let id = tiercheck_analysis::identify::identify(&m, &lay, &o).unwrap();
     let u = id.first_unexplained.expect("unexplained");

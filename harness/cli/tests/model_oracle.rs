@@ -676,6 +676,7 @@ fn llama_delta() -> Result<(), String> {
         attn: defaults,
         threshold: 0.2,
         floor_seeds: 0,
+        threads: 2,
     };
     let r = tiercheck_analysis::delta(&model, &a, &b, &opts).map_err(|e| format!("{e:#}"))?;
     if r.tokens_a != r.tokens_b || r.tokens_a.len() != 13 {
@@ -865,6 +866,7 @@ fn llama_identify() -> Result<(), String> {
         n_ctx: 512,
         floor_seeds: 1,
         dump: Default::default(),
+        threads: 2,
     };
     let builds = [
         (Build::Haswell, true),

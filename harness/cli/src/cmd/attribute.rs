@@ -13,7 +13,7 @@ use tiercheck_lanes::Impl;
 use tiercheck_model::import::ImportOptions;
 use tiercheck_model::{Attention, FlashAttn, KvType, Mode, Model};
 
-use crate::args::Setup;
+use crate::args::{Setup, Threads};
 
 /// `tiercheck attribute`.
 #[derive(Args, Clone, Debug)]
@@ -25,6 +25,8 @@ pub struct AttributeArgs {
     pub b: String,
     #[command(flatten)]
     pub setup: Setup,
+    #[command(flatten)]
+    pub threads: Threads,
     /// A plain dump's token ids, where the file holds none (comma-separated).
     #[arg(long, value_name = "IDS")]
     pub ids: Option<String>,
@@ -68,7 +70,13 @@ struct Side {
     run: Option<(Vec<u32>, usize, Mode, Attention)>,
 }
 
-fn side(arg: &str, model: &Model, dump: &ImportOptions, setup: &Setup) -> Result<Side> {
+fn side(
+    arg: &str,
+    model: &Model,
+    dump: &ImportOptions,
+    setup: &Setup,
+    threads: usize,
+) -> Result<Side> {
     let p = Path::new(arg);
     if !p.is_file() {
         let lane = tiercheck_lanes::find(arg)
@@ -82,6 +90,7 @@ fn side(arg: &str, model: &Model, dump: &ImportOptions, setup: &Setup) -> Result
         n_ctx: setup.n_ctx,
         floor_seeds: 0,
         dump: dump.clone(),
+        threads,
     };
     let r = identify::identify(model, p, &o)?;
     if !r.explained {
@@ -117,8 +126,9 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         ids: a.ids.as_deref().map(crate::cmd::delta::parse_ids).transpose()?,
         mode: a.setup.mode,
     };
-    let sa = side(&a.a, &model, &dump, &a.setup)?;
-    let sb = side(&a.b, &model, &dump, &a.setup)?;
+    let threads = a.threads.get(1);
+    let sa = side(&a.a, &model, &dump, &a.setup, threads)?;
+    let sb = side(&a.b, &model, &dump, &a.setup, threads)?;
     let (ids, steps, mode, attn) = match (&sa.run, &sb.run) {
         (Some(x), Some(y)) if x.0 != y.0 || x.2 != y.2 => bail!(
             "{} and {} ran different ids or modes ({:?} {} vs {:?} {})",
@@ -144,6 +154,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         n_ctx,
         attn,
         layers,
+        threads,
     };
     let r = analysis::attribute::attribute_with(&model, sa.lane, sb.lane, &o)?;
     if a.json {

@@ -9,7 +9,7 @@ use tiercheck_analysis::{self as analysis, plot, DeltaOptions, DeltaReport, Dive
 use tiercheck_gguf::atomic_write::write_atomic;
 use tiercheck_lanes::Impl;
 
-use crate::args::Setup;
+use crate::args::{Setup, Threads};
 
 /// `tiercheck delta`.
 #[derive(Args, Clone, Debug)]
@@ -23,6 +23,8 @@ pub struct DeltaArgs {
     pub imp: Impl,
     #[command(flatten)]
     pub setup: Setup,
+    #[command(flatten)]
+    pub threads: Threads,
     /// Near-tie threshold on the top-1/top-2 logit gap (nats).
     #[arg(long, default_value_t = 0.2)]
     pub threshold: f32,
@@ -356,6 +358,7 @@ pub fn run(a: DeltaArgs) -> Result<()> {
         attn: a.setup.attention(),
         threshold: a.threshold,
         floor_seeds: a.floor_seeds,
+        threads: a.threads.get(1),
     };
     let report = analysis::delta(&model, &sa, &sb, &opts)?;
     let text = render(&report, model.hp.n_layer);

@@ -36,6 +36,8 @@ pub struct IdentifyArgs {
     /// Dither seeds of the floor measured at the first unexplained tap (0: none).
     #[arg(long, default_value_t = 1)]
     pub floor_seeds: u64,
+    #[command(flatten)]
+    pub threads: crate::args::Threads,
     /// A plain dump's token ids, where the file holds none (comma-separated).
     #[arg(long, value_name = "IDS")]
     pub ids: Option<String>,
@@ -60,6 +62,7 @@ pub fn run(a: IdentifyArgs) -> Result<()> {
         residual: a.residual,
         n_ctx: a.n_ctx,
         floor_seeds: a.floor_seeds,
+        threads: a.threads.get(1),
         dump: ImportOptions { ids: a.ids.as_deref().map(parse_ids).transpose()?, mode: a.mode },
     };
     let r = identify::identify(&model, &a.trace, &o)?;
