@@ -358,11 +358,13 @@ fn run_writes_a_trace_with_taps_steps_and_provenance() {
     assert_eq!(t.taps[&(0, "attn_norm-0".to_string())].shape, vec![4, 512]);
     assert_eq!(t.taps[&(2, "result_output".to_string())].shape, vec![1, 3072]);
     assert_eq!(t.taps.len(), 3 * (1 + 10 * 8 + 2));
+    // `--threads` defaults to the available cores (and is recorded).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
     for (k, v) in [
         ("lane", "x86_64-avx2"),
         ("mode", "prompt"),
         ("residual", "f32"),
-        ("threads", "1"),
+        ("threads", cores.as_str()),
         ("producer", "tiercheck"),
     ] {
         assert_eq!(t.meta.get(k).map(String::as_str), Some(v), "metadata {k}");
@@ -503,6 +505,8 @@ fn matrix_jobs_change_only_the_wall_times() {
             "4",
             "--jobs",
             jobs,
+            "--threads",
+            "1",
             "--json",
         ]);
         // Everything but the wall times (of the run, each lane and each prompt).
