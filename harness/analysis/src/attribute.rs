@@ -412,6 +412,29 @@ pub fn attribute_with(
     b: &'static Lane,
     o: &AttributeOptions,
 ) -> anyhow::Result<Attribution> {
+    attribute_observed(model, a, b, o, None)
+}
+
+/// The runs (decoder runs or layer-local replays) an attribution computes: B's run and
+/// 16 composites, or, with the layers from the profile, B's run, the profile (which is
+/// also the all-from-A composite) and 15 composites: a progress display's total.
+pub const ATTRIBUTE_RUNS: usize = 17;
+
+/// [`attribute_with`], calling `on_run` after each run with how many have run.
+pub fn attribute_observed(
+    model: &Model,
+    a: &'static Lane,
+    b: &'static Lane,
+    o: &AttributeOptions,
+    on_run: Option<&crate::OnResult>,
+) -> anyhow::Result<Attribution> {
+    let done = std::cell::Cell::new(0usize);
+    let ran = || {
+        done.set(done.get() + 1);
+        if let Some(f) = on_run {
+            f(done.get());
+        }
+    };
     let mut stage_t = Instant::now();
     let mut costs = Vec::new();
     let mut stage = |name: &str, runs: usize, costs: &mut Vec<StageCost>| {
@@ -448,6 +471,7 @@ pub fn attribute_with(
         let prompt_steps = tb.steps.len() + 1 - steps.max(1);
         tb.steps[prompt_steps - 1..].iter().map(|s| s.emitted).collect()
     };
+    ran();
     stage("B's run", 1, &mut costs);
     let spec = RunSpec {
         ids: o.prompt.clone(),
@@ -485,6 +509,7 @@ pub fn attribute_with(
             let (c, e) = composite(&[]);
             let (t, _) = layer_local_on(&decoder(c, e)?, &tb, None)?;
             let flagged = flag_layers(&t, &tb, n_layer);
+            ran();
             stage("profile", 1, &mut costs);
             if flagged.is_empty() {
                 anyhow::bail!(
@@ -514,12 +539,16 @@ pub fn attribute_with(
             (Some(ls), _) => {
                 runs += 1;
                 let (c, e) = composite(&from_b);
-                layer_local_on(&decoder(c, e)?, &tb, Some(ls))?.0
+                let t = layer_local_on(&decoder(c, e)?, &tb, Some(ls))?.0;
+                ran();
+                t
             }
             (None, _) => {
                 runs += 1;
                 let (c, e) = composite(&from_b);
-                run_with(c, e, &spec)?
+                let t = run_with(c, e, &spec)?;
+                ran();
+                t
             }
         };
         let v = compare(&t, &tb, from_b.clone(), layers.as_deref());

@@ -54,7 +54,7 @@ use tiercheck_model::{
 pub use flips::Flip;
 pub use free_running::{Divergence, Jump, TapRow};
 pub use layer_local::{LayerVerdict, Replay, NEAR_BOUNDARY, NOISE_RATIO};
-pub use reuse::{Cache, StageCost};
+pub use reuse::{Cache, OnResult, StageCost};
 pub use teacher_forced::{StepMetric, TeacherForced};
 
 /// One side of a comparison.
@@ -537,6 +537,15 @@ pub fn delta(
     o: &DeltaOptions,
 ) -> anyhow::Result<DeltaReport> {
     delta_cached(model, a, b, o, &Cache::new())
+}
+
+/// The most results (decoder runs, layer-local replays, floors) a [`delta`] of two lanes
+/// computes with `o` (fewer where they are reused or not needed): a progress display's
+/// total.
+pub fn delta_results(o: &DeltaOptions) -> usize {
+    // Two free runs, the teacher-forced replay, two layer-local replays; the floor: its
+    // undithered replay, per seed a dithered replay and a layer-local run, and itself.
+    5 + if o.floor_seeds > 0 { 2 + 2 * o.floor_seeds as usize } else { 0 }
 }
 
 /// [`delta`] reusing, and adding to, what `cache` holds (a caller comparing many pairs

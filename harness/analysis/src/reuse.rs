@@ -110,12 +110,17 @@ impl<T> Memo<T> {
     }
 }
 
+/// Called after each result an analysis computes (a decoder run, a layer-local replay, a
+/// floor) with how many it has computed so far: a progress display's hook.
+pub type OnResult = Arc<dyn Fn(usize) + Send + Sync>;
+
 /// What analyses have computed, by key (module doc).
 #[derive(Clone, Default)]
 pub struct Cache {
     runs: Arc<Memo<Run>>,
     floors: Arc<Memo<Floor>>,
     locals: Arc<Memo<(Trace, Replay)>>,
+    on_result: Option<OnResult>,
 }
 
 impl Cache {
@@ -131,13 +136,25 @@ impl Cache {
             runs: Arc::new(Memo::off()),
             floors: Arc::new(Memo::off()),
             locals: Arc::new(Memo::off()),
+            on_result: None,
         }
     }
 
     /// A cache sharing this one's runs and floors, with layer-local replays of its own.
     pub fn scoped(&self) -> Cache {
         let locals = Memo { map: Mutex::new(HashMap::new()), keep: self.locals.keep };
-        Cache { runs: self.runs.clone(), floors: self.floors.clone(), locals: Arc::new(locals) }
+        Cache {
+            runs: self.runs.clone(),
+            floors: self.floors.clone(),
+            locals: Arc::new(locals),
+            on_result: self.on_result.clone(),
+        }
+    }
+
+    /// This cache, calling `f` after each result an analysis using it computes.
+    pub fn with_progress(mut self, f: OnResult) -> Cache {
+        self.on_result = Some(f);
+        self
     }
 
     /// Results held: (runs, floors, layer-local replays).
@@ -202,6 +219,9 @@ impl<'c> Ctx<'c> {
     fn count(&self, reused: bool) {
         let c = if reused { &self.reused } else { &self.computed };
         c.set(c.get() + 1);
+        if let (false, Some(f)) = (reused, &self.cache.on_result) {
+            f(self.computed.get());
+        }
     }
 
     /// A run by key (`None`: not cacheable, computed).

@@ -252,6 +252,12 @@ impl Progress {
         self.show(label);
     }
 
+    /// Set the units done (at most the total), labelled.
+    pub fn set(&mut self, done: usize, label: &str) {
+        self.done = done.min(self.total);
+        self.show(label);
+    }
+
     /// Redraw with a label.
     pub fn show(&self, label: &str) {
         if self.quiet {
@@ -260,14 +266,16 @@ impl Progress {
         let width = 30;
         let filled = (self.done * width).checked_div(self.total).unwrap_or(width);
         let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
+        let elapsed = self.start.elapsed().as_secs_f64();
+        // The time left at the pace so far, once a unit is done.
+        let eta = if self.done > 0 && self.done < self.total {
+            format!(" ETA {:.0}s", elapsed * (self.total - self.done) as f64 / self.done as f64)
+        } else {
+            String::new()
+        };
         let mut e = std::io::stderr();
-        let _ = write!(
-            e,
-            "\r[{bar}] {}/{} {:>6.1}s {label:<48}",
-            self.done,
-            self.total,
-            self.start.elapsed().as_secs_f64()
-        );
+        let _ =
+            write!(e, "\r[{bar}] {}/{} {elapsed:>6.1}s{eta} {label:<48}", self.done, self.total,);
         let _ = e.flush();
     }
 

@@ -714,6 +714,43 @@ fn cached_and_fresh_reports_are_equal() {
     assert_eq!(parted.tokens_agree, 6, "{:?} / {:?}", parted.tokens_a, parted.tokens_b);
 }
 
+/// The progress hook hears every result a delta computes, up to the total a display
+/// shows; an attribution reports each of its runs.
+#[test]
+fn progress_hooks_count_what_the_analyses_compute() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let m = model();
+    let o = opts(4, 2);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let cache = Cache::new().with_progress(Arc::new(move |n| {
+        s.fetch_max(n, Ordering::Relaxed);
+    }));
+    let r = delta_cached(&m, &lane("x86_64-avx2"), &lane("aarch64-neon"), &o, &cache).unwrap();
+    let computed: usize = r.costs.iter().map(|c| c.computed).sum();
+    assert_eq!(seen.load(Ordering::Relaxed), computed);
+    assert!(computed <= tiercheck_analysis::delta_results(&o), "{:?}", r.costs);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let n = runs.clone();
+    let hook: tiercheck_analysis::OnResult = Arc::new(move |k| {
+        assert_eq!(n.fetch_add(1, Ordering::Relaxed) + 1, k);
+    });
+    let (a, b) = (lanes::find("x86_64-avx2").unwrap(), lanes::find("aarch64-neon").unwrap());
+    for layers in [None, Some(Vec::new()), Some(vec![2])] {
+        runs.store(0, Ordering::Relaxed);
+        tiercheck_analysis::attribute::attribute_observed(
+            &m,
+            a,
+            b,
+            &attr_opts(4, layers),
+            Some(&hook),
+        )
+        .unwrap();
+        assert_eq!(runs.load(Ordering::Relaxed), tiercheck_analysis::attribute::ATTRIBUTE_RUNS);
+    }
+}
+
 /// Steps per prompt in the all-pairs trial (the prompts file's 48 would make it 12 times
 /// as long; the verdict rules are the same at every step).
 const PAIR_STEPS: usize = 4;

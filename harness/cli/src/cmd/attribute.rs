@@ -33,6 +33,9 @@ pub struct AttributeArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// No progress display (there is none either when stderr is not a terminal).
+    #[arg(long)]
+    pub quiet: bool,
     /// Layers to run the composites on, layer-locally (fed B's inputs):
     /// comma-separated layer indices, or `auto` for the layers a layer-local profile of
     /// A on B's inputs flags.
@@ -156,7 +159,21 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         layers,
         threads,
     };
-    let r = analysis::attribute::attribute_with(&model, sa.lane, sb.lane, &o)?;
+    let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::matrix::Progress::new(
+        analysis::attribute::ATTRIBUTE_RUNS,
+        a.quiet,
+    )));
+    let hook = bar.clone();
+    let on_run: analysis::OnResult = std::sync::Arc::new(move |n| {
+        if let Ok(mut b) = hook.lock() {
+            b.set(n, "attribute: B's run and the composites");
+        }
+    });
+    let r = analysis::attribute::attribute_observed(&model, sa.lane, sb.lane, &o, Some(&on_run));
+    if let Ok(b) = bar.lock() {
+        b.finish();
+    }
+    let r = r?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

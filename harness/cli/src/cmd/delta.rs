@@ -40,6 +40,9 @@ pub struct DeltaArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// No progress display (there is none either when stderr is not a terminal).
+    #[arg(long)]
+    pub quiet: bool,
     /// The token ids of a side that is a plain dump (no tiercheck metadata), where the
     /// file holds none (comma-separated).
     #[arg(long, value_name = "IDS")]
@@ -360,7 +363,21 @@ pub fn run(a: DeltaArgs) -> Result<()> {
         floor_seeds: a.floor_seeds,
         threads: a.threads.get(1),
     };
-    let report = analysis::delta(&model, &sa, &sb, &opts)?;
+    let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::matrix::Progress::new(
+        analysis::delta_results(&opts),
+        a.quiet,
+    )));
+    let hook = bar.clone();
+    let cache = analysis::Cache::new().with_progress(std::sync::Arc::new(move |n| {
+        if let Ok(mut b) = hook.lock() {
+            b.set(n, "delta: runs, layer-local replays and floors");
+        }
+    }));
+    let report = analysis::delta_cached(&model, &sa, &sb, &opts, &cache);
+    if let Ok(b) = bar.lock() {
+        b.finish();
+    }
+    let report = report?;
     let text = render(&report, model.hp.n_layer);
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
