@@ -24,7 +24,7 @@
 //! are computed by one thread each: a second thread asking for a key being computed waits
 //! for it.
 //!
-//! [`Costs`] records, per stage of an analysis, its wall time and how many results it
+//! [`StageCost`] records, per stage of an analysis, its wall time and how many results it
 //! computed and reused.
 
 use std::cell::Cell;
