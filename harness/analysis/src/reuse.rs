@@ -224,23 +224,29 @@ impl<'c> Ctx<'c> {
         }
     }
 
+    /// The value under `key` in `memo` (`None`: not cacheable, computed), counted once it
+    /// exists.
+    fn fetch<T>(
+        &self,
+        memo: &Memo<T>,
+        key: Option<&str>,
+        f: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<Arc<T>> {
+        let (v, hit) = match key {
+            Some(k) => memo.get(k, f)?,
+            None => (Arc::new(f()?), false),
+        };
+        self.count(hit);
+        Ok(v)
+    }
+
     /// A run by key (`None`: not cacheable, computed).
     pub(crate) fn run(
         &self,
         key: Option<&str>,
         f: impl FnOnce() -> anyhow::Result<Run>,
     ) -> anyhow::Result<Arc<Run>> {
-        match key {
-            Some(k) => {
-                let (v, hit) = self.cache.runs.get(k, f)?;
-                self.count(hit);
-                Ok(v)
-            }
-            None => {
-                self.count(false);
-                Ok(Arc::new(f()?))
-            }
-        }
+        self.fetch(&self.cache.runs, key, f)
     }
 
     /// Store a run under a second key (a free run as the replay of its own tokens).
@@ -254,17 +260,7 @@ impl<'c> Ctx<'c> {
         key: Option<&str>,
         f: impl FnOnce() -> anyhow::Result<(Trace, Replay)>,
     ) -> anyhow::Result<Arc<(Trace, Replay)>> {
-        match key {
-            Some(k) => {
-                let (v, hit) = self.cache.locals.get(k, f)?;
-                self.count(hit);
-                Ok(v)
-            }
-            None => {
-                self.count(false);
-                Ok(Arc::new(f()?))
-            }
-        }
+        self.fetch(&self.cache.locals, key, f)
     }
 
     /// A floor by key.
@@ -273,9 +269,7 @@ impl<'c> Ctx<'c> {
         key: &str,
         f: impl FnOnce() -> anyhow::Result<Floor>,
     ) -> anyhow::Result<Arc<Floor>> {
-        let (v, hit) = self.cache.floors.get(key, f)?;
-        self.count(hit);
-        Ok(v)
+        self.fetch(&self.cache.floors, Some(key), f)
     }
 
     fn counts(&self) -> (usize, usize) {
