@@ -331,6 +331,47 @@ fn golden_model_blesses_builds_and_reuses() {
 }
 
 #[test]
+fn golden_model_shape_writes_reuses_and_refuses_bad_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let c = cache.to_str().unwrap();
+    let base = ["golden", "model", "--shape", "0.6b", "--layers", "1", "--vocab", "512"];
+    let args: Vec<&str> = base.into_iter().chain(["--cache", c, "--quiet"]).collect();
+    let path = PathBuf::from(ok(&args).trim());
+    assert_eq!(path, cache.join("model/shape-qwen3-0.6b-L1-V512-q4_k_m-s20261202.gguf"));
+    let f = GgufFile::open(&path).unwrap();
+    assert_eq!(f.get_u32("qwen3.embedding_length").unwrap(), 1024);
+    assert_eq!(f.get_u32("qwen3.block_count").unwrap(), 1);
+    assert!(f.tensor("output.weight").is_none(), "qwen3-0.6b ties its output");
+    let first = std::fs::read(&path).unwrap();
+    let again = tiercheck(&args);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("reused"));
+    let out = dir.path().join("x.gguf");
+    let with_out: Vec<&str> =
+        args.iter().copied().chain(["--out", out.to_str().unwrap(), "--threads", "3"]).collect();
+    ok(&with_out);
+    assert_eq!(std::fs::read(&out).unwrap(), first, "thread counts give the same bytes");
+
+    for (bad, want) in [
+        (&["golden", "model", "--shape", "27b"][..], "unknown shape \"27b\""),
+        (&["golden", "model", "--shape", "8b", "--layers", "37"], "has 36 layers"),
+        (&["golden", "model", "--shape", "8b", "--quantization", "iq2_xs"], "iq2_xs"),
+        (&["golden", "model", "--layers", "2"], "--shape"),
+        (&["golden", "model", "--shape", "8b", "--bless"], "cannot be used with"),
+    ] {
+        let err = fails(bad);
+        assert!(err.contains(want), "{bad:?}: {err}");
+    }
+    // An unwritable destination is an error naming it, and leaves nothing behind.
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let target = blocker.join("m.gguf");
+    let bad: Vec<&str> = base.into_iter().chain(["--out", target.to_str().unwrap()]).collect();
+    let err = fails(&bad);
+    assert!(err.contains(blocker.to_str().unwrap()), "{err}");
+}
+
+#[test]
 fn run_writes_a_trace_with_taps_steps_and_provenance() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.safetensors");

@@ -423,6 +423,48 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool, a: Attention) -> Res
     judge(&what, &diffs)
 }
 
+/// A small variant of a real shape (`tiercheck golden model --shape NAME --layers 2
+/// --vocab 4096`: the real widths, head counts and Q4_K_M mix, random blocks): llama.cpp
+/// loads it and our lane reproduces `build` at every tap, with llama.cpp's default
+/// attention. The tied 0.6B shape takes its output from the Q6_K embedding; the 8B
+/// shape's 4096-wide rows and 12288-wide feed-forward are the seed model's widths.
+fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let opts = tiercheck_model::shaped::ShapeOptions {
+        shape: shape.into(),
+        layers: Some(2),
+        vocab: Some(4096),
+        out: Some(dir.path().join("shaped.gguf")),
+        threads: 2,
+        ..Default::default()
+    };
+    let built =
+        tiercheck_model::shaped::build_shaped(&opts, &mut |_, _| {}).map_err(|e| e.to_string())?;
+    let model = Model::open(&built.path).map_err(|e| e.to_string())?;
+    let a = attn(KvType::F16, FlashAttn::On);
+    let ids: Vec<u32> = forced_ids(trial_len(a)).iter().map(|&i| i % 4096).collect();
+    let theirs = llama_trace(
+        build,
+        &built.path,
+        &ids,
+        LlamaRun { mode, repack, steps: 0, attn: a },
+        &dir.path().join("llama.safetensors"),
+    )?;
+    let arith = lane_arith(build.lane(repack))?;
+    let mine = ours(&model, arith, &ids, mode, a, &dir.path().join("ours.safetensors"))?;
+    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    let what = format!(
+        "{} vs llama.cpp {} {} on the {shape} shape (2 layers, vocabulary 4096)",
+        build.lane(repack),
+        build.name(),
+        mode.name()
+    );
+    judge(&what, &diffs)
+}
+
 /// The zen4 build is a tier of its own: the haswell lane (eight-wide loops) does not
 /// reproduce its trace, in either mode, while `x86_64-avx512` does (the trials above).
 fn zen4_differs_from_haswell() -> Result<(), String> {
@@ -947,6 +989,17 @@ fn main() -> ExitCode {
             build_differs_from_lane(Build::ArmSve256, true, "aarch64-sve128-repack")
         }),
     ];
+    for shape in ["qwen3-0.6b", "qwen3-8b"] {
+        for mode in [Mode::Decode, Mode::Prompt] {
+            let m = mode.name();
+            trials.push(trial(&format!("llama_cpp/shaped/{shape}/{m}/end_to_end"), move || {
+                llama_shaped(shape, Build::Haswell, mode, true)
+            }));
+        }
+    }
+    trials.push(trial("llama_cpp/arm-i8mm/shaped/qwen3-0.6b/prompt/end_to_end", || {
+        llama_shaped("qwen3-0.6b", Build::ArmI8mm, Mode::Prompt, true)
+    }));
     // Every build with repack off and on, where a lane reproduces it, with llama.cpp's
     // default attention (F16 K/V cache, flash attention) and with the F32 cache without
     // flash attention: `llama_cpp/<build>/<repack|no_repack>/<mode>/<end_to_end|

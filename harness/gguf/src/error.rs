@@ -344,6 +344,17 @@ pub enum GgufError {
         actual: u64,
     },
 
+    /// Writer: a tensor declared with `add_tensor_deferred` written without a `fill`.
+    #[error(
+        "{path}: tensor `{tensor}` has deferred data: write the file with write_file_streaming"
+    )]
+    Deferred {
+        /// `<gguf writer>`.
+        path: String,
+        /// The tensor.
+        tensor: String,
+    },
+
     /// A file or layout larger than this platform can address.
     #[error("{path}: {what} is too large for this platform")]
     TooLarge {
@@ -405,6 +416,7 @@ impl GgufError {
             | GgufError::TensorDataOutOfBounds { path, .. }
             | GgufError::OverlappingTensors { path, .. }
             | GgufError::TensorSizeMismatch { path, .. }
+            | GgufError::Deferred { path, .. }
             | GgufError::TooLarge { path, .. }
             | GgufError::KeyNotFound { path, .. }
             | GgufError::WrongType { path, .. } => path,

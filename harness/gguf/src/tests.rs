@@ -377,3 +377,54 @@ fn tensors_out_of_order_with_gaps_are_accepted_and_overlaps_rejected() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn streaming_write_equals_the_in_memory_file_and_checks_lengths() {
+    let a = bytes(4 * 3 * 4, 1);
+    let b = bytes(34 * 2, 7);
+    let mut held = GgufWriter::new();
+    held.add_metadata("general.architecture", "qwen3").unwrap();
+    held.add_tensor("a", &[4, 3], GgmlType::F32, a.clone()).unwrap();
+    held.add_tensor("b", &[32, 2], GgmlType::Q8_0, b.clone()).unwrap();
+    let mut deferred = GgufWriter::new();
+    deferred.add_metadata("general.architecture", "qwen3").unwrap();
+    deferred.add_tensor("a", &[4, 3], GgmlType::F32, a.clone()).unwrap();
+    deferred.add_tensor_deferred("b", &[32, 2], GgmlType::Q8_0).unwrap();
+    assert_eq!(deferred.tensor_bytes(1), Some(68));
+    assert!(matches!(deferred.to_bytes(), Err(GgufError::Deferred { .. })));
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.gguf");
+    let mut calls = Vec::new();
+    deferred
+        .write_file_streaming(&p, |i, out| {
+            calls.push(i);
+            // In two pieces: the writer counts bytes, not calls.
+            out.write_all(&b[..10]).unwrap();
+            out.write_all(&b[10..]).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(calls, vec![1]);
+    assert_eq!(std::fs::read(&p).unwrap(), held.to_bytes().unwrap());
+    // A fill that writes too little (or too much) fails and leaves the old file.
+    for n in [67, 69] {
+        let err = deferred
+            .write_file_streaming(&p, |_, out| {
+                out.write_all(&vec![0u8; n]).unwrap();
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(
+            matches!(err, GgufError::TensorSizeMismatch { expected: 68, actual, .. } if actual == n as u64),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), held.to_bytes().unwrap());
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+    // The declared tensor is validated like a held one.
+    let mut w = GgufWriter::new();
+    assert!(w.add_tensor_deferred("c", &[33, 2], GgmlType::Q8_0).is_err());
+    assert!(w.add_tensor_deferred("c", &[], GgmlType::F32).is_err());
+    w.add_tensor_deferred("c", &[32], GgmlType::Q8_0).unwrap();
+    assert!(w.add_tensor_deferred("c", &[32], GgmlType::Q8_0).is_err());
+}

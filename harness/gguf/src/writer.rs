@@ -19,7 +19,23 @@ struct PendingTensor<'a> {
     name: String,
     dims: Vec<u64>,
     ty: GgmlType,
-    data: Cow<'a, [u8]>,
+    data: Data<'a>,
+}
+
+/// A tensor's data: held, or produced while the file is written.
+enum Data<'a> {
+    Bytes(Cow<'a, [u8]>),
+    /// This many bytes, produced by the `fill` of [`GgufWriter::write_file_streaming`].
+    Deferred(u64),
+}
+
+impl Data<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Data::Bytes(b) => b.len() as u64,
+            Data::Deferred(n) => *n,
+        }
+    }
 }
 
 /// Builds a GGUF file: metadata in insertion order, then tensor infos and data in insertion
@@ -169,7 +185,35 @@ impl<'a> GgufWriter<'a> {
             });
         }
         self.names.insert(name.clone());
-        self.tensors.push(PendingTensor { name, dims: dims.to_vec(), ty, data });
+        self.tensors.push(PendingTensor { name, dims: dims.to_vec(), ty, data: Data::Bytes(data) });
+        Ok(self)
+    }
+
+    /// Declares a tensor whose data is produced while the file is written, by the `fill`
+    /// of [`write_file_streaming`](Self::write_file_streaming), so a file larger than
+    /// memory can be written. The same checks as [`add_tensor`](Self::add_tensor) apply
+    /// to the name and dims; the data's length is checked when it is produced.
+    pub fn add_tensor_deferred(
+        &mut self,
+        name: impl Into<String>,
+        dims: &[u64],
+        ty: GgmlType,
+    ) -> Result<&mut Self, GgufError> {
+        let name = name.into();
+        if self.names.contains(&name) {
+            return Err(GgufError::DuplicateTensor { path: WRITER_PATH.into(), name });
+        }
+        let n_dims = u32::try_from(dims.len()).unwrap_or(u32::MAX);
+        if dims.is_empty() || dims.len() > super::GGML_MAX_DIMS {
+            return Err(GgufError::NDimsOutOfRange {
+                path: WRITER_PATH.into(),
+                tensor: name,
+                n_dims,
+            });
+        }
+        let n = tensor_byte_size(WRITER_PATH, &name, dims, ty)?;
+        self.names.insert(name.clone());
+        self.tensors.push(PendingTensor { name, dims: dims.to_vec(), ty, data: Data::Deferred(n) });
         Ok(self)
     }
 
@@ -184,7 +228,7 @@ impl<'a> GgufWriter<'a> {
         for t in &self.tensors {
             let start = align_up(end, align).ok_or_else(|| too_large("tensor data"))?;
             offsets.push(start);
-            end = start.checked_add(t.data.len() as u64).ok_or_else(|| too_large("tensor data"))?;
+            end = start.checked_add(t.data.len()).ok_or_else(|| too_large("tensor data"))?;
         }
         let data_len = align_up(end, align).ok_or_else(|| too_large("tensor data"))?;
 
@@ -217,24 +261,84 @@ impl<'a> GgufWriter<'a> {
     /// Writes the whole file to `out` (no atomicity; see [`write_file`](Self::write_file)).
     /// `path` names the destination in errors.
     pub(crate) fn write_to<W: Write>(&self, out: &mut W, path: &str) -> Result<(), GgufError> {
+        self.write_to_with(out, path, &mut |i, _| Err(deferred_without_fill(&self.tensors[i].name)))
+    }
+
+    /// [`write_to`](Self::write_to), producing deferred tensors with `fill(index, out)`.
+    fn write_to_with<W: Write>(
+        &self,
+        out: &mut W,
+        path: &str,
+        fill: &mut dyn FnMut(usize, &mut dyn Write) -> Result<(), GgufError>,
+    ) -> Result<(), GgufError> {
         let (head, offsets, data_len) = self.layout(path)?;
         let io = |source| GgufError::Io { path: path.to_owned(), op: "write", source };
         out.write_all(&head).map_err(io)?;
         let mut pos = 0u64;
-        for (t, &offset) in self.tensors.iter().zip(&offsets) {
+        for (i, (t, &offset)) in self.tensors.iter().zip(&offsets).enumerate() {
             write_zeros(out, offset.saturating_sub(pos)).map_err(io)?;
-            out.write_all(&t.data).map_err(io)?;
-            pos = offset.saturating_add(t.data.len() as u64);
+            match &t.data {
+                Data::Bytes(b) => out.write_all(b).map_err(io)?,
+                Data::Deferred(n) => {
+                    let mut counted = Counting { inner: &mut *out, n: 0 };
+                    fill(i, &mut counted)?;
+                    if counted.n != *n {
+                        return Err(GgufError::TensorSizeMismatch {
+                            path: path.to_owned(),
+                            tensor: t.name.clone(),
+                            expected: *n,
+                            actual: counted.n,
+                        });
+                    }
+                }
+            }
+            pos = offset.saturating_add(t.data.len());
         }
         write_zeros(out, data_len.saturating_sub(pos)).map_err(io)?;
         Ok(())
     }
 
-    /// The whole file in memory.
+    /// The whole file in memory. Fails when a tensor was declared with
+    /// [`add_tensor_deferred`](Self::add_tensor_deferred).
     pub fn to_bytes(&self) -> Result<Vec<u8>, GgufError> {
         let mut out = Vec::new();
         self.write_to(&mut out, "<memory>")?;
         Ok(out)
+    }
+
+    /// Writes the file atomically, as [`write_file`](Self::write_file), producing each
+    /// tensor declared with [`add_tensor_deferred`](Self::add_tensor_deferred) by
+    /// `fill(index, out)` (the tensor's index in insertion order) when its turn comes.
+    /// `fill` must write exactly the tensor's byte size: anything else fails the write
+    /// with [`GgufError::TensorSizeMismatch`] and leaves `path` as it was.
+    pub fn write_file_streaming(
+        &self,
+        path: impl AsRef<Path>,
+        mut fill: impl FnMut(usize, &mut dyn Write) -> Result<(), GgufError>,
+    ) -> Result<(), GgufError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let io_err = |op: &'static str, source| GgufError::Io { path: shown.clone(), op, source };
+        write_atomic_with(
+            path,
+            |file| {
+                let mut w = BufWriter::with_capacity(1 << 20, file);
+                self.write_to_with(&mut w, &shown, &mut fill)?;
+                w.flush().map_err(|e| io_err("write", e))
+            },
+            io_err,
+        )
+    }
+
+    /// The size of the file this writer writes, in bytes.
+    pub fn file_len(&self) -> Result<u64, GgufError> {
+        let (head, _, data_len) = self.layout(WRITER_PATH)?;
+        Ok(head.len() as u64 + data_len)
+    }
+
+    /// The byte size of the tensor at `index` (insertion order).
+    pub fn tensor_bytes(&self, index: usize) -> Option<u64> {
+        self.tensors.get(index).map(|t| t.data.len())
     }
 
     /// Writes the file atomically: into a fresh temporary file in the same directory,
@@ -266,6 +370,27 @@ fn check_alignment(value: &MetaValue) -> Result<u32, GgufError> {
         other => {
             Err(GgufError::AlignmentType { path: WRITER_PATH.into(), found: other.value_type() })
         }
+    }
+}
+
+fn deferred_without_fill(name: &str) -> GgufError {
+    GgufError::Deferred { path: WRITER_PATH.into(), tensor: name.to_owned() }
+}
+
+/// Counts the bytes written through it.
+struct Counting<'w, W: Write + ?Sized> {
+    inner: &'w mut W,
+    n: u64,
+}
+
+impl<W: Write + ?Sized> Write for Counting<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let k = self.inner.write(buf)?;
+        self.n += k as u64;
+        Ok(k)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
     }
 }
 

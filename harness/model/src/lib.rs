@@ -10,6 +10,8 @@
 //! - [`runner`]: one lane over a set of prompts, with provenance and trace files;
 //! - [`embedded`]: the embedded model, generated from `golden/model/recipe.toml`, and the
 //!   prompts;
+//! - [`shaped`]: large models of real Qwen3 shapes, written directly as random quantized
+//!   blocks;
 //! - [`model_quant`]: quantizing a model's weights with the reference quantizers;
 //! - [`gen`]: the seeded generator;
 //! - [`repo`]: where the golden folder is, and whether it may be rewritten here.
@@ -32,6 +34,7 @@ pub mod model_quant;
 pub mod repo;
 pub mod run;
 pub mod runner;
+pub mod shaped;
 pub mod tapdiff;
 pub mod taps;
 

@@ -48,7 +48,7 @@ impl Scheme {
     }
 
     /// llama.cpp's `llama_ftype` for `general.file_type`.
-    fn file_type(self) -> u32 {
+    pub(crate) fn file_type(self) -> u32 {
         match self {
             Scheme::Uniform(GgmlType::Q4_0) => 2,
             Scheme::Uniform(GgmlType::Q8_0) => 7,
@@ -101,7 +101,31 @@ fn eligible(name: &str, dims: &[u64]) -> bool {
 
 /// Decide the output type of every tensor.
 pub fn plan(file: &GgufFile, scheme: Scheme) -> Result<Vec<TensorPlan>, QuantizeError> {
-    let tensors = file.tensors();
+    let decls: Vec<TensorDecl> = file
+        .tensors()
+        .iter()
+        .map(|t| TensorDecl { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty })
+        .collect();
+    plan_tensors(file.path(), &decls, scheme)
+}
+
+/// A tensor as [`plan_tensors`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorDecl {
+    /// Its name.
+    pub name: String,
+    /// ggml dims, ne0 first.
+    pub dims: Vec<u64>,
+    /// Its type in the input.
+    pub ty: GgmlType,
+}
+
+/// [`plan`] for a list of tensors (in file order); `path` names the file in errors.
+pub fn plan_tensors(
+    path: &str,
+    tensors: &[TensorDecl],
+    scheme: Scheme,
+) -> Result<Vec<TensorPlan>, QuantizeError> {
     let has_output = tensors.iter().any(|t| t.name == "output.weight");
     let n_attn_v = tensors.iter().filter(|t| t.name.contains("attn_v.weight")).count();
     let n_ffn_down = tensors.iter().filter(|t| t.name.contains("ffn_down")).count();
@@ -120,7 +144,7 @@ pub fn plan(file: &GgufFile, scheme: Scheme) -> Result<Vec<TensorPlan>, Quantize
         }
         if !matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             return Err(QuantizeError::Tensor {
-                path: file.path().to_string(),
+                path: path.to_string(),
                 tensor: t.name.clone(),
                 problem: format!(
                     "already {}; tiercheck quantizes from f32, f16 or bf16 only",
@@ -151,7 +175,7 @@ pub fn plan(file: &GgufFile, scheme: Scheme) -> Result<Vec<TensorPlan>, Quantize
                     }
                 } else if t.name.contains("attn_qkv") {
                     return Err(QuantizeError::Tensor {
-                        path: file.path().to_string(),
+                        path: path.to_string(),
                         tensor: t.name.clone(),
                         problem: "fused attn_qkv needs Q5_K in q4_k_m, which tiercheck cannot \
                                   quantize"
@@ -162,7 +186,7 @@ pub fn plan(file: &GgufFile, scheme: Scheme) -> Result<Vec<TensorPlan>, Quantize
                 }
             }
         };
-        let ne0 = t.ne0() as usize;
+        let ne0 = t.dims[0] as usize;
         if !ne0.is_multiple_of(to.block_size()) {
             let fallback = match to {
                 GgmlType::Q6_K if ne0.is_multiple_of(32) => Some(GgmlType::Q8_0),
@@ -175,7 +199,7 @@ pub fn plan(file: &GgufFile, scheme: Scheme) -> Result<Vec<TensorPlan>, Quantize
                 }
                 None => {
                     return Err(QuantizeError::Tensor {
-                        path: file.path().to_string(),
+                        path: path.to_string(),
                         tensor: t.name.clone(),
                         problem: format!(
                             "row length {ne0} is not a multiple of {} (block size of {})",
