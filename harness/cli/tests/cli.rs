@@ -371,6 +371,66 @@ fn golden_model_shape_writes_reuses_and_refuses_bad_options() {
     assert!(err.contains(blocker.to_str().unwrap()), "{err}");
 }
 
+/// Peak resident memory of `tiercheck args`, in bytes, as the kernel counts it for a
+/// finished child (Python's `getrusage(RUSAGE_CHILDREN).ru_maxrss`, an independent
+/// reader of the same number `/usr/bin/time` prints).
+fn peak_rss(args: &[&str]) -> u64 {
+    let script = "import resource, subprocess, sys\n\
+                  r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n\
+                  assert r.returncode == 0, r.stderr.decode()\n\
+                  print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)";
+    let out = Command::new("python3")
+        .args(["-c", script, env!("CARGO_BIN_EXE_tiercheck")])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().parse::<u64>().unwrap() * 1024
+}
+
+/// Peak memory is the model file plus what a lane copies, not more: a repacked lane
+/// releases the mapped pages of the weights it repacked (so its peak stays near one
+/// copy of the weights, not two), and a plain lane maps the file without copying it.
+#[test]
+fn peak_memory_is_one_copy_of_the_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.gguf");
+    let m = model.to_str().unwrap();
+    ok(&["golden", "model", "--shape", "1.7b", "--layers", "8", "--vocab", "32768", "--out", m]);
+    let file = std::fs::metadata(&model).unwrap().len();
+    assert!(file > 200 << 20, "{file} bytes");
+    let trace = dir.path().join("t.safetensors");
+    let t = trace.to_str().unwrap();
+    let slack = 64u64 << 20;
+    for lane in ["aarch64-i8mm-repack", "x86_64-avx2-repack", "aarch64-neon"] {
+        let args = [
+            "run",
+            "--lane",
+            lane,
+            "--model",
+            m,
+            "--teacher-force",
+            "1,2,3",
+            "--mode",
+            "decode",
+            "--steps",
+            "0",
+            "--quiet",
+            "--out",
+            t,
+        ];
+        let peak = peak_rss(&args);
+        let mib = |b: u64| b >> 20;
+        eprintln!("{lane}: peak {} MiB for a {} MiB file", mib(peak), mib(file));
+        assert!(
+            peak < file + file / 2 + slack,
+            "{lane}: peak {} MiB, file {} MiB: the plain pages of repacked weights stay resident",
+            mib(peak),
+            mib(file)
+        );
+    }
+}
+
 #[test]
 fn run_writes_a_trace_with_taps_steps_and_provenance() {
     let dir = tempfile::tempdir().unwrap();

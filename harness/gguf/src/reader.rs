@@ -286,6 +286,29 @@ impl GgufFile {
         range.and_then(|r| self.backing.bytes().get(r)).unwrap_or(&[])
     }
 
+    /// Release this process's resident pages of a tensor's bytes, for a caller that has
+    /// made its own copy (a repacked or dequantized weight) and no longer reads them: the
+    /// pages leave the process's resident set (the kernel's page cache keeps the file, so
+    /// a later read faults them back in with the same bytes), as ggml unmaps the mapped
+    /// fragments it has copied out. Only for a memory-mapped file; otherwise nothing
+    /// happens. Returns whether pages were released.
+    pub fn release_tensor(&self, info: &TensorInfo) -> bool {
+        let Backing::Mmap(map) = &self.backing else { return false };
+        let Some(start) = self.data_offset.checked_add(info.offset) else { return false };
+        let (Ok(start), Ok(len)) = (usize::try_from(start), usize::try_from(info.n_bytes)) else {
+            return false;
+        };
+        if len == 0 || start.checked_add(len).is_none_or(|end| end > map.len()) {
+            return false;
+        }
+        // SAFETY: the map is a read-only mapping of a file, so MADV_DONTNEED never loses
+        // data: it drops this process's page-table entries and the next access reads the
+        // file's page again; no `&mut` to the map exists, and the bytes any live `&[u8]`
+        // sees stay the same (the file must not change while open, as for every read).
+        unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) }
+            .is_ok()
+    }
+
     /// The data bytes of the tensor `name`.
     pub fn tensor_bytes(&self, name: &str) -> Option<&[u8]> {
         self.tensor(name).map(|t| self.tensor_data(t))

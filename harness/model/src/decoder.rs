@@ -167,26 +167,35 @@ impl<'m> Decoder<'m> {
             return Err(ModelError::Request("the tier's thread count must be at least 1".into()));
         }
         let f = &model.file;
+        let tied = f.tensor("output.weight").is_none();
         let linear = |name: &str| -> Result<Linear<'m>, ModelError> {
             let t = f.tensor(name).expect("checked by HParams");
             let (k, n) = (t.dims[0] as usize, t.dims[1] as usize);
             let data = f.tensor_data(t);
+            // The embedding's rows are read by get_rows even when the output is tied.
+            let release = name != "token_embd.weight";
             if t.ty == GgmlType::F32 || matches!(arith, Arith::DequantF32) {
                 let mut w = vec![0.0f32; n * k];
                 tiercheck_core::blocks::dequantize(t.ty, data, &mut w)
                     .map_err(kerr(format!("dequantize {name}")))?;
+                if release {
+                    f.release_tensor(t);
+                }
                 return Ok(Linear::F32 { n, k, w });
             }
             let Arith::Lane { kernels, .. } = arith else { unreachable!() };
             let w = WeightMatrix::new(t.ty, n, k, data).map_err(kerr(name))?;
-            Ok(Linear::Lane(
-                kernels.prepare(w, Target::Cpu).map_err(kerr(format!("prepare {name}")))?,
-            ))
+            let p = kernels.prepare(w, Target::Cpu).map_err(kerr(format!("prepare {name}")))?;
+            // A repacked copy is all the lane reads: release the mapped plain pages (the
+            // resident set stays near the file plus the repacked copies, not both).
+            if release && matches!(p, Prepared::Repacked(_)) {
+                f.release_tensor(t);
+            }
+            Ok(Linear::Lane(p))
         };
-        let mut layers = Vec::with_capacity(hp.n_layer);
-        for l in 0..hp.n_layer {
+        let layer = |l: usize| -> Result<Layer<'m>, ModelError> {
             let b = |s: &str| format!("blk.{l}.{s}.weight");
-            layers.push(Layer {
+            Ok(Layer {
                 attn_norm: f32_tensor(model, &b("attn_norm"))?,
                 wq: linear(&b("attn_q"))?,
                 wk: linear(&b("attn_k"))?,
@@ -198,13 +207,32 @@ impl<'m> Decoder<'m> {
                 gate: linear(&b("ffn_gate"))?,
                 up: linear(&b("ffn_up"))?,
                 down: linear(&b("ffn_down"))?,
-            });
-        }
-        let output = if f.tensor("output.weight").is_some() {
-            linear("output.weight")?
-        } else {
-            linear("token_embd.weight")?
+            })
         };
+        // Layers are prepared in parallel (repacking is a pure function of each tensor's
+        // bytes); the first error in layer order is the one reported.
+        let threads = match arith {
+            Arith::Lane { threads, .. } => threads.clamp(1, hp.n_layer.max(1)),
+            Arith::DequantF32 => 1,
+        };
+        let mut slots: Vec<Option<Result<Layer<'m>, ModelError>>> =
+            (0..hp.n_layer).map(|_| None).collect();
+        std::thread::scope(|s| {
+            let per = hp.n_layer.div_ceil(threads).max(1);
+            for (j, part) in slots.chunks_mut(per).enumerate() {
+                let layer = &layer;
+                s.spawn(move || {
+                    for (i, slot) in part.iter_mut().enumerate() {
+                        *slot = Some(layer(j * per + i));
+                    }
+                });
+            }
+        });
+        let layers = slots
+            .into_iter()
+            .map(|r| r.expect("every layer prepared"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let output = if tied { linear("token_embd.weight")? } else { linear("output.weight")? };
         let embd = f.tensor("token_embd.weight").expect("checked by HParams");
         let elem: &'static dyn ElemOps = match arith {
             Arith::Lane { elem, .. } => elem,

@@ -94,9 +94,88 @@ impl Model {
     pub fn open(path: &Path) -> Result<Model, ModelError> {
         let file = GgufFile::open(path)?;
         let hp = HParams::from_gguf(&file)?;
-        let sha256 = hex(&Sha256::digest(file.as_bytes()));
+        let sha256 = file_sha256(path, &file)?;
         Ok(Model { file, hp, sha256, path: path.to_owned() })
     }
+}
+
+/// Files at least this large have their sha256 remembered in the cache.
+pub const SHA_CACHE_MIN_BYTES: u64 = 256 << 20;
+
+/// The sha256 of a model file (lowercase hex).
+///
+/// Hashing a 16 GB model takes about ten seconds, so for files of at least
+/// [`SHA_CACHE_MIN_BYTES`] the digest is remembered under `<cache>/sha256/`, keyed by
+/// the file's canonical path and checked against its size, modification time (to the
+/// nanosecond), device and inode: a file that was replaced or rewritten has another
+/// identity and is hashed again. The file is hashed by `read` in 8 MiB pieces, not
+/// through the memory map, so the hash does not make the whole file resident. The cache
+/// is an optimisation only: when it cannot be read or written the digest is computed.
+pub fn file_sha256(path: &Path, file: &GgufFile) -> Result<String, ModelError> {
+    let bytes = file.as_bytes();
+    if (bytes.len() as u64) < SHA_CACHE_MIN_BYTES {
+        return Ok(hex(&Sha256::digest(bytes)));
+    }
+    let identity = || -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        let canon = std::fs::canonicalize(path).ok()?;
+        Some(format!(
+            "{} {} {} {} {} {}",
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.dev(),
+            m.ino(),
+            canon.display()
+        ))
+    };
+    let entry = embedded::default_cache_dir().ok().zip(identity()).map(|(dir, id)| {
+        let key = hex(&Sha256::digest(id.as_bytes()));
+        (dir.join("sha256").join(format!("{}.txt", &key[..32])), id)
+    });
+    if let Some((entry, id)) = &entry {
+        if let Ok(text) = std::fs::read_to_string(entry) {
+            if let Some((sha, rest)) = text.trim_end().split_once(' ') {
+                if rest == id && sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Ok(sha.to_string());
+                }
+            }
+        }
+    }
+    let sha = hash_by_reading(path)?;
+    if let Some((entry, id)) = entry {
+        // Remember it only if the file did not change while it was hashed.
+        if identity().as_ref() == Some(&id) {
+            if let Some(dir) = entry.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = tiercheck_gguf::atomic_write::write_atomic(
+                &entry,
+                format!("{sha} {id}\n").as_bytes(),
+            );
+        }
+    }
+    Ok(sha)
+}
+
+/// sha256 of a file read in 8 MiB pieces.
+fn hash_by_reading(path: &Path) -> Result<String, ModelError> {
+    use std::io::Read;
+    let io = |source| {
+        ModelError::Gguf(GgufError::Io { path: path.display().to_string(), op: "read", source })
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
 }
 
 /// Lowercase hex of bytes.
