@@ -330,13 +330,26 @@ fn pack_scale_min(s: [u8; 8], m: [u8; 8]) -> [u8; 12] {
 }
 
 /// Weights repacked for a CPU lane.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct RepackedMatrix {
     layout: RepackLayout,
     n: usize,
     k: usize,
-    data: Vec<u8>,
+    /// The repacked bytes, shared by the views [`RepackedMatrix::rows`] makes (a worker
+    /// thread's slice of the rows costs no copy).
+    data: std::sync::Arc<Vec<u8>>,
+    /// Where this matrix's bytes start in `data`.
+    start: usize,
 }
+
+/// Two matrices are equal when their layout, shape and bytes are (views included).
+impl PartialEq for RepackedMatrix {
+    fn eq(&self, other: &Self) -> bool {
+        (self.layout, self.n, self.k) == (other.layout, other.n, other.k)
+            && self.data() == other.data()
+    }
+}
+impl Eq for RepackedMatrix {}
 
 impl RepackedMatrix {
     /// Repack `w` (plain blocks) into `layout`. Requires the layout's source type and a
@@ -450,7 +463,7 @@ impl RepackedMatrix {
                 }
             }
         }
-        Ok(RepackedMatrix { layout, n: w.n(), k: w.k(), data })
+        Ok(RepackedMatrix { layout, n: w.n(), k: w.k(), data: std::sync::Arc::new(data), start: 0 })
     }
 
     /// The exact inverse: the plain block bytes this was made from.
@@ -462,7 +475,7 @@ impl RepackedMatrix {
         let cols = self.layout.cols();
         for g in 0..self.n / cols {
             for b in 0..nb {
-                let blk = &self.data[(g * nb + b) * self.layout.block_bytes()..]
+                let blk = &self.data()[(g * nb + b) * self.layout.block_bytes()..]
                     [..self.layout.block_bytes()];
                 for r in 0..cols {
                     let dst = &mut out[(cols * g + r) * row_bytes + b * tsz..][..tsz];
@@ -551,14 +564,16 @@ impl RepackedMatrix {
     /// [`RepackLayout::cols`]), as bytes.
     pub fn group(&self, g: usize) -> &[u8] {
         let per = self.k / self.layout.source().block_size() * self.layout.block_bytes();
-        &self.data[g * per..(g + 1) * per]
+        &self.data()[g * per..(g + 1) * per]
     }
     /// All bytes.
     pub fn data(&self) -> &[u8] {
-        &self.data
+        let per = self.k / self.layout.source().block_size() * self.layout.block_bytes();
+        &self.data[self.start..self.start + self.n / self.layout.cols() * per]
     }
 
-    /// Rows `start..end` (both multiples of [`RepackLayout::cols`]) as their own matrix.
+    /// Rows `start..end` (both multiples of [`RepackLayout::cols`]) as their own matrix: a
+    /// view of the same bytes, not a copy.
     pub fn rows(&self, start: usize, end: usize) -> Result<RepackedMatrix, KernelError> {
         let cols = self.layout.cols();
         if !start.is_multiple_of(cols) || !end.is_multiple_of(cols) || start > end || end > self.n {
@@ -573,7 +588,8 @@ impl RepackedMatrix {
             layout: self.layout,
             n: end - start,
             k: self.k,
-            data: self.data[start / cols * per..end / cols * per].to_vec(),
+            data: std::sync::Arc::clone(&self.data),
+            start: self.start + start / cols * per,
         })
     }
 }
