@@ -183,12 +183,25 @@ pub(crate) mod x86 {
     #[inline]
     #[target_feature(enable = "avx2")]
     pub(crate) fn q6k_dot(ql: &[u8; 128], qh: &[u8; 64], y: &[u8; 256], sc: &[u8; 16]) -> i32 {
+        q6k_dot_from(|o| load32(at32(ql, o)), |o| load32(at32(qh, o)), y, sc)
+    }
+
+    /// [`q6k_dot`] with the 32-byte pieces of `ql` (at byte 0, 32, 64, 96) and `qh` (at
+    /// 0, 32) supplied by `ql_at` / `qh_at` (plain or gathered from an interleave).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn q6k_dot_from(
+        ql_at: impl Fn(usize) -> __m256i,
+        qh_at: impl Fn(usize) -> __m256i,
+        y: &[u8; 256],
+        sc: &[u8; 16],
+    ) -> i32 {
         let m4 = _mm256_set1_epi8(0x0F);
         let mut acc = _mm256_setzero_si256();
         for j in 0..2 {
-            let l0 = load32(at32(ql, 64 * j));
-            let l1 = load32(at32(ql, 64 * j + 32));
-            let h = load32(at32(qh, 32 * j));
+            let l0 = ql_at(64 * j);
+            let l1 = ql_at(64 * j + 32);
+            let h = qh_at(32 * j);
             let q = [
                 _mm256_or_si256(
                     _mm256_and_si256(l0, m4),
@@ -218,6 +231,138 @@ pub(crate) mod x86 {
             }
         }
         hsum_i32(acc)
+    }
+
+    /// The exact integer sums of the eight rows of one `block_q6_Kx8` (interleave `il`, 4
+    /// or 8: plain byte `o` of row `r` at `((o / il) * 8 + r) * il + o % il`) against one
+    /// Q8_K block (`y` its 256 activation bytes, `bsums` its 16 group sums), each
+    /// `sum_g sc[g][r] * sum_{i in g} u_i * y_i - 32 * sum_g sc[g][r] * bsum_g` with `u_i`
+    /// the unsigned 6-bit values: the same integers as [`q6k_dot`] minus 32 times
+    /// [`bsums_dot`] on each deinterleaved row, computed with the rows in vector lanes as
+    /// the interleave lays them out (one 32-byte load holds the same `il` plain bytes of
+    /// 32 / il rows, against one broadcast piece of the activations). Bounds as
+    /// [`q6k_dot`]: a `maddubs` pair at most 16128, a row's total below 2^31.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q6kx8_isums(
+        x: &crate::repack::BlockQ6Kx8,
+        il: usize,
+        y: &[u8; 256],
+        bsums: &[u8; 32],
+    ) -> [i32; 8] {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let ld = |b: &[u8], at: usize| load32(b[at..at + 32].try_into().expect("32 bytes"));
+        // The four 6-bit values (of the value groups l, l+32, l+64, l+96 of a half) from
+        // ql bytes a (plain 64j+l), b (64j+32+l) and qh bytes h (32j+l).
+        let quads = |a: __m256i, b: __m256i, h: __m256i| {
+            [
+                _mm256_or_si256(
+                    _mm256_and_si256(a, m4),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(h, _mm256_set1_epi8(0x03))),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(b, m4),
+                    _mm256_slli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0x0C))),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(a), m4),
+                    _mm256_and_si256(h, _mm256_set1_epi8(0x30)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(b), m4),
+                    _mm256_srli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0xC0u8 as i8))),
+                ),
+            ]
+        };
+        let scales8 = |g: usize| -> __m256i {
+            // The eight rows' scales of group g, as i32 lanes (row r in lane r).
+            let b: [u8; 8] = x.scales[8 * g..8 * g + 8].try_into().expect("8 bytes");
+            _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(b)))
+        };
+        // The bsum term, rows in lanes.
+        let mut mins = _mm256_setzero_si256();
+        for g in 0..16 {
+            let bs = i16::from_le_bytes([bsums[2 * g], bsums[2 * g + 1]]) as i32;
+            mins = _mm256_add_epi32(mins, _mm256_mullo_epi32(_mm256_set1_epi32(bs), scales8(g)));
+        }
+        let mut rows = [0i32; 8];
+        if il == 4 {
+            // 32 bytes: 4 plain bytes of each of the 8 rows; one i32 lane per row.
+            let mut acc = _mm256_setzero_si256();
+            for j in 0..2 {
+                for half in 0..2 {
+                    let mut sums = [_mm256_setzero_si256(); 4];
+                    for t in 0..4 {
+                        let l = 16 * half + 4 * t;
+                        let a = ld(&x.ql, (64 * j + l) / 4 * 32);
+                        let b = ld(&x.ql, (64 * j + 32 + l) / 4 * 32);
+                        let h = ld(&x.qh, (32 * j + l) / 4 * 32);
+                        for (k, q) in quads(a, b, h).into_iter().enumerate() {
+                            let i = 128 * j + 32 * k + l;
+                            let yv = _mm256_set1_epi32(i32::from_le_bytes(
+                                y[i..i + 4].try_into().expect("4 bytes"),
+                            ));
+                            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), ones);
+                            sums[k] = _mm256_add_epi32(sums[k], p);
+                        }
+                    }
+                    for (k, sk) in sums.into_iter().enumerate() {
+                        let g = 8 * j + 2 * k + half;
+                        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(sk, scales8(g)));
+                    }
+                }
+            }
+            let v = _mm256_sub_epi32(acc, _mm256_slli_epi32::<5>(mins));
+            // SAFETY: `rows` is 32 writable bytes; the store is unaligned.
+            unsafe { _mm256_storeu_si256(rows.as_mut_ptr() as *mut __m256i, v) };
+            return rows;
+        }
+        debug_assert_eq!(il, 8);
+        // 64 bytes: 8 plain bytes of each of the 8 rows; the 32-byte half `qd` holds rows
+        // 4qd..4qd+4, two i32 lanes per row.
+        for qd in 0..2 {
+            let mut acc = _mm256_setzero_si256();
+            for j in 0..2 {
+                for half in 0..2 {
+                    let mut sums = [_mm256_setzero_si256(); 4];
+                    for t in 0..2 {
+                        let l = 16 * half + 8 * t;
+                        let a = ld(&x.ql, (64 * j + l) / 8 * 64 + 32 * qd);
+                        let b = ld(&x.ql, (64 * j + 32 + l) / 8 * 64 + 32 * qd);
+                        let h = ld(&x.qh, (32 * j + l) / 8 * 64 + 32 * qd);
+                        for (k, q) in quads(a, b, h).into_iter().enumerate() {
+                            let i = 128 * j + 32 * k + l;
+                            let yv = _mm256_set1_epi64x(i64::from_le_bytes(
+                                y[i..i + 8].try_into().expect("8 bytes"),
+                            ));
+                            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), ones);
+                            sums[k] = _mm256_add_epi32(sums[k], p);
+                        }
+                    }
+                    for (k, sk) in sums.into_iter().enumerate() {
+                        let g = 8 * j + 2 * k + half;
+                        let s = &x.scales[8 * g + 4 * qd..8 * g + 4 * qd + 4];
+                        let dup = [s[0], s[0], s[1], s[1], s[2], s[2], s[3], s[3]];
+                        let sc = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(dup)));
+                        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(sk, sc));
+                    }
+                }
+            }
+            let mut lanes = [0i32; 8];
+            // SAFETY: `lanes` is 32 writable bytes; the store is unaligned.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, acc) };
+            for r in 0..4 {
+                rows[4 * qd + r] = lanes[2 * r] + lanes[2 * r + 1];
+            }
+        }
+        let mut m = [0i32; 8];
+        // SAFETY: `m` is 32 writable bytes; the store is unaligned.
+        unsafe { _mm256_storeu_si256(m.as_mut_ptr() as *mut __m256i, mins) };
+        for (r, v) in rows.iter_mut().enumerate() {
+            *v -= 32 * m[r];
+        }
+        rows
     }
 
     /// `sum_g bsum_g * sc[g]` over the 16 i16 group sums of a Q8_K block (`bsums`, 32
@@ -387,6 +532,53 @@ mod tests {
                             .sum();
                         assert_eq!(got[s][r], want, "il={il} r={r} s={s}");
                     }
+                }
+            }
+        }
+    }
+
+    /// `q6kx8_isums` against its definition (each row deinterleaved, its signed 6-bit
+    /// values times the activations, by group times the group's scale) on random bytes and
+    /// on extreme ones (every value 63 - 32 = 31 against -128, scales -128).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn q6kx8_isums_is_its_definition() {
+        assert!(x86_avx2() || !std::is_x86_feature_detected!("avx2"));
+        if !x86_avx2() {
+            return;
+        }
+        let mut rng = crate::rng::Rng::new(6);
+        for round in 0..200 {
+            let mut x: crate::repack::BlockQ6Kx8 = bytemuck::Zeroable::zeroed();
+            rng.fill_bytes(bytemuck::bytes_of_mut(&mut x));
+            let mut y = [0u8; 256];
+            rng.fill_bytes(&mut y);
+            if round == 0 {
+                x.ql = [0xFF; 1024];
+                x.qh = [0xFF; 512];
+                x.scales = [0x80; 128];
+                y = [0x80; 256];
+            }
+            let mut bsums = [0u8; 32];
+            for g in 0..16 {
+                let s: i16 = (0..16).map(|i| y[16 * g + i] as i8 as i16).sum();
+                bsums[2 * g..2 * g + 2].copy_from_slice(&s.to_le_bytes());
+            }
+            for il in [4, 8] {
+                // SAFETY: AVX2 detected above.
+                let got = unsafe { x86::q6kx8_isums(&x, il, &y, &bsums) };
+                for (r, &g) in got.iter().enumerate() {
+                    let b = x.row(r, il);
+                    let q = b.quants();
+                    let want: i32 = (0..16)
+                        .map(|grp| {
+                            let dot: i32 = (16 * grp..16 * grp + 16)
+                                .map(|i| q[i] as i32 * y[i] as i8 as i32)
+                                .sum();
+                            dot * b.scale(grp) as i32
+                        })
+                        .sum();
+                    assert_eq!(g, want, "round {round} il={il} r={r}");
                 }
             }
         }

@@ -158,6 +158,12 @@ pub fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
 /// Per-superblock integer sums of the 8 columns of one `block_q6_Kx8` (interleave `il`)
 /// against one Q8_K block.
 pub fn q6_k_x8_isums(x: &BlockQ6Kx8, il: usize, yb: &BlockQ8K) -> [i32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() && (il == 4 || il == 8) {
+        // SAFETY: this CPU has AVX2 (detected just above). The same integers as the
+        // scalar form below (exact sums; `accel::x86::q6kx8_isums`).
+        return unsafe { crate::accel::x86::q6kx8_isums(x, il, &yb.qs, &yb.bsums) };
+    }
     core::array::from_fn(|j| q6_k_isum(&x.row(j, il), yb))
 }
 
