@@ -164,18 +164,7 @@ impl<'a> GgufWriter<'a> {
     ) -> Result<&mut Self, GgufError> {
         let name = name.into();
         let data = data.into();
-        if self.names.contains(&name) {
-            return Err(GgufError::DuplicateTensor { path: WRITER_PATH.into(), name });
-        }
-        let n_dims = u32::try_from(dims.len()).unwrap_or(u32::MAX);
-        if dims.is_empty() || dims.len() > super::GGML_MAX_DIMS {
-            return Err(GgufError::NDimsOutOfRange {
-                path: WRITER_PATH.into(),
-                tensor: name,
-                n_dims,
-            });
-        }
-        let expected = tensor_byte_size(WRITER_PATH, &name, dims, ty)?;
+        let expected = self.check_new_tensor(&name, dims, ty)?;
         if expected != data.len() as u64 {
             return Err(GgufError::TensorSizeMismatch {
                 path: WRITER_PATH.into(),
@@ -189,6 +178,23 @@ impl<'a> GgufWriter<'a> {
         Ok(self)
     }
 
+    /// The checks every new tensor passes (a unique name, 1 to GGML_MAX_DIMS dims, a
+    /// size that fits): its byte size.
+    fn check_new_tensor(&self, name: &str, dims: &[u64], ty: GgmlType) -> Result<u64, GgufError> {
+        if self.names.contains(name) {
+            return Err(GgufError::DuplicateTensor { path: WRITER_PATH.into(), name: name.into() });
+        }
+        let n_dims = u32::try_from(dims.len()).unwrap_or(u32::MAX);
+        if dims.is_empty() || dims.len() > super::GGML_MAX_DIMS {
+            return Err(GgufError::NDimsOutOfRange {
+                path: WRITER_PATH.into(),
+                tensor: name.into(),
+                n_dims,
+            });
+        }
+        tensor_byte_size(WRITER_PATH, name, dims, ty)
+    }
+
     /// Declares a tensor whose data is produced while the file is written, by the `fill`
     /// of [`write_file_streaming`](Self::write_file_streaming), so a file larger than
     /// memory can be written. The same checks as [`add_tensor`](Self::add_tensor) apply
@@ -200,18 +206,7 @@ impl<'a> GgufWriter<'a> {
         ty: GgmlType,
     ) -> Result<&mut Self, GgufError> {
         let name = name.into();
-        if self.names.contains(&name) {
-            return Err(GgufError::DuplicateTensor { path: WRITER_PATH.into(), name });
-        }
-        let n_dims = u32::try_from(dims.len()).unwrap_or(u32::MAX);
-        if dims.is_empty() || dims.len() > super::GGML_MAX_DIMS {
-            return Err(GgufError::NDimsOutOfRange {
-                path: WRITER_PATH.into(),
-                tensor: name,
-                n_dims,
-            });
-        }
-        let n = tensor_byte_size(WRITER_PATH, &name, dims, ty)?;
+        let n = self.check_new_tensor(&name, dims, ty)?;
         self.names.insert(name.clone());
         self.tensors.push(PendingTensor { name, dims: dims.to_vec(), ty, data: Data::Deferred(n) });
         Ok(self)

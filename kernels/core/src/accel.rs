@@ -186,6 +186,33 @@ pub(crate) mod x86 {
         q6k_dot_from(|o| load32(at32(ql, o)), |o| load32(at32(qh, o)), y, sc)
     }
 
+    /// The four 6-bit values of a Q6_K half for value groups `l`, `l+32`, `l+64`, `l+96`,
+    /// byte by byte: from ql bytes `l0` (plain offset 64j+l) and `l1` (64j+32+l), low
+    /// then high nibbles, with the matching 2-bit pairs of the qh bytes `h` (32j+l).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn q6_values(l0: __m256i, l1: __m256i, h: __m256i) -> [__m256i; 4] {
+        let m4 = _mm256_set1_epi8(0x0F);
+        [
+            _mm256_or_si256(
+                _mm256_and_si256(l0, m4),
+                _mm256_slli_epi16::<4>(_mm256_and_si256(h, _mm256_set1_epi8(0x03))),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(l1, m4),
+                _mm256_slli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0x0C))),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(l0), m4),
+                _mm256_and_si256(h, _mm256_set1_epi8(0x30)),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
+                _mm256_srli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0xC0u8 as i8))),
+            ),
+        ]
+    }
+
     /// [`q6k_dot`] with the 32-byte pieces of `ql` (at byte 0, 32, 64, 96) and `qh` (at
     /// 0, 32) supplied by `ql_at` / `qh_at` (plain or gathered from an interleave).
     #[inline]
@@ -196,30 +223,12 @@ pub(crate) mod x86 {
         y: &[u8; 256],
         sc: &[u8; 16],
     ) -> i32 {
-        let m4 = _mm256_set1_epi8(0x0F);
         let mut acc = _mm256_setzero_si256();
         for j in 0..2 {
             let l0 = ql_at(64 * j);
             let l1 = ql_at(64 * j + 32);
             let h = qh_at(32 * j);
-            let q = [
-                _mm256_or_si256(
-                    _mm256_and_si256(l0, m4),
-                    _mm256_slli_epi16::<4>(_mm256_and_si256(h, _mm256_set1_epi8(0x03))),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(l1, m4),
-                    _mm256_slli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0x0C))),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(l0), m4),
-                    _mm256_and_si256(h, _mm256_set1_epi8(0x30)),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
-                    _mm256_srli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0xC0u8 as i8))),
-                ),
-            ];
+            let q = q6_values(l0, l1, h);
             for (c, qc) in q.into_iter().enumerate() {
                 let g = 8 * j + 2 * c;
                 let p = _mm256_maddubs_epi16(qc, load32(at32(y, 128 * j + 32 * c)));
@@ -250,31 +259,8 @@ pub(crate) mod x86 {
         y: &[u8; 256],
         bsums: &[u8; 32],
     ) -> [i32; 8] {
-        let m4 = _mm256_set1_epi8(0x0F);
         let ones = _mm256_set1_epi16(1);
         let ld = |b: &[u8], at: usize| load32(b[at..at + 32].try_into().expect("32 bytes"));
-        // The four 6-bit values (of the value groups l, l+32, l+64, l+96 of a half) from
-        // ql bytes a (plain 64j+l), b (64j+32+l) and qh bytes h (32j+l).
-        let quads = |a: __m256i, b: __m256i, h: __m256i| {
-            [
-                _mm256_or_si256(
-                    _mm256_and_si256(a, m4),
-                    _mm256_slli_epi16::<4>(_mm256_and_si256(h, _mm256_set1_epi8(0x03))),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(b, m4),
-                    _mm256_slli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0x0C))),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(a), m4),
-                    _mm256_and_si256(h, _mm256_set1_epi8(0x30)),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(b), m4),
-                    _mm256_srli_epi16::<2>(_mm256_and_si256(h, _mm256_set1_epi8(0xC0u8 as i8))),
-                ),
-            ]
-        };
         let scales8 = |g: usize| -> __m256i {
             // The eight rows' scales of group g, as i32 lanes (row r in lane r).
             let b: [u8; 8] = x.scales[8 * g..8 * g + 8].try_into().expect("8 bytes");
@@ -298,7 +284,7 @@ pub(crate) mod x86 {
                         let a = ld(&x.ql, (64 * j + l) / 4 * 32);
                         let b = ld(&x.ql, (64 * j + 32 + l) / 4 * 32);
                         let h = ld(&x.qh, (32 * j + l) / 4 * 32);
-                        for (k, q) in quads(a, b, h).into_iter().enumerate() {
+                        for (k, q) in q6_values(a, b, h).into_iter().enumerate() {
                             let i = 128 * j + 32 * k + l;
                             let yv = _mm256_set1_epi32(i32::from_le_bytes(
                                 y[i..i + 4].try_into().expect("4 bytes"),
@@ -331,7 +317,7 @@ pub(crate) mod x86 {
                         let a = ld(&x.ql, (64 * j + l) / 8 * 64 + 32 * qd);
                         let b = ld(&x.ql, (64 * j + 32 + l) / 8 * 64 + 32 * qd);
                         let h = ld(&x.qh, (32 * j + l) / 8 * 64 + 32 * qd);
-                        for (k, q) in quads(a, b, h).into_iter().enumerate() {
+                        for (k, q) in q6_values(a, b, h).into_iter().enumerate() {
                             let i = 128 * j + 32 * k + l;
                             let yv = _mm256_set1_epi64x(i64::from_le_bytes(
                                 y[i..i + 8].try_into().expect("8 bytes"),
