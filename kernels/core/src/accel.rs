@@ -24,13 +24,25 @@
 //! unit tests below compare each primitive with its scalar definition on random and
 //! extreme inputs.
 //!
-//! Where the accelerated form is used: the aarch64 twins' `nrc == 1` vec_dot kernels
-//! (`arch::aarch64::neon::vec_dot`, which the i8mm and SVE lanes share for their K-quant
-//! single-row dots) and the Q6_K integer sum every aarch64 twin shares
-//! ([`crate::arch::aarch64::neon::vec_dot::q6_k_isum`]), and the GPU lanes' MMVQ warp
-//! emulation ([`crate::gpu::mmvq_gemv`]: every thread of one weight block at once in AVX2
-//! lanes, compiled with FMA so each fused multiply-add is one instruction). The other
-//! twins run their scalar form everywhere (docs/PERFORMANCE.md has the figures).
+//! Where the accelerated form is used:
+//!
+//! - the aarch64 twins' `nrc == 1` vec_dot kernels (`arch::aarch64::neon::vec_dot`,
+//!   which the i8mm and SVE lanes share for their K-quant single-row dots; the SVE
+//!   lanes' own Q4_0/Q8_0 kernels at 128 and 256 bits, `arch::aarch64::sve::vec_dot`)
+//!   and the Q6_K integer sum every aarch64 twin shares
+//!   ([`crate::arch::aarch64::neon::vec_dot::q6_k_isum`]);
+//! - the aarch64 repacked twins' integer stages: Q4_K and Q6_K eight rows at a time
+//!   (`x86::q4kx8_dots`, `x86::q6kx8_isums`), Q8_0 and Q4_0 four rows at a time
+//!   (`x86::q8_0x4_isums`, `x86::q4_0x4_isums`, 4- and 8-byte interleaves);
+//! - the x86 lanes' vec_dot twins (`arch::x86_64::avx2::vec_dot`): the tier's own
+//!   integer lanes (for Q4_0/Q8_0 its `sign`/`maddubs`/`madd` sequence,
+//!   `x86::mul_sum_i8_lanes`) and its eight-lane FMA accumulation;
+//! - the GPU lanes' MMVQ warp emulation ([`crate::gpu::mmvq_gemv`]: every thread of one
+//!   weight block at once in AVX2 lanes, compiled with FMA so each fused multiply-add is
+//!   one instruction).
+//!
+//! The other twins run their scalar form everywhere (docs/PERFORMANCE.md has the
+//! figures).
 
 use std::cell::Cell;
 
@@ -160,6 +172,15 @@ pub(crate) mod x86 {
     #[inline]
     #[target_feature(enable = "avx2")]
     pub(crate) fn q4k_sumi(qs: &[u8; 128], y: &[u8; 256], sc: &[u8; 8]) -> i32 {
+        hsum_i32(q4k_lanes(qs, y, sc))
+    }
+
+    /// The eight i32 lanes whose sum is [`q4k_sumi`], as ggml's AVX2 kernel forms them:
+    /// lane t sums bytes 4t..4t+3 of every 32-byte run (low and high nibbles against
+    /// their activations, times their sub-block's scale). Bounds as [`q4k_sumi`].
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q4k_lanes(qs: &[u8; 128], y: &[u8; 256], sc: &[u8; 8]) -> __m256i {
         let m4 = _mm256_set1_epi8(0x0F);
         let mut acc = _mm256_setzero_si256();
         for c in 0..4 {
@@ -172,7 +193,7 @@ pub(crate) mod x86 {
             let sh = _mm256_madd_epi16(ph, _mm256_set1_epi16(sc[2 * c + 1] as i16));
             acc = _mm256_add_epi32(acc, _mm256_add_epi32(sl, sh));
         }
-        hsum_i32(acc)
+        acc
     }
 
     /// `sum_g sc[g] * sum_{i in g} q_i * y_i` of one Q6_K superblock, with `q_i` its
@@ -183,7 +204,21 @@ pub(crate) mod x86 {
     #[inline]
     #[target_feature(enable = "avx2")]
     pub(crate) fn q6k_dot(ql: &[u8; 128], qh: &[u8; 64], y: &[u8; 256], sc: &[u8; 16]) -> i32 {
-        q6k_dot_from(|o| load32(at32(ql, o)), |o| load32(at32(qh, o)), y, sc)
+        hsum_i32(q6k_lanes(ql, qh, y, sc))
+    }
+
+    /// The eight i32 lanes whose sum is [`q6k_dot`], as ggml's AVX2 kernel forms them:
+    /// lane t sums bytes 4t..4t+3 of every 32-value chunk times its group's scale
+    /// (bytes 0..16 of a chunk are one group, 16..32 the next). Bounds as [`q6k_dot`].
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q6k_lanes(
+        ql: &[u8; 128],
+        qh: &[u8; 64],
+        y: &[u8; 256],
+        sc: &[u8; 16],
+    ) -> __m256i {
+        q6k_lanes_from(|o| load32(at32(ql, o)), |o| load32(at32(qh, o)), y, sc)
     }
 
     /// The four 6-bit values of a Q6_K half for value groups `l`, `l+32`, `l+64`, `l+96`,
@@ -213,16 +248,16 @@ pub(crate) mod x86 {
         ]
     }
 
-    /// [`q6k_dot`] with the 32-byte pieces of `ql` (at byte 0, 32, 64, 96) and `qh` (at
+    /// [`q6k_lanes`] with the 32-byte pieces of `ql` (at byte 0, 32, 64, 96) and `qh` (at
     /// 0, 32) supplied by `ql_at` / `qh_at` (plain or gathered from an interleave).
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn q6k_dot_from(
+    fn q6k_lanes_from(
         ql_at: impl Fn(usize) -> __m256i,
         qh_at: impl Fn(usize) -> __m256i,
         y: &[u8; 256],
         sc: &[u8; 16],
-    ) -> i32 {
+    ) -> __m256i {
         let mut acc = _mm256_setzero_si256();
         for j in 0..2 {
             let l0 = ql_at(64 * j);
@@ -239,7 +274,7 @@ pub(crate) mod x86 {
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
             }
         }
-        hsum_i32(acc)
+        acc
     }
 
     /// The exact integer sums of the eight rows of one `block_q6_Kx8` (interleave `il`, 4
@@ -356,7 +391,43 @@ pub(crate) mod x86 {
     #[inline]
     #[target_feature(enable = "avx2")]
     pub(crate) fn bsums_dot(bsums: &[u8; 32], sc: &[u8; 16]) -> i32 {
-        hsum_i32(_mm256_madd_epi16(load32(bsums), _mm256_cvtepi8_epi16(load16(sc))))
+        hsum_i32(bsums_lanes(bsums, sc))
+    }
+
+    /// The eight i32 lanes whose sum is [`bsums_dot`]: lane t is `bsum[2t] * sc[2t] +
+    /// bsum[2t+1] * sc[2t+1]` (`_mm256_madd_epi16`, exact at these bounds).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn bsums_lanes(bsums: &[u8; 32], sc: &[u8; 16]) -> __m256i {
+        _mm256_madd_epi16(load32(bsums), _mm256_cvtepi8_epi16(load16(sc)))
+    }
+
+    /// ggml's AVX2 `mul_sum_i8_pairs` before its float conversion, on 32 signed bytes x
+    /// and y: the eight i32 lanes of `madd(1, maddubs(|x|, sign(y, x)))`, lane t summing
+    /// bytes 4t..4t+3. The instructions themselves, so their wrap-around (`sign` of -128)
+    /// is the tier's; no `maddubs` pair saturates (|x| <= 128, sign(y, x) in -128..=127).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn mul_sum_i8_lanes(x: __m256i, y: __m256i) -> __m256i {
+        let ax = _mm256_sign_epi8(x, x);
+        let sy = _mm256_sign_epi8(y, x);
+        _mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(ax, sy))
+    }
+
+    /// The 32 bytes of a Q8_0 block's values.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q8_0_bytes(qs: &[u8; 32]) -> __m256i {
+        load32(qs)
+    }
+
+    /// A Q4_0 block's 32 signed values (low nibbles, then high ones, minus 8) as ggml's
+    /// `bytes_from_nibbles_32` and `_mm256_sub_epi8(_, 8)` lay them out.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q4_0_bytes(qs: &[u8; 16]) -> __m256i {
+        let (lo, hi) = q4_0_halves(qs);
+        _mm256_set_m128i(hi, lo)
     }
 
     /// The sub-block dots of the eight interleaved rows of one `block_q4_Kx8` against
@@ -443,6 +514,116 @@ pub(crate) mod x86 {
         _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
     }
 
+    /// The eight 256-bit SVE `svdot` lanes of one 32-value block pair (x as its two
+    /// 16-byte halves, values 0..15 and 16..31; y signed bytes): lane t is
+    /// `sum_{b in 4t..4t+4} x[b] * y[b]` (exact: products widened to i16, pair sums in
+    /// i32, quads by one horizontal add, put back in order by one permute).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn sdot_lanes8(xl: __m128i, xh: __m128i, y: &[u8; 32]) -> __m256i {
+        // Element k of ml: values 2k, 2k+1 (k < 8); of mh: values 16 + 2k, 17 + 2k.
+        let ml =
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(xl), _mm256_cvtepi8_epi16(load16(at16(y, 0))));
+        let mh =
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(xh), _mm256_cvtepi8_epi16(load16(at16(y, 16))));
+        // Per 128-bit half: quads (0, 1, 4, 5) in the low one, (2, 3, 6, 7) in the high.
+        let h = _mm256_hadd_epi32(ml, mh);
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(h)
+    }
+
+    /// The activation bytes that line up with chunk `c` of a 4-row interleave (32 bytes
+    /// holding plain offsets 8c..8c+8 of each row; `il` 4: the rows' first four bytes,
+    /// then their last four; `il` 8: the rows' eight bytes in turn): `y` words (4 bytes)
+    /// `w`, `w + 1`, repeated in the same pattern.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn y_for_chunk(y: __m256i, w: i32, il: usize) -> __m256i {
+        let idx = if il == 4 {
+            _mm256_setr_epi32(w, w, w, w, w + 1, w + 1, w + 1, w + 1)
+        } else {
+            _mm256_setr_epi32(w, w + 1, w, w + 1, w, w + 1, w, w + 1)
+        };
+        _mm256_permutevar8x32_epi32(y, idx)
+    }
+
+    /// Exact signed byte products of x and y, pairs summed: for the low and the high
+    /// 16 bytes, eight i32 lanes each (lane k: bytes 2k, 2k+1 of that half).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn madd_i8_halves(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
+        let w = |v: __m128i| _mm256_cvtepi8_epi16(v);
+        (
+            _mm256_madd_epi16(w(_mm256_castsi256_si128(x)), w(_mm256_castsi256_si128(y))),
+            _mm256_madd_epi16(
+                w(_mm256_extracti128_si256::<1>(x)),
+                w(_mm256_extracti128_si256::<1>(y)),
+            ),
+        )
+    }
+
+    /// The four rows' sums from the low-half and high-half lanes of
+    /// [`madd_i8_halves`] summed over the chunks of a 4-row interleave `il`: byte 16h + 2k
+    /// of a chunk belongs to row `((16h + 2k) / il) % 4`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn rows4(acc_lo: __m256i, acc_hi: __m256i, il: usize) -> [i32; 4] {
+        let mut a = [0i32; 16];
+        // SAFETY: `a` holds sixteen i32; the stores are unaligned.
+        unsafe {
+            _mm256_storeu_si256(a.as_mut_ptr() as *mut __m256i, acc_lo);
+            _mm256_storeu_si256(a.as_mut_ptr().add(8) as *mut __m256i, acc_hi);
+        }
+        let mut r = [0i32; 4];
+        for (i, v) in a.into_iter().enumerate() {
+            let (h, k) = (i / 8, i % 8);
+            r[((16 * h + 2 * k) / il) % 4] += v;
+        }
+        r
+    }
+
+    /// The exact integer dots of the four rows of one `block_q8_0x4` (interleave `il`, 4
+    /// or 8: plain value o of row r at `((o / il) * 4 + r) * il + o % il`) with one Q8_0
+    /// activation block's 32 values: `sum_o x[r][o] * y[o]`. Bounds: 32 products of at
+    /// most 2^14 each.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q8_0x4_isums(qs: &[u8; 128], il: usize, y: &[u8; 32]) -> [i32; 4] {
+        let yv = load32(y);
+        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for c in 0..4 {
+            let (l, h) =
+                madd_i8_halves(load32(at32(qs, 32 * c)), y_for_chunk(yv, 2 * c as i32, il));
+            lo = _mm256_add_epi32(lo, l);
+            hi = _mm256_add_epi32(hi, h);
+        }
+        rows4(lo, hi, il)
+    }
+
+    /// The exact integer dots of the four rows of one `block_q4_0x4` (interleave `il`, 4
+    /// or 8, quants stored XOR 0x88) with one Q8_0 activation block: `sum_o (lo_o - 8) *
+    /// y[o] + (hi_o - 8) * y[o + 16]` over the row's 16 plain bytes. Bounds: 32 products
+    /// of at most 8 * 128 each.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q4_0x4_isums(qs: &[u8; 64], il: usize, y: &[u8; 32]) -> [i32; 4] {
+        let yv = load32(y);
+        let m4 = _mm256_set1_epi8(0x0F);
+        let eight = _mm256_set1_epi8(8);
+        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for c in 0..2 {
+            let q = _mm256_xor_si256(load32(at32(qs, 32 * c)), _mm256_set1_epi8(0x88u8 as i8));
+            let ql = _mm256_sub_epi8(_mm256_and_si256(q, m4), eight);
+            let qh = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16::<4>(q), m4), eight);
+            let w = 2 * c as i32;
+            for (v, yw) in [(ql, y_for_chunk(yv, w, il)), (qh, y_for_chunk(yv, w + 4, il))] {
+                let (l, h) = madd_i8_halves(v, yw);
+                lo = _mm256_add_epi32(lo, l);
+                hi = _mm256_add_epi32(hi, h);
+            }
+        }
+        rows4(lo, hi, il)
+    }
+
     /// The 16 low and 16 high signed values of a Q4_0 block's nibbles, minus 8.
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -482,6 +663,56 @@ mod tests {
             let (sc, mn) = q4k_scales_mins(&q);
             for j in 0..8 {
                 assert_eq!((sc[j], mn[j]), scale_min_k4(j, &q), "{q:?} j={j}");
+            }
+        }
+    }
+
+    /// `q8_0x4_isums` and `q4_0x4_isums` against their definition, both interleaves, on
+    /// random bytes and on extreme ones (-128 and 127 everywhere).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x4_isums_are_their_definition() {
+        use crate::repack::interleaved_index;
+        if !x86_avx2() {
+            return;
+        }
+        let mut st = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            st as u8
+        };
+        for round in 0..2000 {
+            let pick = |b: u8| match round % 4 {
+                0 => 0x80,
+                1 => 0x7F,
+                _ => b,
+            };
+            let q8: [u8; 128] = core::array::from_fn(|_| pick(next()));
+            let q4: [u8; 64] = core::array::from_fn(|_| pick(next()));
+            let y: [u8; 32] = core::array::from_fn(|_| pick(next()));
+            for il in [4, 8] {
+                // SAFETY: AVX2 checked above.
+                let got8 = unsafe { x86::q8_0x4_isums(&q8, il, &y) };
+                // SAFETY: AVX2 checked above.
+                let got4 = unsafe { x86::q4_0x4_isums(&q4, il, &y) };
+                for r in 0..4 {
+                    let want8: i32 = (0..32)
+                        .map(|o| {
+                            q8[interleaved_index(4, il, r, o)] as i8 as i32 * y[o] as i8 as i32
+                        })
+                        .sum();
+                    let want4: i32 = (0..16)
+                        .map(|o| {
+                            let q = q4[interleaved_index(4, il, r, o)] ^ 0x88;
+                            ((q & 0xF) as i32 - 8) * y[o] as i8 as i32
+                                + ((q >> 4) as i32 - 8) * y[o + 16] as i8 as i32
+                        })
+                        .sum();
+                    assert_eq!(got8[r], want8, "q8_0x4 il {il} row {r} round {round}");
+                    assert_eq!(got4[r], want4, "q4_0x4 il {il} row {r} round {round}");
+                }
             }
         }
     }

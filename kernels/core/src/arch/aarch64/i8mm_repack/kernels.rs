@@ -184,30 +184,11 @@ pub(crate) mod fast {
 /// `ggml_gemv_q4_0_4x8_q8_0` (and, per row, `ggml_gemm_q4_0_4x8_q8_0`) for one group of
 /// 4 columns.
 pub fn gemv_q4_0_4x8(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
-    let mut acc = [0.0f32; 4];
-    for (x, yb) in blocks.iter().zip(y) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            let mut isum = 0i32;
-            for o in 0..16 {
-                let q = x.q_il8(j, o);
-                isum += ((q & 0xF) as i32 - 8) * yb.q(o) as i32;
-                isum += ((q >> 4) as i32 - 8) * yb.q(o + 16) as i32;
-            }
-            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
-        }
-    }
-    acc
+    crate::arch::aarch64::neon_repack::kernels::gemv_q4_0_4xil(blocks, 8, y)
 }
 
 /// `ggml_gemv_q8_0_4x8_q8_0` (and, per row, `ggml_gemm_q8_0_4x8_q8_0`) for one group of
 /// 4 columns.
 pub fn gemv_q8_0_4x8(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
-    let mut acc = [0.0f32; 4];
-    for (x, yb) in blocks.iter().zip(y) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            let isum: i32 = (0..32).map(|o| x.q_il8(j, o) as i32 * yb.q(o) as i32).sum();
-            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
-        }
-    }
-    acc
+    crate::arch::aarch64::neon_repack::kernels::gemv_q8_0_4xil(blocks, 8, y)
 }

@@ -294,7 +294,7 @@ mod fast {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::blocks::cast_blocks;
     use crate::rng::Rng;
@@ -303,7 +303,7 @@ mod tests {
     /// `nb` random blocks of `ty` with finite scales (f16 exponent below all-ones; the
     /// Q8_K f32 scale a normal number) and every other byte random, so extreme codes
     /// (-128 in q8 data, 0 and 15 nibbles) occur.
-    fn blocks(rng: &mut Rng, ty: GgmlType, nb: usize, extreme: bool) -> Vec<u8> {
+    pub(crate) fn blocks(rng: &mut Rng, ty: GgmlType, nb: usize, extreme: bool) -> Vec<u8> {
         let size = ty.type_size();
         let mut b = vec![0u8; nb * size];
         rng.fill_bytes(&mut b);
@@ -336,7 +336,7 @@ mod tests {
         b
     }
 
-    fn same(what: &str, f: impl Fn() -> f32) {
+    pub(crate) fn same(what: &str, f: impl Fn() -> f32) {
         let fast = f();
         let scalar = crate::accel::with_scalar(&f);
         assert_eq!(fast.to_bits(), scalar.to_bits(), "{what}: accelerated {fast} scalar {scalar}");

@@ -29,6 +29,9 @@
 //! the NEON row quantizer row by row; q8_K by the generic `ggml_quantize_mat_q8_K_4x4`,
 //! whose `nearest_int(x * iscale)` GCC contracts as in `quantize_row_q8_K_ref`, so it
 //! equals the aarch64 row rule row by row (checked against the oracle).
+//! The integer stages (Q4_K and Q6_K eight rows, Q4_0 and Q8_0 four rows per block) run
+//! their accelerated form where [`crate::accel`] allows; the float operations above are
+//! the same in both forms.
 //! Native counterpart: `tiercheck-aarch64` (`neon_repack::kernels`), same names.
 
 use crate::arch::aarch64::neon::vec_dot::q6_k_isum;
@@ -111,35 +114,76 @@ mod fast {
 /// `ggml_gemv_q4_0_4x4_q8_0` (and, per row, `ggml_gemm_q4_0_4x4_q8_0`) for one group of
 /// 4 columns.
 pub fn gemv_q4_0_4x4(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
+    gemv_q4_0_4xil(blocks, 4, y)
+}
+
+/// The four rows' exact integer dots of one `block_q4_0x4` (interleave `il`, 4 or 8)
+/// with one Q8_0 block: by [`crate::accel::x86::q4_0x4_isums`] where [`crate::accel`]
+/// allows, else value by value.
+#[inline]
+pub(crate) fn q4_0x4_isums(x: &BlockQ4_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 (detected just above); the same exact integers.
+        return unsafe { crate::accel::x86::q4_0x4_isums(&x.qs, il, &yb.qs) };
+    }
+    core::array::from_fn(|j| {
+        let mut isum = 0i32;
+        for o in 0..16 {
+            let q = if il == 4 { x.q(j, o) } else { x.q_il8(j, o) };
+            isum += ((q & 0xF) as i32 - 8) * yb.q(o) as i32;
+            isum += ((q >> 4) as i32 - 8) * yb.q(o + 16) as i32;
+        }
+        isum
+    })
+}
+
+/// The four rows' exact integer dots of one `block_q8_0x4` (interleave `il`, 4 or 8)
+/// with one Q8_0 block: by [`crate::accel::x86::q8_0x4_isums`] where [`crate::accel`]
+/// allows, else value by value.
+#[inline]
+pub(crate) fn q8_0x4_isums(x: &BlockQ8_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 (detected just above); the same exact integers.
+        return unsafe { crate::accel::x86::q8_0x4_isums(&x.qs, il, &yb.qs) };
+    }
+    core::array::from_fn(|j| {
+        (0..32)
+            .map(|o| if il == 4 { x.q(j, o) } else { x.q_il8(j, o) } as i32 * yb.q(o) as i32)
+            .sum()
+    })
+}
+
+/// The arithmetic of `ggml_gemv_q4_0_4x4_q8_0` (`il` 4) and the i8mm build's
+/// `ggml_gemv_q4_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
+pub(crate) fn gemv_q4_0_4xil(blocks: &[BlockQ4_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
     let mut acc = [0.0f32; 4];
     for (x, yb) in blocks.iter().zip(y) {
+        let isum = q4_0x4_isums(x, il, yb);
         for (j, a) in acc.iter_mut().enumerate() {
-            let mut isum = 0i32;
-            for o in 0..16 {
-                let q = x.q(j, o);
-                isum += ((q & 0xF) as i32 - 8) * yb.q(o) as i32;
-                isum += ((q >> 4) as i32 - 8) * yb.q(o + 16) as i32;
-            }
-            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
+            *a = (isum[j] as f32).mul_add(yb.d() * f16(x.d[j]), *a);
         }
     }
     acc
 }
 
-fn q8_0x4_isum(x: &BlockQ8_0x4, j: usize, yb: &BlockQ8_0) -> i32 {
-    (0..32).map(|o| x.q(j, o) as i32 * yb.q(o) as i32).sum()
+/// The arithmetic of `ggml_gemv_q8_0_4x4_q8_0` (`il` 4) and the i8mm build's
+/// `ggml_gemv_q8_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
+pub(crate) fn gemv_q8_0_4xil(blocks: &[BlockQ8_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [0.0f32; 4];
+    for (x, yb) in blocks.iter().zip(y) {
+        let isum = q8_0x4_isums(x, il, yb);
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = (isum[j] as f32).mul_add(yb.d() * f16(x.d[j]), *a);
+        }
+    }
+    acc
 }
 
 /// `ggml_gemv_q8_0_4x4_q8_0` for one group of 4 columns.
 pub fn gemv_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
-    let mut acc = [0.0f32; 4];
-    for (x, yb) in blocks.iter().zip(y) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            let isum = q8_0x4_isum(x, j, yb);
-            *a = (isum as f32).mul_add(yb.d() * f16(x.d[j]), *a);
-        }
-    }
-    acc
+    gemv_q8_0_4xil(blocks, 4, y)
 }
 
 /// `ggml_gemm_q8_0_4x4_q8_0` for one group of 4 columns and one activation row (the
@@ -147,9 +191,9 @@ pub fn gemv_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
 pub fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
     let mut acc = [0.0f32; 4];
     for (x, yb) in blocks.iter().zip(y) {
+        let isum = q8_0x4_isums(x, 4, yb);
         for (j, a) in acc.iter_mut().enumerate() {
-            let isum = q8_0x4_isum(x, j, yb);
-            *a += (f16(x.d[j]) * yb.d()) * isum as f32;
+            *a += (f16(x.d[j]) * yb.d()) * isum[j] as f32;
         }
     }
     acc

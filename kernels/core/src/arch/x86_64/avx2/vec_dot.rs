@@ -26,6 +26,11 @@
 //! sum can saturate on their inputs and the rest is exact (wrapping) integer addition,
 //! which any grouping gives alike; the tests keep the instruction-by-instruction forms
 //! as the oracle. The float operations are the ones above, in that order.
+//!
+//! Each kernel runs its accelerated form where [`crate::accel`] allows (x86-64 with AVX2
+//! and FMA, not under `with_scalar`): the tier's integer lanes by the same byte
+//! instructions, the float operations above one for one on eight lanes. Under
+//! `with_scalar` the scalar code runs, compiled with AVX2 and FMA where the CPU has them.
 
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
@@ -157,6 +162,11 @@ fn small_u8_i8_products(u: &[u8; 32], s: &[u8; 32]) -> [i16; 32] {
 /// `ggml_vec_dot_q4_0_q8_0`, AVX2 path.
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { fast::vec_dot_q4_0_q8_0(x, y) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if wide::available() {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
         return unsafe { wide::vec_dot_q4_0_q8_0(x, y) };
@@ -184,6 +194,11 @@ fn vec_dot_q4_0_q8_0_in<const FUSED: bool>(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> 
 /// `ggml_vec_dot_q8_0_q8_0`, AVX2 path.
 pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { fast::vec_dot_q8_0_q8_0(x, y) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if wide::available() {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
         return unsafe { wide::vec_dot_q8_0_q8_0(x, y) };
@@ -206,6 +221,11 @@ fn vec_dot_q8_0_q8_0_in<const FUSED: bool>(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> 
 
 /// `ggml_vec_dot_q4_K_q8_K`, AVX2 path.
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { fast::vec_dot_q4_k_q8_k(x, y) };
+    }
     #[cfg(target_arch = "x86_64")]
     if wide::available() {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
@@ -264,6 +284,11 @@ fn vec_dot_q4_k_q8_k_in<const FUSED: bool>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f3
 
 /// `ggml_vec_dot_q6_K_q8_K`, AVX2 path.
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::accel::x86_avx2() {
+        // SAFETY: this CPU has AVX2 and FMA (detected just above).
+        return unsafe { fast::vec_dot_q6_k_q8_k(x, y) };
+    }
     #[cfg(target_arch = "x86_64")]
     if wide::available() {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
@@ -326,6 +351,90 @@ fn vec_dot_q6_k_q8_k_in<const FUSED: bool>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f3
         fma_lanes_in::<8, FUSED>(d, &lanes, &mut acc);
     }
     hsum_float_8(acc)
+}
+
+/// The accelerated forms (see [`crate::accel`]): the integer lanes by the byte
+/// instructions of [`crate::accel::x86`] (exact; for Q4_0/Q8_0 the tier's own `sign` /
+/// `maddubs` / `madd` sequence), the scalar functions' float operations one for one on
+/// the same eight lanes (`fma` as FMA3, [`hsum_float_8`] on the stored lanes).
+#[cfg(target_arch = "x86_64")]
+mod fast {
+    use super::*;
+    use crate::accel::x86;
+    use core::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn lanes(v: __m256) -> [f32; 8] {
+        let mut a = [0.0f32; 8];
+        // SAFETY: `a` holds eight floats; the store is unaligned.
+        unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
+        a
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = _mm256_set1_ps(xb.d() * yb.d());
+            let q = x86::mul_sum_i8_lanes(x86::q4_0_bytes(&xb.qs), x86::q8_0_bytes(&yb.qs));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc);
+        }
+        hsum_float_8(lanes(acc))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = _mm256_set1_ps(xb.d() * yb.d());
+            let q = x86::mul_sum_i8_lanes(x86::q8_0_bytes(&xb.qs), x86::q8_0_bytes(&yb.qs));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc);
+        }
+        hsum_float_8(lanes(acc))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = _mm_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = -yb.d() * xb.dmin();
+            let (sc, mn) = crate::accel::q4k_scales_mins(&xb.scales);
+            // _mm_hadd_epi16 of the bsums: wrapping i16 pair sums, then madd with mins.
+            let s: [i16; 8] =
+                core::array::from_fn(|j| yb.bsum(2 * j).wrapping_add(yb.bsum(2 * j + 1)));
+            let prod: [f32; 4] = core::array::from_fn(|i| {
+                (mn[2 * i] as i32 * s[2 * i] as i32 + mn[2 * i + 1] as i32 * s[2 * i + 1] as i32)
+                    as f32
+            });
+            // SAFETY: `prod` holds four floats; the load is unaligned.
+            let prod = unsafe { _mm_loadu_ps(prod.as_ptr()) };
+            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), prod, acc_m);
+            let sumi = x86::q4k_lanes(&xb.qs, &yb.qs, &sc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        let mut m = [0.0f32; 4];
+        // SAFETY: `m` holds four floats; the store is unaligned.
+        unsafe { _mm_storeu_ps(m.as_mut_ptr(), acc_m) };
+        let m01 = m[0] + m[2];
+        let m23 = m[1] + m[3];
+        hsum_float_8(lanes(acc)) + (m01 + m23)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = _mm256_set1_ps(yb.d() * xb.d());
+            let sub = _mm256_slli_epi32::<5>(x86::bsums_lanes(&yb.bsums, &xb.scales));
+            let q = x86::q6k_lanes(&xb.ql, &xb.qh, &yb.qs, &xb.scales);
+            let l = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, sub));
+            acc = _mm256_fmadd_ps(d, l, acc);
+        }
+        hsum_float_8(lanes(acc))
+    }
 }
 
 /// The kernels above compiled a second time with AVX2 and FMA enabled, for CPUs that
@@ -715,6 +824,9 @@ mod tests {
 
     /// The public kernels (the AVX2 + FMA build where this CPU has them) and the
     /// baseline build, against the literal forms.
+    /// The accelerated form (where this CPU runs it), the scalar form compiled with AVX2
+    /// and FMA (`wide`, under `with_scalar`) and the baseline build all equal the
+    /// instruction-literal oracle.
     #[test]
     fn kernels_equal_instruction_literal_forms() {
         let mut r = Bytes(0x1234_5678_9ABC_DEF1);
@@ -727,14 +839,16 @@ mod tests {
             x.iter_mut().for_each(|b| b.d = r.half());
             y.iter_mut().for_each(|b| b.d = r.half());
             let b = literal::vec_dot_q8_0_q8_0(&x, &y);
-            for a in [vec_dot_q8_0_q8_0(&x, &y), vec_dot_q8_0_q8_0_in::<false>(&x, &y)] {
+            let scalar = crate::accel::with_scalar(|| vec_dot_q8_0_q8_0(&x, &y));
+            for a in [vec_dot_q8_0_q8_0(&x, &y), scalar, vec_dot_q8_0_q8_0_in::<false>(&x, &y)] {
                 assert!(same(a, b), "q8_0 case {case}: {a:e} vs {b:e}");
             }
 
             let mut x4: Vec<BlockQ4_0> = blocks(&mut r, 8 * n, extreme);
             x4.iter_mut().for_each(|b| b.d = r.half());
             let b = literal::vec_dot_q4_0_q8_0(&x4, &y);
-            for a in [vec_dot_q4_0_q8_0(&x4, &y), vec_dot_q4_0_q8_0_in::<false>(&x4, &y)] {
+            let scalar = crate::accel::with_scalar(|| vec_dot_q4_0_q8_0(&x4, &y));
+            for a in [vec_dot_q4_0_q8_0(&x4, &y), scalar, vec_dot_q4_0_q8_0_in::<false>(&x4, &y)] {
                 assert!(same(a, b), "q4_0 case {case}: {a:e} vs {b:e}");
             }
 
@@ -745,14 +859,18 @@ mod tests {
                 b.dmin = r.half();
             }
             let b = literal::vec_dot_q4_k_q8_k(&xk, &yk);
-            for a in [vec_dot_q4_k_q8_k(&xk, &yk), vec_dot_q4_k_q8_k_in::<false>(&xk, &yk)] {
+            let scalar = crate::accel::with_scalar(|| vec_dot_q4_k_q8_k(&xk, &yk));
+            for a in [vec_dot_q4_k_q8_k(&xk, &yk), scalar, vec_dot_q4_k_q8_k_in::<false>(&xk, &yk)]
+            {
                 assert!(same(a, b), "q4_K case {case}: {a:e} vs {b:e}");
             }
 
             let mut x6: Vec<BlockQ6K> = blocks(&mut r, n, extreme);
             x6.iter_mut().for_each(|b| b.d = r.half());
             let b = literal::vec_dot_q6_k_q8_k(&x6, &yk);
-            for a in [vec_dot_q6_k_q8_k(&x6, &yk), vec_dot_q6_k_q8_k_in::<false>(&x6, &yk)] {
+            let scalar = crate::accel::with_scalar(|| vec_dot_q6_k_q8_k(&x6, &yk));
+            for a in [vec_dot_q6_k_q8_k(&x6, &yk), scalar, vec_dot_q6_k_q8_k_in::<false>(&x6, &yk)]
+            {
                 assert!(same(a, b), "q6_K case {case}: {a:e} vs {b:e}");
             }
         }
