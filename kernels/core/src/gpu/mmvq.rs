@@ -429,9 +429,9 @@ mod fast {
 
     /// `q4_k_tail` for the 16 threads of superblock `x` (thread `k`: `iqs = 2k`, chunk
     /// `k / 4`, ints `k % 4` and `k % 4 + 4` of the chunk), added into `tmp[0..16]`.
-    /// Per chunk the four threads are the four lanes of an SSE vector: `dot1` of lane
-    /// `r` is group `r` plus group `r + 4` of the chunk's 32 byte products, `dot2` the
-    /// same of the q8_1 bytes alone.
+    /// Two chunks at a time are the eight lanes of an AVX vector (lane `4c + r`: chunk
+    /// `2p + c`, thread `r` of it): `dot1` of a lane is group `r` plus group `r + 4` of
+    /// its chunk's 32 byte products, `dot2` the same of the q8_1 bytes alone.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn q4_k_block(
         x: &BlockQ4K,
@@ -442,44 +442,79 @@ mod fast {
         assert!(y.len() == 8 && tmp.len() == 16);
         let mask = _mm256_set1_epi8(0x0F);
         let ones = _mm256_set1_epi8(1);
-        let (dx, dy) = (_mm_set1_ps(x.d()), _mm_set1_ps(x.dmin()));
-        let fold =
-            |v: __m256i| _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        for j in 0..4 {
+        let (dx, dy) = (_mm256_set1_ps(x.d()), _mm256_set1_ps(x.dmin()));
+        // [a_lo + a_hi | b_lo + b_hi]: the four groups r + (r + 4) of a, then of b.
+        let fold2 = |a: __m256i, b: __m256i| {
+            _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(a, b),
+                _mm256_permute2x128_si256::<0x31>(a, b),
+            )
+        };
+        let pair = |lo: i32, hi: i32| _mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi);
+        for p in 0..2 {
+            let (j0, j1) = (2 * p, 2 * p + 1);
             // SAFETY: 32 bytes at 32 * j of the 128-byte `qs`; each q8_1 block has 32.
-            let q = unsafe { _mm256_loadu_si256(x.qs.as_ptr().add(32 * j).cast()) };
-            let (sc, m) = q4_k_scales_for_chunk(&x.scales, j);
-            let mut sumf_d = _mm_setzero_ps();
-            let mut sumf_m = _mm_setzero_ps();
+            let (q0, q1) = unsafe {
+                (
+                    _mm256_loadu_si256(x.qs.as_ptr().add(32 * j0).cast()),
+                    _mm256_loadu_si256(x.qs.as_ptr().add(32 * j1).cast()),
+                )
+            };
+            let (sc0, m0) = q4_k_scales_for_chunk(&x.scales, j0);
+            let (sc1, m1) = q4_k_scales_for_chunk(&x.scales, j1);
+            let mut sumf_d = _mm256_setzero_ps();
+            let mut sumf_m = _mm256_setzero_ps();
             for i in 0..2 {
-                let b8 = &y[2 * j + i];
+                let (b0, b1) = (&y[2 * j0 + i], &y[2 * j1 + i]);
                 // SAFETY: as above.
-                let u = unsafe { _mm256_loadu_si256(b8.qs.as_ptr().cast()) };
-                let nib = if i == 0 { q } else { _mm256_srli_epi16::<4>(q) };
+                let (u0, u1) = unsafe {
+                    (
+                        _mm256_loadu_si256(b0.qs.as_ptr().cast()),
+                        _mm256_loadu_si256(b1.qs.as_ptr().cast()),
+                    )
+                };
+                let nib = |q: __m256i| {
+                    let q = if i == 0 { q } else { _mm256_srli_epi16::<4>(q) };
+                    _mm256_and_si256(q, mask)
+                };
                 // SAFETY: AVX2 is enabled here.
-                let (p, s) =
-                    unsafe { (int_dots(_mm256_and_si256(nib, mask), u), int_dots(ones, u)) };
-                let dot1 = fold(p);
-                let dot2 = fold(s);
-                let f1 = _mm_cvtepi32_ps(_mm_mullo_epi32(dot1, _mm_set1_epi32(sc[i] as i32)));
-                let f2 = _mm_cvtepi32_ps(_mm_mullo_epi32(dot2, _mm_set1_epi32(m[i] as i32)));
-                let d8 = _mm_set1_ps(b8.d());
+                let (p0, p1, s0, s1) = unsafe {
+                    (
+                        int_dots(nib(q0), u0),
+                        int_dots(nib(q1), u1),
+                        int_dots(ones, u0),
+                        int_dots(ones, u1),
+                    )
+                };
+                let dot1 = fold2(p0, p1);
+                let dot2 = fold2(s0, s1);
+                let f1 = _mm256_cvtepi32_ps(_mm256_mullo_epi32(
+                    dot1,
+                    pair(sc0[i] as i32, sc1[i] as i32),
+                ));
+                let f2 =
+                    _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot2, pair(m0[i] as i32, m1[i] as i32)));
+                let d8 = _mm256_set_m128(_mm_set1_ps(b1.d()), _mm_set1_ps(b0.d()));
                 // SAFETY: FMA is enabled here.
                 unsafe {
-                    sumf_d = mad4(c.vec_dot_sums, d8, f1, sumf_d);
-                    sumf_m = mad4(c.vec_dot_sums, d8, f2, sumf_m);
+                    sumf_d = mad8(c.vec_dot_sums, d8, f1, sumf_d);
+                    sumf_m = mad8(c.vec_dot_sums, d8, f2, sumf_m);
                 }
             }
             let v = match c.q4_k_combine {
-                Q4KCombine::Unfused => _mm_sub_ps(_mm_mul_ps(dx, sumf_d), _mm_mul_ps(dy, sumf_m)),
+                Q4KCombine::Unfused => {
+                    _mm256_sub_ps(_mm256_mul_ps(dx, sumf_d), _mm256_mul_ps(dy, sumf_m))
+                }
                 // fma(dx, sumf_d, -(dy * sumf_m))
-                Q4KCombine::FuseFirst => _mm_fmsub_ps(dx, sumf_d, _mm_mul_ps(dy, sumf_m)),
+                Q4KCombine::FuseFirst => _mm256_fmsub_ps(dx, sumf_d, _mm256_mul_ps(dy, sumf_m)),
                 // fma(-dy, sumf_m, dx * sumf_d)
-                Q4KCombine::FuseSecond => _mm_fnmadd_ps(dy, sumf_m, _mm_mul_ps(dx, sumf_d)),
+                Q4KCombine::FuseSecond => _mm256_fnmadd_ps(dy, sumf_m, _mm256_mul_ps(dx, sumf_d)),
             };
-            let t = &mut tmp[4 * j..4 * j + 4];
-            // SAFETY: `t` holds 4 floats.
-            unsafe { _mm_storeu_ps(t.as_mut_ptr(), _mm_add_ps(_mm_loadu_ps(t.as_ptr()), v)) };
+            let t = &mut tmp[8 * p..8 * p + 8];
+            // SAFETY: `t` holds 8 floats.
+            unsafe {
+                _mm256_storeu_ps(t.as_mut_ptr(), _mm256_add_ps(_mm256_loadu_ps(t.as_ptr()), v))
+            };
         }
     }
 
