@@ -1,5 +1,6 @@
 //! The decoder is deterministic: for every lane, two runs give identical trace bits,
-//! and so do 1, 2, 3 and 4 threads (matmuls split output columns only, never a sum).
+//! and so do 1, 2, 3 and 4 threads (matmuls split output columns only, never a sum;
+//! attention splits its (row, head) outputs, each computed whole by one thread).
 
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded;
@@ -12,10 +13,28 @@ fn digests(
     threads: usize,
     mode: Mode,
 ) -> (Vec<u32>, Vec<(String, String)>) {
+    digests_with(
+        model,
+        lane,
+        threads,
+        mode,
+        Attention::LLAMA_DEFAULT,
+        vec![17, 2045, 388, 901, 5, 6],
+    )
+}
+
+fn digests_with(
+    model: &Model,
+    lane: &str,
+    threads: usize,
+    mode: Mode,
+    attn: Attention,
+    ids: Vec<u32>,
+) -> (Vec<u32>, Vec<(String, String)>) {
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads };
-    let dec = Decoder::new(model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
-    let spec = RunSpec { ids: vec![17, 2045, 388, 901, 5, 6], steps: 6, mode, forced: Vec::new() };
+    let dec = Decoder::new(model, arith, Residual::F32, 512, attn).unwrap();
+    let spec = RunSpec { ids, steps: 6, mode, forced: Vec::new() };
     let out = run::run(&dec, &spec, TapSink::new(false, true)).unwrap();
     (out.generated, out.digests.into_iter().collect())
 }
@@ -35,6 +54,32 @@ fn every_lane_is_invariant_under_reruns_and_thread_counts() {
             for threads in [2, 3, 4] {
                 let b = digests(&model, lane, threads, mode);
                 assert_eq!(a, b, "{lane} {mode:?}: 1 and {threads} threads differ");
+            }
+        }
+    }
+}
+
+/// Every attention path with its (row, head) outputs split over threads: without flash
+/// attention (F32 cache), flash attention in one chunk (a short prompt, then decode
+/// steps) and the tiled flash attention (a prompt of at least 64 rows), on a lane of each
+/// elementwise family.
+#[test]
+fn attention_split_over_threads_gives_the_same_bits_on_every_path() {
+    let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
+    let long: Vec<u32> = (0..70).map(|i| (17 + 97 * i) % 2000).collect();
+    for lane in ["ref", "x86_64-avx2", "aarch64-neon", "aarch64-sve256"] {
+        for attn in [Attention::LLAMA_DEFAULT, Attention::F32_OFF] {
+            for ids in [vec![17, 2045, 388, 901, 5, 6], long.clone()] {
+                let a = digests_with(&model, lane, 1, Mode::Prompt, attn, ids.clone());
+                for threads in [2, 3] {
+                    let b = digests_with(&model, lane, threads, Mode::Prompt, attn, ids.clone());
+                    assert_eq!(
+                        a,
+                        b,
+                        "{lane} {attn:?} {} ids: 1 and {threads} threads differ",
+                        ids.len()
+                    );
+                }
             }
         }
     }

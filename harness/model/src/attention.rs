@@ -242,9 +242,52 @@ pub(crate) struct Step<'a> {
     pub hp: &'a HParams,
     pub elem: &'a dyn ElemOps,
     pub n_ctx: usize,
+    /// Threads for the heads (each (row, head) output is computed alone, in the same
+    /// operations whichever thread takes it, so the results do not depend on this).
+    pub threads: usize,
 }
 
+/// Below this many multiply-adds (rows x heads x cells x head size) a step's attention
+/// runs on one thread: spawning costs more than it saves.
+const PARALLEL_MIN_WORK: usize = 1 << 18;
+
 impl Step<'_> {
+    /// `out` (m rows of `n_head` outputs of `head_dim`) filled by `f(scratch, i, h, o)`
+    /// for every query row `i` and head `h`, the (i, h) outputs split over up to
+    /// `self.threads` threads in contiguous runs; `init` makes one scratch per thread.
+    fn per_head<S>(
+        &self,
+        m: usize,
+        n_kv: usize,
+        init: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, usize, usize, &mut [f32]) + Sync,
+    ) -> Vec<f32> {
+        let (hd, nh) = (self.hp.head_dim, self.hp.n_head);
+        let mut out = vec![0.0f32; m * nh * hd];
+        let jobs = m * nh;
+        let work = jobs.saturating_mul(n_kv).saturating_mul(hd);
+        let threads = if work < PARALLEL_MIN_WORK { 1 } else { self.threads.clamp(1, jobs.max(1)) };
+        let run = |first: usize, part: &mut [f32]| {
+            let mut scratch = init();
+            for (k, o) in part.chunks_exact_mut(hd).enumerate() {
+                let job = first + k;
+                f(&mut scratch, job / nh, job % nh, o);
+            }
+        };
+        if threads == 1 {
+            run(0, &mut out);
+            return out;
+        }
+        let per = jobs.div_ceil(threads);
+        std::thread::scope(|sc| {
+            for (t, part) in out.chunks_mut(per * hd).enumerate() {
+                let run = &run;
+                sc.spawn(move || run(t * per, part));
+            }
+        });
+        out
+    }
+
     /// Which path the step takes, as the decoder's `matmul_paths` records it.
     pub fn path(&self, cache: &KvCache, m: usize) -> String {
         let fl = self.elem.flavour();
@@ -322,56 +365,49 @@ impl Step<'_> {
         let kv = cache.attn.kv;
         let (kq_path, kqv_path) = self.mul_mat_paths(kv, self.elem.flavour(), m, n_kv);
         let e = self.elem;
-        let mut out = vec![0.0f32; m * nh * hd];
-        let mut wp = vec![0.0f32; n_kv];
-        let mut dp = vec![0.0f32; n_kv];
-        let mut dp16 = vec![0.0f32; n_kv];
-        let mut q16 = vec![0.0f32; hd];
-        for i in 0..m {
+        let init =
+            || (vec![0.0f32; n_kv], vec![0.0f32; n_kv], vec![0.0f32; n_kv], vec![0.0f32; hd]);
+        self.per_head(m, n_kv, init, |(wp, dp, dp16, q16), i, h, o| {
             let p = pos0 + i;
-            for h in 0..nh {
-                let g = h / group;
-                let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
-                for (d, s) in q16.iter_mut().zip(qh) {
-                    *d = round16(*s);
-                }
-                for (j, slot) in wp.iter_mut().enumerate() {
-                    *slot = if j <= p {
-                        let k = cache.k_row(il, j, g);
-                        let kq = match kq_path {
-                            Product::DotF16 => e.dot_f16(k, &q16),
-                            Product::TinyF16xF16 => e.sgemm_dot(k, &q16),
-                            _ => e.dot_f32(k, qh),
-                        };
-                        // ggml_vec_scale_f32 then `wp += slope*mask` with mask 0.
-                        kq * scale + 0.0
-                    } else {
-                        f32::NEG_INFINITY
-                    };
-                }
-                let mut max = f32::NEG_INFINITY;
-                for &v in &wp {
-                    max = if max > v { max } else { v };
-                }
-                let sum = e.soft_max(&mut dp, &wp, max);
-                let inv = (1.0 / sum) as f32;
-                for (v, v16) in dp.iter_mut().zip(dp16.iter_mut()) {
-                    *v *= inv;
-                    *v16 = round16(*v);
-                }
-                let o = &mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd];
-                for (d, od) in o.iter_mut().enumerate() {
-                    let vcol = cache.v_col(il, g, d, n_kv);
-                    *od = match kqv_path {
-                        Product::TinyF32 | Product::TinyF16xF32 => e.sgemm_dot(vcol, &dp),
-                        Product::TinyF16xF16 => e.sgemm_dot(vcol, &dp16),
-                        Product::DotF16 => e.dot_f16(vcol, &dp16),
-                        Product::DotF32 => e.dot_f32(vcol, &dp),
-                    };
-                }
+            let g = h / group;
+            let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+            for (d, s) in q16.iter_mut().zip(qh) {
+                *d = round16(*s);
             }
-        }
-        out
+            for (j, slot) in wp.iter_mut().enumerate() {
+                *slot = if j <= p {
+                    let k = cache.k_row(il, j, g);
+                    let kq = match kq_path {
+                        Product::DotF16 => e.dot_f16(k, q16),
+                        Product::TinyF16xF16 => e.sgemm_dot(k, q16),
+                        _ => e.dot_f32(k, qh),
+                    };
+                    // ggml_vec_scale_f32 then `wp += slope*mask` with mask 0.
+                    kq * scale + 0.0
+                } else {
+                    f32::NEG_INFINITY
+                };
+            }
+            let mut max = f32::NEG_INFINITY;
+            for &v in wp.iter() {
+                max = if max > v { max } else { v };
+            }
+            let sum = e.soft_max(dp, wp, max);
+            let inv = (1.0 / sum) as f32;
+            for (v, v16) in dp.iter_mut().zip(dp16.iter_mut()) {
+                *v *= inv;
+                *v16 = round16(*v);
+            }
+            for (d, od) in o.iter_mut().enumerate() {
+                let vcol = cache.v_col(il, g, d, n_kv);
+                *od = match kqv_path {
+                    Product::TinyF32 | Product::TinyF16xF32 => e.sgemm_dot(vcol, dp),
+                    Product::TinyF16xF16 => e.sgemm_dot(vcol, dp16),
+                    Product::DotF16 => e.dot_f16(vcol, dp16),
+                    Product::DotF32 => e.dot_f32(vcol, dp),
+                };
+            }
+        })
     }
 
     /// Whether ggml takes its tiled flash attention for a step of `m` query rows: at
@@ -409,65 +445,60 @@ impl Step<'_> {
         let scale = 1.0f32 / (hd as f32).sqrt();
         let e = self.elem;
         let fused = e.flavour().fused();
-        let mut out = vec![0.0f32; m * nh * hd];
-        let mut kq = vec![0.0f32; FA_TILE_KV];
-        let mut ex = vec![0.0f32; FA_TILE_KV];
-        for i in 0..m {
+        let init = || (vec![0.0f32; FA_TILE_KV], vec![0.0f32; FA_TILE_KV]);
+        self.per_head(m, n_kv, init, |(kq, ex), i, h, o| {
             let p = pos0 + i;
-            for h in 0..nh {
-                let g = h / group;
-                let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
-                let (mut mx, mut s_sum) = (f32::NEG_INFINITY, 0.0f32);
-                let mut acc = vec![0.0f32; hd];
-                for t in (0..n_kv).step_by(FA_TILE_KV) {
-                    if t > p {
-                        // Every cell of the tile is masked for this row.
-                        continue;
-                    }
-                    let cells = FA_TILE_KV.min(n_kv - t);
-                    for (tk, slot) in kq.iter_mut().enumerate() {
-                        let j = t + tk;
-                        *slot = if tk >= cells {
-                            f32::NEG_INFINITY
-                        } else {
-                            let k = cache.k_row(il, j, g);
-                            let mut d = 0.0f32;
-                            for (a, b) in k.iter().zip(qh) {
-                                d = madd(*a, *b, d, fused);
-                            }
-                            let mask = if j <= p { 0.0 } else { f32::NEG_INFINITY };
-                            d * scale + mask
-                        };
-                    }
-                    let mut tile_max = f32::NEG_INFINITY;
-                    for &v in &kq {
-                        tile_max = if tile_max > v { tile_max } else { v };
-                    }
-                    if tile_max == f32::NEG_INFINITY {
-                        continue;
-                    }
-                    let mn = mx.max(tile_max);
-                    if mn > mx {
-                        let ms = (mx - mn).exp();
-                        for a in acc.iter_mut() {
-                            *a *= ms;
+            let g = h / group;
+            let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+            let (mut mx, mut s_sum) = (f32::NEG_INFINITY, 0.0f32);
+            let mut acc = vec![0.0f32; hd];
+            for t in (0..n_kv).step_by(FA_TILE_KV) {
+                if t > p {
+                    // Every cell of the tile is masked for this row.
+                    continue;
+                }
+                let cells = FA_TILE_KV.min(n_kv - t);
+                for (tk, slot) in kq.iter_mut().enumerate() {
+                    let j = t + tk;
+                    *slot = if tk >= cells {
+                        f32::NEG_INFINITY
+                    } else {
+                        let k = cache.k_row(il, j, g);
+                        let mut d = 0.0f32;
+                        for (a, b) in k.iter().zip(qh) {
+                            d = madd(*a, *b, d, fused);
                         }
-                        s_sum *= ms;
+                        let mask = if j <= p { 0.0 } else { f32::NEG_INFINITY };
+                        d * scale + mask
+                    };
+                }
+                let mut tile_max = f32::NEG_INFINITY;
+                for &v in kq.iter() {
+                    tile_max = if tile_max > v { tile_max } else { v };
+                }
+                if tile_max == f32::NEG_INFINITY {
+                    continue;
+                }
+                let mn = mx.max(tile_max);
+                if mn > mx {
+                    let ms = (mx - mn).exp();
+                    for a in acc.iter_mut() {
+                        *a *= ms;
                     }
-                    mx = mn;
-                    let sum = e.soft_max(&mut ex, &kq, mn);
-                    s_sum = (s_sum as f64 + sum) as f32;
-                    for (tk, &w) in ex.iter().enumerate().take(cells) {
-                        let v = cache.v_row(il, t + tk, g);
-                        for (a, &x) in acc.iter_mut().zip(v) {
-                            *a = madd(x, w, *a, fused);
-                        }
+                    s_sum *= ms;
+                }
+                mx = mn;
+                let sum = e.soft_max(ex, kq, mn);
+                s_sum = (s_sum as f64 + sum) as f32;
+                for (tk, &w) in ex.iter().enumerate().take(cells) {
+                    let v = cache.v_row(il, t + tk, g);
+                    for (a, &x) in acc.iter_mut().zip(v) {
+                        *a = madd(x, w, *a, fused);
                     }
                 }
-                finish(&mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd], &acc, s_sum);
             }
-        }
-        out
+            finish(o, &acc, s_sum);
+        })
     }
 
     fn flash(&self, il: usize, cache: &KvCache, q: &[f32], pos0: usize, m: usize) -> Vec<f32> {
@@ -479,21 +510,21 @@ impl Step<'_> {
         let nth = cache.attn.tier_threads.max(1);
         let split = m == 1 && n_kv >= FA_SPLIT_KV_MIN;
         let fused = self.elem.flavour().fused();
-        let mut out = vec![0.0f32; m * nh * hd];
-        let mut qc = vec![0.0f32; hd];
-        for i in 0..m {
-            let p = pos0 + i;
-            for h in 0..nh {
+        self.per_head(
+            m,
+            n_kv,
+            || vec![0.0f32; hd],
+            |qc, i, h, o| {
+                let p = pos0 + i;
                 let g = h / group;
                 let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
                 for (d, s) in qc.iter_mut().zip(qh) {
                     *d = round16(*s);
                 }
-                let o = &mut out[(i * nh + h) * hd..(i * nh + h + 1) * hd];
                 if !split {
-                    let c = self.chunk(il, cache, &qc, g, 0..n_kv, p, scale);
+                    let c = self.chunk(il, cache, qc, g, 0..n_kv, p, scale);
                     finish(o, &c.vkq, c.s);
-                    continue;
+                    return;
                 }
                 // Split-KV: chunks of ceil(n_kv/nth) cells, merged in order.
                 let cs = n_kv.div_ceil(nth);
@@ -504,7 +535,7 @@ impl Step<'_> {
                     if start >= n_kv {
                         continue;
                     }
-                    let c = self.chunk(il, cache, &qc, g, start..(start + cs).min(n_kv), p, scale);
+                    let c = self.chunk(il, cache, qc, g, start..(start + cs).min(n_kv), p, scale);
                     if c.s == 0.0 {
                         continue;
                     }
@@ -522,9 +553,8 @@ impl Step<'_> {
                 } else {
                     o.copy_from_slice(&vf);
                 }
-            }
-        }
-        out
+            },
+        )
     }
 
     /// One chunk of cells of `one_chunk`: the running max, sum and the accumulator

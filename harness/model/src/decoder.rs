@@ -491,7 +491,11 @@ impl<'m> Decoder<'m> {
             cache.store(il, pos0 + i, &k[i * kvd..(i + 1) * kvd], &v[i * kvd..(i + 1) * kvd]);
         }
         cache.used = cache.used.max(pos0 + m);
-        let step = Step { hp: self.hp, elem: self.elem, n_ctx: self.n_ctx };
+        let threads = match self.arith {
+            Arith::Lane { threads, .. } => threads,
+            Arith::DequantF32 => 1,
+        };
+        let step = Step { hp: self.hp, elem: self.elem, n_ctx: self.n_ctx, threads };
         self.note_path(self.attn.kv.name(), "attention", m, &step.path(cache, m));
         let kqv = step.attend(il, cache, &q, pos0, m);
         taps.put(&tag("kqv_out"), m, &kqv);
