@@ -563,22 +563,27 @@ pub(crate) mod x86 {
 
     /// The four rows' sums from the low-half and high-half lanes of
     /// [`madd_i8_halves`] summed over the chunks of a 4-row interleave `il`: byte 16h + 2k
-    /// of a chunk belongs to row `((16h + 2k) / il) % 4`.
+    /// of a chunk belongs to row `((16h + 2k) / il) % 4`. `il` 4: lane k of either half
+    /// is row k / 2; `il` 8: lanes 0..4 of the low half row 0, 4..8 row 1, of the high
+    /// half rows 2 and 3. Two horizontal adds and one unpack put the rows in order.
     #[inline]
     #[target_feature(enable = "avx2")]
     fn rows4(acc_lo: __m256i, acc_hi: __m256i, il: usize) -> [i32; 4] {
-        let mut a = [0i32; 16];
-        // SAFETY: `a` holds sixteen i32; the stores are unaligned.
-        unsafe {
-            _mm256_storeu_si256(a.as_mut_ptr() as *mut __m256i, acc_lo);
-            _mm256_storeu_si256(a.as_mut_ptr().add(8) as *mut __m256i, acc_hi);
-        }
-        let mut r = [0i32; 4];
-        for (i, v) in a.into_iter().enumerate() {
-            let (h, k) = (i / 8, i % 8);
-            r[((16 * h + 2 * k) / il) % 4] += v;
-        }
-        r
+        let r = if il == 4 {
+            // [r0 r0 r1 r1 | r2 r2 r3 r3] -> [r0 r1 r0 r1 | r2 r3 r2 r3]
+            let s = _mm256_add_epi32(acc_lo, acc_hi);
+            let h = _mm256_hadd_epi32(s, s);
+            _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        } else {
+            // [l01 l23 h01 h23 | l45 l67 h45 h67] -> [r0 r2 r0 r2 | r1 r3 r1 r3]
+            let h = _mm256_hadd_epi32(acc_lo, acc_hi);
+            let h = _mm256_hadd_epi32(h, h);
+            _mm_unpacklo_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        };
+        let mut out = [0i32; 4];
+        // SAFETY: `out` holds four i32; the store is unaligned.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, r) };
+        out
     }
 
     /// The exact integer dots of the four rows of one `block_q8_0x4` (interleave `il`, 4
