@@ -158,11 +158,22 @@ pub(crate) fn q8_0x4_isums(x: &BlockQ8_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 
 /// The arithmetic of `ggml_gemv_q4_0_4x4_q8_0` (`il` 4) and the i8mm build's
 /// `ggml_gemv_q4_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
 pub(crate) fn gemv_q4_0_4xil(blocks: &[BlockQ4_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
+    gemv_legacy_x4(blocks, y, |x, yb| (q4_0x4_isums(x, il, yb), x.d))
+}
+
+/// `acc[j] = fma(float(isum[j]), d_y * f16(d[j]), acc[j])` over the blocks, with
+/// `isums(x, y)` giving a block's four integer sums and its four f16 scales.
+#[inline(always)]
+fn gemv_legacy_x4<B>(
+    blocks: &[B],
+    y: &[BlockQ8_0],
+    isums: impl Fn(&B, &BlockQ8_0) -> ([i32; 4], [[u8; 2]; 4]),
+) -> [f32; 4] {
     let mut acc = [0.0f32; 4];
     for (x, yb) in blocks.iter().zip(y) {
-        let isum = q4_0x4_isums(x, il, yb);
+        let (isum, d) = isums(x, yb);
         for (j, a) in acc.iter_mut().enumerate() {
-            *a = (isum[j] as f32).mul_add(yb.d() * f16(x.d[j]), *a);
+            *a = (isum[j] as f32).mul_add(yb.d() * f16(d[j]), *a);
         }
     }
     acc
@@ -171,14 +182,7 @@ pub(crate) fn gemv_q4_0_4xil(blocks: &[BlockQ4_0x4], il: usize, y: &[BlockQ8_0])
 /// The arithmetic of `ggml_gemv_q8_0_4x4_q8_0` (`il` 4) and the i8mm build's
 /// `ggml_gemv_q8_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
 pub(crate) fn gemv_q8_0_4xil(blocks: &[BlockQ8_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
-    let mut acc = [0.0f32; 4];
-    for (x, yb) in blocks.iter().zip(y) {
-        let isum = q8_0x4_isums(x, il, yb);
-        for (j, a) in acc.iter_mut().enumerate() {
-            *a = (isum[j] as f32).mul_add(yb.d() * f16(x.d[j]), *a);
-        }
-    }
-    acc
+    gemv_legacy_x4(blocks, y, |x, yb| (q8_0x4_isums(x, il, yb), x.d))
 }
 
 /// `ggml_gemv_q8_0_4x4_q8_0` for one group of 4 columns.

@@ -264,72 +264,56 @@ mod fast {
         (ib, faddv(&s))
     }
 
+    /// The pair loop at 128 (`WIDE` false) or 256 bits over blocks whose two 16-value
+    /// halves `halves` gives, scale `d(x) * d(y)`, an odd last block by `tail`.
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    fn legacy<B, const WIDE: bool>(
+        x: &[B],
+        y: &[BlockQ8_0],
+        halves: impl Fn(&B) -> (__m128i, __m128i),
+        d: impl Fn(&B) -> f32,
+        tail: impl Fn(&B, &BlockQ8_0, f32) -> f32,
+    ) -> f32 {
         let nb = x.len().min(y.len());
-        let (ib, mut sumf) = pairs4(
-            nb,
-            |b| {
-                let (xl, xh) = x86::q4_0_halves(&x[b].qs);
+        let db = |b: usize| d(&x[b]) * y[b].d();
+        let (ib, mut sumf) = if WIDE {
+            let lanes = |b: usize| {
+                let (xl, xh) = halves(&x[b]);
+                x86::sdot_lanes8(xl, xh, &y[b].qs)
+            };
+            pairs8(nb, lanes, db)
+        } else {
+            let lanes = |b: usize| {
+                let (xl, xh) = halves(&x[b]);
                 x86::sdot_lanes(xl, xh, &y[b].qs)
-            },
-            |b| x[b].d() * y[b].d(),
-        );
+            };
+            pairs4(nb, lanes, db)
+        };
         for b in ib..nb {
-            sumf = q4_0_tail(&x[b], &y[b], sumf);
+            sumf = tail(&x[b], &y[b], sumf);
         }
         sumf
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        legacy::<_, false>(x, y, |b| x86::q4_0_halves(&b.qs), |b| b.d(), q4_0_tail)
     }
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let nb = x.len().min(y.len());
-        let (ib, mut sumf) = pairs4(
-            nb,
-            |b| {
-                let (xl, xh) = x86::q8_halves(&x[b].qs);
-                x86::sdot_lanes(xl, xh, &y[b].qs)
-            },
-            |b| x[b].d() * y[b].d(),
-        );
-        for b in ib..nb {
-            sumf = q8_0_tail(&x[b], &y[b], sumf);
-        }
-        sumf
+        legacy::<_, false>(x, y, |b| x86::q8_halves(&b.qs), |b| b.d(), q8_0_tail)
     }
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn vec_dot_q4_0_q8_0_sve256(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        let nb = x.len().min(y.len());
-        let (ib, mut sumf) = pairs8(
-            nb,
-            |b| {
-                let (xl, xh) = x86::q4_0_halves(&x[b].qs);
-                x86::sdot_lanes8(xl, xh, &y[b].qs)
-            },
-            |b| x[b].d() * y[b].d(),
-        );
-        for b in ib..nb {
-            sumf = q4_0_tail(&x[b], &y[b], sumf);
-        }
-        sumf
+        legacy::<_, true>(x, y, |b| x86::q4_0_halves(&b.qs), |b| b.d(), q4_0_tail)
     }
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn vec_dot_q8_0_q8_0_sve256(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let nb = x.len().min(y.len());
-        let (ib, mut sumf) = pairs8(
-            nb,
-            |b| {
-                let (xl, xh) = x86::q8_halves(&x[b].qs);
-                x86::sdot_lanes8(xl, xh, &y[b].qs)
-            },
-            |b| x[b].d() * y[b].d(),
-        );
-        for b in ib..nb {
-            sumf = q8_0_tail(&x[b], &y[b], sumf);
-        }
-        sumf
+        legacy::<_, true>(x, y, |b| x86::q8_halves(&b.qs), |b| b.d(), q8_0_tail)
     }
 }
 

@@ -372,26 +372,33 @@ mod fast {
         a
     }
 
+    /// The Q4_0/Q8_0 loop over blocks whose 32 signed values `bytes` gives, scale
+    /// `d(x) * d(y)`: `acc = fma(d, float(lanes), acc)` on eight lanes, `hsum_float_8`.
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    fn legacy<B>(
+        x: &[B],
+        y: &[BlockQ8_0],
+        bytes: impl Fn(&B) -> __m256i,
+        d: impl Fn(&B) -> f32,
+    ) -> f32 {
         let mut acc = _mm256_setzero_ps();
         for (xb, yb) in x.iter().zip(y) {
-            let d = _mm256_set1_ps(xb.d() * yb.d());
-            let q = x86::mul_sum_i8_lanes(x86::q4_0_bytes(&xb.qs), x86::q8_0_bytes(&yb.qs));
+            let d = _mm256_set1_ps(d(xb) * yb.d());
+            let q = x86::mul_sum_i8_lanes(bytes(xb), x86::q8_0_bytes(&yb.qs));
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc);
         }
         hsum_float_8(lanes(acc))
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        legacy(x, y, |b| x86::q4_0_bytes(&b.qs), |b| b.d())
+    }
+
+    #[target_feature(enable = "avx2,fma")]
     pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        for (xb, yb) in x.iter().zip(y) {
-            let d = _mm256_set1_ps(xb.d() * yb.d());
-            let q = x86::mul_sum_i8_lanes(x86::q8_0_bytes(&xb.qs), x86::q8_0_bytes(&yb.qs));
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc);
-        }
-        hsum_float_8(lanes(acc))
+        legacy(x, y, |b| x86::q8_0_bytes(&b.qs), |b| b.d())
     }
 
     #[target_feature(enable = "avx2,fma")]
