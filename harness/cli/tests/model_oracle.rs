@@ -30,6 +30,9 @@
 //!   `llama_cpp/split_kv/decode/end_to_end` runs 262 tokens one by one, so that from
 //!   position 256 flash attention takes ggml's split-KV path with two threads.
 //!
+//! - `llama_cpp/trace_cache/recomputes_bitwise`: llama.cpp's runs are kept in a cache
+//!   (`llama_trace`); one cached run is recomputed and must equal the stored trace.
+//!
 //! Needs the oracle stage (`ci/oracle`); without it the trials are reported ignored with
 //! the reason, and `TIERCHECK_REQUIRE_ORACLE=1` (CI) makes that a failure.
 
@@ -291,9 +294,41 @@ struct LlamaRun {
     attn: Attention,
 }
 
-/// llama.cpp's taps for `ids` (teacher-forced) on `build` as `run` says (its tiled
-/// K-quant matmul on where the build has it, as by default, whatever the caller's
-/// environment); the trace's metadata must echo the attention options.
+/// The capture tool's arguments after the build's for `run` on `model` (all but `--out`).
+fn run_args(model: &Path, ids: &[u32], run: &LlamaRun) -> Vec<String> {
+    let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let mut args: Vec<String> = vec!["--model".into(), model.display().to_string()];
+    for (k, v) in [
+        ("--ids", ids_s.join(",")),
+        ("--mode", run.mode.name().into()),
+        ("--steps", run.steps.to_string()),
+        ("--kv", run.attn.kv.name().into()),
+        ("--fa", run.attn.fa.name().into()),
+        ("--threads", LLAMA_THREADS.to_string()),
+    ] {
+        args.push(k.into());
+        args.push(v);
+    }
+    if !run.repack {
+        args.push("--no-repack".into());
+    }
+    args
+}
+
+/// llama.cpp's taps for `ids` (teacher-forced) on `build` as `run` says, computed now:
+/// [`llama_trace_fresh`] through the trace cache. `out` receives the trace file either way.
+///
+/// llama.cpp's output is a function of its build, the capture tool, the model bytes
+/// and the arguments (the trials below rely on that: it is checked by
+/// `llama_cpp/trace_cache/recomputes_bitwise`), so a run is stored under
+/// `<cache>/oracle-traces/<key>.safetensors`, the key the sha256 of all of those: the
+/// bytes of the build's libraries (and the host's CPU flags, where they run in process)
+/// or static driver (and qemu-aarch64, where the driver runs under it), of the capture
+/// tool's files, the model's bytes, and every argument.
+/// A later run of the suite reads the trace instead of running llama.cpp again (the
+/// aarch64 builds' runs under qemu are most of this file's time). A build rebuilt by
+/// `ci/oracle`, an edited capture tool or model, or another argument is another key.
+/// `TIERCHECK_ORACLE_TRACE_CACHE=off` runs llama.cpp every time.
 fn llama_trace(
     build: Build,
     model: &Path,
@@ -301,31 +336,166 @@ fn llama_trace(
     run: LlamaRun,
     out: &Path,
 ) -> Result<Trace, String> {
-    let LlamaRun { mode, repack, steps, attn } = run;
+    let off = std::env::var("TIERCHECK_ORACLE_TRACE_CACHE").is_ok_and(|v| v == "off");
+    let entry = if off { None } else { Some(trace_cache_entry(build, model, ids, &run)?) };
+    if let Some(entry) = &entry {
+        if entry.is_file() {
+            std::fs::copy(entry, out)
+                .map_err(|e| format!("{} -> {}: {e}", entry.display(), out.display()))?;
+            let t = read_trace(out).map_err(|e| format!("{}: {e}", entry.display()))?;
+            check_attention(&t, run.attn)?;
+            return Ok(t);
+        }
+    }
+    let t = llama_trace_fresh(build, model, ids, run, out)?;
+    if let Some(entry) = entry {
+        // Written whole under a temporary name and renamed, so a reader never sees a
+        // partial file; a failure to store only costs the next run its time.
+        let dir = entry.parent().expect("cache entry has a folder");
+        let stored = std::fs::create_dir_all(dir).and_then(|()| {
+            let tmp = tempfile::NamedTempFile::new_in(dir)?;
+            std::fs::copy(out, tmp.path())?;
+            tmp.persist(&entry).map(|_| ()).map_err(|e| e.error)
+        });
+        if let Err(e) = stored {
+            eprintln!("oracle trace cache: cannot store {}: {e}", entry.display());
+        }
+    }
+    Ok(t)
+}
+
+/// sha256 of `path`'s bytes (lowercase hex), read in pieces.
+fn file_digest(path: &Path) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The digests of the regular files under `dir` (recursively, sorted by path, caches of
+/// Python bytecode left out), one `path digest` line each, computed once per process.
+fn tree_digest(dir: &Path) -> Result<String, String> {
+    static DONE: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
+    let done = DONE.get_or_init(Default::default);
+    if let Some(d) = done.lock().map_err(|e| e.to_string())?.get(dir) {
+        return Ok(d.clone());
+    }
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
+            let p = e.map_err(|e| format!("{}: {e}", d.display()))?.path();
+            if p.file_name().is_some_and(|n| n == "__pycache__") {
+                continue;
+            }
+            let m = std::fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            if m.is_dir() {
+                todo.push(p);
+            } else if m.is_file() {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut lines = String::new();
+    for f in files {
+        let rel = f.strip_prefix(dir).unwrap_or(&f).display().to_string();
+        lines += &format!("{rel} {}\n", file_digest(&f)?);
+    }
+    done.lock().map_err(|e| e.to_string())?.insert(dir.to_owned(), lines.clone());
+    Ok(lines)
+}
+
+/// Where [`llama_trace`] keeps the trace of (`build`, `model`, `ids`, `run`).
+fn trace_cache_entry(
+    build: Build,
+    model: &Path,
+    ids: &[u32],
+    run: &LlamaRun,
+) -> Result<PathBuf, String> {
+    use sha2::{Digest, Sha256};
+    let mut key = String::from("tiercheck oracle trace v1\n");
+    let args = build_args(build)?;
+    key += &format!("build {}\n", build.name());
+    // The build's own bytes instead of its paths: `--lib DIR` (every library in it) or
+    // `--driver BIN --qemu-cpu MODEL` (the static driver, and qemu-aarch64 itself).
+    match args.first().map(String::as_str) {
+        Some("--lib") => {
+            key += &tree_digest(Path::new(&args[1]))?;
+            // In process on this host: its CPU (the trace records its features).
+            let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+            let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+            key += &format!("host {flags}\n");
+        }
+        Some("--driver") => {
+            key += &format!("driver {}\nqemu-cpu {}\n", file_digest(Path::new(&args[1]))?, args[3]);
+            if std::env::consts::ARCH != "aarch64" {
+                let qemu = std::env::var_os("PATH")
+                    .and_then(|p| {
+                        std::env::split_paths(&p)
+                            .map(|d| d.join("qemu-aarch64"))
+                            .find(|q| q.is_file())
+                    })
+                    .ok_or("qemu-aarch64 is not on PATH")?;
+                key += &format!("qemu {}\n", file_digest(&qemu)?);
+            }
+        }
+        other => return Err(format!("unexpected capture arguments {other:?}")),
+    }
+    key += &format!("python {}\n", python()?.display());
+    key += &tree_digest(&repo_root().join("tools/capture"))?;
+    key += &format!("model {}\n", file_digest(model)?);
+    // The model by its bytes (above), not its path: a temporary folder's name differs.
+    let mut rest = run_args(model, ids, run);
+    rest.drain(..2);
+    key += &rest.join(" ");
+    let digest: String =
+        Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let dir = embedded::default_cache_dir().map_err(|e| e.to_string())?;
+    Ok(dir.join("oracle-traces").join(format!("{}-{}.safetensors", build.name(), &digest[..40])))
+}
+
+/// The trace's metadata echoes the attention options asked for.
+fn check_attention(t: &Trace, attn: Attention) -> Result<(), String> {
+    let (kv, fa) = (t.meta.get("kv").map(String::as_str), t.meta.get("fa").map(String::as_str));
+    if kv != Some(attn.kv.name()) || fa != Some(attn.fa.name()) {
+        return Err(format!("llama.cpp's trace says kv {kv:?} fa {fa:?}, asked {}", attn.label()));
+    }
+    Ok(())
+}
+
+/// llama.cpp's taps for `ids` (teacher-forced) on `build` as `run` says (its tiled
+/// K-quant matmul on where the build has it, as by default, whatever the caller's
+/// environment), run now; the trace's metadata must echo the attention options.
+fn llama_trace_fresh(
+    build: Build,
+    model: &Path,
+    ids: &[u32],
+    run: LlamaRun,
+    out: &Path,
+) -> Result<Trace, String> {
     let py = python()?;
-    let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
     let mut cmd = capture(&py);
     cmd.args(build_args(build)?)
-        .arg("--model")
-        .arg(model)
-        .args(["--ids", &ids_s.join(","), "--mode", mode.name(), "--steps", &steps.to_string()])
+        .args(run_args(model, ids, &run))
         .arg("--out")
         .arg(out)
-        .args(["--kv", attn.kv.name(), "--fa", attn.fa.name()])
-        .args(["--threads", &LLAMA_THREADS.to_string()])
         .env_remove("GGML_CPU_TILED_MM");
-    if !repack {
-        cmd.arg("--no-repack");
-    }
     let res = cmd.output().map_err(|e| format!("{}: {e}", py.display()))?;
     if !res.status.success() {
         return Err(format!("tiercheck-capture failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
     let t = read_trace(out).map_err(|e| e.to_string())?;
-    let (kv, fa) = (t.meta.get("kv").map(String::as_str), t.meta.get("fa").map(String::as_str));
-    if kv != Some(attn.kv.name()) || fa != Some(attn.fa.name()) {
-        return Err(format!("llama.cpp's trace says kv {kv:?} fa {fa:?}, asked {}", attn.label()));
-    }
+    check_attention(&t, run.attn)?;
     Ok(t)
 }
 
@@ -782,7 +952,7 @@ fn driver_matches_in_process() -> Result<(), String> {
     for mode in [Mode::Decode, Mode::Prompt] {
         let a = dir.path().join(format!("in-process-{}.safetensors", mode.name()));
         let run = LlamaRun { mode, repack: true, steps: 3, attn: attn(KvType::F16, FlashAttn::On) };
-        let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
+        let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(10).iter().map(|i| i.to_string()).collect();
         let mut cmd = capture(&py);
@@ -842,7 +1012,7 @@ fn capture_from_llama_cpp_python() -> Result<(), String> {
     for mode in [Mode::Decode, Mode::Prompt] {
         let a = dir.path().join(format!("lib-{}.safetensors", mode.name()));
         let run = LlamaRun { mode, repack: true, steps: 2, attn: attn(KvType::F16, FlashAttn::On) };
-        let theirs = llama_trace(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
+        let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
         let b = dir.path().join(format!("package-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(6).iter().map(|i| i.to_string()).collect();
         let mut cmd = capture(&py);
@@ -958,6 +1128,44 @@ fn llama_identify() -> Result<(), String> {
     Ok(())
 }
 
+/// The trace cache's premise: llama.cpp run again on the same build, model and
+/// arguments writes the same trace. One cached run (the i8mm build under qemu, prompt
+/// mode, repack on, llama.cpp's default attention: one of the trials' own runs) is run
+/// again now and compared with what the cache holds: every tap bitwise, the same step
+/// records and metadata. A cache entry that does not hold its run fails here.
+fn trace_cache_recomputes_bitwise() -> Result<(), String> {
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let a = attn(KvType::F16, FlashAttn::On);
+    let ids = forced_ids(trial_len(a));
+    let run = || LlamaRun { mode: Mode::Prompt, repack: true, steps: 0, attn: a };
+    let build = Build::ArmI8mm;
+    let cached = llama_trace(build, &model.path, &ids, run(), &dir.path().join("cached.st"))?;
+    let entry = trace_cache_entry(build, &model.path, &ids, &run())?;
+    if std::env::var("TIERCHECK_ORACLE_TRACE_CACHE").is_ok_and(|v| v == "off") {
+        eprintln!("trace cache off: comparing two fresh runs");
+    } else if !entry.is_file() {
+        return Err(format!("{} was not stored", entry.display()));
+    }
+    let fresh = llama_trace_fresh(build, &model.path, &ids, run(), &dir.path().join("fresh.st"))?;
+    let (diffs, unmatched) = tapdiff::compare(&fresh, &cached);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    if fresh.steps.len() != cached.steps.len() {
+        return Err(format!("{} vs {} steps", fresh.steps.len(), cached.steps.len()));
+    }
+    for (x, y) in fresh.steps.iter().zip(&cached.steps) {
+        if x.input_ids != y.input_ids || x.positions != y.positions || x.emitted != y.emitted {
+            return Err("step records differ".into());
+        }
+    }
+    if fresh.meta != cached.meta {
+        return Err(format!("metadata differs: {:?} vs {:?}", fresh.meta, cached.meta));
+    }
+    judge(&format!("llama.cpp {} run again vs {}", build.name(), entry.display()), &diffs)
+}
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let mut trials = vec![
@@ -966,6 +1174,7 @@ fn main() -> ExitCode {
         trial("gguf_py_model/untied", || gguf_py_model(false)),
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/delta_greedy", llama_delta),
+        trial("llama_cpp/trace_cache/recomputes_bitwise", trace_cache_recomputes_bitwise),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
         trial("llama_cpp/identify", llama_identify),
         trial("llama_cpp/capture_llama_cpp_python", capture_from_llama_cpp_python),
