@@ -34,6 +34,19 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 
 const TYPES: [GgmlType; 4] = [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
 
+/// The lanes of this process: every lane, or with `TIERCHECK_MIRI_SHARD=i/n` those at
+/// indices `i, i + n, ...` of [`LANES`] (Miri interprets on one thread, so `ci/miri` runs
+/// two shards side by side; together they cover every lane).
+fn shard_lanes() -> Vec<&'static tiercheck_core::Lane> {
+    let Ok(spec) = std::env::var("TIERCHECK_MIRI_SHARD") else { return LANES.to_vec() };
+    let parsed = spec.split_once('/').and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)));
+    let (i, n): (usize, usize) = match parsed {
+        Some((i, n)) if n > 0 && i < n => (i, n),
+        _ => panic!("TIERCHECK_MIRI_SHARD={spec}: expected i/n with 0 <= i < n"),
+    };
+    LANES.iter().copied().skip(i).step_by(n).collect()
+}
+
 #[test]
 fn weight_quantizers_and_dequantizers() {
     for ty in TYPES {
@@ -51,7 +64,7 @@ fn weight_quantizers_and_dequantizers() {
 #[test]
 fn activation_rules_round_trip() {
     let x = values(256, 11);
-    for l in LANES {
+    for l in shard_lanes() {
         for ty in TYPES {
             let Ok(rule) = l.portable.act_rule(ty) else { continue };
             let bytes = l.portable.quantize_act(ty, &x).unwrap();
@@ -77,7 +90,7 @@ fn every_twin_multiplies_correctly() {
             (0..n).map(|j| (0..k).map(|i| wd[j * k + i] * x[i]).sum::<f32>()).collect();
         let scale: f32 = x.iter().map(|v| v.abs()).sum::<f32>();
         let wm = WeightMatrix::new(ty, n, k, &w).unwrap();
-        for l in LANES {
+        for l in shard_lanes() {
             if l.portable.act_rule(ty).is_err() {
                 continue; // the lane has no kernel for this type
             }
