@@ -159,6 +159,87 @@ impl MmvqConfig {
     pub fn gemv(&self, ty: GgmlType, w_row: &[u8], act: &[BlockQ8_1]) -> Result<f32, KernelError> {
         mmvq_gemv(ty, w_row, act, self.warp_size, self.nwarps(ty), self.contraction)
     }
+
+    /// [`MmvqConfig::gemv`] of every row of `rows` (whole rows of `ty`, one after another)
+    /// with the one activation column `act`, into `out` (one value per row): the same
+    /// bits as row by row. The column's q8_1 scales are converted from f16 once for all
+    /// rows instead of once per row (each conversion is exact, so where it happens does
+    /// not change a bit).
+    pub fn gemv_rows(
+        &self,
+        ty: GgmlType,
+        rows: &[u8],
+        act: &[BlockQ8_1],
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let n = out.len();
+        if n == 0 {
+            return Ok(());
+        }
+        if !rows.len().is_multiple_of(n) {
+            return Err(KernelError::ShapeMismatch {
+                what: "mmvq weight bytes per row",
+                expected: n * (rows.len() / n),
+                got: rows.len(),
+            });
+        }
+        let col = fast_forms().then(|| Column::new(ty, act));
+        let row = rows.len() / n;
+        for (o, w) in out.iter_mut().zip(rows.chunks_exact(row)) {
+            *o = gemv_in(
+                ty,
+                w,
+                act,
+                col.as_ref(),
+                self.warp_size,
+                self.nwarps(ty),
+                self.contraction,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What the block-at-once forms read of one activation column besides its bytes, the
+/// same for every weight row, so [`MmvqConfig::gemv_rows`] computes it once. Every
+/// entry is exact (f16 to f32 conversions, integer sums), so computing it once instead
+/// of inside each row's loop changes no bit.
+#[derive(Default)]
+struct Column {
+    /// Each q8_1 block's `d` as f32.
+    yd: Vec<f32>,
+    /// Q4_K: per q8_1 block, the sums of its eight 4-byte groups `g0..g8` as i16 (each
+    /// at most 4 * 128 in size), in the order `g0 g4 g1 g5 g2 g6 g3 g7`: one
+    /// `vpmaddwd` against a scale gives `(g_r + g_{r+4}) * m`, thread `r`'s `dot2 * m`.
+    q4k: Vec<[i16; 8]>,
+    /// Q6_K: per q8_1 block, 32 times the sum of each 4-byte group (the `- 32` of the
+    /// signed 6-bit quants, summed once: `(q - 32) . u = q . u - 32 * sum(u)`).
+    q6k: Vec<[i32; 8]>,
+}
+
+impl Column {
+    fn new(ty: GgmlType, act: &[BlockQ8_1]) -> Column {
+        let groups = |b: &BlockQ8_1| -> [i32; 8] {
+            std::array::from_fn(|t| b.qs[4 * t..4 * t + 4].iter().map(|&v| v as i8 as i32).sum())
+        };
+        let mut col = Column { yd: act.iter().map(BlockQ8_1::d).collect(), ..Default::default() };
+        match ty {
+            GgmlType::Q4_K => {
+                col.q4k = act
+                    .iter()
+                    .map(|b| {
+                        let g = groups(b);
+                        std::array::from_fn(|i| g[(i / 2) + 4 * (i % 2)] as i16)
+                    })
+                    .collect()
+            }
+            GgmlType::Q6_K => {
+                col.q6k = act.iter().map(|b| groups(b).map(|g| 32 * g)).collect();
+            }
+            _ => {}
+        }
+        col
+    }
 }
 
 /// `(qk, qi, vdr)` of `ggml_cuda_type_traits` and `get_vdr_mmvq`.
@@ -190,6 +271,19 @@ pub fn mmvq_gemv(
     nwarps: usize,
     contraction: Contraction,
 ) -> Result<f32, KernelError> {
+    gemv_in(ty, w_row, act, None, warp_size, nwarps, contraction)
+}
+
+/// [`mmvq_gemv`], with the [`Column`] of `act` where the caller has computed it.
+fn gemv_in(
+    ty: GgmlType,
+    w_row: &[u8],
+    act: &[BlockQ8_1],
+    col: Option<&Column>,
+    warp_size: usize,
+    nwarps: usize,
+    contraction: Contraction,
+) -> Result<f32, KernelError> {
     assert!(warp_size == 32 || warp_size == 64, "warp size {warp_size}");
     assert!(nwarps > 0 && nwarps <= 8, "nwarps {nwarps} (1..=8)");
     let (qk, qi, vdr) = traits(ty)?;
@@ -215,12 +309,35 @@ pub fn mmvq_gemv(
         nwarps,
         contraction,
     };
-    let fast = crate::accel::x86_avx2();
+    let fast = fast_forms();
+    let own;
+    let col = match col {
+        Some(c) if !fast || c.yd.len() == act.len() => c,
+        _ => {
+            own = if fast { Column::new(ty, act) } else { Column::default() };
+            &own
+        }
+    };
     Ok(match ty {
-        GgmlType::Q4_K => g.run(fast, &Q4K(cast_blocks(ty, w_row)?, act, contraction)),
-        GgmlType::Q6_K => g.run(fast, &Q6K(cast_blocks(ty, w_row)?, act, contraction)),
-        _ => g.run(fast, &Q80(cast_blocks(ty, w_row)?, act, contraction)),
+        GgmlType::Q4_K => g.run(fast, &Q4K(cast_blocks(ty, w_row)?, act, col, contraction)),
+        GgmlType::Q6_K => g.run(fast, &Q6K(cast_blocks(ty, w_row)?, act, col, contraction)),
+        _ => g.run(fast, &Q80(cast_blocks(ty, w_row)?, act, col, contraction)),
     })
+}
+
+/// Whether the block-at-once forms run here: AVX2, FMA and F16C (the weights' f16
+/// scales converted by `vcvtph2ps`, exact like the scalar conversion, NaN payloads
+/// included: both set the quiet bit and keep the payload).
+#[inline]
+fn fast_forms() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::accel::x86_avx2() && std::arch::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// One thread's share of weight block `kbx` at quant offset `kqs`.
@@ -228,11 +345,11 @@ trait Share {
     fn tail(&self, kbx: usize, kqs: usize) -> Tail;
 
     /// Every thread's share of block `kbx` accumulated into `tmp` (one value per thread
-    /// of the block, in thread order), with AVX2 and FMA; `false` where there is no such
-    /// form (the caller then runs [`Share::tail`] per thread).
+    /// of the block, in thread order), with AVX2, FMA and F16C; `false` where there is
+    /// no such form (the caller then runs [`Share::tail`] per thread).
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA.
+    /// The CPU must have AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn block_avx2(&self, _kbx: usize, _tmp: &mut [f32]) -> bool {
@@ -240,23 +357,28 @@ trait Share {
     }
 }
 
-struct Q4K<'a>(&'a [BlockQ4K], &'a [BlockQ8_1], Contraction);
-struct Q6K<'a>(&'a [BlockQ6K], &'a [BlockQ8_1], Contraction);
-// The contraction is read by the block-at-once form only (x86-64).
+// The weight blocks, the activation blocks, the activation's [`Column`] (read by the
+// block-at-once forms only, x86-64) and the contraction.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-struct Q80<'a>(&'a [BlockQ8_0], &'a [BlockQ8_1], Contraction);
+struct Q4K<'a>(&'a [BlockQ4K], &'a [BlockQ8_1], &'a Column, Contraction);
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct Q6K<'a>(&'a [BlockQ6K], &'a [BlockQ8_1], &'a Column, Contraction);
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct Q80<'a>(&'a [BlockQ8_0], &'a [BlockQ8_1], &'a Column, Contraction);
 
 impl Share for Q4K<'_> {
     #[inline(always)]
     fn tail(&self, kbx: usize, kqs: usize) -> Tail {
-        q4_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.2)
+        q4_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.3)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
-        // SAFETY: the caller guarantees AVX2 and FMA.
-        unsafe { fast::q4_k_block(&self.0[kbx], &self.1[kbx * 8..kbx * 8 + 8], self.2, tmp) };
+        let (y, b) = (&self.1[kbx * 8..kbx * 8 + 8], kbx * 8..kbx * 8 + 8);
+        let (yd, sums) = (&self.2.yd[b.clone()], &self.2.q4k[b]);
+        // SAFETY: the caller guarantees AVX2, FMA and F16C.
+        unsafe { fast::q4_k_block(&self.0[kbx], y, yd, sums, self.3, tmp) };
         true
     }
 }
@@ -264,14 +386,16 @@ impl Share for Q4K<'_> {
 impl Share for Q6K<'_> {
     #[inline(always)]
     fn tail(&self, kbx: usize, kqs: usize) -> Tail {
-        q6_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.2)
+        q6_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.3)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
-        // SAFETY: the caller guarantees AVX2 and FMA.
-        unsafe { fast::q6_k_block(&self.0[kbx], &self.1[kbx * 8..kbx * 8 + 8], self.2, tmp) };
+        let (y, b) = (&self.1[kbx * 8..kbx * 8 + 8], kbx * 8..kbx * 8 + 8);
+        let (yd, sums) = (&self.2.yd[b.clone()], &self.2.q6k[b]);
+        // SAFETY: the caller guarantees AVX2, FMA and F16C.
+        unsafe { fast::q6_k_block(&self.0[kbx], y, yd, sums, self.3, tmp) };
         true
     }
 }
@@ -285,8 +409,8 @@ impl Share for Q80<'_> {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
-        // SAFETY: the caller guarantees AVX2 and FMA.
-        unsafe { fast::q8_0_block(&self.0[kbx], &self.1[kbx], self.2, tmp) };
+        // SAFETY: the caller guarantees AVX2, FMA and F16C.
+        unsafe { fast::q8_0_block(&self.0[kbx], &self.1[kbx], self.2.yd[kbx], self.3, tmp) };
         true
     }
 }
@@ -312,8 +436,8 @@ impl Grid {
     fn run(&self, fast: bool, call: &impl Share) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if fast {
-            // SAFETY: `fast` comes from `accel::x86_avx2()`, true only when the CPU
-            // has AVX2 and FMA.
+            // SAFETY: `fast` comes from `fast_forms()`, true only when the CPU has
+            // AVX2, FMA and F16C.
             return unsafe { self.run_avx2(call) };
         }
         let _ = fast;
@@ -321,7 +445,7 @@ impl Grid {
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn run_avx2(&self, call: &impl Share) -> f32 {
         self.run_in::<true>(call)
     }
@@ -349,7 +473,7 @@ impl Grid {
             let block = &mut tmp[base..base + self.threads_per_block];
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `AVX2` is true only inside `run_avx2`, which runs only where the
-            // CPU has AVX2 and FMA.
+            // CPU has AVX2, FMA and F16C.
             if AVX2 && unsafe { call.block_avx2(kbx, block) } {
                 continue;
             }
@@ -390,8 +514,15 @@ impl Grid {
 mod fast {
     use std::arch::x86_64::*;
 
-    use super::super::vecdotq::{q4_k_scales_for_chunk, Contraction, Q4KCombine};
+    use super::super::vecdotq::{Contraction, Q4KCombine};
     use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
+
+    /// An f16 field as f32 by `vcvtph2ps` (exact, as the scalar conversion).
+    #[inline(always)]
+    unsafe fn half(bits: [u8; 2]) -> f32 {
+        // SAFETY: the callers run with F16C.
+        unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(bits) as i32))) }
+    }
 
     /// `acc + a * b`, fused when `fuse` (`Contraction::mad`, 4 lanes).
     #[inline(always)]
@@ -430,19 +561,27 @@ mod fast {
     /// `q4_k_tail` for the 16 threads of superblock `x` (thread `k`: `iqs = 2k`, chunk
     /// `k / 4`, ints `k % 4` and `k % 4 + 4` of the chunk), added into `tmp[0..16]`.
     /// Two chunks at a time are the eight lanes of an AVX vector (lane `4c + r`: chunk
-    /// `2p + c`, thread `r` of it): `dot1` of a lane is group `r` plus group `r + 4` of
-    /// its chunk's 32 byte products, `dot2` the same of the q8_1 bytes alone.
-    #[target_feature(enable = "avx2,fma")]
+    /// `2p + c`, thread `r` of it). The integers are the tail's, formed exactly in
+    /// another grouping: `dot1 * sc` of a lane as `vpmaddwd` of the byte-pair sums
+    /// against `sc` (so per 4-byte group `g * sc`), groups `r` and `r + 4` then added;
+    /// `dot2 * m` as `vpmaddwd` of the column's group sums (`sums`, order `g0 g4 g1 g5
+    /// ..`) against `m`. Bounds: a byte-pair sum is at most 2 * 15 * 128, a scaled
+    /// group 2 * 3840 * 63 and a thread's total 2 * 483840, far inside i32 and below
+    /// 2^24, so the conversions to f32 are exact as in the tail.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn q4_k_block(
         x: &BlockQ4K,
         y: &[BlockQ8_1],
+        yd: &[f32],
+        sums: &[[i16; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
-        assert!(y.len() == 8 && tmp.len() == 16);
+        assert!(y.len() == 8 && yd.len() == 8 && sums.len() == 8 && tmp.len() == 16);
         let mask = _mm256_set1_epi8(0x0F);
-        let ones = _mm256_set1_epi8(1);
-        let (dx, dy) = (_mm256_set1_ps(x.d()), _mm256_set1_ps(x.dmin()));
+        // SAFETY: F16C is enabled here.
+        let (dx, dy) = unsafe { (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin))) };
+        let (sc, m) = scales_and_mins(&x.scales);
         // [a_lo + a_hi | b_lo + b_hi]: the four groups r + (r + 4) of a, then of b.
         let fold2 = |a: __m256i, b: __m256i| {
             _mm256_add_epi32(
@@ -450,7 +589,6 @@ mod fast {
                 _mm256_permute2x128_si256::<0x31>(a, b),
             )
         };
-        let pair = |lo: i32, hi: i32| _mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi);
         for p in 0..2 {
             let (j0, j1) = (2 * p, 2 * p + 1);
             // SAFETY: 32 bytes at 32 * j of the 128-byte `qs`; each q8_1 block has 32.
@@ -460,41 +598,34 @@ mod fast {
                     _mm256_loadu_si256(x.qs.as_ptr().add(32 * j1).cast()),
                 )
             };
-            let (sc0, m0) = q4_k_scales_for_chunk(&x.scales, j0);
-            let (sc1, m1) = q4_k_scales_for_chunk(&x.scales, j1);
             let mut sumf_d = _mm256_setzero_ps();
             let mut sumf_m = _mm256_setzero_ps();
             for i in 0..2 {
-                let (b0, b1) = (&y[2 * j0 + i], &y[2 * j1 + i]);
-                // SAFETY: as above.
-                let (u0, u1) = unsafe {
+                let (k0, k1) = (2 * j0 + i, 2 * j1 + i);
+                let (b0, b1) = (&y[k0], &y[k1]);
+                // SAFETY: as above; a group-sum entry is 16 bytes.
+                let (u0, u1, g) = unsafe {
                     (
                         _mm256_loadu_si256(b0.qs.as_ptr().cast()),
                         _mm256_loadu_si256(b1.qs.as_ptr().cast()),
+                        _mm256_loadu2_m128i(sums[k1].as_ptr().cast(), sums[k0].as_ptr().cast()),
                     )
                 };
                 let nib = |q: __m256i| {
                     let q = if i == 0 { q } else { _mm256_srli_epi16::<4>(q) };
                     _mm256_and_si256(q, mask)
                 };
-                // SAFETY: AVX2 is enabled here.
-                let (p0, p1, s0, s1) = unsafe {
-                    (
-                        int_dots(nib(q0), u0),
-                        int_dots(nib(q1), u1),
-                        int_dots(ones, u0),
-                        int_dots(ones, u1),
-                    )
-                };
-                let dot1 = fold2(p0, p1);
-                let dot2 = fold2(s0, s1);
-                let f1 = _mm256_cvtepi32_ps(_mm256_mullo_epi32(
-                    dot1,
-                    pair(sc0[i] as i32, sc1[i] as i32),
-                ));
-                let f2 =
-                    _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot2, pair(m0[i] as i32, m1[i] as i32)));
-                let d8 = _mm256_set_m128(_mm_set1_ps(b1.d()), _mm_set1_ps(b0.d()));
+                // Sub-block k's scale and min, in every i16 of the half for its chunk.
+                let (sc0, sc1) = (sc[k0] as i16, sc[k1] as i16);
+                let p0 =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(nib(q0), u0), _mm256_set1_epi16(sc0));
+                let p1 =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(nib(q1), u1), _mm256_set1_epi16(sc1));
+                let f1 = _mm256_cvtepi32_ps(fold2(p0, p1));
+                let mv =
+                    _mm256_setr_m128i(_mm_set1_epi16(m[k0] as i16), _mm_set1_epi16(m[k1] as i16));
+                let f2 = _mm256_cvtepi32_ps(_mm256_madd_epi16(g, mv));
+                let d8 = _mm256_set_m128(_mm_set1_ps(yd[k1]), _mm_set1_ps(yd[k0]));
                 // SAFETY: FMA is enabled here.
                 unsafe {
                     sumf_d = mad8(c.vec_dot_sums, d8, f1, sumf_d);
@@ -518,23 +649,46 @@ mod fast {
         }
     }
 
+    /// The eight 6-bit scales and mins of a Q4_K superblock (`get_scale_min_k4` for
+    /// sub-blocks 0..8, which the device's branchless per-chunk decode equals:
+    /// `gpu_q4_k_branchless_scale_decode_matches_get_scale_min_k4`): bytes 0..4 hold
+    /// the low six bits of scales 0..4 and their top two bits the top bits of scales
+    /// 4..8, bytes 4..8 the same for the mins, bytes 8..12 the low four bits of scales
+    /// (low nibble) and mins (high nibble) 4..8.
+    #[inline(always)]
+    fn scales_and_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+        let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+        let (a, b, c) = (w(0), w(1), w(2));
+        let (low6, low4, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+        let sc_hi = (c & low4) | (((a >> 6) & top2) << 4);
+        let m_hi = ((c >> 4) & low4) | (((b >> 6) & top2) << 4);
+        let join = |lo: u32, hi: u32| {
+            let (l, h) = (lo.to_le_bytes(), hi.to_le_bytes());
+            [l[0], l[1], l[2], l[3], h[0], h[1], h[2], h[3]]
+        };
+        (join(a & low6, sc_hi), join(b & low6, m_hi))
+    }
+
     /// `q6_k_tail` for the 32 threads of superblock `x` (thread `k = 8g + t`: int `k` of
     /// `ql`, int `8 (g / 2) + t` of `qh` shifted by `2 (g % 2)`, int `t` of q8_1 blocks
     /// `4 (g / 2) + g % 2 + 2i`, scale `8 (g / 2) + 2 (g % 2) + t / 4 + 4i`), added into
     /// `tmp[0..32]`, eight threads per AVX vector. The signed 6-bit value `q - 32` times a
-    /// q8_1 byte is summed as `q * u` (unsigned `q` below 64) minus `32 * u`.
-    #[target_feature(enable = "avx2,fma")]
+    /// q8_1 byte is summed as `q * u` (unsigned `q` below 64) minus the column's
+    /// `32 * sum(u)` of the thread's group (`sums`).
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn q6_k_block(
         x: &BlockQ6K,
         y: &[BlockQ8_1],
+        yd: &[f32],
+        sums: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
-        assert!(y.len() == 8 && tmp.len() == 32);
+        assert!(y.len() == 8 && yd.len() == 8 && sums.len() == 8 && tmp.len() == 32);
         let lo = _mm256_set1_epi8(0x0F);
         let hi = _mm256_set1_epi8(0x30);
-        let ones = _mm256_set1_epi8(1);
-        let d = _mm256_set1_ps(x.d());
+        // SAFETY: F16C is enabled here.
+        let d = _mm256_set1_ps(unsafe { half(x.d) });
         for g in 0..4 {
             let (h, hh) = (g / 2, g % 2);
             // SAFETY: 32 bytes at 32 * g of the 128-byte `ql`, at 32 * h of the 64-byte
@@ -548,9 +702,14 @@ mod fast {
             let vh = if hh == 0 { vh } else { _mm256_srli_epi32::<2>(vh) };
             let mut sumf = _mm256_setzero_ps();
             for i in 0..2 {
-                let b8 = &y[4 * h + hh + 2 * i];
-                // SAFETY: as above.
-                let u = unsafe { _mm256_loadu_si256(b8.qs.as_ptr().cast()) };
+                let k = 4 * h + hh + 2 * i;
+                // SAFETY: as above; a group-sum entry is 32 bytes.
+                let (u, s32) = unsafe {
+                    (
+                        _mm256_loadu_si256(y[k].qs.as_ptr().cast()),
+                        _mm256_loadu_si256(sums[k].as_ptr().cast()),
+                    )
+                };
                 let (vil, vih) = if i == 0 {
                     (_mm256_and_si256(vl, lo), _mm256_and_si256(_mm256_slli_epi32::<4>(vh), hi))
                 } else {
@@ -558,14 +717,14 @@ mod fast {
                 };
                 let q = _mm256_or_si256(vil, vih);
                 // SAFETY: AVX2 is enabled here.
-                let (pq, su) = unsafe { (int_dots(q, u), int_dots(ones, u)) };
-                let dot = _mm256_sub_epi32(pq, _mm256_slli_epi32::<5>(su));
+                let pq = unsafe { int_dots(q, u) };
+                let dot = _mm256_sub_epi32(pq, s32);
                 let s0 = x.scale(8 * h + 2 * hh + 4 * i) as i32;
                 let s1 = x.scale(8 * h + 2 * hh + 1 + 4 * i) as i32;
                 let scv = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
                 let f = _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot, scv));
                 // SAFETY: FMA is enabled here.
-                sumf = unsafe { mad8(c.vec_dot_sums, _mm256_set1_ps(b8.d()), f, sumf) };
+                sumf = unsafe { mad8(c.vec_dot_sums, _mm256_set1_ps(yd[k]), f, sumf) };
             }
             let t = &mut tmp[8 * g..8 * g + 8];
             // SAFETY: `t` holds 8 floats; FMA is enabled here.
@@ -580,8 +739,14 @@ mod fast {
     /// added into `tmp[0..4]` with `(d_x * d_y) * sumi` fused into the accumulator where
     /// the contraction says. The signed bytes are widened to i16 before multiplying, so
     /// every product (including -128 * -128) is exact.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn q8_0_block(x: &BlockQ8_0, y: &BlockQ8_1, c: Contraction, tmp: &mut [f32]) {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn q8_0_block(
+        x: &BlockQ8_0,
+        y: &BlockQ8_1,
+        yd: f32,
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
         assert!(tmp.len() == 4);
         // SAFETY: 32 bytes each.
         let (xv, yv) = unsafe {
@@ -602,7 +767,8 @@ mod fast {
         let s = _mm256_hadd_epi32(s, s);
         let t = _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0));
         let sumi = _mm_cvtepi32_ps(_mm256_castsi256_si128(t));
-        let dxdy = _mm_set1_ps(x.d() * y.d());
+        // SAFETY: F16C is enabled here.
+        let dxdy = _mm_set1_ps(unsafe { half(x.d) } * yd);
         let acc = &mut tmp[..4];
         // SAFETY: `acc` holds 4 floats; FMA is enabled here.
         unsafe {

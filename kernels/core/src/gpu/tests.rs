@@ -808,3 +808,59 @@ fn gpu_gemv_equals_a_block_major_formulation_bitwise() {
         }
     }
 }
+
+/// `MmvqConfig::gemv_rows` (the column's q8_1 scales converted once, the weights'
+/// scales by F16C in the accelerated form) equals `gemv` row by row in the scalar form,
+/// bitwise, for both lanes' configurations: random rows, and rows and activations whose
+/// f16 scales are special (signalling and quiet NaNs, infinities, subnormals, -0; a NaN
+/// result only has to be a NaN).
+#[test]
+fn gpu_gemv_rows_equals_the_scalar_gemv_per_row_bitwise() {
+    let mut r = Rng(0x005C_A1E5);
+    let special: [u16; 8] = [0x7C01, 0x7E00, 0xFC00, 0x0001, 0x8000, 0x3C00, 0x03FF, 0xFD17];
+    let (mut n_nan, mut n_finite) = (0usize, 0usize);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        let (n, k) = (7usize, 1024usize);
+        let unit = ty.type_size();
+        for specials in [false, true] {
+            let mut rows: Vec<u8> = (0..n).flat_map(|_| random_row(&mut r, ty, k)).collect();
+            let mut act = quantize_q8_1_mmvq(&r.activations(k));
+            if specials {
+                for (b, blk) in rows.chunks_mut(unit).enumerate() {
+                    let h = special[b % special.len()].to_le_bytes();
+                    let at = match ty {
+                        GgmlType::Q6_K => 208,
+                        _ => 0,
+                    };
+                    blk[at..at + 2].copy_from_slice(&h);
+                    if ty == GgmlType::Q4_K {
+                        let m = special[(b + 3) % special.len()].to_le_bytes();
+                        blk[2..4].copy_from_slice(&m);
+                    }
+                }
+                for (i, a) in act.iter_mut().enumerate() {
+                    if i % 3 == 1 {
+                        a.d = special[i % special.len()].to_le_bytes();
+                    }
+                }
+            }
+            for cfg in [super::WAVE32, super::WAVE64] {
+                let mut got = vec![0.0f32; n];
+                cfg.gemv_rows(ty, &rows, &act, &mut got).unwrap();
+                for (j, g) in got.iter().enumerate() {
+                    let row = &rows[j * (rows.len() / n)..(j + 1) * (rows.len() / n)];
+                    let want = crate::accel::with_scalar(|| cfg.gemv(ty, row, &act)).unwrap();
+                    // A NaN result's sign and payload are whichever NaN operand the
+                    // x86 instruction propagates, which the two forms order
+                    // differently (and the device by its own rules): NaN is one value.
+                    let same = g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan());
+                    assert!(same, "{ty} {} specials={specials} row {j}: {g} vs {want}", cfg.name);
+                    n_nan += usize::from(g.is_nan());
+                    n_finite += usize::from(g.is_finite());
+                }
+            }
+        }
+    }
+    // Both kinds of result were compared.
+    assert!(n_nan > 0 && n_finite > 0, "{n_nan} NaN and {n_finite} finite results");
+}

@@ -95,4 +95,27 @@ impl Kernels for HipTwin {
         let blocks: &[BlockQ8_1] = cast_blocks(GgmlType::Q8_1, act)?;
         self.0.gemv(wtype, w_row, blocks)
     }
+
+    /// [`Kernels::vec_dot`] for every (weight row, activation column) pair, as the
+    /// default does, with each column's q8_1 scales converted once for all rows
+    /// ([`MmvqConfig::gemv_rows`]: the same bits).
+    fn matmul_quantized(
+        &self,
+        w: &crate::WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        self.act_rule(w.ty())?;
+        let n = w.n();
+        let mut out = vec![0.0f32; m * n];
+        if w.k() == 0 || n == 0 {
+            return Ok(out);
+        }
+        let cols = crate::lane::dispatch::act_rows(self, w, act, m)?;
+        for (a, o) in cols.into_iter().zip(out.chunks_exact_mut(n)) {
+            let blocks: &[BlockQ8_1] = cast_blocks(GgmlType::Q8_1, a)?;
+            self.0.gemv_rows(w.ty(), w.data(), blocks, o)?;
+        }
+        Ok(out)
+    }
 }

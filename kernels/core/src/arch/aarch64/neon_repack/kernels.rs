@@ -158,7 +158,58 @@ pub(crate) fn q8_0x4_isums(x: &BlockQ8_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 
 /// The arithmetic of `ggml_gemv_q4_0_4x4_q8_0` (`il` 4) and the i8mm build's
 /// `ggml_gemv_q4_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
 pub(crate) fn gemv_q4_0_4xil(blocks: &[BlockQ4_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if legacy_x4_avx2() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
+        return unsafe {
+            gemv_legacy_x4_avx2(blocks, y, |x, yb| {
+                (crate::accel::x86::q4_0x4_isums(&x.qs, il, &yb.qs), x.d)
+            })
+        };
+    }
     gemv_legacy_x4(blocks, y, |x, yb| (q4_0x4_isums(x, il, yb), x.d))
+}
+
+/// Whether [`gemv_legacy_x4_avx2`] runs here: the accelerated forms are allowed
+/// ([`crate::accel::x86_avx2`]: AVX2 and FMA) and the CPU has F16C.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn legacy_x4_avx2() -> bool {
+    crate::accel::x86_avx2() && std::arch::is_x86_feature_detected!("f16c")
+}
+
+/// [`gemv_legacy_x4`] with AVX2, FMA and F16C: the four columns in the lanes of one SSE
+/// vector, `d_y * f16(d_j)` one `vmulps` (the four f16 scales converted by
+/// `vcvtph2ps`, exact), the accumulation one `vfmadd` per block (lane j:
+/// `fma(float(isum_j), d_y * d_j, acc_j)`, the scalar form's operations).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn gemv_legacy_x4_avx2<B>(
+    blocks: &[B],
+    y: &[BlockQ8_0],
+    isums: impl Fn(&B, &BlockQ8_0) -> ([i32; 4], [[u8; 2]; 4]),
+) -> [f32; 4] {
+    use std::arch::x86_64::*;
+    let mut acc = _mm_setzero_ps();
+    for (x, yb) in blocks.iter().zip(y) {
+        let (isum, d) = isums(x, yb);
+        let d = u64::from_le_bytes([
+            d[0][0], d[0][1], d[1][0], d[1][1], d[2][0], d[2][1], d[3][0], d[3][1],
+        ]);
+        let dj = _mm_cvtph_ps(_mm_cvtsi64_si128(d as i64));
+        let dy = _mm_cvtph_ps(_mm_set1_epi16(u16::from_le_bytes(yb.d) as i16));
+        // SAFETY: 16 bytes of `isum`.
+        let fi = _mm_cvtepi32_ps(unsafe { _mm_loadu_si128(isum.as_ptr().cast()) });
+        acc = _mm_fmadd_ps(fi, _mm_mul_ps(dy, dj), acc);
+    }
+    let mut out = [0.0f32; 4];
+    // SAFETY: 16 bytes of `out`.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
+    out
 }
 
 /// `acc[j] = fma(float(isum[j]), d_y * f16(d[j]), acc[j])` over the blocks, with
@@ -182,6 +233,15 @@ fn gemv_legacy_x4<B>(
 /// The arithmetic of `ggml_gemv_q8_0_4x4_q8_0` (`il` 4) and the i8mm build's
 /// `ggml_gemv_q8_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
 pub(crate) fn gemv_q8_0_4xil(blocks: &[BlockQ8_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if legacy_x4_avx2() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
+        return unsafe {
+            gemv_legacy_x4_avx2(blocks, y, |x, yb| {
+                (crate::accel::x86::q8_0x4_isums(&x.qs, il, &yb.qs), x.d)
+            })
+        };
+    }
     gemv_legacy_x4(blocks, y, |x, yb| (q8_0x4_isums(x, il, yb), x.d))
 }
 
