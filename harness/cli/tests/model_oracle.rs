@@ -328,7 +328,7 @@ fn run_args(model: &Path, ids: &[u32], run: &LlamaRun) -> Vec<String> {
 /// A later run of the suite reads the trace instead of running llama.cpp again (the
 /// aarch64 builds' runs under qemu are most of this file's time). A build rebuilt by
 /// `ci/oracle`, an edited capture tool or model, or another argument is another key.
-/// `TIERCHECK_ORACLE_TRACE_CACHE=off` runs llama.cpp every time.
+/// `TIERCHECK_ORACLE_CACHE=off` runs llama.cpp every time.
 fn llama_trace(
     build: Build,
     model: &Path,
@@ -336,7 +336,7 @@ fn llama_trace(
     run: LlamaRun,
     out: &Path,
 ) -> Result<Trace, String> {
-    let off = std::env::var("TIERCHECK_ORACLE_TRACE_CACHE").is_ok_and(|v| v == "off");
+    let off = std::env::var("TIERCHECK_ORACLE_CACHE").is_ok_and(|v| v == "off");
     let entry = if off { None } else { Some(trace_cache_entry(build, model, ids, &run)?) };
     if let Some(entry) = &entry {
         if entry.is_file() {
@@ -1142,7 +1142,7 @@ fn trace_cache_recomputes_bitwise() -> Result<(), String> {
     let build = Build::ArmI8mm;
     let cached = llama_trace(build, &model.path, &ids, run(), &dir.path().join("cached.st"))?;
     let entry = trace_cache_entry(build, &model.path, &ids, &run())?;
-    if std::env::var("TIERCHECK_ORACLE_TRACE_CACHE").is_ok_and(|v| v == "off") {
+    if std::env::var("TIERCHECK_ORACLE_CACHE").is_ok_and(|v| v == "off") {
         eprintln!("trace cache off: comparing two fresh runs");
     } else if !entry.is_file() {
         return Err(format!("{} was not stored", entry.display()));

@@ -80,6 +80,11 @@ fn main() -> ExitCode {
         Box::new(i8mm_plain_mulmat_uses_the_2x2_tile),
     ));
     tests.push((
+        "driver/cache_recomputes_bitwise".into(),
+        ArmTier::I8mm,
+        Box::new(driver_cache_recomputes_bitwise),
+    ));
+    tests.push((
         "driver/rejects_bad_requests".into(),
         ArmTier::I8mm,
         Box::new(rejects_bad_requests),
@@ -504,6 +509,35 @@ fn vec_dot_all(d: &ArmDriver, c: &Case) -> Result<Vec<f32>, String> {
 fn run_plain(d: &ArmDriver, c: &Case) -> Result<MulmatResult, String> {
     d.mulmat(Plain, c.ty.id(), c.k, c.n, c.m, 1, &c.w, &c.x)
         .map_err(|e| format!("{}: {e}", c.label()))
+}
+
+/// The driver run cache's premise (`ArmDriver` keeps successful runs under qemu, keyed
+/// by everything they read): a repacked and a plain matmul and a vec_dot, each asked
+/// twice (the second answer is the kept run, where the cache is on), equal the same run
+/// made now with the cache bypassed (`without_cache`), bit for bit and in every report
+/// field.
+fn driver_cache_recomputes_bitwise(d: &ArmDriver) -> Result<(), String> {
+    let fresh = d.clone().without_cache();
+    for (mode, ty) in [(MulmatMode::Repack, GgmlType::Q4_K), (Plain, GgmlType::Q6_K)] {
+        let c = Case::new(ty, 512, 16, 3, 21);
+        let ask = |d: &ArmDriver| {
+            d.mulmat(mode, c.ty.id(), c.k, c.n, c.m, 1, &c.w, &c.x)
+                .map_err(|e| format!("{}: {e}", c.label()))
+        };
+        let _ = ask(d)?;
+        let (kept, now) = (ask(d)?, ask(&fresh)?);
+        if !bits_equal(&kept.out, &now.out)
+            || (kept.repacked, &kept.buft, &kept.layout) != (now.repacked, &now.buft, &now.layout)
+        {
+            return Err(format!("{} {mode:?}: the kept run differs from a fresh one", c.label()));
+        }
+    }
+    let c = Case::new(GgmlType::Q8_0, 256, 4, 1, 22);
+    let (kept, now) = (vec_dot_all(d, &c)?, vec_dot_all(&fresh, &c)?);
+    if !bits_equal(&kept, &now) {
+        return Err(format!("{}: the kept vec_dot differs from a fresh one", c.label()));
+    }
+    Ok(())
 }
 
 fn dotprod_plain_mulmat_vs_vec_dot(d: &ArmDriver) -> Result<(), String> {

@@ -189,6 +189,8 @@ pub struct ArmDriver {
     env: Vec<(OsString, OsString)>,
     timeout: Duration,
     traits: Arc<Mutex<HashMap<u32, ArmTraits>>>,
+    /// Whether successful runs go through the run cache ([`ArmDriver::run`]).
+    cached: bool,
 }
 
 /// Files of one driver run, in a temporary folder that is also the working folder (where
@@ -295,6 +297,7 @@ impl ArmDriver {
             env: Vec::new(),
             timeout: Duration::from_secs(600),
             traits: Arc::default(),
+            cached: true,
         })
     }
 
@@ -330,6 +333,12 @@ impl ArmDriver {
     /// `GGML_*` and `QEMU_*` variable is removed).
     pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs the driver every time, never through the run cache (see [`ArmDriver::run`]).
+    pub fn without_cache(mut self) -> Self {
+        self.cached = false;
         self
     }
 
@@ -652,9 +661,75 @@ impl ArmDriver {
         Ok(results.into_iter().map(|r| r.expect("every job answered")).collect())
     }
 
+    /// [`ArmDriver::run_fresh`] through the run cache: under qemu, a successful run is
+    /// kept under `<cache>/oracle-runs/<key>/` (its stdout, stderr and the files it
+    /// wrote into `scratch`), the key the sha256 of everything the run reads: the
+    /// driver's bytes, qemu-aarch64's bytes, the CPU model, the environment set for it,
+    /// the arguments (the scratch folder's path replaced by a fixed name) and every file
+    /// in `scratch` with its bytes. A later identical run restores those files and
+    /// output instead of starting qemu. Runs that fail, and native runs (an aarch64
+    /// host, the fake drivers of the unit tests), are never kept.
+    /// `TIERCHECK_ORACLE_CACHE=off` turns the cache off; the premise (a run is a
+    /// function of its inputs) is checked by `oracle/arm/driver_cache_recomputes_bitwise`
+    /// in `oracle_arm.rs`.
+    fn run(&self, scratch: &Scratch, args: &[String]) -> Result<RunOutput, OracleError> {
+        let Some(key) = self.cache_key(scratch, args) else {
+            return self.run_fresh(scratch, args);
+        };
+        let dir = run_cache_dir().map(|d| d.join(&key));
+        if let Some(dir) = dir.as_deref().filter(|d| d.join("done").is_file()) {
+            if let Some(out) = restore_run(dir, scratch) {
+                return Ok(out);
+            }
+        }
+        let before = scratch_files(scratch.dir.path());
+        let out = self.run_fresh(scratch, args)?;
+        if let (Some(dir), Some(before), true) = (dir, before, out.status.success()) {
+            if let Err(e) = store_run(&dir, scratch, &before, args, &out) {
+                eprintln!("oracle run cache: cannot store {}: {e}", dir.display());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The run cache key of `args` in `scratch` (see [`ArmDriver::run`]); `None` when the
+    /// run is not cached.
+    fn cache_key(&self, scratch: &Scratch, args: &[String]) -> Option<String> {
+        use sha2::{Digest, Sha256};
+        if !self.cached || std::env::var("TIERCHECK_ORACLE_CACHE").is_ok_and(|v| v == "off") {
+            return None;
+        }
+        let Launcher::Qemu { qemu, sysroot, cpu } = &self.launcher else { return None };
+        let mut h = Sha256::new();
+        h.update(b"tiercheck armdriver run v1\n");
+        h.update(file_digest(&self.path)?.as_bytes());
+        h.update(file_digest(qemu)?.as_bytes());
+        h.update(format!("\nsysroot {sysroot:?}\ncpu {cpu}\n").as_bytes());
+        for (k, v) in &self.env {
+            h.update(format!("env {k:?}={v:?}\n").as_bytes());
+        }
+        let root = scratch.dir.path().to_string_lossy().into_owned();
+        for a in args {
+            h.update(format!("arg {}\n", a.replace(&root, "<scratch>")).as_bytes());
+        }
+        for (name, _) in scratch_files(scratch.dir.path())? {
+            // An earlier run's own output files are not an input.
+            if name == "stdout.txt" || name == "stderr.txt" {
+                continue;
+            }
+            // A request file names other files of the folder by their paths.
+            let bytes = std::fs::read(scratch.path(&name)).ok()?;
+            let bytes = replace_bytes(&bytes, root.as_bytes(), b"<scratch>");
+            let digest: String =
+                Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+            h.update(format!("file {name} {digest}\n").as_bytes());
+        }
+        Some(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     /// Starts the driver with `args` in `scratch`, waits (up to the timeout) and collects
     /// its output.
-    fn run(&self, scratch: &Scratch, args: &[String]) -> Result<RunOutput, OracleError> {
+    fn run_fresh(&self, scratch: &Scratch, args: &[String]) -> Result<RunOutput, OracleError> {
         let mut cmd = match &self.launcher {
             Launcher::Qemu { qemu, sysroot, cpu } => {
                 let mut c = Command::new(qemu);
@@ -872,6 +947,119 @@ fn read_job_output(
 
 /// Bytes of one row of `k` values of `ty`, or an error when `k` is 0 or not a whole number
 /// of blocks.
+/// `<cache>/oracle-runs` (`$TIERCHECK_CACHE`, else `~/.cache/tiercheck`).
+fn run_cache_dir() -> Option<PathBuf> {
+    let get = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache = get(super::config::CACHE_ENV)
+        .or_else(|| get("HOME").map(|h| h.join(".cache/tiercheck")))?;
+    Some(cache.join("oracle-runs"))
+}
+
+/// sha256 of a file's bytes (lowercase hex), computed once per path and process (the
+/// drivers and qemu do not change while a test runs).
+fn file_digest(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    static DONE: std::sync::OnceLock<Mutex<HashMap<PathBuf, String>>> = std::sync::OnceLock::new();
+    let done = DONE.get_or_init(Default::default);
+    if let Some(d) = done.lock().ok()?.get(path) {
+        return Some(d.clone());
+    }
+    let bytes = std::fs::read(path).ok()?;
+    let d: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    done.lock().ok()?.insert(path.to_owned(), d.clone());
+    Some(d)
+}
+
+/// `bytes` with every occurrence of `from` replaced by `to`.
+fn replace_bytes(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if !from.is_empty() && bytes[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The regular files directly in `dir` with the sha256 of their bytes, sorted by name.
+fn scratch_files(dir: &Path) -> Option<Vec<(String, String)>> {
+    use sha2::{Digest, Sha256};
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).ok()? {
+        let e = e.ok()?;
+        if !e.file_type().ok()?.is_file() {
+            return None; // a folder or link in the scratch folder: not a run we key
+        }
+        let name = e.file_name().into_string().ok()?;
+        let bytes = std::fs::read(e.path()).ok()?;
+        files.push((name, Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()));
+    }
+    files.sort();
+    Some(files)
+}
+
+/// Keeps a successful run: the files it created or changed in `scratch` (`before`
+/// lists them as they were), its stdout and stderr (and its arguments, for a reader of
+/// the cache), written into a temporary folder
+/// beside `dir` and renamed to `dir` whole, so a reader sees a complete entry or none.
+fn store_run(
+    dir: &Path,
+    scratch: &Scratch,
+    before: &[(String, String)],
+    args: &[String],
+    out: &RunOutput,
+) -> std::io::Result<()> {
+    let parent = dir.parent().expect("a cache entry has a parent");
+    std::fs::create_dir_all(parent)?;
+    let tmp = tempfile::Builder::new().prefix(".partial-").tempdir_in(parent)?;
+    let files = tmp.path().join("files");
+    std::fs::create_dir(&files)?;
+    let after = scratch_files(scratch.dir.path())
+        .ok_or_else(|| std::io::Error::other("the scratch folder cannot be listed"))?;
+    for (name, digest) in &after {
+        if ["stdout.txt", "stderr.txt"].contains(&name.as_str()) {
+            continue;
+        }
+        if before.iter().any(|(n, d)| n == name && d == digest) {
+            continue;
+        }
+        std::fs::copy(scratch.path(name), files.join(name))?;
+    }
+    // What ran, for a reader of the cache (not part of what is restored).
+    std::fs::write(tmp.path().join("args"), args.join("\n"))?;
+    std::fs::write(tmp.path().join("stdout"), &out.stdout)?;
+    std::fs::write(tmp.path().join("stderr"), &out.stderr)?;
+    std::fs::write(tmp.path().join("done"), b"")?;
+    let tmp = tmp.keep();
+    if let Err(e) = std::fs::rename(&tmp, dir) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        if !dir.join("done").is_file() {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// A kept run's output, with its files copied back into `scratch`; `None` when the
+/// entry cannot be read whole (the run then happens again).
+fn restore_run(dir: &Path, scratch: &Scratch) -> Option<RunOutput> {
+    use std::os::unix::process::ExitStatusExt;
+    for e in std::fs::read_dir(dir.join("files")).ok()? {
+        let e = e.ok()?;
+        std::fs::copy(e.path(), scratch.path(&e.file_name().into_string().ok()?)).ok()?;
+    }
+    Some(RunOutput {
+        status: ExitStatus::from_raw(0),
+        stdout: std::fs::read_to_string(dir.join("stdout")).ok()?,
+        stderr: std::fs::read_to_string(dir.join("stderr")).ok()?,
+    })
+}
+
 fn row_bytes(ty: GgmlType, k: usize) -> Result<usize, OracleError> {
     if k == 0 {
         return Err(invalid("k must be at least 1"));
@@ -947,7 +1135,57 @@ mod tests {
             env: Vec::new(),
             timeout: Duration::from_secs(1),
             traits: Arc::default(),
+            cached: true,
         }
+    }
+
+    /// A kept run gives back what the run wrote, and its key ignores the scratch
+    /// folder's own path (in the arguments and in the request files that name it) but
+    /// not a byte of the inputs; a run that fails is not kept.
+    #[test]
+    fn the_run_cache_keys_inputs_and_restores_outputs() {
+        let cache = tempfile::tempdir().unwrap();
+        let qemu_dir = tempfile::tempdir().unwrap();
+        // A stand-in for qemu-aarch64 (only its bytes are read for the key).
+        let qemu = qemu_dir.path().join("qemu-aarch64");
+        std::fs::write(&qemu, "not qemu").unwrap();
+        let mut d = fake();
+        d.path = qemu.clone();
+        d.launcher = Launcher::Qemu { qemu, sysroot: None, cpu: "max".into() };
+        let key_for = |req: &[u8]| {
+            let s = Scratch::new().unwrap();
+            let root = s.dir.path().display().to_string();
+            s.write("requests.txt", &[root.as_bytes(), req].concat()).unwrap();
+            let arg = s.path("requests.txt").display().to_string();
+            (d.cache_key(&s, &["batch".into(), arg]).unwrap(), s)
+        };
+        let (k1, s1) = key_for(b"/w0.bin 1 2 3");
+        let (k2, _s2) = key_for(b"/w0.bin 1 2 3");
+        let (k3, _s3) = key_for(b"/w0.bin 1 2 4");
+        assert_eq!(k1, k2, "the scratch path is part of the key");
+        assert_ne!(k1, k3, "an input byte is not part of the key");
+        // Store a run that wrote out0.f32, and restore it into a fresh folder.
+        let before = scratch_files(s1.dir.path()).unwrap();
+        s1.write("out0.f32", &[1, 2, 3, 4]).unwrap();
+        s1.write("stdout.txt", b"ok").unwrap();
+        let out = RunOutput {
+            status: std::os::unix::process::ExitStatusExt::from_raw(0),
+            stdout: "1 0 repacked=0".into(),
+            stderr: String::new(),
+        };
+        let entry = cache.path().join(&k1);
+        store_run(&entry, &s1, &before, &["batch".into()], &out).unwrap();
+        let fresh = Scratch::new().unwrap();
+        let back = restore_run(&entry, &fresh).unwrap();
+        assert_eq!(back.stdout, out.stdout);
+        assert!(back.status.success());
+        assert_eq!(std::fs::read(fresh.path("out0.f32")).unwrap(), [1, 2, 3, 4]);
+        // The request (an input, unchanged) and the run's stdout file are not kept.
+        assert!(!entry.join("files/requests.txt").exists());
+        assert!(!entry.join("files/stdout.txt").exists());
+        // Without qemu (a native run) or with the cache bypassed there is no key.
+        assert!(fake().cache_key(&s1, &[]).is_none());
+        assert!(d.clone().without_cache().cache_key(&s1, &[]).is_none());
     }
 
     /// A driver that is a shell script (run natively).
