@@ -208,10 +208,14 @@ impl MmvqConfig {
 struct Column {
     /// Each q8_1 block's `d` as f32.
     yd: Vec<f32>,
-    /// Q4_K: per q8_1 block, the sums of its eight 4-byte groups `g0..g8` as i16 (each
-    /// at most 4 * 128 in size), in the order `g0 g4 g1 g5 g2 g6 g3 g7`: one
-    /// `vpmaddwd` against a scale gives `(g_r + g_{r+4}) * m`, thread `r`'s `dot2 * m`.
-    q4k: Vec<[i16; 8]>,
+    /// Q4_K, per superblock and step `s = 2p + i` of [`fast::q4_k_block`] (chunks `2p`
+    /// and `2p + 1`, q8_1 blocks `k0 = 4p + i` and `k1 = 4p + 2 + i`): the sums of the
+    /// eight 4-byte groups `g0..g8` of block `k0`, then of `k1`, as i16 (each at most
+    /// 4 * 128 in size) in the order `g0 g4 g1 g5 g2 g6 g3 g7`, so that one `vpmaddwd`
+    /// against a scale gives `(g_r + g_{r+4}) * m`, thread `r`'s `dot2 * m`.
+    q4k: Vec<[[i16; 16]; 4]>,
+    /// Q4_K, per superblock and step `s`: `d` of block `k0` four times, then of `k1`.
+    q4k_d: Vec<[[f32; 8]; 4]>,
     /// Q6_K: per q8_1 block, 32 times the sum of each 4-byte group (the `- 32` of the
     /// signed 6-bit quants, summed once: `(q - 32) . u = q . u - 32 * sum(u)`).
     q6k: Vec<[i32; 8]>,
@@ -225,13 +229,35 @@ impl Column {
         let mut col = Column { yd: act.iter().map(BlockQ8_1::d).collect(), ..Default::default() };
         match ty {
             GgmlType::Q4_K => {
-                col.q4k = act
+                let sums: Vec<[i16; 8]> = act
                     .iter()
                     .map(|b| {
                         let g = groups(b);
                         std::array::from_fn(|i| g[(i / 2) + 4 * (i % 2)] as i16)
                     })
-                    .collect()
+                    .collect();
+                let pair = |sb: usize, s: usize| {
+                    (8 * sb + 4 * (s / 2) + s % 2, 8 * sb + 4 * (s / 2) + 2 + s % 2)
+                };
+                let n_sb = act.len() / 8;
+                col.q4k = (0..n_sb)
+                    .map(|sb| {
+                        std::array::from_fn(|s| {
+                            let (k0, k1) = pair(sb, s);
+                            std::array::from_fn(
+                                |e| if e < 8 { sums[k0][e] } else { sums[k1][e - 8] },
+                            )
+                        })
+                    })
+                    .collect();
+                col.q4k_d = (0..n_sb)
+                    .map(|sb| {
+                        std::array::from_fn(|s| {
+                            let (k0, k1) = pair(sb, s);
+                            std::array::from_fn(|e| col.yd[if e < 4 { k0 } else { k1 }])
+                        })
+                    })
+                    .collect();
             }
             GgmlType::Q6_K => {
                 col.q6k = act.iter().map(|b| groups(b).map(|g| 32 * g)).collect();
@@ -375,10 +401,10 @@ impl Share for Q4K<'_> {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
-        let (y, b) = (&self.1[kbx * 8..kbx * 8 + 8], kbx * 8..kbx * 8 + 8);
-        let (yd, sums) = (&self.2.yd[b.clone()], &self.2.q4k[b]);
+        let y = &self.1[kbx * 8..kbx * 8 + 8];
+        let (d, sums) = (&self.2.q4k_d[kbx], &self.2.q4k[kbx]);
         // SAFETY: the caller guarantees AVX2, FMA and F16C.
-        unsafe { fast::q4_k_block(&self.0[kbx], y, yd, sums, self.3, tmp) };
+        unsafe { fast::q4_k_block(&self.0[kbx], y, d, sums, self.3, tmp) };
         true
     }
 }
@@ -481,6 +507,11 @@ impl Grid {
                 *t = call.tail(kbx, self.vdr * k).accumulate(*t, self.contraction);
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        if AVX2 {
+            // SAFETY: as above.
+            return unsafe { fast::reduce(tmp, self.warp_size, self.nwarps) };
+        }
         let mut lanes = [0.0f32; MAX_WARP];
         let lanes = &mut lanes[..self.warp_size];
         for (lane, v) in lanes.iter_mut().enumerate() {
@@ -516,6 +547,42 @@ mod fast {
 
     use super::super::vecdotq::{Contraction, Q4KCombine};
     use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
+
+    /// The end of [`super::Grid::run_in`] on eight lanes at a time: lane `l`'s warps
+    /// added in order (`acc = tmp[l]`, then `acc + tmp[warp_size * w + l]` for `w` =
+    /// 1..), then lane 0 of the XOR butterfly, the halving tree (`lanes[i] + lanes[i +
+    /// off]` for `off` = `warp_size / 2` down to 1): the scalar form's additions, each
+    /// with the same two operands in the same order, several per instruction.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn reduce(tmp: &[f32], warp_size: usize, nwarps: usize) -> f32 {
+        assert!(warp_size % 8 == 0 && warp_size <= 64 && tmp.len() >= warp_size * nwarps);
+        let mut lanes = [0.0f32; 64];
+        // SAFETY: every load and store below is of 8 floats inside `tmp` (the assert) or
+        // `lanes` (offsets below `warp_size` <= 64).
+        unsafe {
+            for c in (0..warp_size).step_by(8) {
+                let mut acc = _mm256_loadu_ps(tmp.as_ptr().add(c));
+                for w in 1..nwarps {
+                    acc = _mm256_add_ps(acc, _mm256_loadu_ps(tmp.as_ptr().add(warp_size * w + c)));
+                }
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(c), acc);
+            }
+            let mut off = warp_size / 2;
+            while off >= 8 {
+                for c in (0..off).step_by(8) {
+                    let a = _mm256_loadu_ps(lanes.as_ptr().add(c));
+                    let b = _mm256_loadu_ps(lanes.as_ptr().add(c + off));
+                    _mm256_storeu_ps(lanes.as_mut_ptr().add(c), _mm256_add_ps(a, b));
+                }
+                off /= 2;
+            }
+            // off = 4, 2, 1 on lanes 0..8 (only lane 0's inputs are kept).
+            let v = _mm256_loadu_ps(lanes.as_ptr());
+            let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let y = _mm_add_ps(x, _mm_movehl_ps(x, x));
+            _mm_cvtss_f32(_mm_add_ss(y, _mm_shuffle_ps::<1>(y, y)))
+        }
+    }
 
     /// An f16 field as f32 by `vcvtph2ps` (exact, as the scalar conversion).
     #[inline(always)]
@@ -565,23 +632,71 @@ mod fast {
     /// another grouping: `dot1 * sc` of a lane as `vpmaddwd` of the byte-pair sums
     /// against `sc` (so per 4-byte group `g * sc`), groups `r` and `r + 4` then added;
     /// `dot2 * m` as `vpmaddwd` of the column's group sums (`sums`, order `g0 g4 g1 g5
-    /// ..`) against `m`. Bounds: a byte-pair sum is at most 2 * 15 * 128, a scaled
+    /// ..`, see [`super::Column`]) against `m`; `yd` the column's q8_1 scales laid out
+    /// per step. Bounds: a byte-pair sum is at most 2 * 15 * 128, a scaled
     /// group 2 * 3840 * 63 and a thread's total 2 * 483840, far inside i32 and below
     /// 2^24, so the conversions to f32 are exact as in the tail.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn q4_k_block(
         x: &BlockQ4K,
         y: &[BlockQ8_1],
-        yd: &[f32],
-        sums: &[[i16; 8]],
+        yd: &[[f32; 8]; 4],
+        sums: &[[i16; 16]; 4],
         c: Contraction,
         tmp: &mut [f32],
     ) {
-        assert!(y.len() == 8 && yd.len() == 8 && sums.len() == 8 && tmp.len() == 16);
+        assert!(y.len() == 8 && tmp.len() == 16);
         let mask = _mm256_set1_epi8(0x0F);
         // SAFETY: F16C is enabled here.
         let (dx, dy) = unsafe { (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin))) };
         let (sc, m) = scales_and_mins(&x.scales);
+        // The eight scales and mins as i16, in both halves of a vector.
+        let wide = |b: [u8; 8]| {
+            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(i64::from_le_bytes(b))))
+        };
+        let (sc16, m16) = (wide(sc), wide(m));
+        // Element `a` of such a vector in every i16 of the low half, element `b` in the
+        // high half.
+        let pick = |v: __m256i, a: usize, b: usize| {
+            let (a, b) = ((2 * a) as i8, (2 * b) as i8);
+            let lo = _mm_setr_epi8(
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+            );
+            let hi = _mm_setr_epi8(
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+            );
+            _mm256_shuffle_epi8(v, _mm256_setr_m128i(lo, hi))
+        };
         // [a_lo + a_hi | b_lo + b_hi]: the four groups r + (r + 4) of a, then of b.
         let fold2 = |a: __m256i, b: __m256i| {
             _mm256_add_epi32(
@@ -601,31 +716,28 @@ mod fast {
             let mut sumf_d = _mm256_setzero_ps();
             let mut sumf_m = _mm256_setzero_ps();
             for i in 0..2 {
-                let (k0, k1) = (2 * j0 + i, 2 * j1 + i);
+                let (k0, k1, step) = (2 * j0 + i, 2 * j1 + i, 2 * p + i);
                 let (b0, b1) = (&y[k0], &y[k1]);
-                // SAFETY: as above; a group-sum entry is 16 bytes.
-                let (u0, u1, g) = unsafe {
+                // SAFETY: as above; a group-sum and a scale entry are 32 bytes each.
+                let (u0, u1, g, d8) = unsafe {
                     (
                         _mm256_loadu_si256(b0.qs.as_ptr().cast()),
                         _mm256_loadu_si256(b1.qs.as_ptr().cast()),
-                        _mm256_loadu2_m128i(sums[k1].as_ptr().cast(), sums[k0].as_ptr().cast()),
+                        _mm256_loadu_si256(sums[step].as_ptr().cast()),
+                        _mm256_loadu_ps(yd[step].as_ptr()),
                     )
                 };
                 let nib = |q: __m256i| {
                     let q = if i == 0 { q } else { _mm256_srli_epi16::<4>(q) };
                     _mm256_and_si256(q, mask)
                 };
-                // Sub-block k's scale and min, in every i16 of the half for its chunk.
-                let (sc0, sc1) = (sc[k0] as i16, sc[k1] as i16);
-                let p0 =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(nib(q0), u0), _mm256_set1_epi16(sc0));
-                let p1 =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(nib(q1), u1), _mm256_set1_epi16(sc1));
+                // Sub-block k's scale in every i16 (chunk j0's vector, then j1's), the
+                // mins of k0 and k1 in the two halves.
+                let (sc0, sc1, mv) = (pick(sc16, k0, k0), pick(sc16, k1, k1), pick(m16, k0, k1));
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(nib(q0), u0), sc0);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(nib(q1), u1), sc1);
                 let f1 = _mm256_cvtepi32_ps(fold2(p0, p1));
-                let mv =
-                    _mm256_setr_m128i(_mm_set1_epi16(m[k0] as i16), _mm_set1_epi16(m[k1] as i16));
                 let f2 = _mm256_cvtepi32_ps(_mm256_madd_epi16(g, mv));
-                let d8 = _mm256_set_m128(_mm_set1_ps(yd[k1]), _mm_set1_ps(yd[k0]));
                 // SAFETY: FMA is enabled here.
                 unsafe {
                     sumf_d = mad8(c.vec_dot_sums, d8, f1, sumf_d);
