@@ -555,7 +555,7 @@ mod fast {
     /// with the same two operands in the same order, several per instruction.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn reduce(tmp: &[f32], warp_size: usize, nwarps: usize) -> f32 {
-        assert!(warp_size % 8 == 0 && warp_size <= 64 && tmp.len() >= warp_size * nwarps);
+        assert!(warp_size.is_multiple_of(8) && warp_size <= 64 && tmp.len() >= warp_size * nwarps);
         let mut lanes = [0.0f32; 64];
         // SAFETY: every load and store below is of 8 floats inside `tmp` (the assert) or
         // `lanes` (offsets below `warp_size` <= 64).
