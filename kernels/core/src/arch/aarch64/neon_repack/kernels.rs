@@ -277,6 +277,11 @@ pub fn q6_k_x8_isums(x: &BlockQ6Kx8, il: usize, yb: &BlockQ8K) -> [i32; 8] {
 
 /// `ggml_gemv_q6_K_8x4_q8_K` for one group of 8 columns.
 pub fn gemv_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if legacy_x4_avx2() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
+        return unsafe { q6_k_x8_avx2::<true>(blocks, 4, y) };
+    }
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let isum = q6_k_x8_isums(x, 4, yb);
@@ -292,6 +297,11 @@ pub fn gemv_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// arithmetic of the i8mm build's `ggml_gemv_q6_K_8x8_q8_K` and `ggml_gemm_q6_K_8x8_q8_K`
 /// with `il` = 8.
 pub fn gemm_q6_k_8xil(blocks: &[BlockQ6Kx8], il: usize, y: &[BlockQ8K]) -> [f32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if legacy_x4_avx2() && (il == 4 || il == 8) {
+        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
+        return unsafe { q6_k_x8_avx2::<false>(blocks, il, y) };
+    }
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let isum = q6_k_x8_isums(x, il, yb);
@@ -300,6 +310,45 @@ pub fn gemm_q6_k_8xil(blocks: &[BlockQ6Kx8], il: usize, y: &[BlockQ8K]) -> [f32;
         }
     }
     acc
+}
+
+/// [`gemv_q6_k_8x4`] (`FUSED`: `acc = fma(float(isum), f16(d_j) * d_y, acc)`) and
+/// [`gemm_q6_k_8xil`] (not `FUSED`: `acc = acc + round(float(isum) * round(f16(d_j) *
+/// d_y))`) with the eight columns in the lanes of AVX vectors: the exact integer sums
+/// of `accel::x86::q6kx8_isums`, the f16 scales by `vcvtph2ps` (exact), then the
+/// scalar forms' float operations lane by lane.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; `il` must be 4 or 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_x8_avx2<const FUSED: bool>(
+    blocks: &[BlockQ6Kx8],
+    il: usize,
+    y: &[BlockQ8K],
+) -> [f32; 8] {
+    use std::arch::x86_64::*;
+    let mut acc = _mm256_setzero_ps();
+    for (x, yb) in blocks.iter().zip(y) {
+        let isum = crate::accel::x86::q6kx8_isums(x, il, &yb.qs, &yb.bsums);
+        // SAFETY: 8 i32 of `isum`, 16 bytes of eight f16 fields.
+        let (fi, dj) = unsafe {
+            (
+                _mm256_cvtepi32_ps(_mm256_loadu_si256(isum.as_ptr().cast())),
+                _mm256_cvtph_ps(_mm_loadu_si128(x.d.as_ptr().cast())),
+            )
+        };
+        let s = _mm256_mul_ps(dj, _mm256_set1_ps(yb.d()));
+        acc = if FUSED {
+            _mm256_fmadd_ps(fi, s, acc)
+        } else {
+            _mm256_add_ps(acc, _mm256_mul_ps(fi, s))
+        };
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: 8 floats of `out`.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
 }
 
 /// `ggml_gemm_q6_K_8x4_q8_K` (see [`gemm_q6_k_8xil`]).
