@@ -336,7 +336,8 @@ impl ArmDriver {
         self
     }
 
-    /// Runs the driver every time, never through the run cache (see [`ArmDriver::run`]).
+    /// Runs the driver every time, never through the run cache (successful runs under
+    /// qemu are otherwise kept under `<cache>/oracle-runs`, keyed by everything they read).
     pub fn without_cache(mut self) -> Self {
         self.cached = false;
         self

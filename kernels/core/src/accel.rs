@@ -33,13 +33,20 @@
 //!   ([`crate::arch::aarch64::neon::vec_dot::q6_k_isum`]);
 //! - the aarch64 repacked twins' integer stages: Q4_K and Q6_K eight rows at a time
 //!   (`x86::q4kx8_dots`, `x86::q6kx8_isums`), Q8_0 and Q4_0 four rows at a time
-//!   (`x86::q8_0x4_isums`, `x86::q4_0x4_isums`, 4- and 8-byte interleaves);
+//!   (`x86::q8_0x4_isums`, `x86::q4_0x4_isums`, 4- and 8-byte interleaves), and the
+//!   float sides of their Q4_0/Q8_0 and Q6_K gemv and Q6_K gemm (the rows in SSE/AVX
+//!   lanes, the f16 scales by F16C), as `x86_64-avx2-repack`'s Q4_K 8x8 gemv;
 //! - the x86 lanes' vec_dot twins (`arch::x86_64::avx2::vec_dot`): the tier's own
 //!   integer lanes (for Q4_0/Q8_0 its `sign`/`maddubs`/`madd` sequence,
 //!   `x86::mul_sum_i8_lanes`) and its eight-lane FMA accumulation;
 //! - the GPU lanes' MMVQ warp emulation ([`crate::gpu::mmvq_gemv`]: every thread of one
 //!   weight block at once in AVX2 lanes, compiled with FMA so each fused multiply-add is
-//!   one instruction).
+//!   one instruction; the warps' additions and the butterfly eight lanes at a time; in a
+//!   matmul, each activation column's scales and group sums once for all rows,
+//!   [`crate::gpu::MmvqConfig::gemv_rows`]).
+//!
+//! Those of the forms that read f16 scales directly need F16C as well (every CPU with
+//! AVX2 has it; it is detected all the same, and without it the scalar form runs).
 //!
 //! The other twins run their scalar form everywhere (docs/PERFORMANCE.md has the
 //! figures).
