@@ -171,6 +171,10 @@ pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
         return unsafe { wide::vec_dot_q4_0_q8_0(x, y) };
     }
+    #[cfg(target_arch = "aarch64")]
+    if crate::accel::aarch64_neon() {
+        return neon::vec_dot_q4_0_q8_0(x, y);
+    }
     vec_dot_q4_0_q8_0_in::<false>(x, y)
 }
 
@@ -203,6 +207,10 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
         return unsafe { wide::vec_dot_q8_0_q8_0(x, y) };
     }
+    #[cfg(target_arch = "aarch64")]
+    if crate::accel::aarch64_neon() {
+        return neon::vec_dot_q8_0_q8_0(x, y);
+    }
     vec_dot_q8_0_q8_0_in::<false>(x, y)
 }
 
@@ -230,6 +238,10 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     if wide::available() {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
         return unsafe { wide::vec_dot_q4_k_q8_k(x, y) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if crate::accel::aarch64_neon() {
+        return neon::vec_dot_q4_k_q8_k(x, y);
     }
     vec_dot_q4_k_q8_k_in::<false>(x, y)
 }
@@ -293,6 +305,10 @@ pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     if wide::available() {
         // SAFETY: this CPU has AVX2 and FMA (detected just above).
         return unsafe { wide::vec_dot_q6_k_q8_k(x, y) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if crate::accel::aarch64_neon() {
+        return neon::vec_dot_q6_k_q8_k(x, y);
     }
     vec_dot_q6_k_q8_k_in::<false>(x, y)
 }
@@ -441,6 +457,103 @@ mod fast {
             acc = _mm256_fmadd_ps(d, l, acc);
         }
         hsum_float_8(lanes(acc))
+    }
+}
+
+/// The accelerated forms on aarch64 hosts: the tier's integer lanes by the NEON
+/// primitives of `accel::neon` (the same exact integers as the AVX2 instructions), the
+/// scalar functions' float operations one for one on the same eight lanes as two
+/// four-float NEON vectors (each `fma` one `fmla`, the products' operands in either
+/// order being the same exact product), [`hsum_float_8`] on the stored lanes.
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use super::*;
+    use crate::accel::neon as n;
+    use core::arch::aarch64::*;
+
+    /// `acc[t] = fma(d, x[t], acc[t])` on eight lanes.
+    #[inline(always)]
+    fn fma8(d: f32, x: [i32; 8], acc: &mut [float32x4_t; 2]) {
+        // SAFETY: NEON is part of every aarch64 CPU; two loads of four i32 from `x`.
+        unsafe {
+            for (h, a) in acc.iter_mut().enumerate() {
+                let v = vcvtq_f32_s32(vld1q_s32(x.as_ptr().add(4 * h)));
+                *a = vfmaq_n_f32(*a, v, d);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn stored(acc: [float32x4_t; 2]) -> [f32; 8] {
+        let mut out = [0.0f32; 8];
+        // SAFETY: two stores of four floats into `out`.
+        unsafe {
+            vst1q_f32(out.as_mut_ptr(), acc[0]);
+            vst1q_f32(out.as_mut_ptr().add(4), acc[1]);
+        }
+        out
+    }
+
+    fn zero() -> [float32x4_t; 2] {
+        // SAFETY: NEON is part of every aarch64 CPU.
+        unsafe { [vdupq_n_f32(0.0), vdupq_n_f32(0.0)] }
+    }
+
+    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        let mut acc = zero();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = xb.d() * yb.d();
+            let mut qx = [0u8; 32];
+            for j in 0..16 {
+                qx[j] = ((xb.qs[j] & 0xF) as i8 - 8) as u8;
+                qx[j + 16] = ((xb.qs[j] >> 4) as i8 - 8) as u8;
+            }
+            fma8(d, n::mul_sum_i8_lanes(&qx, &yb.qs), &mut acc);
+        }
+        hsum_float_8(stored(acc))
+    }
+
+    pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+        let mut acc = zero();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = xb.d() * yb.d();
+            fma8(d, n::mul_sum_i8_lanes(&xb.qs, &yb.qs), &mut acc);
+        }
+        hsum_float_8(stored(acc))
+    }
+
+    pub(super) fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = zero();
+        let mut acc_m = [0.0f32; 4];
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = -yb.d() * xb.dmin();
+            let (sc, mn) = crate::accel::q4k_scales_mins(&xb.scales);
+            // _mm_hadd_epi16 of the bsums: wrapping i16 pair sums, then madd with mins.
+            let s: [i16; 8] =
+                core::array::from_fn(|j| yb.bsum(2 * j).wrapping_add(yb.bsum(2 * j + 1)));
+            for (i, a) in acc_m.iter_mut().enumerate() {
+                let p =
+                    mn[2 * i] as i32 * s[2 * i] as i32 + mn[2 * i + 1] as i32 * s[2 * i + 1] as i32;
+                *a = dmin.mul_add(p as f32, *a);
+            }
+            fma8(d, n::q4k_lanes(&xb.qs, &yb.qs, &sc), &mut acc);
+        }
+        let m01 = acc_m[0] + acc_m[2];
+        let m23 = acc_m[1] + acc_m[3];
+        hsum_float_8(stored(acc)) + (m01 + m23)
+    }
+
+    pub(super) fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = zero();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let sub = n::bsums_lanes(&yb.bsums, &xb.scales);
+            let q = n::q6k_lanes(&xb.ql, &xb.qh, &yb.qs, &xb.scales);
+            let lanes: [i32; 8] = core::array::from_fn(|t| q[t].wrapping_sub(sub[t] << 5));
+            fma8(d, lanes, &mut acc);
+        }
+        hsum_float_8(stored(acc))
     }
 }
 
