@@ -46,7 +46,8 @@
 //!   weight block at once in AVX2 lanes, compiled with FMA so each fused multiply-add is
 //!   one instruction; the warps' additions and the butterfly eight lanes at a time; in a
 //!   matmul, each activation column's scales and group sums once for all rows,
-//!   [`crate::gpu::MmvqConfig::gemv_rows`]).
+//!   [`crate::gpu::MmvqConfig::gemv_rows`]); on aarch64 hosts the same forms with NEON,
+//!   four threads per vector.
 //!
 //! Those of the forms that read f16 scales directly need F16C as well (every CPU with
 //! AVX2 has it; it is detected all the same, and without it the scalar form runs).

@@ -354,42 +354,53 @@ fn gemv_in(
 /// Whether the block-at-once forms run here: AVX2, FMA and F16C (the weights' f16
 /// scales converted by `vcvtph2ps`, exact like the scalar conversion, NaN payloads
 /// included: both set the quiet bit and keep the payload).
+/// On aarch64: NEON, which every CPU has, unless the thread asked for the scalar form.
 #[inline]
 fn fast_forms() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         crate::accel::x86_avx2() && std::arch::is_x86_feature_detected!("f16c")
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        crate::accel::aarch64_neon()
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         false
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+use fast as simd;
+#[cfg(target_arch = "aarch64")]
+use neon_fast as simd;
 
 /// One thread's share of weight block `kbx` at quant offset `kqs`.
 trait Share {
     fn tail(&self, kbx: usize, kqs: usize) -> Tail;
 
     /// Every thread's share of block `kbx` accumulated into `tmp` (one value per thread
-    /// of the block, in thread order), with AVX2, FMA and F16C; `false` where there is
-    /// no such form (the caller then runs [`Share::tail`] per thread).
+    /// of the block, in thread order), with AVX2, FMA and F16C (x86-64) or NEON
+    /// (aarch64); `false` where there is no such form (the caller then runs
+    /// [`Share::tail`] per thread).
     ///
     /// # Safety
-    /// The CPU must have AVX2, FMA and F16C.
-    #[cfg(target_arch = "x86_64")]
+    /// On x86-64 the CPU must have AVX2, FMA and F16C.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline(always)]
-    unsafe fn block_avx2(&self, _kbx: usize, _tmp: &mut [f32]) -> bool {
+    unsafe fn block_fast(&self, _kbx: usize, _tmp: &mut [f32]) -> bool {
         false
     }
 }
 
 // The weight blocks, the activation blocks, the activation's [`Column`] (read by the
-// block-at-once forms only, x86-64) and the contraction.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+// block-at-once forms only) and the contraction.
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 struct Q4K<'a>(&'a [BlockQ4K], &'a [BlockQ8_1], &'a Column, Contraction);
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 struct Q6K<'a>(&'a [BlockQ6K], &'a [BlockQ8_1], &'a Column, Contraction);
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 struct Q80<'a>(&'a [BlockQ8_0], &'a [BlockQ8_1], &'a Column, Contraction);
 
 impl Share for Q4K<'_> {
@@ -398,13 +409,13 @@ impl Share for Q4K<'_> {
         q4_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.3)
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline(always)]
-    unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
+    unsafe fn block_fast(&self, kbx: usize, tmp: &mut [f32]) -> bool {
         let y = &self.1[kbx * 8..kbx * 8 + 8];
         let (d, sums) = (&self.2.q4k_d[kbx], &self.2.q4k[kbx]);
-        // SAFETY: the caller guarantees AVX2, FMA and F16C.
-        unsafe { fast::q4_k_block(&self.0[kbx], y, d, sums, self.3, tmp) };
+        // SAFETY: the caller guarantees AVX2, FMA and F16C on x86-64.
+        unsafe { simd::q4_k_block(&self.0[kbx], y, d, sums, self.3, tmp) };
         true
     }
 }
@@ -415,13 +426,13 @@ impl Share for Q6K<'_> {
         q6_k_tail(&self.0[kbx], &self.1[kbx * 8..], kqs, self.3)
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline(always)]
-    unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
+    unsafe fn block_fast(&self, kbx: usize, tmp: &mut [f32]) -> bool {
         let (y, b) = (&self.1[kbx * 8..kbx * 8 + 8], kbx * 8..kbx * 8 + 8);
         let (yd, sums) = (&self.2.yd[b.clone()], &self.2.q6k[b]);
-        // SAFETY: the caller guarantees AVX2, FMA and F16C.
-        unsafe { fast::q6_k_block(&self.0[kbx], y, yd, sums, self.3, tmp) };
+        // SAFETY: the caller guarantees AVX2, FMA and F16C on x86-64.
+        unsafe { simd::q6_k_block(&self.0[kbx], y, yd, sums, self.3, tmp) };
         true
     }
 }
@@ -432,11 +443,11 @@ impl Share for Q80<'_> {
         q8_0_tail(&self.0[kbx], &self.1[kbx], kqs)
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline(always)]
-    unsafe fn block_avx2(&self, kbx: usize, tmp: &mut [f32]) -> bool {
-        // SAFETY: the caller guarantees AVX2, FMA and F16C.
-        unsafe { fast::q8_0_block(&self.0[kbx], &self.1[kbx], self.2.yd[kbx], self.3, tmp) };
+    unsafe fn block_fast(&self, kbx: usize, tmp: &mut [f32]) -> bool {
+        // SAFETY: the caller guarantees AVX2, FMA and F16C on x86-64.
+        unsafe { simd::q8_0_block(&self.0[kbx], &self.1[kbx], self.2.yd[kbx], self.3, tmp) };
         true
     }
 }
@@ -466,6 +477,10 @@ impl Grid {
             // AVX2, FMA and F16C.
             return unsafe { self.run_avx2(call) };
         }
+        #[cfg(target_arch = "aarch64")]
+        if fast {
+            return self.run_in::<true>(call);
+        }
         let _ = fast;
         self.run_in::<false>(call)
     }
@@ -480,10 +495,11 @@ impl Grid {
     /// with offset `vdr * (tid % threads_per_block)` and strides `blocks_per_iter`
     /// blocks, so the threads of block `kbx` are `(kbx % blocks_per_iter) *
     /// threads_per_block + k`: walking the blocks in order and, in each, its threads,
-    /// gives every thread its own blocks in its own order. `AVX2`: a block's threads at
-    /// once where [`Share::block_avx2`] has a form (only from [`Grid::run_avx2`]).
+    /// gives every thread its own blocks in its own order. `FAST`: a block's threads at
+    /// once where [`Share::block_fast`] has a form (on x86-64 only from
+    /// `Grid::run_avx2`), and the reduction several lanes per instruction.
     #[inline(always)]
-    fn run_in<const AVX2: bool>(&self, call: &impl Share) -> f32 {
+    fn run_in<const FAST: bool>(&self, call: &impl Share) -> f32 {
         // The per-thread sums (zeroing only what a small grid uses: every row pays it).
         let n = self.nwarps * self.warp_size;
         let mut small = [0.0f32; 128];
@@ -497,20 +513,20 @@ impl Grid {
         for kbx in 0..self.blocks_per_row {
             let base = (kbx % self.blocks_per_iter) * self.threads_per_block;
             let block = &mut tmp[base..base + self.threads_per_block];
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `AVX2` is true only inside `run_avx2`, which runs only where the
-            // CPU has AVX2, FMA and F16C.
-            if AVX2 && unsafe { call.block_avx2(kbx, block) } {
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            // SAFETY: `FAST` is true only inside `run_avx2`, which runs only where the
+            // CPU has AVX2, FMA and F16C, or on aarch64 (NEON is part of every CPU).
+            if FAST && unsafe { call.block_fast(kbx, block) } {
                 continue;
             }
             for (k, t) in block.iter_mut().enumerate() {
                 *t = call.tail(kbx, self.vdr * k).accumulate(*t, self.contraction);
             }
         }
-        #[cfg(target_arch = "x86_64")]
-        if AVX2 {
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        if FAST {
             // SAFETY: as above.
-            return unsafe { fast::reduce(tmp, self.warp_size, self.nwarps) };
+            return unsafe { simd::reduce(tmp, self.warp_size, self.nwarps) };
         }
         let mut lanes = [0.0f32; MAX_WARP];
         let lanes = &mut lanes[..self.warp_size];
@@ -534,6 +550,27 @@ impl Grid {
         }
         lanes[0]
     }
+}
+
+/// The eight 6-bit scales and mins of a Q4_K superblock (`get_scale_min_k4` for
+/// sub-blocks 0..8, which the device's branchless per-chunk decode equals:
+/// `gpu_q4_k_branchless_scale_decode_matches_get_scale_min_k4`): bytes 0..4 hold
+/// the low six bits of scales 0..4 and their top two bits the top bits of scales
+/// 4..8, bytes 4..8 the same for the mins, bytes 8..12 the low four bits of scales
+/// (low nibble) and mins (high nibble) 4..8.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn fast_scales_and_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (a, b, c) = (w(0), w(1), w(2));
+    let (low6, low4, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+    let sc_hi = (c & low4) | (((a >> 6) & top2) << 4);
+    let m_hi = ((c >> 4) & low4) | (((b >> 6) & top2) << 4);
+    let join = |lo: u32, hi: u32| {
+        let (l, h) = (lo.to_le_bytes(), hi.to_le_bytes());
+        [l[0], l[1], l[2], l[3], h[0], h[1], h[2], h[3]]
+    };
+    (join(a & low6, sc_hi), join(b & low6, m_hi))
 }
 
 /// The block-at-once forms of the Q4_K and Q6_K shares with AVX2 and FMA: every thread
@@ -649,7 +686,7 @@ mod fast {
         let mask = _mm256_set1_epi8(0x0F);
         // SAFETY: F16C is enabled here.
         let (dx, dy) = unsafe { (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin))) };
-        let (sc, m) = scales_and_mins(&x.scales);
+        let (sc, m) = super::fast_scales_and_mins(&x.scales);
         // The eight scales and mins as i16, in both halves of a vector.
         let wide = |b: [u8; 8]| {
             _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(i64::from_le_bytes(b))))
@@ -761,26 +798,6 @@ mod fast {
         }
     }
 
-    /// The eight 6-bit scales and mins of a Q4_K superblock (`get_scale_min_k4` for
-    /// sub-blocks 0..8, which the device's branchless per-chunk decode equals:
-    /// `gpu_q4_k_branchless_scale_decode_matches_get_scale_min_k4`): bytes 0..4 hold
-    /// the low six bits of scales 0..4 and their top two bits the top bits of scales
-    /// 4..8, bytes 4..8 the same for the mins, bytes 8..12 the low four bits of scales
-    /// (low nibble) and mins (high nibble) 4..8.
-    #[inline(always)]
-    fn scales_and_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-        let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
-        let (a, b, c) = (w(0), w(1), w(2));
-        let (low6, low4, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
-        let sc_hi = (c & low4) | (((a >> 6) & top2) << 4);
-        let m_hi = ((c >> 4) & low4) | (((b >> 6) & top2) << 4);
-        let join = |lo: u32, hi: u32| {
-            let (l, h) = (lo.to_le_bytes(), hi.to_le_bytes());
-            [l[0], l[1], l[2], l[3], h[0], h[1], h[2], h[3]]
-        };
-        (join(a & low6, sc_hi), join(b & low6, m_hi))
-    }
-
     /// `q6_k_tail` for the 32 threads of superblock `x` (thread `k = 8g + t`: int `k` of
     /// `ql`, int `8 (g / 2) + t` of `qh` shifted by `2 (g % 2)`, int `t` of q8_1 blocks
     /// `4 (g / 2) + g % 2 + 2i`, scale `8 (g / 2) + 2 (g % 2) + t / 4 + 4i`), added into
@@ -887,5 +904,224 @@ mod fast {
             let sum = mad4(c.accumulate, dxdy, sumi, _mm_loadu_ps(acc.as_ptr()));
             _mm_storeu_ps(acc.as_mut_ptr(), sum);
         }
+    }
+}
+
+/// The block-at-once forms and the reduction on aarch64 hosts, with NEON: the x86-64
+/// forms' arithmetic with four threads per float vector. The integers are the tails'
+/// (4-byte groups of widening byte products, `smull` and pairwise additions; bounds as
+/// in the x86-64 forms); the float operations are the tails' own, lane by lane (`fmla` where
+/// [`Contraction`] fuses, `fmul` then `fadd` where it does not), each thread's
+/// accumulator added last.
+#[cfg(target_arch = "aarch64")]
+mod neon_fast {
+    use core::arch::aarch64::*;
+
+    use super::super::vecdotq::{Contraction, Q4KCombine};
+    use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
+
+    /// `acc + a * b`, fused when `fuse` (`Contraction::mad`, 4 lanes).
+    #[inline(always)]
+    fn mad4(fuse: bool, a: float32x4_t, b: float32x4_t, acc: float32x4_t) -> float32x4_t {
+        // SAFETY: NEON is part of every aarch64 CPU.
+        unsafe {
+            if fuse {
+                vfmaq_f32(acc, a, b)
+            } else {
+                vaddq_f32(acc, vmulq_f32(a, b))
+            }
+        }
+    }
+
+    /// The four sums of 4-byte groups of the byte products of `a` and `b`.
+    #[inline(always)]
+    fn group4(a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        // SAFETY: NEON is part of every aarch64 CPU.
+        unsafe {
+            let lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+            let hi = vpaddlq_s16(vmull_high_s8(a, b));
+            vpaddq_s32(lo, hi)
+        }
+    }
+
+    #[inline(always)]
+    fn load16(b: &[u8], at: usize) -> int8x16_t {
+        assert!(at + 16 <= b.len());
+        // SAFETY: 16 readable bytes at `at` (checked above).
+        unsafe { vld1q_s8(b.as_ptr().add(at).cast()) }
+    }
+
+    /// `tmp[at..at + 4] += v` (the thread's accumulator first).
+    #[inline(always)]
+    fn add_into(tmp: &mut [f32], at: usize, v: float32x4_t) {
+        assert!(at + 4 <= tmp.len());
+        // SAFETY: four floats at `at` (checked above).
+        unsafe {
+            let p = tmp.as_mut_ptr().add(at);
+            vst1q_f32(p, vaddq_f32(vld1q_f32(p), v));
+        }
+    }
+
+    /// `q4_k_tail` for the 16 threads of superblock `x`, four per vector (chunk `j`,
+    /// threads `4j..4j + 4`): `dot1` of thread `r` the 4-byte groups `r` and `r + 4` of
+    /// the chunk's products, times the sub-block scale; `dot2 * m` from the column's
+    /// group sums (`sums`, pairs `g_r, g_{r+4}` added by `saddlp`).
+    pub(super) unsafe fn q4_k_block(
+        x: &BlockQ4K,
+        y: &[BlockQ8_1],
+        yd: &[[f32; 8]; 4],
+        sums: &[[i16; 16]; 4],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && tmp.len() == 16);
+        let (sc, m) = super::fast_scales_and_mins(&x.scales);
+        let (dx, dy) = (x.d(), x.dmin());
+        // SAFETY: NEON is part of every aarch64 CPU; the loads are of 4 or 8 elements
+        // of the arrays named.
+        unsafe {
+            let mask = vdupq_n_u8(0x0F);
+            for j in 0..4 {
+                let (q0, q1) = (load16(&x.qs, 32 * j), load16(&x.qs, 32 * j + 16));
+                let mut sumf_d = vdupq_n_f32(0.0);
+                let mut sumf_m = vdupq_n_f32(0.0);
+                for i in 0..2 {
+                    let k = 2 * j + i;
+                    let (step, half) = (2 * (j / 2) + i, j % 2);
+                    let nib = |q: int8x16_t| {
+                        let u = vreinterpretq_u8_s8(q);
+                        let u = if i == 0 { u } else { vshrq_n_u8::<4>(u) };
+                        vreinterpretq_s8_u8(vandq_u8(u, mask))
+                    };
+                    let g = vaddq_s32(
+                        group4(nib(q0), load16(&y[k].qs, 0)),
+                        group4(nib(q1), load16(&y[k].qs, 16)),
+                    );
+                    let f1 = vcvtq_f32_s32(vmulq_n_s32(g, sc[k] as i32));
+                    let g2 = vpaddlq_s16(vld1q_s16(sums[step].as_ptr().add(8 * half)));
+                    let f2 = vcvtq_f32_s32(vmulq_n_s32(g2, m[k] as i32));
+                    let d8 = vld1q_f32(yd[step].as_ptr().add(4 * half));
+                    sumf_d = mad4(c.vec_dot_sums, d8, f1, sumf_d);
+                    sumf_m = mad4(c.vec_dot_sums, d8, f2, sumf_m);
+                }
+                let (vdx, vdy) = (vdupq_n_f32(dx), vdupq_n_f32(dy));
+                let v = match c.q4_k_combine {
+                    Q4KCombine::Unfused => {
+                        vsubq_f32(vmulq_f32(vdx, sumf_d), vmulq_f32(vdy, sumf_m))
+                    }
+                    // fma(dx, sumf_d, -(dy * sumf_m))
+                    Q4KCombine::FuseFirst => {
+                        vfmaq_f32(vnegq_f32(vmulq_f32(vdy, sumf_m)), vdx, sumf_d)
+                    }
+                    // fma(-dy, sumf_m, dx * sumf_d)
+                    Q4KCombine::FuseSecond => vfmsq_f32(vmulq_f32(vdx, sumf_d), vdy, sumf_m),
+                };
+                add_into(tmp, 4 * j, v);
+            }
+        }
+    }
+
+    /// `q6_k_tail` for the 32 threads of superblock `x` (thread `8g + t`), four per
+    /// vector; the bit operations on 32-bit lanes as the tail's on its ints.
+    pub(super) unsafe fn q6_k_block(
+        x: &BlockQ6K,
+        y: &[BlockQ8_1],
+        yd: &[f32],
+        sums: &[[i32; 8]],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && yd.len() == 8 && sums.len() == 8 && tmp.len() == 32);
+        let d = x.d();
+        // SAFETY: NEON is part of every aarch64 CPU; the loads are of 4 or 16 elements
+        // of the arrays named.
+        unsafe {
+            let lo = vdupq_n_u32(0x0F0F_0F0F);
+            let hi = vdupq_n_u32(0x3030_3030);
+            for g in 0..4 {
+                let (h, hh) = (g / 2, g % 2);
+                for half in 0..2 {
+                    let at = 16 * half;
+                    let vl = vreinterpretq_u32_s8(load16(&x.ql, 32 * g + at));
+                    let vh = vreinterpretq_u32_s8(load16(&x.qh, 32 * h + at));
+                    let vh = if hh == 0 { vh } else { vshrq_n_u32::<2>(vh) };
+                    let mut sumf = vdupq_n_f32(0.0);
+                    for i in 0..2 {
+                        let k = 4 * h + hh + 2 * i;
+                        let (vil, vih) = if i == 0 {
+                            (vandq_u32(vl, lo), vandq_u32(vshlq_n_u32::<4>(vh), hi))
+                        } else {
+                            (vandq_u32(vshrq_n_u32::<4>(vl), lo), vandq_u32(vh, hi))
+                        };
+                        let q = vreinterpretq_s8_u32(vorrq_u32(vil, vih));
+                        let pq = group4(q, load16(&y[k].qs, at));
+                        let dot = vsubq_s32(pq, vld1q_s32(sums[k].as_ptr().add(4 * half)));
+                        let s = x.scale(8 * h + 2 * hh + half + 4 * i) as i32;
+                        let f = vcvtq_f32_s32(vmulq_n_s32(dot, s));
+                        sumf = mad4(c.vec_dot_sums, vdupq_n_f32(yd[k]), f, sumf);
+                    }
+                    let at = 8 * g + 4 * half;
+                    let p = tmp.as_mut_ptr().add(at);
+                    vst1q_f32(p, mad4(c.accumulate, vdupq_n_f32(d), sumf, vld1q_f32(p)));
+                }
+            }
+        }
+    }
+
+    /// `q8_0_tail` for the 4 threads of block `x` (thread `k`: bytes `8k..8k + 8`),
+    /// added into `tmp[0..4]` with `(d_x * d_y) * sumi` fused where the contraction
+    /// says. Products of two signed bytes widened to i16 (at most 128 * 128).
+    pub(super) unsafe fn q8_0_block(
+        x: &BlockQ8_0,
+        y: &BlockQ8_1,
+        yd: f32,
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(tmp.len() == 4);
+        // SAFETY: NEON is part of every aarch64 CPU; four floats of `tmp`.
+        unsafe {
+            let pairs = |at: usize| {
+                let (a, b) = (load16(&x.qs, at), load16(&y.qs, at));
+                let lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+                let hi = vpaddlq_s16(vmull_high_s8(a, b));
+                vpaddq_s32(lo, hi)
+            };
+            // [bytes 0..4, 4..8, 8..12, 12..16] and the same of 16..32, then per 8 bytes.
+            let sumi = vcvtq_f32_s32(vpaddq_s32(pairs(0), pairs(16)));
+            let dxdy = vdupq_n_f32(x.d() * yd);
+            let p = tmp.as_mut_ptr();
+            vst1q_f32(p, mad4(c.accumulate, dxdy, sumi, vld1q_f32(p)));
+        }
+    }
+
+    /// The end of [`super::Grid::run_in`] four lanes at a time: each lane's warps added
+    /// in order, then lane 0 of the halving tree, every addition with the scalar form's
+    /// two operands in its order.
+    pub(super) unsafe fn reduce(tmp: &[f32], warp_size: usize, nwarps: usize) -> f32 {
+        assert!(warp_size.is_multiple_of(4) && warp_size <= 64 && tmp.len() >= warp_size * nwarps);
+        let mut lanes = [0.0f32; 64];
+        // SAFETY: NEON is part of every aarch64 CPU; every access is of four floats
+        // inside `tmp` (the assert) or `lanes`.
+        unsafe {
+            for c in (0..warp_size).step_by(4) {
+                let mut acc = vld1q_f32(tmp.as_ptr().add(c));
+                for w in 1..nwarps {
+                    acc = vaddq_f32(acc, vld1q_f32(tmp.as_ptr().add(warp_size * w + c)));
+                }
+                vst1q_f32(lanes.as_mut_ptr().add(c), acc);
+            }
+            let mut off = warp_size / 2;
+            while off >= 4 {
+                for c in (0..off).step_by(4) {
+                    let a = vld1q_f32(lanes.as_ptr().add(c));
+                    let b = vld1q_f32(lanes.as_ptr().add(c + off));
+                    vst1q_f32(lanes.as_mut_ptr().add(c), vaddq_f32(a, b));
+                }
+                off /= 2;
+            }
+        }
+        let (a, b) = (lanes[0] + lanes[2], lanes[1] + lanes[3]);
+        a + b
     }
 }
