@@ -687,7 +687,7 @@ pub(crate) mod neon {
     /// The four sums of 4-byte groups of the byte products of `a` and `b` (16 signed
     /// bytes each): `[a0 b0 + .. + a3 b3, .., a12 b12 + .. + a15 b15]`.
     #[inline(always)]
-    fn group4(a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    pub(crate) fn group4(a: int8x16_t, b: int8x16_t) -> int32x4_t {
         // SAFETY: NEON is part of every aarch64 CPU.
         unsafe {
             let lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
@@ -697,7 +697,7 @@ pub(crate) mod neon {
     }
 
     #[inline(always)]
-    fn load16(b: &[u8], at: usize) -> int8x16_t {
+    pub(crate) fn load16(b: &[u8], at: usize) -> int8x16_t {
         assert!(at + 16 <= b.len());
         // SAFETY: 16 readable bytes at `at` (checked above); the load is unaligned.
         unsafe { vld1q_s8(b.as_ptr().add(at).cast()) }

@@ -918,6 +918,7 @@ mod neon_fast {
     use core::arch::aarch64::*;
 
     use super::super::vecdotq::{Contraction, Q4KCombine};
+    use crate::accel::neon::{group4, load16};
     use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
 
     /// `acc + a * b`, fused when `fuse` (`Contraction::mad`, 4 lanes).
@@ -931,24 +932,6 @@ mod neon_fast {
                 vaddq_f32(acc, vmulq_f32(a, b))
             }
         }
-    }
-
-    /// The four sums of 4-byte groups of the byte products of `a` and `b`.
-    #[inline(always)]
-    fn group4(a: int8x16_t, b: int8x16_t) -> int32x4_t {
-        // SAFETY: NEON is part of every aarch64 CPU.
-        unsafe {
-            let lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-            let hi = vpaddlq_s16(vmull_high_s8(a, b));
-            vpaddq_s32(lo, hi)
-        }
-    }
-
-    #[inline(always)]
-    fn load16(b: &[u8], at: usize) -> int8x16_t {
-        assert!(at + 16 <= b.len());
-        // SAFETY: 16 readable bytes at `at` (checked above).
-        unsafe { vld1q_s8(b.as_ptr().add(at).cast()) }
     }
 
     /// `tmp[at..at + 4] += v` (the thread's accumulator first).
