@@ -696,8 +696,16 @@ impl ArmDriver {
     /// The run cache key of `args` in `scratch` (see [`ArmDriver::run`]); `None` when the
     /// run is not cached.
     fn cache_key(&self, scratch: &Scratch, args: &[String]) -> Option<String> {
+        if std::env::var("TIERCHECK_ORACLE_CACHE").is_ok_and(|v| v == "off") {
+            return None;
+        }
+        self.run_key(scratch, args)
+    }
+
+    /// [`ArmDriver::cache_key`] whatever `TIERCHECK_ORACLE_CACHE` says.
+    fn run_key(&self, scratch: &Scratch, args: &[String]) -> Option<String> {
         use sha2::{Digest, Sha256};
-        if !self.cached || std::env::var("TIERCHECK_ORACLE_CACHE").is_ok_and(|v| v == "off") {
+        if !self.cached {
             return None;
         }
         let Launcher::Qemu { qemu, sysroot, cpu } = &self.launcher else { return None };
@@ -1158,7 +1166,7 @@ mod tests {
             let root = s.dir.path().display().to_string();
             s.write("requests.txt", &[root.as_bytes(), req].concat()).unwrap();
             let arg = s.path("requests.txt").display().to_string();
-            (d.cache_key(&s, &["batch".into(), arg]).unwrap(), s)
+            (d.run_key(&s, &["batch".into(), arg]).unwrap(), s)
         };
         let (k1, s1) = key_for(b"/w0.bin 1 2 3");
         let (k2, _s2) = key_for(b"/w0.bin 1 2 3");
@@ -1185,8 +1193,8 @@ mod tests {
         assert!(!entry.join("files/requests.txt").exists());
         assert!(!entry.join("files/stdout.txt").exists());
         // Without qemu (a native run) or with the cache bypassed there is no key.
-        assert!(fake().cache_key(&s1, &[]).is_none());
-        assert!(d.clone().without_cache().cache_key(&s1, &[]).is_none());
+        assert!(fake().run_key(&s1, &[]).is_none());
+        assert!(d.clone().without_cache().run_key(&s1, &[]).is_none());
     }
 
     /// A driver that is a shell script (run natively).
