@@ -36,6 +36,7 @@ use tiercheck_core::Kernels;
 mod device;
 mod elf;
 pub mod inputs;
+pub mod isa;
 
 pub use elf::{inspect, mach_of, ElfInfo};
 

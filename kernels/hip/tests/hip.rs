@@ -85,30 +85,7 @@ fn code_object_trial(target: &'static str) -> Trial {
 // Contraction from the disassembly.
 
 fn find_objdump() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TIERCHECK_LLVM_OBJDUMP") {
-        return Some(PathBuf::from(p));
-    }
-    let mut dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    // hipcc's own clang directory (Debian: /usr/lib/llvm-15/bin).
-    if let Ok(o) = Command::new("hipconfig").arg("--hipclangpath").output() {
-        let p = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        if !p.is_empty() {
-            dirs.insert(0, PathBuf::from(p));
-        }
-    }
-    for v in ["15", "16", "17", "18", "19"] {
-        dirs.push(PathBuf::from(format!("/usr/lib/llvm-{v}/bin")));
-    }
-    for d in dirs {
-        for n in ["llvm-objdump", "llvm-objdump-15"] {
-            let p = d.join(n);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
+    tiercheck_hip::isa::find_llvm_tool("llvm-objdump")
 }
 
 /// The f32 arithmetic of one kernel, in program order (one mnemonic per instruction).

@@ -90,9 +90,10 @@
 //! `contract` flag, and the AMDGPU back end fuses a multiply feeding an add into
 //! `v_fma_f32` / `v_fmac_f32` / `v_fma_mix_f32` across statements and across the
 //! inlined `vec_dot`. Which ones fuse was read from the disassembly of the code objects
-//! that `kernels/hip` builds from its device source (written with upstream's
-//! expressions) by Debian's HIP 5.2.3 / clang 15, and is checked again by that crate's
-//! tests whenever the code objects are built:
+//! that Debian's HIP 5.2.3 / clang 15 builds from **ggml's own** `mmvq.cu` (gfx1030 and
+//! gfx90a; `kernels/hip`'s `ggml` trials compare every kernel's float operations with
+//! these recipes), and from `kernels/hip`'s own device source, which that crate's other
+//! tests check whenever its code objects are built:
 //! - `sumf_d`, `sumf_m` (q4_K) and `sumf` (q6_K): `sumf = fma(d8_i, (float)int_i,
 //!   sumf)` (for i = 0 against 0.0, which equals the rounded product). Both targets.
 //! - q4_K's result on RDNA2 (gfx1030): `fma(dm.x, sumf_d, -(dm.y * sumf_m))`
@@ -107,8 +108,8 @@
 //!   `quantize_q8_1` (its divisions are the correctly rounded `v_div_scale` /
 //!   `v_div_fmas` / `v_div_fixup` sequence), have no multiply to fuse.
 //!
-//! These are the choices of one compiler version for our source. ggml's own kernels,
-//! built by another ROCm, can vectorize differently; each choice is a switch of
+//! These are the choices of one compiler version (HIP 5.2.3's clang 15) for ggml's
+//! source; another ROCm can vectorize differently; each choice is a switch of
 //! [`Contraction`], and a device run (`ci/gpu-check`) compares device and twin bit for
 //! bit. (NVIDIA's nvcc also fuses by default, `--fmad=true`, by its own rules.)
 

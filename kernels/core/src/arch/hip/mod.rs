@@ -21,7 +21,11 @@
 //! The native form is the device code of the `tiercheck-hip` crate (HIP kernels built
 //! by hipcc behind its `hip` feature); where no device exists its trials are ignored
 //! with the runtime's reason. The wave64 twin uses gfx90a's contraction, the wave32
-//! twin RDNA2's ([`crate::gpu::Contraction`]), as read from the compiled code objects.
+//! twin RDNA2's ([`crate::gpu::Contraction`]). Both recipes are checked against ggml's
+//! own kernels at the code-object level: `ci/ggml-gpu` compiles ggml's `mmvq.cu` and
+//! `quantize.cu` with hipcc for gfx1030 and gfx90a, and `kernels/hip`'s `ggml` trials
+//! read each kernel's float operations from the disassembly and compare them with the
+//! recipe (and reject every other recipe). No GPU has run them yet.
 
 use crate::blocks::{cast_blocks, BlockQ8_1};
 use crate::error::KernelError;
@@ -56,9 +60,9 @@ const fn recipe(acc: Accumulation) -> Recipe {
 
 /// What the HIP lanes are checked against today.
 const MODELLED: Status = Status::Modelled {
-    checked: "twins of the project's own HIP rewrite of ggml's MMVQ; fusions read from its \
-              hipcc code objects and error bounds; not yet proven against ggml's kernels \
-              or on a GPU",
+    checked: "code-object level: the recipe (fusions, order, warps, butterfly, q8_1 \
+              divisions) equals the float operations read from ggml's own MMVQ and \
+              quantize_q8_1 code objects built by hipcc (gfx1030 / gfx90a); not run on a GPU",
 };
 
 /// The `hip-wave32` lane.

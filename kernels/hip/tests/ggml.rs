@@ -1,0 +1,473 @@
+//! The hip lanes' recipes against **ggml's own** device code (libtest-mimic).
+//!
+//! `ci/ggml-gpu` compiles ggml's `ggml-cuda/mmvq.cu` and `ggml-cuda/quantize.cu` with
+//! hipcc into AMDGPU code objects, one folder per offload target, and
+//! `TIERCHECK_GGML_GPU` names the folder above them. For each target that a lane models
+//! (gfx1030: `hip-wave32`; gfx90a: `hip-wave64`) the trials disassemble ggml's kernels
+//! (`llvm-objdump`), evaluate their float operations as trees
+//! ([`tiercheck_hip::isa`]) and compare them with the trees the lane's recipe
+//! describes (its [`MmvqConfig`]: warp size, warps per block, [`Contraction`]):
+//!
+//! - `ggml <target> mmvq <type>`: for `mul_mat_vec_q<type, ncols_dst = 1>` (no fusion,
+//!   not `small_k`): the block size in the kernel's metadata is `nwarps * warp_size`;
+//!   the loop's accumulator is `tmp += vec_dot(...)` with exactly the recipe's roundings
+//!   and fusions (which products are fused, into what); and the stored output is the
+//!   recipe's reduction (the shared-memory partials of warps 1.. added in order, then the
+//!   XOR butterfly with the recipe's offsets).
+//! - `ggml <target> quantize_q8_1`: the stored `ds` is `(f16(amax / 127), f16(sum))` with
+//!   both 32-lane butterflies and a correctly rounded division, and the stored code reads
+//!   `x / d` as a correctly rounded division.
+//! - `ggml <target> recipes are told apart`: every other recipe (the 11 other
+//!   [`Contraction`] variants, and the other lane's warp size and table) fails at least
+//!   one of the comparisons above on that target: the check pins the recipe, it does not
+//!   merely accept it.
+//!
+//! Without the folder (or without `llvm-objdump`) the trials are ignored with that
+//! reason; with `TIERCHECK_REQUIRE_HIP=1` (CI) they fail instead.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use libtest_mimic::{Arguments, Completion, Trial};
+use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
+use tiercheck_core::GgmlType;
+use tiercheck_hip::isa::{self, Exprs, Id};
+
+const TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
+
+fn require() -> bool {
+    std::env::var("TIERCHECK_REQUIRE_HIP").is_ok_and(|v| v == "1")
+}
+
+/// The lane whose recipe models ggml's code for `target`.
+fn lane_of(target: &str) -> Option<MmvqConfig> {
+    match target {
+        "gfx1030" => Some(WAVE32),
+        "gfx90a" => Some(WAVE64),
+        _ => None,
+    }
+}
+
+/// A target's listings, read once for all its trials.
+type Shared = Arc<OnceLock<Result<Listings, String>>>;
+
+/// A target's disassembly and metadata notes, for both translation units.
+struct Listings {
+    mmvq: String,
+    mmvq_notes: String,
+    quantize: String,
+}
+
+fn tool_output(tool: &Path, args: &[&str], file: &Path) -> Result<String, String> {
+    let out = Command::new(tool)
+        .args(args)
+        .arg(file)
+        .output()
+        .map_err(|e| format!("{}: {e}", tool.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} {}: {}",
+            tool.display(),
+            args.join(" "),
+            file.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
+    let objdump = isa::find_llvm_tool("llvm-objdump").ok_or("llvm-objdump not found")?;
+    let readelf = isa::find_llvm_tool("llvm-readelf").ok_or("llvm-readelf not found")?;
+    let mcpu = format!("--mcpu={target}");
+    let mmvq = dir.join("mmvq.co");
+    let quantize = dir.join("quantize.co");
+    Ok(Listings {
+        mmvq: tool_output(&objdump, &["-d", &mcpu], &mmvq)?,
+        mmvq_notes: tool_output(&readelf, &["--notes"], &mmvq)?,
+        quantize: tool_output(&objdump, &["-d", &mcpu], &quantize)?,
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// The recipe's trees.
+
+/// `acc + a * b`: one fma when `fuse`, else a rounded product and a rounded sum.
+fn mad(e: &mut Exprs, fuse: bool, a: Id, b: Id, acc: Id) -> Id {
+    if fuse {
+        e.fma(a, b, acc)
+    } else {
+        let p = e.mul(a, b);
+        e.add(acc, p)
+    }
+}
+
+/// One `tmp += vec_dot(...)` of the recipe, on the accumulator `acc`. Leaves: `h.lo` /
+/// `h.hi` the low / high f16 of a loaded `half2` (q8_1's `ds = (d, s)`, q4_K's
+/// `dm = (d, dmin)`) or a loaded `half`; `i` an integer dot converted to float, `i1`
+/// one built from the q8 byte sums (`dp4a` with 0x01010101).
+fn step(e: &mut Exprs, ty: GgmlType, c: Contraction, acc: Id) -> Id {
+    let zero = e.constant(0.0);
+    // `sumf = 0; for i in 0..2 { sumf += d8_i * (float)int_i; }`
+    let sums = |e: &mut Exprs, int: &str| {
+        let mut s = zero;
+        for _ in 0..2 {
+            let (d8, x) = (e.leaf("h.lo"), e.leaf(int));
+            s = mad(e, c.vec_dot_sums, d8, x, s);
+        }
+        s
+    };
+    match ty {
+        GgmlType::Q4_K => {
+            let sumf_d = sums(e, "i");
+            let sumf_m = sums(e, "i1");
+            let (dx, dy) = (e.leaf("h.lo"), e.leaf("h.hi"));
+            let v = match c.q4_k_combine {
+                Q4KCombine::Unfused => {
+                    let a = e.mul(dx, sumf_d);
+                    let b = e.mul(dy, sumf_m);
+                    let nb = e.neg(b);
+                    e.add(a, nb)
+                }
+                Q4KCombine::FuseFirst => {
+                    let b = e.mul(dy, sumf_m);
+                    let nb = e.neg(b);
+                    e.fma(dx, sumf_d, nb)
+                }
+                Q4KCombine::FuseSecond => {
+                    let a = e.mul(dx, sumf_d);
+                    let ndy = e.neg(dy);
+                    e.fma(ndy, sumf_m, a)
+                }
+            };
+            e.add(acc, v)
+        }
+        GgmlType::Q6_K => {
+            let sumf = sums(e, "i");
+            let d = e.leaf("h.lo");
+            mad(e, c.accumulate, d, sumf, acc)
+        }
+        GgmlType::Q8_0 => {
+            let (dx, dy, sumi) = (e.leaf("h.lo"), e.leaf("h.lo"), e.leaf("i"));
+            let dd = e.mul(dx, dy);
+            mad(e, c.accumulate, dd, sumi, acc)
+        }
+        _ => unreachable!("only the three MMVQ types are checked"),
+    }
+}
+
+/// The output of warp 0's lane 0: the partials of warps 1..nwarps added in order
+/// (shared memory, one `warp_size`-float row per warp), then the XOR butterfly.
+fn reduction(e: &mut Exprs, warp: usize, nwarps: usize) -> Id {
+    let mut v = e.leaf("acc");
+    for l in 0..nwarps - 1 {
+        let s = e.leaf(&format!("lds+{}", 4 * warp * l));
+        v = e.add(v, s);
+    }
+    butterfly(e, v, warp, false)
+}
+
+/// `v = op(v, shfl_xor(v, o))` for `o = width/2, .., 1`.
+fn butterfly(e: &mut Exprs, mut v: Id, width: usize, max: bool) -> Id {
+    let mut o = width / 2;
+    while o >= 1 {
+        let s = e.shfl_xor(v, o as u32);
+        v = if max { e.max(v, s) } else { e.add(v, s) };
+        o /= 2;
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------
+// The comparisons.
+
+/// ggml's `mul_mat_vec_q<type, 1, false, false, false>`: mangled name prefix.
+fn mmvq_prefix(ty: GgmlType) -> String {
+    format!("_ZL13mul_mat_vec_qIL9ggml_type{}ELi1ELb0ELb0ELb0EE", ty.id())
+}
+
+/// What ggml's code object says about one MMVQ kernel.
+struct Observed {
+    block: u64,
+    step: String,
+    output: String,
+}
+
+fn observe_mmvq(l: &Listings, ty: GgmlType) -> Result<Observed, String> {
+    let name = isa::find_kernel(&l.mmvq, &mmvq_prefix(ty))
+        .ok_or_else(|| format!("no {} kernel in ggml's mmvq code object", mmvq_prefix(ty)))?;
+    let block = isa::amdgpu_metadata(&l.mmvq_notes, &name, ".max_flat_workgroup_size")
+        .ok_or_else(|| format!("{name}: no .max_flat_workgroup_size in the metadata"))?;
+    let k = isa::amdgpu(&l.mmvq, &name)?;
+    if k.loops.len() != 1 {
+        return Err(format!(
+            "{name}: {} loops, expected the one over the row's blocks",
+            k.loops.len()
+        ));
+    }
+    let acc = k.accumulators(0);
+    let [acc] = acc[..] else {
+        return Err(format!("{name}: {} float accumulators in the loop, expected 1", acc.len()));
+    };
+    let out = k
+        .stores
+        .iter()
+        .rev()
+        .find(|s| s.op.starts_with("global_store_dword"))
+        .ok_or_else(|| format!("{name}: no global_store_dword"))?;
+    Ok(Observed { block, step: k.exprs.render(acc), output: k.exprs.render(out.value) })
+}
+
+/// The differences between ggml's kernel and the recipe `cfg` (empty: they agree).
+fn compare_mmvq(obs: &Observed, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String> {
+    let mut bad = Vec::new();
+    let nwarps = cfg.nwarps(ty);
+    let want_block = (nwarps * cfg.warp_size) as u64;
+    if obs.block != want_block {
+        bad.push(format!(
+            "block size: ggml {} threads, recipe {nwarps} warps x {} = {want_block}",
+            obs.block, cfg.warp_size
+        ));
+    }
+    // The loop body may be unrolled: k steps per iteration.
+    let mut e = Exprs::new();
+    let acc = e.leaf("acc");
+    let mut v = acc;
+    let mut matched = false;
+    let mut first = String::new();
+    for k in 1..=4 {
+        v = step(&mut e, ty, cfg.contraction, v);
+        let want = e.render(v);
+        if k == 1 {
+            first = want.clone();
+        }
+        if want == obs.step {
+            matched = true;
+            break;
+        }
+    }
+    if !matched {
+        bad.push(format!("loop step:\n    ggml   {}\n    recipe {first}", obs.step));
+    }
+    let mut e = Exprs::new();
+    let r = reduction(&mut e, cfg.warp_size, nwarps);
+    let want = e.render(r);
+    if want != obs.output {
+        bad.push(format!("reduction:\n    ggml   {}\n    recipe {want}", obs.output));
+    }
+    bad
+}
+
+/// What the recipe says `quantize_q8_1` stores (width 32 on every warp size): the `ds`
+/// dword and the division `x / d` that the code rounds.
+fn quantize_recipe(e: &mut Exprs) -> (Id, Id) {
+    let x = e.leaf("f");
+    let ax = e.abs(x);
+    let amax = butterfly(e, ax, 32, true);
+    let sum = butterfly(e, x, 32, false);
+    let k = e.constant(127.0);
+    let d = e.div(amax, k);
+    let (hd, hs) = (e.f2h(d), e.f2h(sum));
+    let ds = e.pack(hd, hs);
+    let q = e.div(x, d);
+    (ds, q)
+}
+
+fn check_quantize(l: &Listings) -> Result<(), String> {
+    let name = isa::find_kernel(&l.quantize, "_ZL13quantize_q8_1")
+        .ok_or("no quantize_q8_1 kernel in ggml's quantize code object")?;
+    let k = isa::amdgpu(&l.quantize, &name)?;
+    let mut e = Exprs::new();
+    let (ds, q) = quantize_recipe(&mut e);
+    let (want_ds, want_q) = (e.render(ds), e.render(q));
+    let dword = k
+        .stores
+        .iter()
+        .find(|s| s.op == "global_store_dword")
+        .ok_or_else(|| format!("{name}: no global_store_dword (ds)"))?;
+    let got_ds = k.exprs.render(dword.value);
+    let mut bad = Vec::new();
+    if got_ds != want_ds {
+        bad.push(format!("ds:\n    ggml   {got_ds}\n    recipe {want_ds}"));
+    }
+    let byte = k
+        .stores
+        .iter()
+        .find(|s| s.op == "global_store_byte")
+        .ok_or_else(|| format!("{name}: no global_store_byte (qs)"))?;
+    let got_q = divisions(&k.exprs, byte.value);
+    if !got_q.contains(&want_q) {
+        bad.push(format!("code: no {want_q} in the stored value (its divisions: {got_q:?})"));
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{name}:\n  {}", bad.join("\n  ")))
+    }
+}
+
+/// The canonical forms of every division in `id`'s tree.
+fn divisions(e: &Exprs, id: Id) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![id];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(i) = stack.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        let n = e.node(i).clone();
+        if matches!(n, isa::Node::Div(..)) {
+            out.push(e.render(i));
+        }
+        stack.extend(isa_children(&n));
+    }
+    out
+}
+
+fn isa_children(n: &isa::Node) -> Vec<Id> {
+    use isa::Node as N;
+    match n {
+        N::Int(_, a) | N::Float(_, a) => a.clone(),
+        N::Add(a, b)
+        | N::Mul(a, b)
+        | N::Max(a, b)
+        | N::Min(a, b)
+        | N::Div(a, b)
+        | N::Pack(a, b) => {
+            vec![*a, *b]
+        }
+        N::Fma(a, b, c) => vec![*a, *b, *c],
+        N::Neg(a) | N::Abs(a) | N::I2F(a) | N::F2H(a) => vec![*a],
+        N::H2F { x, .. } => vec![*x],
+        N::Shuffle { addr, x } => vec![*addr, *x],
+        _ => vec![],
+    }
+}
+
+/// Every recipe the lanes could have: the 12 [`Contraction`] variants on both lanes'
+/// warp sizes and tables.
+fn all_recipes() -> Vec<MmvqConfig> {
+    let mut out = Vec::new();
+    for base in [WAVE32, WAVE64] {
+        for vec_dot_sums in [false, true] {
+            for q4_k_combine in [Q4KCombine::Unfused, Q4KCombine::FuseFirst, Q4KCombine::FuseSecond]
+            {
+                for accumulate in [false, true] {
+                    out.push(MmvqConfig {
+                        contraction: Contraction { vec_dot_sums, q4_k_combine, accumulate },
+                        ..base
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------
+// Trials.
+
+fn ggml_dir() -> Result<PathBuf, String> {
+    let dir = std::env::var_os("TIERCHECK_GGML_GPU").ok_or(
+        "TIERCHECK_GGML_GPU is not set (ci/ggml-gpu builds ggml's GPU code objects and prints \
+         the folder)",
+    )?;
+    Ok(PathBuf::from(dir))
+}
+
+fn unavailable(name: String, why: String) -> Trial {
+    if require() {
+        Trial::test(name, move || Err(format!("TIERCHECK_REQUIRE_HIP=1 but {why}").into()))
+    } else {
+        Trial::ignorable_test(name, move || Ok(Completion::ignored_with(why)))
+    }
+}
+
+fn trials_for(target: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
+    let names: Vec<String> = TYPES
+        .iter()
+        .map(|t| format!("ggml {target} mmvq {}", t.name()))
+        .chain([
+            format!("ggml {target} quantize_q8_1"),
+            format!("ggml {target} recipes are told apart"),
+        ])
+        .collect();
+    let dir = match ggml_dir() {
+        Ok(d) => d.join(target),
+        Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
+    };
+    for f in ["mmvq.co", "quantize.co"] {
+        if !dir.join(f).is_file() {
+            let why = format!("{} not found (run ci/ggml-gpu)", dir.join(f).display());
+            return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
+        }
+    }
+    if isa::find_llvm_tool("llvm-objdump").is_none()
+        || isa::find_llvm_tool("llvm-readelf").is_none()
+    {
+        let why = "llvm-objdump or llvm-readelf not found (set TIERCHECK_LLVM_OBJDUMP, \
+                   TIERCHECK_LLVM_READELF)"
+            .to_string();
+        return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
+    }
+    let listings: Shared = Arc::new(OnceLock::new());
+    let mut out = Vec::new();
+    for ty in TYPES {
+        let (l, dir) = (listings.clone(), dir.clone());
+        out.push(Trial::test(format!("ggml {target} mmvq {}", ty.name()), move || {
+            let l = l.get_or_init(|| listings_of(&dir, target)).as_ref().map_err(|e| e.clone())?;
+            let obs = observe_mmvq(l, ty)?;
+            let bad = compare_mmvq(&obs, &cfg, ty);
+            if bad.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{target} ({}), {}:\n  {}", cfg.name, ty.name(), bad.join("\n  "))
+                    .into())
+            }
+        }));
+    }
+    {
+        let (l, dir) = (listings.clone(), dir.clone());
+        out.push(Trial::test(format!("ggml {target} quantize_q8_1"), move || {
+            let l = l.get_or_init(|| listings_of(&dir, target)).as_ref().map_err(|e| e.clone())?;
+            check_quantize(l).map_err(|e| format!("{target}: {e}").into())
+        }));
+    }
+    {
+        let (l, dir) = (listings.clone(), dir.clone());
+        out.push(Trial::test(format!("ggml {target} recipes are told apart"), move || {
+            let l = l.get_or_init(|| listings_of(&dir, target)).as_ref().map_err(|e| e.clone())?;
+            let obs: Vec<(GgmlType, Observed)> = TYPES
+                .iter()
+                .map(|&t| observe_mmvq(l, t).map(|o| (t, o)))
+                .collect::<Result<_, _>>()?;
+            let mut accepted = Vec::new();
+            for r in all_recipes() {
+                if obs.iter().all(|(t, o)| compare_mmvq(o, &r, *t).is_empty()) {
+                    accepted.push(r);
+                }
+            }
+            match accepted[..] {
+                [r] if r == cfg => Ok(()),
+                _ => Err(format!(
+                    "{target}: ggml's code matches {} recipes, expected exactly {}'s: {accepted:?}",
+                    accepted.len(),
+                    cfg.name
+                )
+                .into()),
+            }
+        }));
+    }
+    out
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = Vec::new();
+    for target in ["gfx1030", "gfx90a"] {
+        let cfg = lane_of(target).expect("both targets have a lane");
+        trials.extend(trials_for(target, cfg));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
