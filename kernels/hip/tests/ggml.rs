@@ -22,15 +22,23 @@
 //!   one of the comparisons above on that target: the check pins the recipe, it does not
 //!   merely accept it.
 //!
-//! Without the folder (or without `llvm-objdump`) the trials are ignored with that
-//! reason; with `TIERCHECK_REQUIRE_HIP=1` (CI) they fail instead.
+//!
+//! The same for NVIDIA, from ggml's cubins built by nvcc (`sm_90`, `sm_80`) and read
+//! from `cuobjdump -sass` (with the kernel's constant bank from `cuobjdump -elf`),
+//! against [`CUDA`]: `ggml sm_XX mmvq <type>` (the loop steps, every loop's, the
+//! reduction of four warps, and every float instruction flushing subnormals as
+//! `-use_fast_math` asks), `ggml sm_XX quantize_q8_1` (`d = amax * RN(1/127)`, the
+//! code from `x * rcp(d)`), and `ggml sm_XX recipes are told apart`.
+//!
+//! Without the folder (or without `llvm-objdump` / `cuobjdump`) the trials are ignored
+//! with that reason; with `TIERCHECK_REQUIRE_HIP=1` (CI) they fail instead.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use libtest_mimic::{Arguments, Completion, Trial};
-use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
+use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, CUDA, WAVE32, WAVE64};
 use tiercheck_core::GgmlType;
 use tiercheck_hip::isa::{self, Exprs, Id};
 
@@ -296,9 +304,8 @@ fn check_quantize(l: &Listings) -> Result<(), String> {
         .iter()
         .find(|s| s.op == "global_store_byte")
         .ok_or_else(|| format!("{name}: no global_store_byte (qs)"))?;
-    let got_q = divisions(&k.exprs, byte.value);
-    if !got_q.contains(&want_q) {
-        bad.push(format!("code: no {want_q} in the stored value (its divisions: {got_q:?})"));
+    if !k.exprs.subtree_forms(byte.value).contains(&want_q) {
+        bad.push(format!("code: no {want_q} in the stored value"));
     }
     if bad.is_empty() {
         Ok(())
@@ -307,49 +314,11 @@ fn check_quantize(l: &Listings) -> Result<(), String> {
     }
 }
 
-/// The canonical forms of every division in `id`'s tree.
-fn divisions(e: &Exprs, id: Id) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![id];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(i) = stack.pop() {
-        if !seen.insert(i) {
-            continue;
-        }
-        let n = e.node(i).clone();
-        if matches!(n, isa::Node::Div(..)) {
-            out.push(e.render(i));
-        }
-        stack.extend(isa_children(&n));
-    }
-    out
-}
-
-fn isa_children(n: &isa::Node) -> Vec<Id> {
-    use isa::Node as N;
-    match n {
-        N::Int(_, a) | N::Float(_, a) => a.clone(),
-        N::Add(a, b)
-        | N::Mul(a, b)
-        | N::Max(a, b)
-        | N::Min(a, b)
-        | N::Div(a, b)
-        | N::Pack(a, b) => {
-            vec![*a, *b]
-        }
-        N::Fma(a, b, c) => vec![*a, *b, *c],
-        N::Neg(a) | N::Abs(a) | N::I2F(a) | N::F2H(a) => vec![*a],
-        N::H2F { x, .. } => vec![*x],
-        N::Shuffle { addr, x } => vec![*addr, *x],
-        _ => vec![],
-    }
-}
-
-/// Every recipe the lanes could have: the 12 [`Contraction`] variants on both lanes'
-/// warp sizes and tables.
+/// Every recipe a GPU lane could have: the 12 [`Contraction`] variants on each of the
+/// three warp-size-and-table configurations (RDNA2, CDNA, NVIDIA generic).
 fn all_recipes() -> Vec<MmvqConfig> {
     let mut out = Vec::new();
-    for base in [WAVE32, WAVE64] {
+    for base in [WAVE32, WAVE64, CUDA] {
         for vec_dot_sums in [false, true] {
             for q4_k_combine in [Q4KCombine::Unfused, Q4KCombine::FuseFirst, Q4KCombine::FuseSecond]
             {
@@ -462,12 +431,254 @@ fn trials_for(target: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
     out
 }
 
+// ---------------------------------------------------------------------------------
+// NVIDIA: ggml's cubins from nvcc, read from `cuobjdump -sass`.
+
+/// ggml's CUDA kernels are `static` but mangled `_Z` (no `L`) by nvcc.
+fn cuda_prefix(ty: GgmlType) -> String {
+    format!("_Z13mul_mat_vec_qIL9ggml_type{}ELi1ELb0ELb0ELb0EE", ty.id())
+}
+
+fn cuobjdump(dir: &Path) -> Result<(PathBuf, Option<PathBuf>), String> {
+    if let Some(p) = std::env::var_os("TIERCHECK_CUOBJDUMP") {
+        return Ok((PathBuf::from(p), None));
+    }
+    let bin = dir.join("cuda-bin");
+    let p = bin.join("cuobjdump");
+    if p.is_file() {
+        // cuobjdump -sass runs nvdisasm from the same folder.
+        return Ok((p, Some(bin)));
+    }
+    Err(format!("cuobjdump not found ({} missing; set TIERCHECK_CUOBJDUMP)", p.display()))
+}
+
+struct Sass {
+    mmvq: String,
+    mmvq_elf: String,
+    quantize: String,
+    quantize_elf: String,
+}
+
+fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
+    let (tool, bin) = cuobjdump(dir)?;
+    let run = |what: &str, file: &str| -> Result<String, String> {
+        let path = dir.join(arch).join(file);
+        let mut cmd = Command::new(&tool);
+        cmd.arg(what).arg(&path);
+        if let Some(bin) = &bin {
+            let old = std::env::var_os("PATH").unwrap_or_default();
+            let mut paths = vec![bin.clone()];
+            paths.extend(std::env::split_paths(&old));
+            cmd.env("PATH", std::env::join_paths(paths).map_err(|e| e.to_string())?);
+        }
+        let out = cmd.output().map_err(|e| format!("{}: {e}", tool.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} {what} {}: {}",
+                tool.display(),
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    Ok(Sass {
+        mmvq: run("-sass", "mmvq.cubin")?,
+        mmvq_elf: run("-elf", "mmvq.cubin")?,
+        quantize: run("-sass", "quantize.cubin")?,
+        quantize_elf: run("-elf", "quantize.cubin")?,
+    })
+}
+
+/// What ggml's cubin says about one MMVQ kernel: every loop's accumulator step, the
+/// stored output, and the `.FTZ` count.
+struct ObservedCuda {
+    steps: Vec<String>,
+    output: String,
+    ftz: (usize, usize),
+}
+
+fn observe_cuda(s: &Sass, ty: GgmlType) -> Result<ObservedCuda, String> {
+    let name = isa::find_sass_kernel(&s.mmvq, &cuda_prefix(ty))
+        .ok_or_else(|| format!("no {} kernel in ggml's mmvq cubin", cuda_prefix(ty)))?;
+    let k = isa::sass(&s.mmvq, &name, &isa::constant_bank(&s.mmvq_elf, &name, 2))?;
+    let mut steps = Vec::new();
+    for l in 0..k.loops.len() {
+        match k.accumulators(l)[..] {
+            [] => {}
+            [acc] => steps.push(k.exprs.render(acc)),
+            ref more => {
+                return Err(format!("{name}: loop {l} carries {} float accumulators", more.len()))
+            }
+        }
+    }
+    if steps.is_empty() {
+        return Err(format!("{name}: no loop carries a float accumulator"));
+    }
+    let out = k
+        .stores
+        .iter()
+        .rev()
+        .find(|st| st.op == "STG.E")
+        .ok_or_else(|| format!("{name}: no STG.E"))?;
+    Ok(ObservedCuda { steps, output: k.exprs.render(out.value), ftz: k.ftz })
+}
+
+/// The loop step as `k` chained recipe steps, for k = 1..4 (the loop may be unrolled).
+fn step_matches(observed: &str, ty: GgmlType, c: Contraction) -> bool {
+    let mut e = Exprs::new();
+    let mut v = e.leaf("acc");
+    (1..=4).any(|_| {
+        v = step(&mut e, ty, c, v);
+        e.render(v) == observed
+    })
+}
+
+fn compare_cuda(obs: &ObservedCuda, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (l, st) in obs.steps.iter().enumerate() {
+        if !step_matches(st, ty, cfg.contraction) {
+            let mut e = Exprs::new();
+            let acc = e.leaf("acc");
+            let one = step(&mut e, ty, cfg.contraction, acc);
+            bad.push(format!("loop {l} step:\n    ggml   {st}\n    recipe {}", e.render(one)));
+        }
+    }
+    let mut e = Exprs::new();
+    let r = reduction(&mut e, cfg.warp_size, cfg.nwarps(ty));
+    let want = e.render(r);
+    if want != obs.output {
+        bad.push(format!("reduction:\n    ggml   {}\n    recipe {want}", obs.output));
+    }
+    bad
+}
+
+/// ggml's CUDA `quantize_q8_1` under `-use_fast_math`: `d = amax * RN(1/127)` (ptxas
+/// folds the approximate division by a constant into a product), and the code reads
+/// `x * rcp(d)` (the hardware reciprocal, `MUFU.RCP`).
+fn check_quantize_cuda(s: &Sass) -> Result<(), String> {
+    let name = isa::find_sass_kernel(&s.quantize, "_Z13quantize_q8_1")
+        .ok_or("no quantize_q8_1 kernel in ggml's quantize cubin")?;
+    let k = isa::sass(&s.quantize, &name, &isa::constant_bank(&s.quantize_elf, &name, 2))?;
+    let mut e = Exprs::new();
+    let x = e.leaf("f");
+    let ax = e.abs(x);
+    let amax = butterfly(&mut e, ax, 32, true);
+    let sum = butterfly(&mut e, x, 32, false);
+    let inv = e.constant(1.0 / 127.0);
+    let d = e.mul(amax, inv);
+    let (hd, hs) = (e.f2h(d), e.f2h(sum));
+    let ds = e.pack(hd, hs);
+    let want_ds = e.render(ds);
+    let want_q = format!("mul(?mufu.rcp({}), f)", e.render(d));
+    let mut bad = Vec::new();
+    let dword = k.stores.iter().rev().find(|st| st.op == "STG.E").ok_or("no STG.E (ds)")?;
+    let got_ds = k.exprs.render(dword.value);
+    if got_ds != want_ds {
+        bad.push(format!("ds:\n    ggml   {got_ds}\n    recipe {want_ds}"));
+    }
+    let byte = k.stores.iter().find(|st| st.op == "STG.E.U8").ok_or("no STG.E.U8 (qs)")?;
+    if !k.exprs.subtree_forms(byte.value).contains(&want_q) {
+        bad.push(format!("code: no {want_q} in the stored value"));
+    }
+    if k.ftz.0 != k.ftz.1 {
+        bad.push(format!("only {} of {} float instructions flush subnormals", k.ftz.0, k.ftz.1));
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{name}:\n  {}", bad.join("\n  ")))
+    }
+}
+
+type SharedSass = Arc<OnceLock<Result<Sass, String>>>;
+
+fn cuda_trials(arch: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
+    let names: Vec<String> = TYPES
+        .iter()
+        .map(|t| format!("ggml {arch} mmvq {}", t.name()))
+        .chain([
+            format!("ggml {arch} quantize_q8_1"),
+            format!("ggml {arch} recipes are told apart"),
+        ])
+        .collect();
+    let dir = match ggml_dir() {
+        Ok(d) => d,
+        Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
+    };
+    for f in ["mmvq.cubin", "quantize.cubin"] {
+        let p = dir.join(arch).join(f);
+        if !p.is_file() {
+            let why = format!("{} not found (run ci/ggml-gpu)", p.display());
+            return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
+        }
+    }
+    if let Err(why) = cuobjdump(&dir) {
+        return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
+    }
+    let shared: SharedSass = Arc::new(OnceLock::new());
+    let mut out = Vec::new();
+    for ty in TYPES {
+        let (l, dir) = (shared.clone(), dir.clone());
+        out.push(Trial::test(format!("ggml {arch} mmvq {}", ty.name()), move || {
+            let s = l.get_or_init(|| sass_of(&dir, arch)).as_ref().map_err(|e| e.clone())?;
+            let obs = observe_cuda(s, ty)?;
+            let mut bad = compare_cuda(&obs, &cfg, ty);
+            if obs.ftz.0 != obs.ftz.1 {
+                bad.push(format!(
+                    "only {} of {} float instructions flush subnormals (-use_fast_math)",
+                    obs.ftz.0, obs.ftz.1
+                ));
+            }
+            if bad.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{arch} ({}), {}:\n  {}", cfg.name, ty.name(), bad.join("\n  ")).into())
+            }
+        }));
+    }
+    {
+        let (l, dir) = (shared.clone(), dir.clone());
+        out.push(Trial::test(format!("ggml {arch} quantize_q8_1"), move || {
+            let s = l.get_or_init(|| sass_of(&dir, arch)).as_ref().map_err(|e| e.clone())?;
+            check_quantize_cuda(s).map_err(|e| format!("{arch}: {e}").into())
+        }));
+    }
+    {
+        let (l, dir) = (shared.clone(), dir.clone());
+        out.push(Trial::test(format!("ggml {arch} recipes are told apart"), move || {
+            let s = l.get_or_init(|| sass_of(&dir, arch)).as_ref().map_err(|e| e.clone())?;
+            let obs: Vec<(GgmlType, ObservedCuda)> = TYPES
+                .iter()
+                .map(|&t| observe_cuda(s, t).map(|o| (t, o)))
+                .collect::<Result<_, _>>()?;
+            let accepted: Vec<MmvqConfig> = all_recipes()
+                .into_iter()
+                .filter(|r| obs.iter().all(|(t, o)| compare_cuda(o, r, *t).is_empty()))
+                .collect();
+            match accepted[..] {
+                [r] if r == cfg => Ok(()),
+                _ => Err(format!(
+                    "{arch}: ggml's code matches {} recipes, expected exactly {}'s: {accepted:?}",
+                    accepted.len(),
+                    cfg.name
+                )
+                .into()),
+            }
+        }));
+    }
+    out
+}
+
 fn main() {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
     for target in ["gfx1030", "gfx90a"] {
         let cfg = lane_of(target).expect("both targets have a lane");
         trials.extend(trials_for(target, cfg));
+    }
+    for arch in ["sm_90", "sm_80"] {
+        trials.extend(cuda_trials(arch, CUDA));
     }
     libtest_mimic::run(&args, trials).exit();
 }

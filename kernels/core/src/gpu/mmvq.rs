@@ -149,6 +149,23 @@ pub const WAVE64: MmvqConfig = MmvqConfig {
     contraction: Contraction::HIP_CLANG_GFX90A,
 };
 
+/// NVIDIA from Ampere on (sm_80 A100, sm_90 H100/H200) as ggml's CUDA build compiles
+/// MMVQ: 32-lane warps, `MMVQ_PARAMETERS_GENERIC` (four warps per block for one column),
+/// and nvcc's contraction ([`Contraction::NVCC`]), as read from the SASS of ggml's own
+/// `mmvq.cu` compiled by nvcc for sm_90 and sm_80 (`kernels/hip`'s `ggml` trials).
+///
+/// This is the **reduction recipe only**. ggml's CUDA build uses `-use_fast_math`, so
+/// its float instructions flush subnormal inputs and results to zero (`.FTZ`) and its
+/// q8_1 quantizer divides approximately (`amax * RN(1/127)`, then `x * rcp(d)` by the
+/// hardware reciprocal); [`mmvq_gemv`] and [`super::quantize_q8_1_mmvq`] model neither,
+/// so no lane uses this configuration yet.
+pub const CUDA: MmvqConfig = MmvqConfig {
+    name: "cuda-sm90",
+    warp_size: 32,
+    table: MmvqTable::Generic,
+    contraction: Contraction::NVCC,
+};
+
 impl MmvqConfig {
     /// Warps per block for one column of type `ty`.
     pub fn nwarps(&self, ty: GgmlType) -> usize {

@@ -120,7 +120,9 @@ mod vecdotq;
 #[cfg(test)]
 mod tests;
 
-pub use mmvq::{calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, WAVE32, WAVE64};
+pub use mmvq::{
+    calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, WAVE32, WAVE64,
+};
 pub use quantize::{butterfly_max, butterfly_sum, quantize_q8_1_mmvq};
 pub use vecdotq::{
     dp4a, vec_dot_q4_k_q8_1, vec_dot_q6_k_q8_1, vec_dot_q8_0_q8_1, Contraction, Q4KCombine,

@@ -52,6 +52,13 @@ impl Contraction {
     pub const HIP_CLANG_GFX90A: Contraction =
         Contraction { vec_dot_sums: true, q4_k_combine: Q4KCombine::Unfused, accumulate: true };
 
+    /// nvcc's default (`--fmad=true`, implied by ggml's `-use_fast_math`) for ggml's
+    /// MMVQ on sm_80 and sm_90: the same fusions as [`Contraction::HIP_CLANG`] (ptxas
+    /// contracts `dm.x * sumf_d - dm.y * sumf_m` into `fma(dm.x, sumf_d, -(dm.y *
+    /// sumf_m))`). Read from the SASS of ggml's own `mmvq.cu`.
+    pub const NVCC: Contraction =
+        Contraction { vec_dot_sums: true, q4_k_combine: Q4KCombine::FuseFirst, accumulate: true };
+
     /// `acc + a * b`, fused when `fuse`.
     #[inline(always)]
     fn mad(fuse: bool, a: f32, b: f32, acc: f32) -> f32 {

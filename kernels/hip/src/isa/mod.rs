@@ -25,6 +25,10 @@
 //! the evaluator does not know becomes [`Node::Float`] and prints as `?name(...)`, so
 //! it can never match a recipe by accident.
 //!
+//! [`sass()`] reads `cuobjdump -sass` output of an NVIDIA cubin the same way (`FADD`,
+//! `FMUL`, `FFMA`, `FMNMX`, `HADD2.F32` conversions, `I2FP`, `SHFL.BFLY`, `LDS`/`STS`,
+//! `LDG`/`STG`), and counts which float instructions flush subnormals (`.FTZ`).
+//!
 //! # Canonical form
 //! [`Exprs::render`] prints a tree in a form where two trees print alike exactly when
 //! they round alike: the two operands of an addition, of a product, of a maximum and
@@ -41,6 +45,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
+
+mod sass;
+pub use sass::{constant_bank, find_sass_kernel, sass};
 
 /// An expression's index in [`Exprs`].
 pub type Id = usize;
@@ -185,6 +192,21 @@ impl Exprs {
         false
     }
 
+    /// The canonical forms of every subtree of `id` (the tree itself included).
+    pub fn subtree_forms(&self, id: Id) -> Vec<String> {
+        let mut memo = HashMap::new();
+        let mut stack = vec![id];
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        while let Some(i) = stack.pop() {
+            if seen.insert(i) {
+                out.push(self.render_in(i, &mut memo));
+                stack.extend(children(&self.nodes[i]));
+            }
+        }
+        out
+    }
+
     /// The canonical form of `id`'s tree (see the module doc).
     pub fn render(&self, id: Id) -> String {
         let mut memo = HashMap::new();
@@ -193,7 +215,7 @@ impl Exprs {
 
     fn int_class(&self, id: Id) -> &'static str {
         let ones = self.any(id, &|n| match n {
-            Node::Int(op, args) if op.starts_with("v_dot4") => {
+            Node::Int(op, args) if op.starts_with("v_dot4") || op == "IDP" => {
                 args.iter().any(|&a| matches!(self.nodes[a], Node::Const(0x0101_0101)))
             }
             _ => false,
@@ -234,7 +256,7 @@ impl Exprs {
         let mut stack = vec![addr];
         while let Some(i) = stack.pop() {
             if let Node::Int(op, args) = &self.nodes[i] {
-                if op.starts_with("v_xor_b32") {
+                if op.starts_with("v_xor_b32") || op == "bfly" {
                     for &a in args {
                         if let Node::Const(c) = self.nodes[a] {
                             return Some(c);
@@ -300,6 +322,13 @@ impl Exprs {
             Node::Abs(a) => {
                 let (_, inner) = self.unneg(*a);
                 format!("abs({})", self.render_in(inner, memo))
+            }
+            // x + (-0) is x, bit for bit (SASS writes fabsf as `|x| + -RZ`).
+            Node::Add(a, b) if matches!(self.nodes[*b], Node::Const(0x8000_0000)) => {
+                self.render_in(*a, memo)
+            }
+            Node::Add(a, b) if matches!(self.nodes[*a], Node::Const(0x8000_0000)) => {
+                self.render_in(*b, memo)
             }
             Node::Add(a, b) => {
                 let mut v = [self.render_in(*a, memo), self.render_in(*b, memo)];
@@ -399,6 +428,10 @@ pub struct Kernel {
     pub stores: Vec<Store>,
     /// The loops, in program order.
     pub loops: Vec<Loop>,
+    /// Float arithmetic instructions (add, multiply, fma, min/max) that flush
+    /// subnormal inputs and results to zero (SASS `.FTZ`), and all of them. AMDGPU
+    /// code sets the denormal mode per kernel, not per instruction: 0 and 0 there.
+    pub ftz: (usize, usize),
 }
 
 impl Kernel {
@@ -577,6 +610,8 @@ struct Eval {
     regs: HashMap<String, Id>,
     loads: usize,
     stores: Vec<Store>,
+    /// SASS only: the kernel's constant bank 2.
+    bank2: Vec<u32>,
 }
 
 impl Eval {
@@ -618,9 +653,17 @@ impl Eval {
             id = self.e.abs(id);
         }
         if neg {
-            id = self.e.neg(id);
+            id = self.negate(id);
         }
         id
+    }
+
+    /// `-x`, folded into the constant when `x` is one (`-0` is the constant -0.0).
+    fn negate(&mut self, id: Id) -> Id {
+        match *self.e.node(id) {
+            Node::Const(b) => self.e.push(Node::Const(b ^ 0x8000_0000)),
+            _ => self.e.neg(id),
+        }
     }
 
     fn write(&mut self, dst: &str, comp: usize, v: Id) {
@@ -991,7 +1034,7 @@ pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
     let mut loops: Vec<(u64, u64)> = Vec::new();
     for &(addr, size, ins) in &lines {
         if let Some(t) = branch_target(ins, addr, size) {
-            if t <= addr {
+            if t < addr {
                 loops.push((t, addr));
             }
         }
@@ -1002,7 +1045,13 @@ pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
             return Err(format!("{kernel}: nested or overlapping loops are not evaluated"));
         }
     }
-    let mut ev = Eval { e: Exprs::new(), regs: HashMap::new(), loads: 0, stores: Vec::new() };
+    let mut ev = Eval {
+        e: Exprs::new(),
+        regs: HashMap::new(),
+        loads: 0,
+        stores: Vec::new(),
+        bank2: Vec::new(),
+    };
     let mut out_loops = Vec::new();
     let mut open: Option<(usize, Vec<String>)> = None;
     for &(addr, _size, ins) in &lines {
@@ -1035,7 +1084,7 @@ pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
             }
         }
     }
-    Ok(Kernel { exprs: ev.e, stores: ev.stores, loops: out_loops })
+    Ok(Kernel { exprs: ev.e, stores: ev.stores, loops: out_loops, ftz: (0, 0) })
 }
 
 /// A field of a kernel's entry in the AMDGPU metadata (`llvm-readelf --notes`):
