@@ -52,7 +52,7 @@ use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, Prepared, RepackLayout, Ta
 use tiercheck_core::{GgmlType, Lane, WeightMatrix, LANES};
 
 /// Every activation rule (a new rule must be added here to be checked).
-const RULES: [ActRule; 8] = [
+const RULES: [ActRule; 9] = [
     ActRule::Q8KRef,
     ActRule::Q8KFusedNearest,
     ActRule::Q8_0Ref,
@@ -61,6 +61,7 @@ const RULES: [ActRule; 8] = [
     ActRule::Q8KX86x4,
     ActRule::Q8_0Neon,
     ActRule::Q8_1HipMmvq,
+    ActRule::Q8_1CudaMmvq,
 ];
 
 const TYPES: [GgmlType; 4] = [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
@@ -128,20 +129,36 @@ fn act_row(rng: &mut Rng, kind: usize, k: usize) -> Vec<f32> {
 
 /// `m` activation rows, cycling through the kinds from `first`.
 fn act_rows(seed: u64, first: usize, m: usize) -> Vec<f32> {
-    let mut rng = Rng(seed);
-    (0..m).flat_map(|i| act_row(&mut rng, (first + i) % 4, K)).collect()
+    act_rows_k(seed, first, m, K)
 }
+
+/// [`act_rows`] of length `k`.
+fn act_rows_k(seed: u64, first: usize, m: usize, k: usize) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..m).flat_map(|i| act_row(&mut rng, (first + i) % 4, k)).collect()
+}
+
+/// Rows for the MMVQ schedules: long enough that every thread of a 128-thread block
+/// holds a partial (with K = 512, a row has too few blocks for warps 1..3 of a
+/// four-warp block to get any, and the schedules of 32 x 1, 64 x 2 and 32 x 4 threads
+/// add the same partials in the same tree).
+const K_MMVQ: usize = 8192;
 
 /// `n` quantized weight rows of `ty`.
 fn weight_rows(seed: u64, ty: GgmlType, n: usize) -> Vec<u8> {
+    weight_rows_k(seed, ty, n, K)
+}
+
+/// [`weight_rows`] of length `k`.
+fn weight_rows_k(seed: u64, ty: GgmlType, n: usize, k: usize) -> Vec<u8> {
     let mut rng = Rng(seed ^ 0x57E1_6475);
-    let w: Vec<f32> = (0..n * K)
+    let w: Vec<f32> = (0..n * k)
         .map(|i| {
             let scale = if (i / 256) % 3 == 2 { 8.0 } else { 1.0 };
             rng.uniform(-scale, scale)
         })
         .collect();
-    weights::quantize(ty, &w, n, K).unwrap()
+    weights::quantize(ty, &w, n, k).unwrap()
 }
 
 fn is_k_quant(ty: GgmlType) -> bool {
@@ -215,6 +232,7 @@ fn mmvq_shape(acc: Accumulation) -> Option<(usize, MmvqTable)> {
     match acc {
         Accumulation::HipMmvqWave32 => Some((32, MmvqTable::Rdna2)),
         Accumulation::HipMmvqWave64 => Some((64, MmvqTable::Gcn)),
+        Accumulation::CudaMmvq => Some((32, MmvqTable::Generic)),
         _ => None,
     }
 }
@@ -223,6 +241,7 @@ fn mmvq_shape(acc: Accumulation) -> Option<(usize, MmvqTable)> {
 fn gpu_contraction(c: Contraction, wave: usize) -> gpu::Contraction {
     match (c, wave) {
         (Contraction::HipClang, 32) => gpu::Contraction::HIP_CLANG,
+        (Contraction::Nvcc, _) => gpu::Contraction::NVCC,
         (Contraction::HipClang, _) => gpu::Contraction::HIP_CLANG_GFX90A,
         (Contraction::None, _) => gpu::Contraction::OFF,
         (other, _) => panic!("no device fusions known for contraction {}", other.name()),
@@ -330,8 +349,8 @@ fn every_pair_of_schedules_differs_on_the_test_rows() {
     // Pairs told apart on at least one type.
     let mut told_apart = std::collections::HashSet::new();
     for ty in TYPES {
-        let w = weight_rows(7, ty, 6);
-        let row_bytes = ty.row_bytes(K).unwrap();
+        let w_short = weight_rows(7, ty, 6);
+        let w_long = weight_rows_k(7, ty, 6, K_MMVQ);
         for (i, &(a, ca)) in sched.iter().enumerate() {
             for &(b, cb) in &sched[i + 1..] {
                 // Both schedules read the same activation format (q8_1 for the HIP ones).
@@ -351,8 +370,11 @@ fn every_pair_of_schedules_differs_on_the_test_rows() {
                 } else {
                     ActRule::Q8_0Ref
                 };
+                let k = if mmvq_shape(a).is_some() { K_MMVQ } else { K };
+                let w = if k == K { &w_short } else { &w_long };
+                let row_bytes = ty.row_bytes(k).unwrap();
                 let differ = (0..8).any(|s| {
-                    let act = rule.quantize(&act_rows(300 + s, s as usize, 1)).unwrap();
+                    let act = rule.quantize(&act_rows_k(300 + s, s as usize, 1, k)).unwrap();
                     w.chunks(row_bytes).any(|row| {
                         schedule_dot(a, ca, ty, row, &act).to_bits()
                             != schedule_dot(b, cb, ty, row, &act).to_bits()
@@ -977,7 +999,7 @@ fn elem_flavour_is_the_tier_the_lane_names() {
         // x64 loops as a stand-in (the device's own elementwise kernels are not
         // reproduced).
         let fused = match r.contraction {
-            Contraction::None | Contraction::HipClang => false,
+            Contraction::None | Contraction::HipClang | Contraction::Nvcc => false,
             Contraction::FusedAccumulate | Contraction::GccAarch64 | GCC_AARCH64_SVE => true,
             other => panic!("{}: no elementwise fusion known for {}", lane.name, other.name()),
         };

@@ -129,7 +129,17 @@ pub fn kernels(lane: &str) -> Result<&'static dyn Kernels, String> {
 pub static NATIVE: &[NativeLane] = &[
     NativeLane { lane: "hip-wave32", kernels: wave32 },
     NativeLane { lane: "hip-wave64", kernels: wave64 },
+    NativeLane { lane: "cuda-sm90", kernels: cuda_sm90 },
 ];
+
+/// `cuda-sm90` has no device form in this build: the host here is HIP's. (ggml's own
+/// CUDA kernels are read from their SASS by the `ggml` tests; `ci/gpu-check` runs the
+/// project's device source with nvcc on an NVIDIA machine.)
+pub fn cuda_sm90() -> Result<&'static dyn Kernels, Unavailable> {
+    Err(Unavailable::Device(
+        "`cuda-sm90` runs on an NVIDIA GPU: this build has no CUDA host (twin only)".into(),
+    ))
+}
 
 /// The device implementation of `hip-wave32`, or why there is none here.
 pub fn wave32() -> Result<&'static dyn Kernels, Unavailable> {

@@ -127,6 +127,11 @@ pub struct MmvqConfig {
     pub table: MmvqTable,
     /// Which multiply-adds the compiler fused.
     pub contraction: Contraction,
+    /// Built with fast math (ggml's CUDA build): the activations are
+    /// [`super::quantize_q8_1_cuda`]'s, not [`super::quantize_q8_1_mmvq`]'s. (The MMVQ
+    /// arithmetic is unchanged: see [`CUDA`] for why flushing subnormals never changes
+    /// it.)
+    pub fast_math: bool,
 }
 
 /// RDNA2 / RDNA3.5 (gfx1030, gfx1151, ...): wave32, `MMVQ_PARAMETERS_RDNA2`, so one
@@ -137,6 +142,7 @@ pub const WAVE32: MmvqConfig = MmvqConfig {
     warp_size: 32,
     table: MmvqTable::Rdna2,
     contraction: Contraction::HIP_CLANG,
+    fast_math: false,
 };
 
 /// CDNA gfx90a (MI210/MI250): wave64, `MMVQ_PARAMETERS_GCN`, two warps per block for
@@ -147,6 +153,7 @@ pub const WAVE64: MmvqConfig = MmvqConfig {
     warp_size: 64,
     table: MmvqTable::Gcn,
     contraction: Contraction::HIP_CLANG_GFX90A,
+    fast_math: false,
 };
 
 /// NVIDIA from Ampere on (sm_80 A100, sm_90 H100/H200) as ggml's CUDA build compiles
@@ -154,16 +161,23 @@ pub const WAVE64: MmvqConfig = MmvqConfig {
 /// and nvcc's contraction ([`Contraction::NVCC`]), as read from the SASS of ggml's own
 /// `mmvq.cu` compiled by nvcc for sm_90 and sm_80 (`kernels/hip`'s `ggml` trials).
 ///
-/// This is the **reduction recipe only**. ggml's CUDA build uses `-use_fast_math`, so
-/// its float instructions flush subnormal inputs and results to zero (`.FTZ`) and its
-/// q8_1 quantizer divides approximately (`amax * RN(1/127)`, then `x * rcp(d)` by the
-/// hardware reciprocal); [`mmvq_gemv`] and [`super::quantize_q8_1_mmvq`] model neither,
-/// so no lane uses this configuration yet.
+/// ggml's CUDA build uses `-use_fast_math`, so every float instruction of MMVQ flushes
+/// subnormal inputs and results to zero (`.FTZ`). In MMVQ that never changes a bit:
+/// every operand is an f16 scale (an integer multiple of 2^-24, the smallest f16
+/// subnormal), an exact integer, or a sum or product of those; rounding to binary32
+/// keeps a value a multiple of a power of two q once it is one (a value with a finer
+/// ulp than q is exact), so every product of two f16-derived factors and every sum of
+/// such products is a multiple of 2^-48, and a nonzero one is at least 2^-48 in
+/// magnitude, far above the smallest normal 2^-126. Infinities and NaNs are not
+/// flushed. So [`mmvq_gemv`] with this configuration is the CUDA tier's MMVQ.
+///
+/// The activations differ: see [`super::quantize_q8_1_cuda`] (`fast_math`).
 pub const CUDA: MmvqConfig = MmvqConfig {
     name: "cuda-sm90",
     warp_size: 32,
     table: MmvqTable::Generic,
     contraction: Contraction::NVCC,
+    fast_math: true,
 };
 
 impl MmvqConfig {

@@ -1,6 +1,7 @@
 //! Portable twins of ggml's CUDA/HIP matrix-vector path for quantized weights (MMVQ,
-//! `ggml-cuda/mmvq.cu`, `vecdotq.cuh`, `quantize.cu`), as compiled for AMD GPUs by
-//! HIP clang: the arithmetic of the future `hip-wave32` / `hip-wave64` lanes.
+//! `ggml-cuda/mmvq.cu`, `vecdotq.cuh`, `quantize.cu`), as compiled by HIP clang for
+//! AMD GPUs and by nvcc for NVIDIA GPUs: the arithmetic of the `hip-wave32`, `hip-wave64` and
+//! `cuda-sm90` lanes ([`WAVE32`], [`WAVE64`], [`CUDA`]).
 //!
 //! One output of a matrix-vector product with a single activation column (decode) is
 //! computed on the device in three stages. Each stage below states the upstream
@@ -34,11 +35,12 @@
 //!   CPU. (The three vec_dots below read only `d`; q4_K takes the q8 sums it needs
 //!   from `dp4a` with 0x01010101 instead of `s`.)
 //!
-//! CUDA differs: ggml's CUDA build uses `-use_fast_math`, so `amax / 127.0f` and
-//! `x_i / d` become approximate divisions (`__fdividef`-class, a reciprocal
-//! approximation times the numerator) with flush-to-zero; codes near a .5 boundary and
-//! the stored `d` can differ from the HIP result by one unit. The twin here is the HIP
-//! one only; no portable form of NVIDIA's approximate reciprocal is claimed.
+//! CUDA differs: ggml's CUDA build uses `-use_fast_math`, and the SASS nvcc makes of
+//! this kernel (sm_80, sm_90) flushes subnormals in every float instruction, computes
+//! `d = amax * RN(1/127)` (ptxas folds the approximate division by a constant into a
+//! product) and the code from `x * MUFU.RCP(d)`, a hardware reciprocal approximation.
+//! [`quantize_q8_1_cuda`] is that quantizer, with the reciprocal modelled as correctly
+//! rounded (the one step no document specifies bit for bit).
 //!
 //! # 2. One thread's share: `vec_dot_*_q8_1` ([`vec_dot_q4_k_q8_1`], [`vec_dot_q6_k_q8_1`], [`vec_dot_q8_0_q8_1`])
 //!
@@ -123,7 +125,7 @@ mod tests;
 pub use mmvq::{
     calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, WAVE32, WAVE64,
 };
-pub use quantize::{butterfly_max, butterfly_sum, quantize_q8_1_mmvq};
+pub use quantize::{butterfly_max, butterfly_sum, quantize_q8_1_cuda, quantize_q8_1_mmvq};
 pub use vecdotq::{
     dp4a, vec_dot_q4_k_q8_1, vec_dot_q6_k_q8_1, vec_dot_q8_0_q8_1, Contraction, Q4KCombine,
 };

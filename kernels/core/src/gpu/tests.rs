@@ -864,3 +864,105 @@ fn gpu_gemv_rows_equals_the_scalar_gemv_per_row_bitwise() {
     // Both kinds of result were compared.
     assert!(n_nan > 0 && n_finite > 0, "{n_nan} NaN and {n_finite} finite results");
 }
+
+#[test]
+fn gpu_cuda_q8_1_quantizer_matches_an_f64_reference() {
+    // The fast-math quantizer: d = RN(amax * RN(1/127)), q = roundf(RN(x * RN(1/d))),
+    // checked against exact arithmetic: d within one rounding of amax/127 and
+    // 1/127's own rounding, each code the exact quotient's rounding unless that lies
+    // within a few ulps of a .5 boundary; the sum as HIP's (no subnormals here).
+    let mut r = Rng(0x0C0D_A5E5_1DEA_F00D);
+    let inv = 1.0f32 / 127.0;
+    assert_eq!(inv.to_bits(), 0x3C01_0204, "the constant ptxas multiplies by");
+    for _ in 0..200 {
+        let x = r.activations(1024);
+        let y = quantize_q8_1_cuda(&x);
+        let hip = quantize_q8_1_mmvq(&x);
+        for ((xb, b), h) in x.chunks(QK).zip(&y).zip(&hip) {
+            assert_eq!(b.s, h.s, "the float sums agree without subnormals");
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let d = amax * inv;
+            let exact_d = amax as f64 / 127.0;
+            assert!((d as f64 - exact_d).abs() <= 2.0 * U * exact_d);
+            assert_eq!(u16::from_le_bytes(b.d), f32_to_f16_bits(d));
+            for (j, &v) in xb.iter().enumerate() {
+                let q = b.qs[j] as i8 as i32;
+                if amax == 0.0 {
+                    assert_eq!(q, 0);
+                    continue;
+                }
+                let t = v as f64 / d as f64;
+                let want = t.round() as i32;
+                if q != want {
+                    let dist = (t.abs().fract() - 0.5).abs();
+                    assert!(dist <= 3.0 * U * t.abs(), "x={v} d={d} q={q} want={want}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_cuda_q8_1_quantizer_flushes_subnormals() {
+    // Every value subnormal: |x| flushes to 0, so amax == 0, every code 0, d = s = 0
+    // (HIP keeps them: amax is the largest subnormal, d underflows, the sum is kept).
+    let tiny = f32::from_bits(0x0000_1234);
+    let mut x = [0.0f32; QK];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = if i % 2 == 0 { tiny } else { -tiny };
+    }
+    let b = quantize_q8_1_cuda(&x)[0];
+    assert!(b.qs.iter().all(|&q| q == 0));
+    assert_eq!(u16::from_le_bytes(b.d) & 0x7fff, 0);
+    assert_eq!(u16::from_le_bytes(b.s) & 0x7fff, 0);
+    // A normal amax whose d = amax / 127 is subnormal: d flushes to 0, 1/d is +inf,
+    // so a positive value saturates to i32::MAX (low byte 0xff = -1), a negative one
+    // to i32::MIN (low byte 0), and 0 * inf is NaN, which converts to 0.
+    let a = 2f32.powi(-120);
+    let mut x = [0.0f32; QK];
+    x[0] = a;
+    x[1] = -a;
+    let b = quantize_q8_1_cuda(&x)[0];
+    assert_eq!(b.qs[0] as i8, -1);
+    assert_eq!(b.qs[1] as i8, 0);
+    assert!(b.qs[2..].iter().all(|&q| q == 0));
+    assert_eq!(u16::from_le_bytes(b.d), 0);
+    // A normal block, amax = 508: d = RN(508 * RN(1/127)), and every code is the
+    // rounding of x * RN(1/d), within one of the exact x / 4.
+    let mut x = [0.0f32; QK];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = (i as f32 - 16.0) * 4.0;
+    }
+    x[31] = 127.0 * 4.0;
+    let b = quantize_q8_1_cuda(&x)[0];
+    let d = (127.0f32 * 4.0) * (1.0 / 127.0);
+    assert_eq!(u16::from_le_bytes(b.d), f32_to_f16_bits(d));
+    for i in 0..31 {
+        let want = ((i as f32 - 16.0) * 4.0 * (1.0 / d)).round() as i32;
+        assert_eq!(b.qs[i] as i8 as i32, want, "lane {i}");
+        assert!((want - (i as i32 - 16)).abs() <= 1);
+    }
+}
+
+#[test]
+fn gpu_cuda_mmvq_is_wave32s_arithmetic_with_four_warps() {
+    // The CUDA configuration reads the generic table (4 warps for one column) and
+    // nvcc's fusions, which are HIP clang's on RDNA2; on a long row the order differs
+    // from one warp's, and equals mmvq_gemv with 32 lanes and 4 warps.
+    assert_eq!(CUDA.nwarps(GgmlType::Q4_K), 4);
+    assert_eq!(Contraction::NVCC, Contraction::HIP_CLANG);
+    let mut r = Rng(0x5A55_C0DE);
+    let mut differ = 0;
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for _ in 0..4 {
+            let row = random_row(&mut r, ty, 8192);
+            let act = quantize_q8_1_cuda(&r.activations(8192));
+            let c = CUDA.gemv(ty, &row, &act).unwrap();
+            let direct = mmvq_gemv(ty, &row, &act, 32, 4, Contraction::NVCC).unwrap();
+            assert_eq!(c.to_bits(), direct.to_bits());
+            let one = WAVE32.gemv(ty, &row, &act).unwrap();
+            differ += usize::from(one.to_bits() != c.to_bits());
+        }
+    }
+    assert!(differ > 0, "four warps never changed a bit against one");
+}

@@ -51,7 +51,9 @@ pub use crate::arch::aarch64::neon_repack::{arm_dotprod_layout, AARCH64_NEON_REP
 pub use crate::arch::aarch64::sve::{SveTwin, AARCH64_SVE128, AARCH64_SVE256};
 pub use crate::arch::aarch64::sve_repack::{AARCH64_SVE128_REPACK, AARCH64_SVE256_REPACK};
 pub use crate::arch::generic::{RefKernels, REF};
-pub use crate::arch::hip::{HipTwin, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN};
+pub use crate::arch::hip::{
+    HipTwin, CUDA_SM90, CUDA_SM90_TWIN, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN,
+};
 pub use crate::arch::x86_64::avx2::{Avx2Twin, X86_64_AVX2};
 pub use crate::arch::x86_64::avx2_repack::{x86_layout, X86_64_AVX2_REPACK};
 pub use crate::arch::x86_64::avx512::X86_64_AVX512;
@@ -231,6 +233,7 @@ pub static LANES: &[&Lane] = &[
     &AARCH64_SVE256_REPACK,
     &HIP_WAVE32,
     &HIP_WAVE64,
+    &CUDA_SM90,
 ];
 
 /// The lane with this name.

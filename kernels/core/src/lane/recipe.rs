@@ -69,6 +69,9 @@ impl Accumulation {
     pub const HipMmvqWave32: Accumulation = Accumulation::named("hip-mmvq-wave32");
     /// The same with 64-lane wavefronts (GCN/CDNA).
     pub const HipMmvqWave64: Accumulation = Accumulation::named("hip-mmvq-wave64");
+    /// The same on NVIDIA from Ampere on: 32-lane warps, four warps per block for one
+    /// column ([`crate::gpu::CUDA`]).
+    pub const CudaMmvq: Accumulation = Accumulation::named("cuda-mmvq-warp32x4");
 
     /// The label `name` (stable: it names the component in reports).
     pub const fn named(name: &'static str) -> Self {
@@ -111,6 +114,9 @@ impl Contraction {
     /// gfx90a (see [`crate::gpu::Contraction::HIP_CLANG`] and
     /// [`crate::gpu::Contraction::HIP_CLANG_GFX90A`]).
     pub const HipClang: Contraction = Contraction::named("hip-clang-contract");
+    /// nvcc with `--fmad=true` (ggml's `-use_fast_math`): the same fusions of MMVQ as
+    /// HIP clang on RDNA2 ([`crate::gpu::Contraction::NVCC`]).
+    pub const Nvcc: Contraction = Contraction::named("nvcc-fmad");
 
     /// The label `name` (stable: it names the component in reports).
     pub const fn named(name: &'static str) -> Self {

@@ -22,16 +22,19 @@ pub enum Arch {
     Aarch64,
     /// AMD GPUs through HIP (`kernels/hip`).
     AmdGpu,
+    /// NVIDIA GPUs through CUDA (no host in this build: twin only).
+    NvidiaGpu,
 }
 
 impl Arch {
-    /// Stable name (`portable`, `x86_64`, `aarch64`, `amdgpu`).
+    /// Stable name (`portable`, `x86_64`, `aarch64`, `amdgpu`, `nvidia`).
     pub fn name(self) -> &'static str {
         match self {
             Arch::Portable => "portable",
             Arch::X86_64 => "x86_64",
             Arch::Aarch64 => "aarch64",
             Arch::AmdGpu => "amdgpu",
+            Arch::NvidiaGpu => "nvidia",
         }
     }
 
@@ -41,7 +44,7 @@ impl Arch {
         match self {
             Arch::X86_64 => Some("x86_64"),
             Arch::Aarch64 => Some("aarch64"),
-            Arch::Portable | Arch::AmdGpu => None,
+            Arch::Portable | Arch::AmdGpu | Arch::NvidiaGpu => None,
         }
     }
 }

@@ -52,6 +52,10 @@ pub enum ActRule {
     /// true divisions (half away from zero), d and the float sum of x stored as f16. See
     /// [`crate::gpu::quantize_q8_1_mmvq`].
     Q8_1HipMmvq,
+    /// q8_1 as ggml's CUDA build (`-use_fast_math`) computes `quantize_q8_1`: subnormals
+    /// flushed, d = amax * RN(1/127), q = roundf(x * rcp(d)) with the reciprocal
+    /// **modelled** as correctly rounded. See [`crate::gpu::quantize_q8_1_cuda`].
+    Q8_1CudaMmvq,
 }
 
 impl ActRule {
@@ -66,6 +70,7 @@ impl ActRule {
             ActRule::Q8KX86x4 => "q8_K/x86-4x8-positive-max-sign",
             ActRule::Q8_0Neon => "q8_0/neon-1-over-d-nearest-even",
             ActRule::Q8_1HipMmvq => "q8_1/hip-divide-round-away-f16-sum",
+            ActRule::Q8_1CudaMmvq => "q8_1/cuda-ftz-rcp-round-away-f16-sum",
         }
     }
 
@@ -74,7 +79,7 @@ impl ActRule {
         match self {
             ActRule::Q8KRef | ActRule::Q8KFusedNearest | ActRule::Q8KX86x4 => GgmlType::Q8_K,
             ActRule::Q8_0Ref | ActRule::Q8_0X86 | ActRule::Q8_0Neon => GgmlType::Q8_0,
-            ActRule::Q8_1Ref | ActRule::Q8_1HipMmvq => GgmlType::Q8_1,
+            ActRule::Q8_1Ref | ActRule::Q8_1HipMmvq | ActRule::Q8_1CudaMmvq => GgmlType::Q8_1,
         }
     }
 
@@ -116,8 +121,12 @@ impl ActRule {
             ActRule::Q8_0X86 => quantize_q8_0_x86(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8KX86x4 => quantize_q8_k_x86x4(x, cast_blocks_mut(ty, out)?),
             ActRule::Q8_0Neon => quantize_q8_0_neon(x, cast_blocks_mut(ty, out)?),
-            ActRule::Q8_1HipMmvq => {
-                let blocks = crate::gpu::quantize_q8_1_mmvq(x);
+            ActRule::Q8_1HipMmvq | ActRule::Q8_1CudaMmvq => {
+                let blocks = if self == ActRule::Q8_1HipMmvq {
+                    crate::gpu::quantize_q8_1_mmvq(x)
+                } else {
+                    crate::gpu::quantize_q8_1_cuda(x)
+                };
                 let dst: &mut [BlockQ8_1] = cast_blocks_mut(ty, out)?;
                 dst.copy_from_slice(&blocks);
             }

@@ -29,7 +29,7 @@
 
 use crate::blocks::{cast_blocks, BlockQ8_1};
 use crate::error::KernelError;
-use crate::gpu::{MmvqConfig, WAVE32, WAVE64};
+use crate::gpu::{MmvqConfig, CUDA, WAVE32, WAVE64};
 use crate::lane::{
     Accumulation, Arch, Contraction, Kernels, Lane, MatmulPath, Recipe, Status, WeightLayout,
 };
@@ -44,6 +44,8 @@ pub struct HipTwin(pub MmvqConfig);
 pub static HIP_WAVE32_TWIN: HipTwin = HipTwin(WAVE32);
 /// Twin of `hip-wave64`.
 pub static HIP_WAVE64_TWIN: HipTwin = HipTwin(WAVE64);
+/// Twin of `cuda-sm90`.
+pub static CUDA_SM90_TWIN: HipTwin = HipTwin(CUDA);
 
 const fn recipe(acc: Accumulation) -> Recipe {
     Recipe {
@@ -55,6 +57,16 @@ const fn recipe(acc: Accumulation) -> Recipe {
         matmul: MatmulPath::VecDotPerRow,
         plain_gemm: crate::lane::PlainGemm::VecDot,
         elem: crate::elem::ElemFlavour::X64,
+    }
+}
+
+/// The `cuda-sm90` lane's recipe: the CUDA activations, nvcc's fusions.
+const fn cuda_recipe() -> Recipe {
+    Recipe {
+        act_k: ActRule::Q8_1CudaMmvq,
+        act_legacy: ActRule::Q8_1CudaMmvq,
+        contraction: Contraction::Nvcc,
+        ..recipe(Accumulation::CudaMmvq)
     }
 }
 
@@ -86,10 +98,26 @@ pub static HIP_WAVE64: Lane = Lane {
     portable: &HIP_WAVE64_TWIN,
 };
 
+/// The `cuda-sm90` lane.
+pub static CUDA_SM90: Lane = Lane {
+    name: "cuda-sm90",
+    arch: Arch::NvidiaGpu,
+    summary: "ggml CUDA MMVQ on NVIDIA sm_80/sm_90 (warp 32, 4 warps): fast-math q8_1 \
+              activations, nvcc contraction",
+    recipe: cuda_recipe(),
+    status: Status::Modelled {
+        checked: "code-object level: the MMVQ recipe and the quantizer's operations equal \
+                  those read from ggml's own SASS (nvcc, sm_90 / sm_80); the quantizer's \
+                  MUFU.RCP reciprocal is modelled as correctly rounded; not run on a GPU",
+    },
+    portable: &CUDA_SM90_TWIN,
+};
+
 impl Kernels for HipTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        let rule = if self.0.fast_math { ActRule::Q8_1CudaMmvq } else { ActRule::Q8_1HipMmvq };
         match wtype {
-            GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 => Ok(ActRule::Q8_1HipMmvq),
+            GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 => Ok(rule),
             other => Err(KernelError::Unsupported { op: self.0.name, ty: other.name() }),
         }
     }
