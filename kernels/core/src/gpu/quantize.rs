@@ -68,17 +68,13 @@ fn to_i8_amdgpu(r: f32) -> i8 {
 /// `d = amax / 127`, `q = roundf(x / d)` (0 when amax == 0), `d` and the float sum
 /// stored as f16.
 pub fn quantize_q8_1_mmvq(x: &[f32]) -> Vec<BlockQ8_1> {
-    let nblocks = x.len().div_ceil(QK);
-    let mut out = vec![<BlockQ8_1 as bytemuck::Zeroable>::zeroed(); nblocks];
-    for (ib, y) in out.iter_mut().enumerate() {
-        // One value per lane; lanes past the row's end read 0.0.
-        let xi: [f32; QK] = core::array::from_fn(|l| x.get(QK * ib + l).copied().unwrap_or(0.0));
+    quantize_blocks(x, |xi, y| {
         let mut lanes = [0.0f32; QK];
         for l in 0..QK {
             lanes[l] = xi[l].abs();
         }
         let amax = butterfly_max(&mut lanes);
-        lanes = xi;
+        lanes = *xi;
         let sum = butterfly_sum(&mut lanes);
 
         let d = amax / 127.0f32;
@@ -86,6 +82,22 @@ pub fn quantize_q8_1_mmvq(x: &[f32]) -> Vec<BlockQ8_1> {
             let q = if amax == 0.0 { 0 } else { to_i8_amdgpu((xi[l] / d).round()) };
             y.qs[l] = q as u8;
         }
+        (d, sum)
+    })
+}
+
+/// The block framing both quantizers share: one block of 32 lanes at a time (lanes past
+/// the row's end read 0.0); `block` fills the codes and returns `(d, sum)`, which are
+/// stored as f16.
+fn quantize_blocks(
+    x: &[f32],
+    mut block: impl FnMut(&[f32; QK], &mut BlockQ8_1) -> (f32, f32),
+) -> Vec<BlockQ8_1> {
+    let nblocks = x.len().div_ceil(QK);
+    let mut out = vec![<BlockQ8_1 as bytemuck::Zeroable>::zeroed(); nblocks];
+    for (ib, y) in out.iter_mut().enumerate() {
+        let xi: [f32; QK] = core::array::from_fn(|l| x.get(QK * ib + l).copied().unwrap_or(0.0));
+        let (d, sum) = block(&xi, y);
         y.d = to_half(d);
         y.s = to_half(sum);
     }
@@ -125,16 +137,13 @@ const INV_127: f32 = 1.0 / 127.0;
 /// `1/d`. Codes of values near a .5 boundary can differ from the device's by one,
 /// which only a run on an NVIDIA GPU can settle.
 pub fn quantize_q8_1_cuda(x: &[f32]) -> Vec<BlockQ8_1> {
-    let nblocks = x.len().div_ceil(QK);
-    let mut out = vec![<BlockQ8_1 as bytemuck::Zeroable>::zeroed(); nblocks];
-    for (ib, y) in out.iter_mut().enumerate() {
-        let xi: [f32; QK] = core::array::from_fn(|l| x.get(QK * ib + l).copied().unwrap_or(0.0));
+    quantize_blocks(x, |xi, y| {
         let mut lanes = [0.0f32; QK];
         for l in 0..QK {
             lanes[l] = ftz(xi[l].abs());
         }
         let amax = butterfly(&mut lanes, |a, b| ftz(fmaxf(ftz(a), ftz(b))));
-        lanes = xi;
+        lanes = *xi;
         let sum = butterfly(&mut lanes, |a, b| ftz(ftz(a) + ftz(b)));
         let d = ftz(amax * INV_127);
         for l in 0..QK {
@@ -146,10 +155,8 @@ pub fn quantize_q8_1_cuda(x: &[f32]) -> Vec<BlockQ8_1> {
             };
             y.qs[l] = q as u8;
         }
-        y.d = to_half(d);
-        y.s = to_half(sum);
-    }
-    out
+        (d, sum)
+    })
 }
 
 /// `trunc(RZ(t + copysign(0.5, t)))`, the device's `roundf`, is `roundf(t)` (half away

@@ -1027,64 +1027,89 @@ fn written(ins: &str) -> Vec<String> {
     out
 }
 
-/// Evaluates `kernel` in an `llvm-objdump -d` listing of an AMDGPU code object.
-pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
-    let lines = kernel_lines(listing, kernel)?;
-    // Loops: backward branches [header, branch].
-    let mut loops: Vec<(u64, u64)> = Vec::new();
-    for &(addr, size, ins) in &lines {
-        if let Some(t) = branch_target(ins, addr, size) {
-            if t < addr {
-                loops.push((t, addr));
-            }
-        }
-    }
+/// One instruction as [`evaluate`] sees it: its address, the target of a branch, the
+/// registers it writes, and the instruction itself.
+struct Item<T> {
+    addr: u64,
+    target: Option<u64>,
+    writes: Vec<String>,
+    ins: T,
+}
+
+/// Evaluates `items` in program order with `step`, closing a loop at every backward
+/// branch (see the module doc): the registers a loop body writes read as carried
+/// values inside it and after it.
+fn evaluate<T>(
+    kernel: &str,
+    items: &[Item<T>],
+    mut ev: Eval,
+    mut step: impl FnMut(&mut Eval, &T),
+) -> Result<(Eval, Vec<Loop>), String> {
+    let mut loops: Vec<(u64, u64)> = items
+        .iter()
+        .filter_map(|i| i.target.filter(|&t| t < i.addr).map(|t| (t, i.addr)))
+        .collect();
     loops.sort();
     for w in loops.windows(2) {
         if w[1].0 <= w[0].1 {
             return Err(format!("{kernel}: nested or overlapping loops are not evaluated"));
         }
     }
-    let mut ev = Eval {
-        e: Exprs::new(),
-        regs: HashMap::new(),
-        loads: 0,
-        stores: Vec::new(),
-        bank2: Vec::new(),
-    };
-    let mut out_loops = Vec::new();
-    let mut open: Option<(usize, Vec<String>)> = None;
-    for &(addr, _size, ins) in &lines {
-        if let Some(li) = loops.iter().position(|&(h, _)| h == addr) {
-            let (h, b) = loops[li];
-            let mut set: Vec<String> = lines
+    let mut out = Vec::new();
+    let mut open: Option<(u64, Vec<String>)> = None;
+    for item in items {
+        if let Some(&(h, b)) = loops.iter().find(|&&(h, _)| h == item.addr) {
+            let mut set: Vec<String> = items
                 .iter()
-                .filter(|(a, _, _)| *a >= h && *a <= b)
-                .flat_map(|(_, _, i)| written(i))
+                .filter(|i| i.addr >= h && i.addr <= b)
+                .flat_map(|i| i.writes.iter().cloned())
                 .collect();
             set.sort();
             set.dedup();
-            for r in &set {
-                let v = ev.e.push(Node::Carried(r.clone()));
-                ev.regs.insert(r.clone(), v);
-            }
-            open = Some((li, set));
+            ev.carry(&set);
+            open = Some((b, set));
         }
-        ev.step(ins);
-        if let Some((li, set)) = &open {
-            if loops[*li].1 == addr {
+        step(&mut ev, &item.ins);
+        if let Some((b, set)) = &open {
+            if *b == item.addr {
                 let carried: Vec<(String, Id)> =
                     set.iter().map(|r| (r.clone(), ev.read_reg(r))).collect();
-                out_loops.push(Loop { carried });
-                for r in set {
-                    let v = ev.e.push(Node::Carried(r.clone()));
-                    ev.regs.insert(r.clone(), v);
-                }
+                out.push(Loop { carried });
+                ev.carry(set);
                 open = None;
             }
         }
     }
-    Ok(Kernel { exprs: ev.e, stores: ev.stores, loops: out_loops, ftz: (0, 0) })
+    Ok((ev, out))
+}
+
+impl Eval {
+    fn new(bank2: Vec<u32>) -> Self {
+        Eval { e: Exprs::new(), regs: HashMap::new(), loads: 0, stores: Vec::new(), bank2 }
+    }
+
+    /// Every register of `set` now holds its loop-carried value.
+    fn carry(&mut self, set: &[String]) {
+        for r in set {
+            let v = self.e.push(Node::Carried(r.clone()));
+            self.regs.insert(r.clone(), v);
+        }
+    }
+}
+
+/// Evaluates `kernel` in an `llvm-objdump -d` listing of an AMDGPU code object.
+pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
+    let items: Vec<Item<&str>> = kernel_lines(listing, kernel)?
+        .into_iter()
+        .map(|(addr, size, ins)| Item {
+            addr,
+            target: branch_target(ins, addr, size),
+            writes: written(ins),
+            ins,
+        })
+        .collect();
+    let (ev, loops) = evaluate(kernel, &items, Eval::new(Vec::new()), |ev, ins| ev.step(ins))?;
+    Ok(Kernel { exprs: ev.e, stores: ev.stores, loops, ftz: (0, 0) })
 }
 
 /// A field of a kernel's entry in the AMDGPU metadata (`llvm-readelf --notes`):

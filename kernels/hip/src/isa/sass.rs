@@ -3,9 +3,7 @@
 //! held, like the other side of a forward branch; `BRA` to an earlier address closes a
 //! loop.
 
-use std::collections::HashMap;
-
-use super::{Eval, Exprs, Id, Kernel, Loop, Node, Store};
+use super::{evaluate, Eval, Id, Item, Kernel, Node, Store};
 
 /// One instruction: address, mnemonic (with its dot modifiers), operands.
 struct Ins {
@@ -298,69 +296,24 @@ fn written(ins: &Ins) -> Vec<String> {
 /// Evaluates `kernel` in a `cuobjdump -sass` listing; `bank2` is its constant bank 2
 /// ([`constant_bank`]), which holds literals such as `0x01010101` on some targets.
 pub fn sass(listing: &str, kernel: &str, bank2: &[u32]) -> Result<Kernel, String> {
-    let lines = kernel_lines(listing, kernel)?;
-    let mut loops: Vec<(u64, u64)> = Vec::new();
-    for ins in &lines {
-        if ins.mn.starts_with("BRA") {
-            let t = ins
-                .ops
-                .last()
+    let items: Vec<Item<Ins>> = kernel_lines(listing, kernel)?
+        .into_iter()
+        .map(|ins| {
+            let target = ins
+                .mn
+                .starts_with("BRA")
+                .then(|| ins.ops.last())
+                .flatten()
                 .and_then(|o| u64::from_str_radix(o.trim_start_matches("0x"), 16).ok());
-            if let Some(t) = t {
-                if t < ins.addr {
-                    loops.push((t, ins.addr));
-                }
-            }
-        }
-    }
-    loops.sort();
-    for w in loops.windows(2) {
-        if w[1].0 <= w[0].1 {
-            return Err(format!("{kernel}: nested or overlapping loops are not evaluated"));
-        }
-    }
-    let mut ev = Eval {
-        e: Exprs::new(),
-        regs: HashMap::new(),
-        loads: 0,
-        stores: Vec::new(),
-        bank2: bank2.to_vec(),
-    };
+            let writes =
+                written(&ins).into_iter().filter(|r| r.starts_with('R') && r != "RZ").collect();
+            Item { addr: ins.addr, target, writes, ins }
+        })
+        .collect();
     let mut ftz = (0, 0);
-    let mut out_loops = Vec::new();
-    let mut open: Option<(usize, Vec<String>)> = None;
-    for ins in &lines {
-        if let Some(li) = loops.iter().position(|&(h, _)| h == ins.addr) {
-            let (h, b) = loops[li];
-            let mut set: Vec<String> = lines
-                .iter()
-                .filter(|i| i.addr >= h && i.addr <= b)
-                .flat_map(written)
-                .filter(|r| r.starts_with('R') && r != "RZ")
-                .collect();
-            set.sort();
-            set.dedup();
-            for r in &set {
-                let v = ev.e.push(Node::Carried(r.clone()));
-                ev.regs.insert(r.clone(), v);
-            }
-            open = Some((li, set));
-        }
-        ev.sass_step(ins, &mut ftz);
-        if let Some((li, set)) = &open {
-            if loops[*li].1 == ins.addr {
-                let carried: Vec<(String, Id)> =
-                    set.iter().map(|r| (r.clone(), ev.read_reg(r))).collect();
-                out_loops.push(Loop { carried });
-                for r in set {
-                    let v = ev.e.push(Node::Carried(r.clone()));
-                    ev.regs.insert(r.clone(), v);
-                }
-                open = None;
-            }
-        }
-    }
-    Ok(Kernel { exprs: ev.e, stores: ev.stores, loops: out_loops, ftz })
+    let (ev, loops) =
+        evaluate(kernel, &items, Eval::new(bank2.to_vec()), |ev, ins| ev.sass_step(ins, &mut ftz))?;
+    Ok(Kernel { exprs: ev.e, stores: ev.stores, loops, ftz })
 }
 
 /// The first kernel in a SASS listing whose name starts with `prefix`.
