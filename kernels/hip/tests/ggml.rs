@@ -25,7 +25,8 @@
 //!
 //! The same for NVIDIA, from ggml's cubins built by nvcc (`sm_90`, `sm_80`) and read
 //! from `cuobjdump -sass` (with the kernel's constant bank from `cuobjdump -elf`),
-//! against [`CUDA`]: `ggml sm_XX mmvq <type>` (the loop steps, every loop's, the
+//! against [`CUDA`]: `ggml sm_XX mmvq <type>` (the launch bound from
+//! `EIATTR_MAX_THREADS`, the loop steps, every loop's, the
 //! reduction of four warps, and every float instruction flushing subnormals as
 //! `-use_fast_math` asks), `ggml sm_XX quantize_q8_1` (`d = amax * RN(1/127)`, the
 //! code from `x * rcp(d)`), and `ggml sm_XX recipes are told apart`.
@@ -493,6 +494,7 @@ fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
 /// What ggml's cubin says about one MMVQ kernel: every loop's accumulator step, the
 /// stored output, and the `.FTZ` count.
 struct ObservedCuda {
+    block: u64,
     steps: Vec<String>,
     output: String,
     ftz: (usize, usize),
@@ -501,6 +503,8 @@ struct ObservedCuda {
 fn observe_cuda(s: &Sass, ty: GgmlType) -> Result<ObservedCuda, String> {
     let name = isa::find_sass_kernel(&s.mmvq, &cuda_prefix(ty))
         .ok_or_else(|| format!("no {} kernel in ggml's mmvq cubin", cuda_prefix(ty)))?;
+    let block = isa::max_threads(&s.mmvq_elf, &name)
+        .ok_or_else(|| format!("{name}: no EIATTR_MAX_THREADS in the cubin"))?;
     let k = isa::sass(&s.mmvq, &name, &isa::constant_bank(&s.mmvq_elf, &name, 2))?;
     let mut steps = Vec::new();
     for l in 0..k.loops.len() {
@@ -521,7 +525,7 @@ fn observe_cuda(s: &Sass, ty: GgmlType) -> Result<ObservedCuda, String> {
         .rev()
         .find(|st| st.op == "STG.E")
         .ok_or_else(|| format!("{name}: no STG.E"))?;
-    Ok(ObservedCuda { steps, output: k.exprs.render(out.value), ftz: k.ftz })
+    Ok(ObservedCuda { block, steps, output: k.exprs.render(out.value), ftz: k.ftz })
 }
 
 /// The loop step as `k` chained recipe steps, for k = 1..4 (the loop may be unrolled).
@@ -536,6 +540,15 @@ fn step_matches(observed: &str, ty: GgmlType, c: Contraction) -> bool {
 
 fn compare_cuda(obs: &ObservedCuda, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String> {
     let mut bad = Vec::new();
+    let want_block = (cfg.nwarps(ty) * cfg.warp_size) as u64;
+    if obs.block != want_block {
+        bad.push(format!(
+            "block size: ggml {} threads (launch bound), recipe {} warps x {} = {want_block}",
+            obs.block,
+            cfg.nwarps(ty),
+            cfg.warp_size
+        ));
+    }
     for (l, st) in obs.steps.iter().enumerate() {
         if !step_matches(st, ty, cfg.contraction) {
             let mut e = Exprs::new();

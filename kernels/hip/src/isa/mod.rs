@@ -47,7 +47,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod sass;
-pub use sass::{constant_bank, find_sass_kernel, sass};
+pub use sass::{constant_bank, find_sass_kernel, max_threads, sass};
 
 /// An expression's index in [`Exprs`].
 pub type Id = usize;

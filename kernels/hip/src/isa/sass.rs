@@ -98,6 +98,31 @@ pub fn constant_bank(elf_dump: &str, kernel: &str, bank: u32) -> Vec<u32> {
     out
 }
 
+/// The launch bound of a kernel (`__launch_bounds__`, the threads per block: the
+/// product of `EIATTR_MAX_THREADS`'s three values) in a `cuobjdump -elf` dump.
+pub fn max_threads(elf_dump: &str, kernel: &str) -> Option<u64> {
+    let head = format!(".nv.info.{kernel}");
+    let mut lines = elf_dump.lines().skip_while(|l| l.trim() != head).skip(1);
+    let mut seen = false;
+    for l in lines.by_ref() {
+        let t = l.trim();
+        if t.starts_with(".nv") {
+            return None;
+        }
+        if t.ends_with("EIATTR_MAX_THREADS") {
+            seen = true;
+        } else if seen && t.starts_with("Value:") {
+            let dims: Vec<u64> = t
+                .trim_start_matches("Value:")
+                .split_whitespace()
+                .filter_map(|w| u64::from_str_radix(w.strip_prefix("0x")?, 16).ok())
+                .collect();
+            return (dims.len() == 3).then(|| dims.iter().product());
+        }
+    }
+    None
+}
+
 fn is_float_arith(base: &str) -> bool {
     matches!(base, "FADD" | "FMUL" | "FFMA" | "FMNMX")
 }
@@ -362,5 +387,13 @@ mod tests {
         assert_eq!(constant_bank(dump, "k", 2), vec![0x0101_0101, 0x3f00_0000]);
         assert_eq!(bank2_word("c[0x2][0x4]", &[1, 2]), Some(2));
         assert_eq!(bank2_word("c[0x0][0x4]", &[1, 2]), None);
+    }
+
+    #[test]
+    fn launch_bounds_are_read_from_the_elf_dump() {
+        let dump = ".nv.info.k\n\t<0x1>\n\tAttribute:\tEIATTR_CUDA_API_VERSION\n\tFormat:\t                    EIFMT_SVAL\n\tValue:\t0x87 \n\t<0x2>\n\tAttribute:\tEIATTR_MAX_THREADS\n\t                    Format:\tEIFMT_SVAL\n\tValue:\t0x80 0x1 0x1 \n.nv.info.j\n";
+        assert_eq!(max_threads(dump, "k"), Some(128));
+        assert_eq!(max_threads(dump, "j"), None);
+        assert_eq!(max_threads(dump, "x"), None);
     }
 }
