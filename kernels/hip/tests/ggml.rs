@@ -58,9 +58,6 @@ fn lane_of(target: &str) -> Option<MmvqConfig> {
     }
 }
 
-/// A target's listings, read once for all its trials.
-type Shared = Arc<OnceLock<Result<Listings, String>>>;
-
 /// A target's disassembly and metadata notes, for both translation units.
 struct Listings {
     mmvq: String,
@@ -354,7 +351,68 @@ fn unavailable(name: String, why: String) -> Trial {
     }
 }
 
-fn trials_for(target: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
+/// What the trials of one vendor need: where its files are, how to read them, and how
+/// to compare them with a recipe.
+trait Vendor: 'static {
+    /// A target's listings, read once for all its trials.
+    type Listing: Send + Sync + 'static;
+    /// What one MMVQ kernel's listing says.
+    type Observed;
+    /// Why the trials cannot run here (a file or a tool missing), if they cannot.
+    fn missing(dir: &Path, target: &str) -> Option<String>;
+    fn load(dir: &Path, target: &str) -> Result<Self::Listing, String>;
+    fn observe(l: &Self::Listing, ty: GgmlType) -> Result<Self::Observed, String>;
+    /// The differences from the recipe `cfg` (empty: they agree).
+    fn compare(o: &Self::Observed, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String>;
+    fn check_quantize(l: &Self::Listing) -> Result<(), String>;
+}
+
+struct Amd;
+
+impl Vendor for Amd {
+    type Listing = Listings;
+    type Observed = Observed;
+    fn missing(dir: &Path, target: &str) -> Option<String> {
+        for f in ["mmvq.co", "quantize.co"] {
+            let p = dir.join(target).join(f);
+            if !p.is_file() {
+                return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
+            }
+        }
+        let tools = isa::find_llvm_tool("llvm-objdump").is_some()
+            && isa::find_llvm_tool("llvm-readelf").is_some();
+        (!tools).then(|| {
+            "llvm-objdump or llvm-readelf not found (set TIERCHECK_LLVM_OBJDUMP, \
+             TIERCHECK_LLVM_READELF)"
+                .to_string()
+        })
+    }
+    fn load(dir: &Path, target: &str) -> Result<Listings, String> {
+        listings_of(&dir.join(target), target)
+    }
+    fn observe(l: &Listings, ty: GgmlType) -> Result<Observed, String> {
+        observe_mmvq(l, ty)
+    }
+    fn compare(o: &Observed, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String> {
+        compare_mmvq(o, cfg, ty)
+    }
+    fn check_quantize(l: &Listings) -> Result<(), String> {
+        check_quantize(l)
+    }
+}
+
+/// A target's listings, read on first use and kept for its other trials.
+fn load_once<'a, V: Vendor>(
+    l: &'a OnceLock<Result<V::Listing, String>>,
+    dir: &Path,
+    target: &str,
+) -> Result<&'a V::Listing, String> {
+    l.get_or_init(|| V::load(dir, target)).as_ref().map_err(|e| e.clone())
+}
+
+/// The five trials of one target (three MMVQ types, the quantizer, the recipes told
+/// apart), against the lane recipe `cfg`.
+fn target_trials<V: Vendor>(target: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
     let names: Vec<String> = TYPES
         .iter()
         .map(|t| format!("ggml {target} mmvq {}", t.name()))
@@ -363,32 +421,21 @@ fn trials_for(target: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
             format!("ggml {target} recipes are told apart"),
         ])
         .collect();
-    let dir = match ggml_dir() {
-        Ok(d) => d.join(target),
+    let why = match ggml_dir() {
+        Ok(dir) => V::missing(&dir, target).map_or(Ok(dir), Err),
+        Err(why) => Err(why),
+    };
+    let dir = match why {
+        Ok(dir) => dir,
         Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
     };
-    for f in ["mmvq.co", "quantize.co"] {
-        if !dir.join(f).is_file() {
-            let why = format!("{} not found (run ci/ggml-gpu)", dir.join(f).display());
-            return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
-        }
-    }
-    if isa::find_llvm_tool("llvm-objdump").is_none()
-        || isa::find_llvm_tool("llvm-readelf").is_none()
-    {
-        let why = "llvm-objdump or llvm-readelf not found (set TIERCHECK_LLVM_OBJDUMP, \
-                   TIERCHECK_LLVM_READELF)"
-            .to_string();
-        return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
-    }
-    let listings: Shared = Arc::new(OnceLock::new());
+    let shared: Arc<OnceLock<Result<V::Listing, String>>> = Arc::new(OnceLock::new());
     let mut out = Vec::new();
     for ty in TYPES {
-        let (l, dir) = (listings.clone(), dir.clone());
+        let (l, dir) = (shared.clone(), dir.clone());
         out.push(Trial::test(format!("ggml {target} mmvq {}", ty.name()), move || {
-            let l = l.get_or_init(|| listings_of(&dir, target)).as_ref().map_err(|e| e.clone())?;
-            let obs = observe_mmvq(l, ty)?;
-            let bad = compare_mmvq(&obs, &cfg, ty);
+            let obs = V::observe(load_once::<V>(&l, &dir, target)?, ty)?;
+            let bad = V::compare(&obs, &cfg, ty);
             if bad.is_empty() {
                 Ok(())
             } else {
@@ -397,38 +444,29 @@ fn trials_for(target: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
             }
         }));
     }
-    {
-        let (l, dir) = (listings.clone(), dir.clone());
-        out.push(Trial::test(format!("ggml {target} quantize_q8_1"), move || {
-            let l = l.get_or_init(|| listings_of(&dir, target)).as_ref().map_err(|e| e.clone())?;
-            check_quantize(l).map_err(|e| format!("{target}: {e}").into())
-        }));
-    }
-    {
-        let (l, dir) = (listings.clone(), dir.clone());
-        out.push(Trial::test(format!("ggml {target} recipes are told apart"), move || {
-            let l = l.get_or_init(|| listings_of(&dir, target)).as_ref().map_err(|e| e.clone())?;
-            let obs: Vec<(GgmlType, Observed)> = TYPES
-                .iter()
-                .map(|&t| observe_mmvq(l, t).map(|o| (t, o)))
-                .collect::<Result<_, _>>()?;
-            let mut accepted = Vec::new();
-            for r in all_recipes() {
-                if obs.iter().all(|(t, o)| compare_mmvq(o, &r, *t).is_empty()) {
-                    accepted.push(r);
-                }
-            }
-            match accepted[..] {
-                [r] if r == cfg => Ok(()),
-                _ => Err(format!(
-                    "{target}: ggml's code matches {} recipes, expected exactly {}'s: {accepted:?}",
-                    accepted.len(),
-                    cfg.name
-                )
-                .into()),
-            }
-        }));
-    }
+    let (l, d) = (shared.clone(), dir.clone());
+    out.push(Trial::test(format!("ggml {target} quantize_q8_1"), move || {
+        V::check_quantize(load_once::<V>(&l, &d, target)?)
+            .map_err(|e| format!("{target}: {e}").into())
+    }));
+    out.push(Trial::test(format!("ggml {target} recipes are told apart"), move || {
+        let l = load_once::<V>(&shared, &dir, target)?;
+        let obs: Vec<(GgmlType, V::Observed)> =
+            TYPES.iter().map(|&t| V::observe(l, t).map(|o| (t, o))).collect::<Result<_, _>>()?;
+        let accepted: Vec<MmvqConfig> = all_recipes()
+            .into_iter()
+            .filter(|r| obs.iter().all(|(t, o)| V::compare(o, r, *t).is_empty()))
+            .collect();
+        match accepted[..] {
+            [r] if r == cfg => Ok(()),
+            _ => Err(format!(
+                "{target}: ggml's code matches {} recipes, expected exactly {}'s: {accepted:?}",
+                accepted.len(),
+                cfg.name
+            )
+            .into()),
+        }
+    }));
     out
 }
 
@@ -563,6 +601,12 @@ fn compare_cuda(obs: &ObservedCuda, cfg: &MmvqConfig, ty: GgmlType) -> Vec<Strin
     if want != obs.output {
         bad.push(format!("reduction:\n    ggml   {}\n    recipe {want}", obs.output));
     }
+    if obs.ftz.0 != obs.ftz.1 {
+        bad.push(format!(
+            "only {} of {} float instructions flush subnormals (-use_fast_math)",
+            obs.ftz.0, obs.ftz.1
+        ));
+    }
     bad
 }
 
@@ -604,83 +648,32 @@ fn check_quantize_cuda(s: &Sass) -> Result<(), String> {
     }
 }
 
-type SharedSass = Arc<OnceLock<Result<Sass, String>>>;
+struct Nvidia;
 
-fn cuda_trials(arch: &'static str, cfg: MmvqConfig) -> Vec<Trial> {
-    let names: Vec<String> = TYPES
-        .iter()
-        .map(|t| format!("ggml {arch} mmvq {}", t.name()))
-        .chain([
-            format!("ggml {arch} quantize_q8_1"),
-            format!("ggml {arch} recipes are told apart"),
-        ])
-        .collect();
-    let dir = match ggml_dir() {
-        Ok(d) => d,
-        Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
-    };
-    for f in ["mmvq.cubin", "quantize.cubin"] {
-        let p = dir.join(arch).join(f);
-        if !p.is_file() {
-            let why = format!("{} not found (run ci/ggml-gpu)", p.display());
-            return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
+impl Vendor for Nvidia {
+    type Listing = Sass;
+    type Observed = ObservedCuda;
+    fn missing(dir: &Path, arch: &str) -> Option<String> {
+        for f in ["mmvq.cubin", "quantize.cubin"] {
+            let p = dir.join(arch).join(f);
+            if !p.is_file() {
+                return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
+            }
         }
+        cuobjdump(dir).err()
     }
-    if let Err(why) = cuobjdump(&dir) {
-        return names.into_iter().map(|n| unavailable(n, why.clone())).collect();
+    fn load(dir: &Path, arch: &str) -> Result<Sass, String> {
+        sass_of(dir, arch)
     }
-    let shared: SharedSass = Arc::new(OnceLock::new());
-    let mut out = Vec::new();
-    for ty in TYPES {
-        let (l, dir) = (shared.clone(), dir.clone());
-        out.push(Trial::test(format!("ggml {arch} mmvq {}", ty.name()), move || {
-            let s = l.get_or_init(|| sass_of(&dir, arch)).as_ref().map_err(|e| e.clone())?;
-            let obs = observe_cuda(s, ty)?;
-            let mut bad = compare_cuda(&obs, &cfg, ty);
-            if obs.ftz.0 != obs.ftz.1 {
-                bad.push(format!(
-                    "only {} of {} float instructions flush subnormals (-use_fast_math)",
-                    obs.ftz.0, obs.ftz.1
-                ));
-            }
-            if bad.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{arch} ({}), {}:\n  {}", cfg.name, ty.name(), bad.join("\n  ")).into())
-            }
-        }));
+    fn observe(s: &Sass, ty: GgmlType) -> Result<ObservedCuda, String> {
+        observe_cuda(s, ty)
     }
-    {
-        let (l, dir) = (shared.clone(), dir.clone());
-        out.push(Trial::test(format!("ggml {arch} quantize_q8_1"), move || {
-            let s = l.get_or_init(|| sass_of(&dir, arch)).as_ref().map_err(|e| e.clone())?;
-            check_quantize_cuda(s).map_err(|e| format!("{arch}: {e}").into())
-        }));
+    fn compare(o: &ObservedCuda, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String> {
+        compare_cuda(o, cfg, ty)
     }
-    {
-        let (l, dir) = (shared.clone(), dir.clone());
-        out.push(Trial::test(format!("ggml {arch} recipes are told apart"), move || {
-            let s = l.get_or_init(|| sass_of(&dir, arch)).as_ref().map_err(|e| e.clone())?;
-            let obs: Vec<(GgmlType, ObservedCuda)> = TYPES
-                .iter()
-                .map(|&t| observe_cuda(s, t).map(|o| (t, o)))
-                .collect::<Result<_, _>>()?;
-            let accepted: Vec<MmvqConfig> = all_recipes()
-                .into_iter()
-                .filter(|r| obs.iter().all(|(t, o)| compare_cuda(o, r, *t).is_empty()))
-                .collect();
-            match accepted[..] {
-                [r] if r == cfg => Ok(()),
-                _ => Err(format!(
-                    "{arch}: ggml's code matches {} recipes, expected exactly {}'s: {accepted:?}",
-                    accepted.len(),
-                    cfg.name
-                )
-                .into()),
-            }
-        }));
+    fn check_quantize(s: &Sass) -> Result<(), String> {
+        check_quantize_cuda(s)
     }
-    out
 }
 
 fn main() {
@@ -688,10 +681,10 @@ fn main() {
     let mut trials = Vec::new();
     for target in ["gfx1030", "gfx90a"] {
         let cfg = lane_of(target).expect("both targets have a lane");
-        trials.extend(trials_for(target, cfg));
+        trials.extend(target_trials::<Amd>(target, cfg));
     }
     for arch in ["sm_90", "sm_80"] {
-        trials.extend(cuda_trials(arch, CUDA));
+        trials.extend(target_trials::<Nvidia>(arch, CUDA));
     }
     libtest_mimic::run(&args, trials).exit();
 }

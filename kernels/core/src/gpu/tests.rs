@@ -246,6 +246,26 @@ fn gpu_butterfly_sum_is_the_halving_tree_and_every_lane_agrees() {
     }
 }
 
+/// Every code of `b` is the exact quotient `x / d` rounded half away from zero, unless
+/// that quotient lies within `ulps` f32 rounding units of a .5 boundary (or 0 when
+/// `amax == 0`).
+fn check_codes(xb: &[f32], b: &BlockQ8_1, amax: f32, d: f32, ulps: f64) {
+    for (j, &v) in xb.iter().enumerate() {
+        let q = b.qs[j] as i8 as i32;
+        if amax == 0.0 {
+            assert_eq!(q, 0);
+            continue;
+        }
+        let t = v as f64 / d as f64;
+        assert!(t.abs() <= 127.0 + 1e-4);
+        let want = t.round() as i32; // f64::round is half away from zero
+        if q != want {
+            let dist = (t.abs().fract() - 0.5).abs();
+            assert!(dist <= ulps * U * t.abs(), "x={v} d={d} q={q} want={want}");
+        }
+    }
+}
+
 #[test]
 fn gpu_q8_1_quantizer_matches_an_f64_reference() {
     let mut r = Rng(0xDEAD_BEEF_0BAD_F00D);
@@ -271,20 +291,7 @@ fn gpu_q8_1_quantizer_matches_an_f64_reference() {
             );
             // q: round half away of the f32 quotient; equal to rounding the exact
             // quotient unless that lies within an f32 ulp of a .5 boundary.
-            for (j, &v) in xb.iter().enumerate() {
-                let q = b.qs[j] as i8 as i32;
-                if amax == 0.0 {
-                    assert_eq!(q, 0);
-                    continue;
-                }
-                let t = v as f64 / d as f64;
-                assert!(t.abs() <= 127.0 + 1e-4);
-                let want = t.round() as i32; // f64::round is half away from zero
-                if q != want {
-                    let dist = (t.abs().fract() - 0.5).abs();
-                    assert!(dist <= 2.0 * U * t.abs(), "x={v} d={d} q={q} want={want}");
-                }
-            }
+            check_codes(xb, b, amax, d, 2.0);
         }
     }
 }
@@ -885,19 +892,7 @@ fn gpu_cuda_q8_1_quantizer_matches_an_f64_reference() {
             let exact_d = amax as f64 / 127.0;
             assert!((d as f64 - exact_d).abs() <= 2.0 * U * exact_d);
             assert_eq!(u16::from_le_bytes(b.d), f32_to_f16_bits(d));
-            for (j, &v) in xb.iter().enumerate() {
-                let q = b.qs[j] as i8 as i32;
-                if amax == 0.0 {
-                    assert_eq!(q, 0);
-                    continue;
-                }
-                let t = v as f64 / d as f64;
-                let want = t.round() as i32;
-                if q != want {
-                    let dist = (t.abs().fract() - 0.5).abs();
-                    assert!(dist <= 3.0 * U * t.abs(), "x={v} d={d} q={q} want={want}");
-                }
-            }
+            check_codes(xb, b, amax, d, 3.0);
         }
     }
 }
