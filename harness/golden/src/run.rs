@@ -97,7 +97,7 @@ pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Outpu
         ElemKind::SgemmDot => vec![ops.sgemm_dot(rows[0], rows[1])],
         ElemKind::RmsNorm => {
             let mut y = vec![0.0f32; k];
-            elem::rms_norm_mul(&mut y, rows[0], rows[1], 1e-6);
+            ops.rms_norm_mul(&mut y, rows[0], rows[1], 1e-6);
             y
         }
         ElemKind::Rope => {

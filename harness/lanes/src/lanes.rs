@@ -147,9 +147,10 @@ pub fn native_elem_ops(lane: &Lane) -> Result<&'static dyn tiercheck_core::elem:
 }
 
 /// Whether any architecture crate has native kernels of `flavour` (the x64 flavour has
-/// none: ggml's baseline x86-64 loops are reproduced only portably).
+/// none: ggml's baseline x86-64 loops are reproduced only portably; nor have the GPU
+/// flavours, whose native form is a device).
 pub fn flavour_has_native(flavour: tiercheck_core::elem::ElemFlavour) -> bool {
-    flavour != tiercheck_core::elem::ElemFlavour::X64
+    flavour != tiercheck_core::elem::ElemFlavour::X64 && flavour.gpu_math().is_none()
 }
 
 /// The native elementwise kernels of `flavour` where this build has them and the CPU

@@ -7,8 +7,9 @@
 //! 1. `inp_embd`: the token rows of `token_embd.weight`, dequantized by the lane
 //!    ([`Kernels::dequantize`], ggml's `get_rows`).
 //! 2. Per layer `L`:
-//!    - `attn_norm`: [`elem::rms_norm_mul`] (f64 sum of f32 squares, `1/sqrtf(mean+eps)`,
-//!      then `x*scale*w`);
+//!    - `attn_norm`: [`ElemOps::rms_norm_mul`] (on the CPU tiers [`elem::rms_norm_mul`]:
+//!      f64 sum of f32 squares, `1/sqrtf(mean+eps)`, then `x*scale*w`; the GPU flavours'
+//!      f32 block reduction, [`tiercheck_core::gpu::elem`]);
 //!    - `Q`, `K`, `V` projections through the lane's matmul (its activation quantizer,
 //!      repack and gemv/gemm choice for `m` rows);
 //!    - per head, RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE with ggml's
@@ -436,7 +437,7 @@ impl<'m> Decoder<'m> {
         let e = self.hp.n_embd;
         let mut normed = vec![0.0f32; m * e];
         for (y, xi) in normed.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
-            elem::rms_norm_mul(y, xi, &self.out_norm, self.hp.rms_eps);
+            self.elem.rms_norm_mul(y, xi, &self.out_norm, self.hp.rms_eps);
         }
         taps.put("result_norm", m, &normed);
         let logits = self.matmul(&self.output, &normed, m, "output")?;
@@ -464,7 +465,7 @@ impl<'m> Decoder<'m> {
 
         let mut cur = vec![0.0f32; m * e];
         for (y, xi) in cur.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
-            elem::rms_norm_mul(y, xi, &ly.attn_norm, hp.rms_eps);
+            self.elem.rms_norm_mul(y, xi, &ly.attn_norm, hp.rms_eps);
         }
         taps.put(&tag("attn_norm"), m, &cur);
 
@@ -477,7 +478,7 @@ impl<'m> Decoder<'m> {
                 let row = &mut rows[i * heads * hd..(i + 1) * heads * hd];
                 for h in row.chunks_exact_mut(hd) {
                     let src = h.to_vec();
-                    elem::rms_norm_mul(h, &src, norm, hp.rms_eps);
+                    self.elem.rms_norm_mul(h, &src, norm, hp.rms_eps);
                     elem::rope_neox(h, &rope, fused);
                 }
             }
@@ -507,7 +508,7 @@ impl<'m> Decoder<'m> {
 
         let mut normed = vec![0.0f32; m * e];
         for (y, xi) in normed.chunks_exact_mut(e).zip(ffn_inp.chunks_exact(e)) {
-            elem::rms_norm_mul(y, xi, &ly.ffn_norm, hp.rms_eps);
+            self.elem.rms_norm_mul(y, xi, &ly.ffn_norm, hp.rms_eps);
         }
         taps.put(&tag("ffn_norm"), m, &normed);
         let gate = self.matmul(&ly.gate, &normed, m, &tag("ffn_gate"))?;

@@ -4,7 +4,7 @@
 //! and llamafile's tinyBLAS f32 tile (`V·softmax` for a batch of tokens), and the NeoX
 //! RoPE rotation `rotate_pairs` with the multiply-adds GCC fuses.
 //!
-//! Three flavours exist, because ggml compiles these loops differently per ISA:
+//! Several flavours exist, because ggml compiles these loops differently per ISA:
 //!
 //! - [`ElemFlavour::X64`] — ggml's x64 tier (baseline x86-64: SSE2, no FMA, no SSE3), the
 //!   `ref` lane. `ggml_v_expf` in its `__SSE2__` form, four floats per vector, every
@@ -70,6 +70,14 @@
 //! the attention dot products never reach a tail; SwiGLU reaches one only when the
 //! feed-forward width is not a multiple of the vector width.
 //!
+//! - [`ElemFlavour::GpuHip`], [`ElemFlavour::GpuCuda`] — the GPU lanes' flavours: ggml's
+//!   GPU RMSNorm (times its weight) and SwiGLU as HIP clang and nvcc compile them, an
+//!   f32 block-reduction tree for the sum of squares and the device's `expf` and
+//!   divisions ([`crate::gpu::elem`], through [`ElemOps::rms_norm_mul`] and
+//!   [`ElemOps::swiglu`]). Everything else (softmax, the attention dot products, flash
+//!   attention, RoPE) borrows the x64 loops ([`ElemFlavour::loops`]): a stand-in, since
+//!   the GPU's attention and RoPE are not reproduced.
+//!
 //! This module is the portable form of every flavour. Native SIMD versions live in the
 //! architecture crates and must give the same bits (see their tests).
 
@@ -92,11 +100,17 @@ pub enum ElemFlavour {
     Sve128,
     /// ggml's SVE loops at a 256-bit vector length (Neoverse V1).
     Sve256,
+    /// ggml's GPU kernels as HIP clang builds them for AMD GPUs: its own RMSNorm and
+    /// SwiGLU ([`crate::gpu::elem`]); attention, RoPE and the rest borrow the x64 loops.
+    GpuHip,
+    /// ggml's GPU kernels as nvcc (`-use_fast_math`) builds them: its own RMSNorm and
+    /// SwiGLU ([`crate::gpu::elem`]); attention, RoPE and the rest borrow the x64 loops.
+    GpuCuda,
 }
 
 impl ElemFlavour {
     /// Every flavour.
-    pub const ALL: [ElemFlavour; 7] = [
+    pub const ALL: [ElemFlavour; 9] = [
         ElemFlavour::X64,
         ElemFlavour::Avx2,
         ElemFlavour::Avx512,
@@ -104,6 +118,8 @@ impl ElemFlavour {
         ElemFlavour::NeonNoLlamafile,
         ElemFlavour::Sve128,
         ElemFlavour::Sve256,
+        ElemFlavour::GpuHip,
+        ElemFlavour::GpuCuda,
     ];
 
     /// Stable name.
@@ -116,15 +132,29 @@ impl ElemFlavour {
             ElemFlavour::NeonNoLlamafile => "neon-fma-no-llamafile",
             ElemFlavour::Sve128 => "sve128-fma",
             ElemFlavour::Sve256 => "sve256-fma",
+            ElemFlavour::GpuHip => "hip-gpu",
+            ElemFlavour::GpuCuda => "cuda-gpu",
         }
     }
 
     /// The flavour whose vector loops this one runs (itself, except that
-    /// [`ElemFlavour::NeonNoLlamafile`] runs the [`ElemFlavour::Neon`] loops).
+    /// [`ElemFlavour::NeonNoLlamafile`] runs the [`ElemFlavour::Neon`] loops and the
+    /// GPU flavours the [`ElemFlavour::X64`] ones, a stand-in, for everything but their
+    /// own RMSNorm and SwiGLU).
     pub fn loops(self) -> ElemFlavour {
         match self {
             ElemFlavour::NeonNoLlamafile => ElemFlavour::Neon,
+            ElemFlavour::GpuHip | ElemFlavour::GpuCuda => ElemFlavour::X64,
             f => f,
+        }
+    }
+
+    /// The GPU math of a GPU flavour ([`crate::gpu::elem`]), `None` for a CPU tier.
+    pub fn gpu_math(self) -> Option<crate::gpu::elem::GpuMath> {
+        match self {
+            ElemFlavour::GpuHip => Some(crate::gpu::elem::GpuMath::Hip),
+            ElemFlavour::GpuCuda => Some(crate::gpu::elem::GpuMath::Cuda),
+            _ => None,
         }
     }
 
@@ -158,7 +188,7 @@ impl ElemFlavour {
 
     /// Whether the tier fuses multiply-adds in these loops.
     pub fn fused(self) -> bool {
-        !matches!(self, ElemFlavour::X64)
+        !matches!(self.loops(), ElemFlavour::X64)
     }
 
     /// How llamafile's tinyBLAS multiplies an F16 matrix (the F16 K/V cache without flash
@@ -173,7 +203,9 @@ impl ElemFlavour {
             ElemFlavour::X64
             | ElemFlavour::NeonNoLlamafile
             | ElemFlavour::Sve128
-            | ElemFlavour::Sve256 => None,
+            | ElemFlavour::Sve256
+            | ElemFlavour::GpuHip
+            | ElemFlavour::GpuCuda => None,
             ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(F16Sgemm::F16Activations),
             ElemFlavour::Neon => Some(F16Sgemm::F32Activations),
         }
@@ -196,7 +228,9 @@ impl ElemFlavour {
             ElemFlavour::X64
             | ElemFlavour::NeonNoLlamafile
             | ElemFlavour::Sve128
-            | ElemFlavour::Sve256 => None,
+            | ElemFlavour::Sve256
+            | ElemFlavour::GpuHip
+            | ElemFlavour::GpuCuda => None,
             ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(2),
             ElemFlavour::Neon => Some(4),
         }
@@ -228,6 +262,16 @@ pub trait ElemOps: Sync + Send {
 
     /// `ggml_vec_dot_f32` of two equally long rows.
     fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32;
+
+    /// RMSNorm of one row times a weight row (`ggml_rms_norm` then `ggml_mul`, fused or
+    /// not): [`rms_norm_mul`] on every CPU tier, the GPU's own order on the GPU
+    /// flavours ([`crate::gpu::elem::rms_norm_mul`]).
+    fn rms_norm_mul(&self, y: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
+        match self.flavour().gpu_math() {
+            Some(math) => crate::gpu::elem::rms_norm_mul(math, y, x, w, eps),
+            None => rms_norm_mul(y, x, w, eps),
+        }
+    }
 
     /// One output of llamafile's tinyBLAS f32 tile: the dot product of two rows whose
     /// length is a multiple of the vector width. Only called where
@@ -269,6 +313,10 @@ pub static PORTABLE_NEON_NO_LLAMAFILE: PortableElem = PortableElem(ElemFlavour::
 pub static PORTABLE_SVE128: PortableElem = PortableElem(ElemFlavour::Sve128);
 /// Portable SVE elementwise kernels, 256-bit vectors.
 pub static PORTABLE_SVE256: PortableElem = PortableElem(ElemFlavour::Sve256);
+/// Portable GPU elementwise kernels, HIP.
+pub static PORTABLE_GPU_HIP: PortableElem = PortableElem(ElemFlavour::GpuHip);
+/// Portable GPU elementwise kernels, CUDA.
+pub static PORTABLE_GPU_CUDA: PortableElem = PortableElem(ElemFlavour::GpuCuda);
 
 /// The portable kernels of `flavour`.
 pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
@@ -280,6 +328,8 @@ pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
         ElemFlavour::NeonNoLlamafile => &PORTABLE_NEON_NO_LLAMAFILE,
         ElemFlavour::Sve128 => &PORTABLE_SVE128,
         ElemFlavour::Sve256 => &PORTABLE_SVE256,
+        ElemFlavour::GpuHip => &PORTABLE_GPU_HIP,
+        ElemFlavour::GpuCuda => &PORTABLE_GPU_CUDA,
     }
 }
 
@@ -446,9 +496,11 @@ pub fn silu_scalar(x: f32) -> f32 {
 fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
     match flavour.loops() {
         // SSE2 shuffle/movehl (x64) and vaddvq (NEON): (v0+v1)+(v2+v3).
-        ElemFlavour::X64 | ElemFlavour::Neon | ElemFlavour::NeonNoLlamafile => {
-            (v[0] + v[1]) + (v[2] + v[3])
-        }
+        ElemFlavour::X64
+        | ElemFlavour::Neon
+        | ElemFlavour::NeonNoLlamafile
+        | ElemFlavour::GpuHip
+        | ElemFlavour::GpuCuda => (v[0] + v[1]) + (v[2] + v[3]),
         // _mm256: high + low, then movehl, then movehdup.
         ElemFlavour::Avx2 => {
             let w = [v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]];
@@ -521,7 +573,7 @@ impl PortableElem {
     fn dot_f32_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f32: lengths differ");
         match self.0.loops() {
-            ElemFlavour::X64 => {
+            ElemFlavour::X64 | ElemFlavour::GpuHip | ElemFlavour::GpuCuda => {
                 // No GGML_SIMD: each product rounded to f32, summed in f64.
                 let mut s = 0.0f64;
                 for (a, b) in x.iter().zip(y) {
@@ -610,6 +662,9 @@ impl ElemOps for PortableElem {
     }
 
     fn swiglu(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
+        if let Some(math) = self.0.gpu_math() {
+            return crate::gpu::elem::swiglu(math, y, x, g);
+        }
         #[cfg(target_arch = "x86_64")]
         if fma::available() {
             // SAFETY: this CPU has FMA (detected just above).

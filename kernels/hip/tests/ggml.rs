@@ -31,6 +31,17 @@
 //! `-use_fast_math` asks), `ggml sm_XX quantize_q8_1` (`d = amax * RN(1/127)`, the
 //! code from `x * rcp(d)`), and `ggml sm_XX recipes are told apart`.
 //!
+//! And for every target, ggml's GPU elementwise kernels against the lane's
+//! [`GpuMath`] (`tiercheck_core::gpu::elem`), from `norm.cu` and `unary.cu`:
+//! `ggml <target> rms_norm` (both block sizes of `rms_norm_f32<B, true>`: every loop
+//! step a chain of `fma(x, x, acc)`, the shared store the 32-lane butterfly of that
+//! sum, the stored output the recipe's tree, subnormal handling the recipe's),
+//! `ggml <target> swiglu` (`unary_gated_op_kernel<op_silu, float>`'s stored tree and
+//! subnormal handling), and `ggml <target> elementwise recipes are told apart` (of the
+//! 16 switch combinations exactly the lane's matches both kernels). Subnormal handling
+//! is SASS's `.FTZ` per instruction, or the AMDGPU kernel descriptor's f32 denormal
+//! mode.
+//!
 //! Without the folder (or without `llvm-objdump` / `cuobjdump`) the trials are ignored
 //! with that reason; with `TIERCHECK_REQUIRE_HIP=1` (CI) they fail instead.
 
@@ -39,6 +50,7 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use libtest_mimic::{Arguments, Completion, Trial};
+use tiercheck_core::gpu::elem::{Expf, GpuMath, RmsMean, SiluDivide};
 use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, CUDA, WAVE32, WAVE64};
 use tiercheck_core::GgmlType;
 use tiercheck_hip::isa::{self, Exprs, Id};
@@ -63,6 +75,11 @@ struct Listings {
     mmvq: String,
     mmvq_notes: String,
     quantize: String,
+    norm: String,
+    unary: String,
+    /// `llvm-objdump -D` of norm.co and unary.co (the kernel descriptors).
+    norm_all: String,
+    unary_all: String,
 }
 
 fn tool_output(tool: &Path, args: &[&str], file: &Path) -> Result<String, String> {
@@ -93,6 +110,10 @@ fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
         mmvq: tool_output(&objdump, &["-d", &mcpu], &mmvq)?,
         mmvq_notes: tool_output(&readelf, &["--notes"], &mmvq)?,
         quantize: tool_output(&objdump, &["-d", &mcpu], &quantize)?,
+        norm: tool_output(&objdump, &["-d", &mcpu], &dir.join("norm.co"))?,
+        unary: tool_output(&objdump, &["-d", &mcpu], &dir.join("unary.co"))?,
+        norm_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("norm.co"))?,
+        unary_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("unary.co"))?,
     })
 }
 
@@ -365,6 +386,10 @@ trait Vendor: 'static {
     /// The differences from the recipe `cfg` (empty: they agree).
     fn compare(o: &Self::Observed, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String>;
     fn check_quantize(l: &Self::Listing) -> Result<(), String>;
+    /// How the vendor's listings name what the elementwise recipes use.
+    const VOCAB: Vocab;
+    /// What ggml's RMSNorm and SwiGLU kernels say.
+    fn observe_elem(l: &Self::Listing) -> Result<ElemObserved, String>;
 }
 
 struct Amd;
@@ -373,7 +398,7 @@ impl Vendor for Amd {
     type Listing = Listings;
     type Observed = Observed;
     fn missing(dir: &Path, target: &str) -> Option<String> {
-        for f in ["mmvq.co", "quantize.co"] {
+        for f in ["mmvq.co", "quantize.co", "norm.co", "unary.co"] {
             let p = dir.join(target).join(f);
             if !p.is_file() {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
@@ -399,6 +424,31 @@ impl Vendor for Amd {
     fn check_quantize(l: &Listings) -> Result<(), String> {
         check_quantize(l)
     }
+    const VOCAB: Vocab =
+        Vocab { rsq: "rsq_f32", rcp: "rcp_f32", ex2: "exp_f32", eps: "arg0", rsq_scaled: true };
+    fn observe_elem(l: &Listings) -> Result<ElemObserved, String> {
+        let mut norm = Vec::new();
+        for b in RMS_BLOCKS {
+            let prefix = format!("_ZL12rms_norm_f32ILi{b}ELb1ELb0ELb0E");
+            let name = isa::find_kernel(&l.norm, &prefix)
+                .ok_or_else(|| format!("no {prefix} kernel in ggml's norm code object"))?;
+            let k = isa::amdgpu(&l.norm, &name)?;
+            let ftz = amd_ftz(&l.norm_all, &name);
+            norm.push(observe_norm(&name, &k, "ds_write_b32", "global_store_dword", ftz)?);
+        }
+        let prefix = "_ZL21unary_gated_op_kernelIXadL_ZL7op_silufEEfE";
+        let name = isa::find_kernel(&l.unary, prefix)
+            .ok_or_else(|| format!("no {prefix} kernel in ggml's unary code object"))?;
+        let k = isa::amdgpu(&l.unary, &name)?;
+        let silu = observe_silu(&name, &k, "global_store_dword", amd_ftz(&l.unary_all, &name))?;
+        Ok(ElemObserved { norm, silu })
+    }
+}
+
+/// The folder of ggml's GPU builds, or why a target's trials cannot run here.
+fn target_dir<V: Vendor>(target: &str) -> Result<PathBuf, String> {
+    let dir = ggml_dir()?;
+    V::missing(&dir, target).map_or(Ok(dir), Err)
 }
 
 /// A target's listings, read on first use and kept for its other trials.
@@ -421,11 +471,7 @@ fn target_trials<V: Vendor>(target: &'static str, cfg: MmvqConfig) -> Vec<Trial>
             format!("ggml {target} recipes are told apart"),
         ])
         .collect();
-    let why = match ggml_dir() {
-        Ok(dir) => V::missing(&dir, target).map_or(Ok(dir), Err),
-        Err(why) => Err(why),
-    };
-    let dir = match why {
+    let dir = match target_dir::<V>(target) {
         Ok(dir) => dir,
         Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
     };
@@ -496,6 +542,10 @@ struct Sass {
     mmvq_elf: String,
     quantize: String,
     quantize_elf: String,
+    norm: String,
+    norm_elf: String,
+    unary: String,
+    unary_elf: String,
 }
 
 fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
@@ -526,6 +576,10 @@ fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
         mmvq_elf: run("-elf", "mmvq.cubin")?,
         quantize: run("-sass", "quantize.cubin")?,
         quantize_elf: run("-elf", "quantize.cubin")?,
+        norm: run("-sass", "norm.cubin")?,
+        norm_elf: run("-elf", "norm.cubin")?,
+        unary: run("-sass", "unary.cubin")?,
+        unary_elf: run("-elf", "unary.cubin")?,
     })
 }
 
@@ -654,7 +708,7 @@ impl Vendor for Nvidia {
     type Listing = Sass;
     type Observed = ObservedCuda;
     fn missing(dir: &Path, arch: &str) -> Option<String> {
-        for f in ["mmvq.cubin", "quantize.cubin"] {
+        for f in ["mmvq.cubin", "quantize.cubin", "norm.cubin", "unary.cubin"] {
             let p = dir.join(arch).join(f);
             if !p.is_file() {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
@@ -674,6 +728,421 @@ impl Vendor for Nvidia {
     fn check_quantize(s: &Sass) -> Result<(), String> {
         check_quantize_cuda(s)
     }
+    const VOCAB: Vocab = Vocab {
+        rsq: "mufu.rsq",
+        rcp: "mufu.rcp",
+        ex2: "mufu.ex2",
+        eps: "param",
+        rsq_scaled: false,
+    };
+    fn observe_elem(s: &Sass) -> Result<ElemObserved, String> {
+        let mut norm = Vec::new();
+        for b in RMS_BLOCKS {
+            let prefix = format!("_Z12rms_norm_f32ILi{b}ELb1ELb0ELb0E");
+            let name = isa::find_sass_kernel(&s.norm, &prefix)
+                .ok_or_else(|| format!("no {prefix} kernel in ggml's norm cubin"))?;
+            let k = isa::sass(&s.norm, &name, &isa::constant_bank(&s.norm_elf, &name, 2))?;
+            norm.push(observe_norm(&name, &k, "STS", "STG.E", sass_ftz(k.ftz))?);
+        }
+        // nvcc names the static `op_silu` with a per-file hash: `_ZN<..>op_siluEf`.
+        let name = sass_kernels(&s.unary)
+            .find(|n| {
+                n.starts_with("_Z21unary_gated_op_kernelIXadL_ZN") && n.contains("op_siluEfEEfEv")
+            })
+            .ok_or("no unary_gated_op_kernel<op_silu, float> in ggml's unary cubin")?
+            .to_string();
+        let k = isa::sass(&s.unary, &name, &isa::constant_bank(&s.unary_elf, &name, 2))?;
+        let silu = observe_silu(&name, &k, "STG.E", sass_ftz(k.ftz))?;
+        Ok(ElemObserved { norm, silu })
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Elementwise: ggml's GPU RMSNorm and SwiGLU against `tiercheck_core::gpu::elem`.
+
+/// Both block sizes ggml instantiates `rms_norm_f32<B, do_multiply = true>` with.
+const RMS_BLOCKS: [usize; 2] = [256, 1024];
+
+/// How one vendor's listing prints what the elementwise recipes use.
+struct Vocab {
+    /// The hardware reciprocal square root.
+    rsq: &'static str,
+    /// The hardware reciprocal.
+    rcp: &'static str,
+    /// The hardware `2^x`.
+    ex2: &'static str,
+    /// How the kernel argument `eps` prints: `sym:arg0` (AMDGPU, the first dword of its
+    /// scalar load of the arguments), `sym:param` (SASS, constant bank 0).
+    eps: &'static str,
+    /// Whether the reciprocal square root comes with the exact power-of-two scaling of
+    /// HIP's `rsqrtf` (`x * sel(1, 2^100)` in, `* sel(1, 2^50)` out).
+    rsq_scaled: bool,
+}
+
+/// Whether a kernel flushes f32 subnormals: AMDGPU sets it per kernel
+/// (`FLOAT_DENORM_MODE_32` in the descriptor: 0 flushes, 3 keeps; `None` for a mixed
+/// mode or none found), SASS per instruction (`.FTZ` on every float instruction, on
+/// none, or `None` for a mix).
+fn amd_ftz(all: &str, kernel: &str) -> Option<bool> {
+    match isa::amdgpu_denorm_mode_f32(all, kernel)? {
+        0 => Some(true),
+        3 => Some(false),
+        _ => None,
+    }
+}
+
+fn sass_ftz((flushing, all): (usize, usize)) -> Option<bool> {
+    if all > 0 && flushing == all {
+        Some(true)
+    } else if flushing == 0 {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// What ggml's elementwise kernels say: per `rms_norm_f32` block size its loop steps,
+/// the per-warp partial stored to shared memory, the stored output; SwiGLU's output.
+struct ElemObserved {
+    norm: Vec<NormObserved>,
+    silu: SiluObserved,
+}
+
+struct NormObserved {
+    name: String,
+    steps: Vec<String>,
+    /// The per-thread sum under the shared store's butterfly (`None`: no butterfly).
+    partial: Option<String>,
+    output: String,
+    ftz: Option<bool>,
+}
+
+struct SiluObserved {
+    output: String,
+    ftz: Option<bool>,
+}
+
+/// `Function : NAME` headers of a `cuobjdump -sass` listing.
+fn sass_kernels(listing: &str) -> impl Iterator<Item = &str> {
+    listing.lines().filter_map(|l| l.trim().strip_prefix("Function : ")).map(str::trim)
+}
+
+/// Strips a 32-lane XOR butterfly off `id` (`v + shfl^o(v)` for o = 1 outermost, .., 16
+/// innermost): the value the butterfly started from, if `id` is one.
+fn strip_butterfly(e: &Exprs, mut id: Id) -> Option<Id> {
+    for o in [1u32, 2, 4, 8, 16] {
+        let isa::Node::Add(a, b) = *e.node(id) else { return None };
+        let inner = [(a, b), (b, a)]
+            .into_iter()
+            .find(|&(v, s)| e.render(s) == format!("shfl^{o}({})", e.render(v)))?;
+        id = inner.0;
+    }
+    Some(id)
+}
+
+/// Whether `id` is `fma(f, f, .. fma(f, f, base))` with `base` the loop-carried `acc`
+/// (whose own step the loop check reads) or `0.0` (then at least one square): the
+/// per-thread sum of squares, each square fused, after the loop and any unrolled tail.
+fn is_square_chain(e: &Exprs, mut id: Id) -> bool {
+    let mut n = 0;
+    loop {
+        match *e.node(id) {
+            isa::Node::Fma(a, b, c) if e.render(a) == "f" && e.render(b) == "f" => {
+                n += 1;
+                id = c;
+            }
+            _ => {
+                let base = e.render(id);
+                return base == "acc" || (n > 0 && base == "0.0");
+            }
+        }
+    }
+}
+
+fn observe_norm(
+    name: &str,
+    k: &isa::Kernel,
+    shared_store: &str,
+    global_store: &str,
+    ftz: Option<bool>,
+) -> Result<NormObserved, String> {
+    let steps: Vec<String> =
+        (0..k.loops.len()).flat_map(|l| k.accumulators(l)).map(|acc| k.exprs.render(acc)).collect();
+    if steps.is_empty() {
+        return Err(format!("{name}: no loop carries a float accumulator"));
+    }
+    let shared = k
+        .stores
+        .iter()
+        .find(|st| st.op == shared_store)
+        .ok_or_else(|| format!("{name}: no {shared_store} (the warp's partial)"))?;
+    let partial = strip_butterfly(&k.exprs, shared.value).map(|p| {
+        if is_square_chain(&k.exprs, p) {
+            "squares".into()
+        } else {
+            k.exprs.render(p)
+        }
+    });
+    let out = k
+        .stores
+        .iter()
+        .rev()
+        .find(|st| st.op == global_store)
+        .ok_or_else(|| format!("{name}: no {global_store}"))?;
+    Ok(NormObserved {
+        name: name.to_string(),
+        steps,
+        partial,
+        output: k.exprs.render(out.value),
+        ftz,
+    })
+}
+
+fn observe_silu(
+    name: &str,
+    k: &isa::Kernel,
+    global_store: &str,
+    ftz: Option<bool>,
+) -> Result<SiluObserved, String> {
+    let out = k
+        .stores
+        .iter()
+        .rev()
+        .find(|st| st.op == global_store)
+        .ok_or_else(|| format!("{name}: no {global_store}"))?;
+    Ok(SiluObserved { output: k.exprs.render(out.value), ftz })
+}
+
+/// One elementwise recipe: the switches of [`GpuMath`] the twins read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ElemRecipe {
+    rms_mean: RmsMean,
+    expf: Expf,
+    silu_divide: SiluDivide,
+    ftz: bool,
+}
+
+impl ElemRecipe {
+    fn of(m: GpuMath) -> Self {
+        ElemRecipe {
+            rms_mean: m.rms_mean(),
+            expf: m.expf(),
+            silu_divide: m.silu_divide(),
+            ftz: m.ftz(),
+        }
+    }
+
+    fn all() -> Vec<ElemRecipe> {
+        let mut out = Vec::new();
+        for rms_mean in [RmsMean::DivideThenAdd, RmsMean::FmaReciprocal] {
+            for expf in [Expf::DeviceLibrary, Expf::FastEx2] {
+                for silu_divide in [SiluDivide::Ieee, SiluDivide::Reciprocal] {
+                    for ftz in [false, true] {
+                        out.push(ElemRecipe { rms_mean, expf, silu_divide, ftz });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The recipe's RMSNorm output, `(scale * x) * w`, in the vendor's vocabulary.
+fn rms_norm_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab) -> Id {
+    let lds = e.leaf("lds+0");
+    let sum = butterfly(e, lds, 32, false);
+    let n = e.leaf("i");
+    let eps = e.sym(v.eps);
+    let mean_eps = match r.rms_mean {
+        RmsMean::DivideThenAdd => {
+            let m = e.div(sum, n);
+            e.add(m, eps)
+        }
+        RmsMean::FmaReciprocal => {
+            let inv = e.op(v.rcp, &[n]);
+            e.fma(inv, sum, eps)
+        }
+    };
+    let scale = if v.rsq_scaled {
+        let (one, up, down) =
+            (e.constant(1.0), e.constant(2f32.powi(100)), e.constant(2f32.powi(50)));
+        let s_in = e.op("sel", &[one, up]);
+        let s_out = e.op("sel", &[one, down]);
+        let scaled = e.mul(s_in, mean_eps);
+        let r = e.op(v.rsq, &[scaled]);
+        e.mul(r, s_out)
+    } else {
+        e.op(v.rsq, &[mean_eps])
+    };
+    let (x, w) = (e.leaf("f"), e.leaf("f"));
+    let sx = e.mul(scale, x);
+    e.mul(sx, w)
+}
+
+/// The recipe's SwiGLU output, `silu(x) * g`, in the vendor's vocabulary.
+fn silu_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab) -> Id {
+    let x = e.leaf("f");
+    let one = e.constant(1.0);
+    let ph = {
+        let c = e.constant(-f32::from_bits(0x3FB8_AA3B));
+        e.mul(c, x)
+    };
+    let den = match r.expf {
+        Expf::DeviceLibrary => {
+            let (l, llo) = (
+                e.constant(-f32::from_bits(0x3FB8_AA3B)),
+                e.constant(-f32::from_bits(0x32A5_705F)),
+            );
+            let nph = e.neg(ph);
+            let pl = e.fma(l, x, nph);
+            let pl = e.fma(llo, x, pl);
+            let n = e.op("rndne_f32", &[ph]);
+            let nn = e.neg(n);
+            let d = e.add(nn, ph);
+            let a = e.add(d, pl);
+            let p = e.op(v.ex2, &[a]);
+            let ni = e.leaf("i");
+            let ex = e.op("ldexp_f32", &[p, ni]);
+            let sum = e.add(one, ex);
+            let inner = e.op("sel", &[one, sum]);
+            let inf = e.constant(f32::INFINITY);
+            e.op("sel", &[inf, inner])
+        }
+        Expf::FastEx2 => {
+            let p = e.op(v.ex2, &[ph]);
+            e.add(one, p)
+        }
+    };
+    let q = match r.silu_divide {
+        SiluDivide::Ieee => e.div(x, den),
+        SiluDivide::Reciprocal => {
+            let inv = e.op(v.rcp, &[den]);
+            e.mul(x, inv)
+        }
+    };
+    let g = e.leaf("f");
+    e.mul(q, g)
+}
+
+/// The differences between ggml's RMSNorm kernels and the recipe (empty: they agree).
+fn compare_norm(obs: &ElemObserved, r: &ElemRecipe, v: &Vocab) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut e = Exprs::new();
+    let want = {
+        let t = rms_norm_tree(&mut e, r, v);
+        e.render(t)
+    };
+    for n in &obs.norm {
+        for (l, st) in n.steps.iter().enumerate() {
+            let mut e = Exprs::new();
+            let mut acc = e.leaf("acc");
+            let ok = (1..=16).any(|_| {
+                let f = e.leaf("f");
+                acc = e.fma(f, f, acc);
+                e.render(acc) == *st
+            });
+            if !ok {
+                bad.push(format!(
+                    "{}: loop step {l} is not a chain of fma(x, x, acc): {st}",
+                    n.name
+                ));
+            }
+        }
+        if n.partial.as_deref() != Some("squares") {
+            bad.push(format!(
+                "{}: the warp partial is not the 32-lane butterfly of fused squares: {:?}",
+                n.name, n.partial
+            ));
+        }
+        if n.output != want {
+            bad.push(format!("{}: output\n    ggml   {}\n    recipe {want}", n.name, n.output));
+        }
+        if n.ftz != Some(r.ftz) {
+            bad.push(format!("{}: flushes subnormals {:?}, recipe {}", n.name, n.ftz, r.ftz));
+        }
+    }
+    bad
+}
+
+fn compare_silu(obs: &ElemObserved, r: &ElemRecipe, v: &Vocab) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut e = Exprs::new();
+    let t = silu_tree(&mut e, r, v);
+    let want = e.render(t);
+    if obs.silu.output != want {
+        bad.push(format!("output\n    ggml   {}\n    recipe {want}", obs.silu.output));
+    }
+    if obs.silu.ftz != Some(r.ftz) {
+        bad.push(format!("flushes subnormals {:?}, recipe {}", obs.silu.ftz, r.ftz));
+    }
+    bad
+}
+
+/// A target's elementwise observations, made on first use and kept for its other trials.
+fn elem_once<'a, V: Vendor>(
+    l: &'a OnceLock<Result<ElemObserved, String>>,
+    dir: &Path,
+    target: &str,
+) -> Result<&'a ElemObserved, String> {
+    l.get_or_init(|| V::load(dir, target).and_then(|x| V::observe_elem(&x)))
+        .as_ref()
+        .map_err(|e| format!("{target}: {e}"))
+}
+
+/// The three elementwise trials of one target against the GPU math `math`.
+fn elem_trials<V: Vendor>(target: &'static str, math: GpuMath) -> Vec<Trial> {
+    let names = [
+        format!("ggml {target} rms_norm"),
+        format!("ggml {target} swiglu"),
+        format!("ggml {target} elementwise recipes are told apart"),
+    ];
+    let dir = match target_dir::<V>(target) {
+        Ok(dir) => dir,
+        Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
+    };
+    let shared: Arc<OnceLock<Result<ElemObserved, String>>> = Arc::new(OnceLock::new());
+    let recipe = ElemRecipe::of(math);
+    let [n_norm, n_silu, n_apart] = names;
+    let (l1, l2, l3) = (shared.clone(), shared.clone(), shared);
+    let (d1, d2, d3) = (dir.clone(), dir.clone(), dir);
+    let report = move |bad: Vec<String>| -> Result<(), libtest_mimic::Failed> {
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{target} ({math:?}):\n  {}", bad.join("\n  ")).into())
+        }
+    };
+    vec![
+        Trial::test(n_norm, move || {
+            report(compare_norm(elem_once::<V>(&l1, &d1, target)?, &recipe, &V::VOCAB))
+        }),
+        Trial::test(n_silu, move || {
+            report(compare_silu(elem_once::<V>(&l2, &d2, target)?, &recipe, &V::VOCAB))
+        }),
+        Trial::test(n_apart, move || {
+            let obs = elem_once::<V>(&l3, &d3, target)?;
+            // Each kernel pins its own switches: RMSNorm the mean (and FTZ), SwiGLU
+            // the expf and the division (and FTZ).
+            let norm: Vec<ElemRecipe> = ElemRecipe::all()
+                .into_iter()
+                .filter(|r| compare_norm(obs, r, &V::VOCAB).is_empty())
+                .collect();
+            let silu: Vec<ElemRecipe> = ElemRecipe::all()
+                .into_iter()
+                .filter(|r| compare_silu(obs, r, &V::VOCAB).is_empty())
+                .collect();
+            let both: Vec<&ElemRecipe> = norm.iter().filter(|r| silu.contains(r)).collect();
+            match both[..] {
+                [r] if *r == recipe => Ok(()),
+                _ => Err(format!(
+                    "{target}: ggml's RMSNorm and SwiGLU match {} recipes together, expected \
+                     exactly {math:?}'s {recipe:?}: {both:?}",
+                    both.len()
+                )
+                .into()),
+            }
+        }),
+    ]
 }
 
 fn main() {
@@ -682,9 +1151,11 @@ fn main() {
     for target in ["gfx1030", "gfx90a"] {
         let cfg = lane_of(target).expect("both targets have a lane");
         trials.extend(target_trials::<Amd>(target, cfg));
+        trials.extend(elem_trials::<Amd>(target, GpuMath::Hip));
     }
     for arch in ["sm_90", "sm_80"] {
         trials.extend(target_trials::<Nvidia>(arch, CUDA));
+        trials.extend(elem_trials::<Nvidia>(arch, GpuMath::Cuda));
     }
     libtest_mimic::run(&args, trials).exit();
 }

@@ -115,6 +115,7 @@
 //! [`Contraction`], and a device run (`ci/gpu-check`) compares device and twin bit for
 //! bit. (NVIDIA's nvcc also fuses by default, `--fmad=true`, by its own rules.)
 
+pub mod elem;
 mod mmvq;
 mod quantize;
 mod vecdotq;

@@ -106,7 +106,7 @@ fn quantize_blocks(
 
 /// Flush to zero: a subnormal becomes a zero of the same sign (NVIDIA's `.FTZ`).
 #[inline]
-fn ftz(v: f32) -> f32 {
+pub(super) fn ftz(v: f32) -> f32 {
     if v.is_subnormal() {
         f32::from_bits(v.to_bits() & 0x8000_0000)
     } else {

@@ -961,3 +961,138 @@ fn gpu_cuda_mmvq_is_wave32s_arithmetic_with_four_warps() {
     }
     assert!(differ > 0, "four warps never changed a bit against one");
 }
+
+// ---------------------------------------------------------------------------------
+// GPU RMSNorm and SwiGLU (`elem`).
+
+/// The block reduction's tree, worked by hand for a block of 256: thread 0 holds 1.0,
+/// threads 8 and 16 hold 2^-24 each. Lane 0's first butterfly step adds lane 16:
+/// `1 + 2^-24` ties to 1.0; lane 8's partner (24) holds 0, so lane 8 keeps 2^-24, and
+/// the next step `1 + 2^-24` again gives 1.0. Any order that adds the two small values
+/// first gives `1 + 2^-23`, which is representable (the f64 sum, the CPU's order).
+#[test]
+fn gpu_block_reduce_follows_the_butterfly_tree() {
+    let mut tmp = vec![0.0f32; 256];
+    tmp[0] = 1.0;
+    tmp[8] = 2f32.powi(-24);
+    tmp[16] = 2f32.powi(-24);
+    assert_eq!(elem::block_reduce_sum(&mut tmp.clone(), |a, b| a + b), 1.0);
+    let sequential: f32 = tmp.iter().rev().sum();
+    assert_eq!(sequential, 1.0 + 2f32.powi(-23));
+    // A second warp's partial joins in the second butterfly: warp 1 (threads 32..64)
+    // holding 2^-23 in one lane turns slot 1 into 2^-23, and 1 + 2^-23 is exact.
+    tmp[40] = 2f32.powi(-23);
+    assert_eq!(elem::block_reduce_sum(&mut tmp, |a, b| a + b), 1.0 + 2f32.powi(-23));
+}
+
+/// RMSNorm twins against the exact (f64) result: the f32 sum of squares has at most
+/// ceil(n/B) + 10 roundings (the thread's fma chain, two 5-level butterflies), the mean
+/// two more, `+ eps` one; the reciprocal square root halves that relative error and
+/// adds half an ulp (it is modelled correctly rounded); two products follow.
+#[test]
+fn gpu_rms_norm_within_its_rounding_bound() {
+    let mut r = Rng { g: crate::rng::Rng::new(0x5eed_0e1e) };
+    for n in [64usize, 128, 1000, 1024, 4096, 5120] {
+        let x: Vec<f32> = (0..n).map(|_| r.sym() * 3.0).collect();
+        let w: Vec<f32> = (0..n).map(|_| 1.0 + r.sym() * 0.5).collect();
+        let eps = 1e-6f32;
+        let mean = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / n as f64;
+        let scale = 1.0 / (mean + f64::from(eps)).sqrt();
+        let c = n.div_ceil(elem::rms_norm_block(n));
+        let rel = gamma(c + 13) / 2.0 + U / 2.0 + gamma(2);
+        for math in [elem::GpuMath::Hip, elem::GpuMath::Cuda] {
+            let mut y = vec![0.0f32; n];
+            elem::rms_norm_mul(math, &mut y, &x, &w, eps);
+            for i in 0..n {
+                let want = f64::from(x[i]) * scale * f64::from(w[i]);
+                let err = (f64::from(y[i]) - want).abs();
+                assert!(
+                    err <= rel * want.abs() * 1.0001,
+                    "{math:?} n={n} i={i}: {} vs {want}",
+                    y[i]
+                );
+            }
+        }
+    }
+}
+
+/// The GPU flavour is not the CPU's: over random rows, the f32 tree sum and the CPU's
+/// f64 sum give different scales for some rows (and equal ones for others).
+#[test]
+fn gpu_rms_norm_differs_from_the_cpu_order_somewhere() {
+    let mut r = Rng { g: crate::rng::Rng::new(7) };
+    let (mut same, mut differ) = (0, 0);
+    for _ in 0..64 {
+        let x: Vec<f32> = (0..4096).map(|_| r.sym()).collect();
+        let w = vec![1.0f32; 4096];
+        let (mut a, mut b) = (vec![0.0; 4096], vec![0.0; 4096]);
+        elem::rms_norm_mul(elem::GpuMath::Hip, &mut a, &x, &w, 1e-6);
+        crate::elem::rms_norm_mul(&mut b, &x, &w, 1e-6);
+        if a == b {
+            same += 1;
+        } else {
+            differ += 1;
+        }
+    }
+    assert!(same > 0 && differ > 0, "same {same}, differ {differ}");
+}
+
+/// The CUDA form folds the division into `fma(sum, rcp(n), eps)`: for a row whose mean
+/// is not exact, the HIP and CUDA scales differ in some rows.
+#[test]
+fn gpu_rms_norm_hip_and_cuda_differ_somewhere() {
+    let mut r = Rng { g: crate::rng::Rng::new(11) };
+    let differ = (0..64).any(|_| {
+        let x: Vec<f32> = (0..1000).map(|_| r.sym()).collect();
+        let w = vec![1.0f32; 1000];
+        let (mut a, mut b) = (vec![0.0; 1000], vec![0.0; 1000]);
+        elem::rms_norm_mul(elem::GpuMath::Hip, &mut a, &x, &w, 1e-6);
+        elem::rms_norm_mul(elem::GpuMath::Cuda, &mut b, &x, &w, 1e-6);
+        a != b
+    });
+    assert!(differ);
+}
+
+/// SiLU twins against the exact value: HIP's `expf` (its split product, a correctly
+/// rounded `2^a` model) is within a few ulp; CUDA's `__expf` rounds `x * log2e` first,
+/// which costs `|x|` ulp relative in `exp(-x)`. Beyond the cut-offs both give
+/// `x` (large x) and `-0.0` (x below -88.7 on HIP; on CUDA `rcp(inf) = 0`).
+#[test]
+fn gpu_silu_within_bounds_and_at_the_cut_offs() {
+    let mut x = -80.0f32;
+    while x < 80.0 {
+        let want = f64::from(x) / (1.0 + (-f64::from(x)).exp());
+        for math in [elem::GpuMath::Hip, elem::GpuMath::Cuda] {
+            let got = f64::from(elem::silu(math, x));
+            let ulps = if math == elem::GpuMath::Cuda { 6.0 + f64::from(x.abs()) } else { 6.0 };
+            assert!(
+                (got - want).abs() <= ulps * U * want.abs() + 1e-44,
+                "{math:?} x={x}: {got} vs {want}"
+            );
+        }
+        x += 0.173;
+    }
+    for math in [elem::GpuMath::Hip, elem::GpuMath::Cuda] {
+        assert_eq!(elem::silu(math, 200.0), 200.0);
+        assert_eq!(elem::silu(math, -100.0).to_bits(), (-0.0f32).to_bits(), "{math:?}");
+    }
+    // Between -88.72 and -87.34 HIP's 1 + e is finite and the quotient subnormal or
+    // tiny; CUDA flushes what is subnormal.
+    let (h, c) = (elem::silu(elem::GpuMath::Hip, -88.0), elem::silu(elem::GpuMath::Cuda, -88.0));
+    assert!(h < 0.0 && h > -1e-35, "{h}");
+    assert!(c <= 0.0 && !c.is_subnormal(), "{c}");
+}
+
+/// SwiGLU is `silu(x) * g`, one rounding more.
+#[test]
+fn gpu_swiglu_is_silu_times_gate() {
+    let x: Vec<f32> = (0..100).map(|i| (i as f32 - 50.0) * 0.21).collect();
+    let g: Vec<f32> = (0..100).map(|i| 1.0 - i as f32 * 0.013).collect();
+    for math in [elem::GpuMath::Hip, elem::GpuMath::Cuda] {
+        let mut y = vec![0.0; 100];
+        elem::swiglu(math, &mut y, &x, &g);
+        for i in 0..100 {
+            assert_eq!(y[i].to_bits(), (elem::silu(math, x[i]) * g[i]).to_bits());
+        }
+    }
+}

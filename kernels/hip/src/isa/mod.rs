@@ -167,6 +167,15 @@ impl Exprs {
     pub fn pack(&mut self, lo: Id, hi: Id) -> Id {
         self.push(Node::Pack(lo, hi))
     }
+    /// A float operation the evaluator keeps opaque, by name (printed `?name(args)`):
+    /// `rsq_f32`, `exp_f32`, `mufu.rcp`, `sel`, ...
+    pub fn op(&mut self, name: &str, args: &[Id]) -> Id {
+        self.push(Node::Float(name.to_string(), args.to_vec()))
+    }
+    /// An opaque value by name (printed `sym:name`), such as a kernel argument.
+    pub fn sym(&mut self, name: &str) -> Id {
+        self.push(Node::Sym(name.to_string()))
+    }
     /// A butterfly read of lane `lane ^ offset` (printed `shfl^offset(x)`).
     pub fn shfl_xor(&mut self, x: Id, offset: u32) -> Id {
         let lane = self.push(Node::Sym("lane".into()));
@@ -503,10 +512,12 @@ fn kernel_lines<'a>(listing: &'a str, kernel: &str) -> Result<Vec<(u64, u64, &'a
         if ins.is_empty() {
             continue;
         }
-        // The comment is "<address>: <word> <word> ...".
+        // The comment is "<address>: <word> <word> ...", a branch's followed by its
+        // target as `<symbol+offset>` (not an instruction word).
         let (addr, words) = comment.split_once(':').unwrap_or(("", ""));
         let addr = u64::from_str_radix(addr.trim(), 16)
             .map_err(|_| format!("{kernel}: no address on the line {t:?}"))?;
+        let words = words.split('<').next().unwrap_or("");
         let size = 4 * words.split_whitespace().count() as u64;
         out.push((addr, size, ins));
         if ins.starts_with("s_endpgm") {
@@ -915,6 +926,13 @@ impl Eval {
                 let (den, num) = (s(self, 1), s(self, 2));
                 self.e.div(num, den)
             }
+            // A select between two floats (a float literal or float arithmetic on
+            // either side; integer masks such as 0 / -1 stay opaque): `sel(a, b)`, the
+            // condition not modelled.
+            "v_cndmask_b32" if n >= 2 && self.float_select(srcs) => {
+                let (a, b) = (s(self, 0), s(self, 1));
+                self.e.push(Node::Float("sel".into(), vec![a, b]))
+            }
             _ if base.contains("f32") || base.contains("f16") => {
                 let args: Vec<Id> = (0..n).map(|k| s(self, k)).collect();
                 if base.starts_with("v_cmp") || base.starts_with("v_cvt_i32") {
@@ -946,6 +964,18 @@ impl Eval {
             let f = self.e.push(Node::Sym("flags".into()));
             self.write_all(d2, f);
         }
+    }
+
+    /// Whether a `v_cndmask_b32` selects between floats: a float literal or float
+    /// arithmetic among its two value sources.
+    fn float_select(&mut self, srcs: &[String]) -> bool {
+        (0..2).any(|k| {
+            if srcs[k].contains('.') {
+                return true;
+            }
+            let v = self.src(&srcs[k], 0);
+            is_float(self.e.node(v))
+        })
     }
 
     /// Whether a source is the constant that clears (`and`, 0x7fffffff) or flips
@@ -1095,6 +1125,29 @@ impl Eval {
             self.regs.insert(r.clone(), v);
         }
     }
+}
+
+/// The f32 denormal mode in `kernel`'s descriptor (the 64-byte `<kernel>.kd` object,
+/// printed as `.byte` lines by `llvm-objdump -D`): `COMPUTE_PGM_RSRC1` (bytes 48..52,
+/// little-endian) bits 16..17, `FLOAT_DENORM_MODE_32`. 3 keeps subnormal inputs and
+/// results, 0 flushes both (1, 2: only outputs or only inputs kept).
+pub fn amdgpu_denorm_mode_f32(listing: &str, kernel: &str) -> Option<u32> {
+    let head = format!("<{kernel}.kd>:");
+    let at = listing.find(&head)?;
+    let bytes: Vec<u8> = listing[at + head.len()..]
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".byte"))
+        .take(64)
+        .map(|b| {
+            let b = b.trim();
+            b.strip_prefix("0x").map_or_else(|| b.parse().ok(), |h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<_>>()?;
+    if bytes.len() < 52 {
+        return None;
+    }
+    let rsrc1 = u32::from_le_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
+    Some((rsrc1 >> 16) & 3)
 }
 
 /// Evaluates `kernel` in an `llvm-objdump -d` listing of an AMDGPU code object.

@@ -141,6 +141,9 @@ impl Eval {
         let mut id = if let Some(v) = bank2_word(rest, &self.bank2) {
             // A literal the compiler placed in constant bank 2 (`c[0x2][0x0]`).
             self.e.push(Node::Const(v))
+        } else if rest.starts_with("c[0x0][") {
+            // A kernel parameter (constant bank 0), read as an operand.
+            self.e.push(Node::Sym("param".into()))
         } else if reg == "RZ" || reg == "URZ" {
             self.e.push(Node::Const(0))
         } else if let Some(h) = rest.strip_prefix("0x") {
@@ -225,6 +228,12 @@ impl Eval {
                 for r in dest_regs(mn, &ops[1]) {
                     self.regs.insert(r, v);
                 }
+            }
+            // A kernel parameter loaded from constant bank 0 (`ULDC UR4, c[0x0][0x190]`):
+            // the same opaque value as when an instruction reads it as an operand.
+            "ULDC" | "LDC" if ops.get(1).is_some_and(|o| o.starts_with("c[0x0][")) => {
+                let v = self.e.push(Node::Sym("param".into()));
+                write(self, v);
             }
             "MOV" | "UMOV" if ops.len() == 2 => {
                 let v = src(self, 1);

@@ -12,11 +12,14 @@
 //! Weight types: Q4_K, Q6_K and Q8_0 (Q4_0 is not reproduced: no trial). Matmul: MMVQ
 //! per activation column, which is what the GPU runs for up to 8 columns; for larger
 //! batches ggml switches to MMQ (tiled, another float order), which this lane does not
-//! reproduce. Not reproduced either: the device's embedding `get_rows` (the reference
-//! dequantizer stands in) and its elementwise kernels (the decoder uses the `ref`
-//! lane's x64 flavour as a stand-in; the GPU computes softmax, RMSNorm, RoPE and SiLU
-//! with its own reductions and math library). These lanes therefore isolate the GPU's
-//! matmul arithmetic.
+//! reproduce. The elementwise flavour is the GPU's own RMSNorm (times its weight) and
+//! SwiGLU ([`crate::elem::ElemFlavour::GpuHip`] / [`crate::elem::ElemFlavour::GpuCuda`],
+//! [`crate::gpu::elem`]: the device's reduction tree and operation order, its hardware
+//! `rsqrt`/`exp2`/`rcp` modelled as correctly rounded). Not reproduced: the device's
+//! attention (`mul_mat` + `soft_max` or flash attention) and RoPE, for which the
+//! decoder uses the `ref` lane's x64 loops as a stand-in, and the embedding `get_rows`
+//! (llama.cpp keeps the token embedding in host memory and ggml's scheduler never
+//! offloads `get_rows`, so the CPU dequantizes it: the reference dequantizer).
 //!
 //! The native form is the device code of the `tiercheck-hip` crate (HIP kernels built
 //! by hipcc behind its `hip` feature); where no device exists its trials are ignored
@@ -56,7 +59,7 @@ const fn recipe(acc: Accumulation) -> Recipe {
         layout: WeightLayout::Plain,
         matmul: MatmulPath::VecDotPerRow,
         plain_gemm: crate::lane::PlainGemm::VecDot,
-        elem: crate::elem::ElemFlavour::X64,
+        elem: crate::elem::ElemFlavour::GpuHip,
     }
 }
 
@@ -66,6 +69,7 @@ const fn cuda_recipe() -> Recipe {
         act_k: ActRule::Q8_1CudaMmvq,
         act_legacy: ActRule::Q8_1CudaMmvq,
         contraction: Contraction::Nvcc,
+        elem: crate::elem::ElemFlavour::GpuCuda,
         ..recipe(Accumulation::CudaMmvq)
     }
 }
@@ -73,8 +77,10 @@ const fn cuda_recipe() -> Recipe {
 /// What the HIP lanes are checked against today.
 const MODELLED: Status = Status::Modelled {
     checked: "code-object level: the recipe (fusions, order, warps, butterfly, q8_1 \
-              divisions) equals the float operations read from ggml's own MMVQ and \
-              quantize_q8_1 code objects built by hipcc (gfx1030 / gfx90a); not run on a GPU",
+              divisions) and the RMSNorm and SwiGLU twins equal the float operations read \
+              from ggml's own MMVQ, quantize_q8_1, rms_norm_f32 and SwiGLU code objects \
+              built by hipcc (gfx1030 / gfx90a), v_rsq_f32 and v_exp_f32 modelled as \
+              correctly rounded; RoPE and attention are x64 stand-ins; not run on a GPU",
 };
 
 /// The `hip-wave32` lane.
@@ -106,9 +112,10 @@ pub static CUDA_SM90: Lane = Lane {
               activations, nvcc contraction",
     recipe: cuda_recipe(),
     status: Status::Modelled {
-        checked: "code-object level: the MMVQ recipe and the quantizer's operations equal \
-                  those read from ggml's own SASS (nvcc, sm_90 / sm_80); the quantizer's \
-                  MUFU.RCP reciprocal is modelled as correctly rounded; not run on a GPU",
+        checked: "code-object level: the MMVQ recipe, the quantizer's operations and the \
+                  RMSNorm and SwiGLU twins equal those read from ggml's own SASS (nvcc, \
+                  sm_90 / sm_80); MUFU.RCP, MUFU.RSQ and MUFU.EX2 are modelled as \
+                  correctly rounded; RoPE and attention are x64 stand-ins; not run on a GPU",
     },
     portable: &CUDA_SM90_TWIN,
 };
