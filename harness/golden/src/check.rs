@@ -232,7 +232,7 @@ pub fn check_tolerance(
         }
         Op::Elem(kind) => {
             let rows = elem_rows(case, inputs)?;
-            let (want, bound) = elem_exact(kind, case, &rows);
+            let (want, bound) = elem_exact(kind, case, &rows, lane.recipe.elem);
             let report = within_bounds(&got.values(), &want, &bound);
             if report.is_ok() {
                 Ok(())
@@ -426,9 +426,15 @@ fn block_steps(fmt: GgmlType, bytes: &[u8]) -> Vec<f64> {
 /// division (or reciprocal), `+ eps` and the f32 rounding of a CPU's f64 mean all
 /// counted; the reciprocal square root halves that relative error and adds at most one
 /// rounding (a true `1/sqrtf` two), and two products follow — the CPU's f64 sum fits the
-/// same bound; RoPE with the cache's own f32 cos/sin, within 3u of |x0 c| + |x1 s| (fused
-/// or not). A tiny absolute term covers results in the subnormal range.
-pub fn elem_exact(kind: ElemKind, case: &Case, rows: &[&[f32]]) -> (Vec<f64>, Vec<f64>) {
+/// same bound; RoPE with the flavour's own f32 cos/sin cache (`flavour`: CUDA's differs),
+/// within 3u of |x0 c| + |x1 s| (fused or not). A tiny absolute term covers results in
+/// the subnormal range.
+pub fn elem_exact(
+    kind: ElemKind,
+    case: &Case,
+    rows: &[&[f32]],
+    flavour: tiercheck_core::elem::ElemFlavour,
+) -> (Vec<f64>, Vec<f64>) {
     const U: f64 = 1.0 / (1u64 << 24) as f64;
     const TINY: f64 = 4.0e-45;
     let k = case.k;
@@ -487,7 +493,7 @@ pub fn elem_exact(kind: ElemKind, case: &Case, rows: &[&[f32]]) -> (Vec<f64>, Ve
         }
         ElemKind::Rope => {
             let x = rows[0];
-            let cache = tiercheck_core::elem::rope_cache(rope_pos(case), k, 1e6);
+            let cache = flavour.rope_cache(rope_pos(case), k, 1e6);
             let half = k / 2;
             let (mut want, mut bound) = (vec![0.0; k], vec![0.0; k]);
             for (i, [c, s]) in cache.iter().map(|p| [f64::from(p[0]), f64::from(p[1])]).enumerate()

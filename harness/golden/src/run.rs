@@ -102,11 +102,8 @@ pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Outpu
         }
         ElemKind::Rope => {
             let mut y = rows[0].to_vec();
-            elem::rope_neox(
-                &mut y,
-                &elem::rope_cache(rope_pos(case), k, 1e6),
-                ops.flavour().fused(),
-            );
+            let fl = ops.flavour();
+            elem::rope_neox(&mut y, &fl.rope_cache(rope_pos(case), k, 1e6), fl.rope_fused());
             y
         }
     };

@@ -14,7 +14,8 @@
 //!      repack and gemv/gemm choice for `m` rows);
 //!    - per head, RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE with ggml's
 //!      cache (`theta *= powf(base, -2/d)` per pair, libm `cosf`/`sinf`) and the
-//!      flavour's contraction ([`elem::rope_neox`]) — the `Qcur`/`Kcur` taps;
+//!      flavour's contraction ([`elem::rope_neox`]; CUDA's own angles and fast
+//!      `sinf`/`cosf`, [`ElemFlavour::rope_cache`]) — the `Qcur`/`Kcur` taps;
 //!    - K and V stored in the cache (rounded to its type; V transposed without flash
 //!      attention, as llama.cpp stores it);
 //!    - attention over `n_kv` cells, llama.cpp's padded KV length
@@ -461,7 +462,7 @@ impl<'m> Decoder<'m> {
         let (e, hd, nh, nkv) = (hp.n_embd, hp.head_dim, hp.n_head, hp.n_head_kv);
         let ly = &self.layers[il];
         let tag = |s: &str| format!("{s}-{il}");
-        let fused = self.elem.flavour().fused();
+        let fl = self.elem.flavour();
 
         let mut cur = vec![0.0f32; m * e];
         for (y, xi) in cur.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
@@ -473,13 +474,13 @@ impl<'m> Decoder<'m> {
         let mut k = self.matmul(&ly.wk, &cur, m, &tag("attn_k"))?;
         let v = self.matmul(&ly.wv, &cur, m, &tag("attn_v"))?;
         for i in 0..m {
-            let rope = elem::rope_cache((pos0 + i) as i32, hd, hp.rope_base);
+            let rope = fl.rope_cache((pos0 + i) as i32, hd, hp.rope_base);
             for (rows, heads, norm) in [(&mut q, nh, &ly.q_norm), (&mut k, nkv, &ly.k_norm)] {
                 let row = &mut rows[i * heads * hd..(i + 1) * heads * hd];
                 for h in row.chunks_exact_mut(hd) {
                     let src = h.to_vec();
                     self.elem.rms_norm_mul(h, &src, norm, hp.rms_eps);
-                    elem::rope_neox(h, &rope, fused);
+                    elem::rope_neox(h, &rope, fl.rope_fused());
                 }
             }
         }

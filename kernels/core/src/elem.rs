@@ -74,9 +74,11 @@
 //!   GPU RMSNorm (times its weight) and SwiGLU as HIP clang and nvcc compile them, an
 //!   f32 block-reduction tree for the sum of squares and the device's `expf` and
 //!   divisions ([`crate::gpu::elem`], through [`ElemOps::rms_norm_mul`] and
-//!   [`ElemOps::swiglu`]). Everything else (softmax, the attention dot products, flash
-//!   attention, RoPE) borrows the x64 loops ([`ElemFlavour::loops`]): a stand-in, since
-//!   the GPU's attention and RoPE are not reproduced.
+//!   [`ElemOps::swiglu`]); on CUDA also its RoPE angles and fast `sinf`/`cosf`
+//!   ([`ElemFlavour::rope_cache`], [`crate::gpu::elem::rope_cache_cuda`]) with the fused
+//!   rotation. Everything else (softmax, the attention dot products, flash attention, and
+//!   HIP's RoPE) borrows the x64 loops ([`ElemFlavour::loops`]): a stand-in, since the
+//!   GPU's attention and HIP's RoPE are not reproduced.
 //!
 //! This module is the portable form of every flavour. Native SIMD versions live in the
 //! architecture crates and must give the same bits (see their tests).
@@ -189,6 +191,23 @@ impl ElemFlavour {
     /// Whether the tier fuses multiply-adds in these loops.
     pub fn fused(self) -> bool {
         !matches!(self.loops(), ElemFlavour::X64)
+    }
+
+    /// The RoPE cache (`[cos, sin]` per pair) of one position: [`rope_cache`] on every
+    /// tier but CUDA's, whose angles, reduction and `sinf`/`cosf` are its own
+    /// ([`crate::gpu::elem::rope_cache_cuda`]). HIP's RoPE is not reproduced: the HIP
+    /// flavour borrows the x64 cache (a stand-in).
+    pub fn rope_cache(self, pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
+        match self {
+            ElemFlavour::GpuCuda => crate::gpu::elem::rope_cache_cuda(pos, n_dims, freq_base),
+            _ => rope_cache(pos, n_dims, freq_base),
+        }
+    }
+
+    /// Whether the RoPE rotation fuses the `x0` products ([`rope_neox`]): as
+    /// [`ElemFlavour::fused`], and on CUDA (read from its SASS).
+    pub fn rope_fused(self) -> bool {
+        self == ElemFlavour::GpuCuda || self.fused()
     }
 
     /// How llamafile's tinyBLAS multiplies an F16 matrix (the F16 K/V cache without flash

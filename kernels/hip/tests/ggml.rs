@@ -38,7 +38,10 @@
 //! sum, the stored output the recipe's tree, subnormal handling the recipe's),
 //! `ggml <target> swiglu` (`unary_gated_op_kernel<op_silu, float>`'s stored tree and
 //! subnormal handling), and `ggml <target> elementwise recipes are told apart` (of the
-//! 16 switch combinations exactly the lane's matches both kernels). Subnormal handling
+//! 16 switch combinations exactly the lane's matches both kernels); on NVIDIA also
+//! `ggml <target> rope` (CUDA's `rope_neox`: the angle under `FMUL.RZ` by `1/(2 pi)`
+//! holds the recipe's `__powf` form, both stores are the recipe's fused rotation, the
+//! unfused one does not match). Subnormal handling
 //! is SASS's `.FTZ` per instruction, or the AMDGPU kernel descriptor's f32 denormal
 //! mode.
 //!
@@ -50,6 +53,7 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use libtest_mimic::{Arguments, Completion, Trial};
+use tiercheck_core::elem::ElemFlavour;
 use tiercheck_core::gpu::elem::{Expf, GpuMath, RmsMean, SiluDivide};
 use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, CUDA, WAVE32, WAVE64};
 use tiercheck_core::GgmlType;
@@ -441,7 +445,7 @@ impl Vendor for Amd {
             .ok_or_else(|| format!("no {prefix} kernel in ggml's unary code object"))?;
         let k = isa::amdgpu(&l.unary, &name)?;
         let silu = observe_silu(&name, &k, "global_store_dword", amd_ftz(&l.unary_all, &name))?;
-        Ok(ElemObserved { norm, silu })
+        Ok(ElemObserved { norm, silu, rope: None })
     }
 }
 
@@ -546,6 +550,8 @@ struct Sass {
     norm_elf: String,
     unary: String,
     unary_elf: String,
+    rope: String,
+    rope_elf: String,
 }
 
 fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
@@ -580,6 +586,8 @@ fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
         norm_elf: run("-elf", "norm.cubin")?,
         unary: run("-sass", "unary.cubin")?,
         unary_elf: run("-elf", "unary.cubin")?,
+        rope: run("-sass", "rope.cubin")?,
+        rope_elf: run("-elf", "rope.cubin")?,
     })
 }
 
@@ -708,7 +716,7 @@ impl Vendor for Nvidia {
     type Listing = Sass;
     type Observed = ObservedCuda;
     fn missing(dir: &Path, arch: &str) -> Option<String> {
-        for f in ["mmvq.cubin", "quantize.cubin", "norm.cubin", "unary.cubin"] {
+        for f in ["mmvq.cubin", "quantize.cubin", "norm.cubin", "unary.cubin", "rope.cubin"] {
             let p = dir.join(arch).join(f);
             if !p.is_file() {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
@@ -753,7 +761,11 @@ impl Vendor for Nvidia {
             .to_string();
         let k = isa::sass(&s.unary, &name, &isa::constant_bank(&s.unary_elf, &name, 2))?;
         let silu = observe_silu(&name, &k, "STG.E", sass_ftz(k.ftz))?;
-        Ok(ElemObserved { norm, silu })
+        let prefix = "_Z9rope_neoxILb1ELb0EffE";
+        let name = isa::find_sass_kernel(&s.rope, prefix)
+            .ok_or_else(|| format!("no {prefix} kernel in ggml's rope cubin"))?;
+        let k = isa::sass(&s.rope, &name, &isa::constant_bank(&s.rope_elf, &name, 2))?;
+        Ok(ElemObserved { norm, silu, rope: Some(observe_rope(&name, &k)?) })
     }
 }
 
@@ -806,6 +818,16 @@ fn sass_ftz((flushing, all): (usize, usize)) -> Option<bool> {
 struct ElemObserved {
     norm: Vec<NormObserved>,
     silu: SiluObserved,
+    /// CUDA's `rope_neox` (the HIP lanes do not reproduce HIP's RoPE).
+    rope: Option<RopeObserved>,
+}
+
+/// ggml's CUDA `rope_neox<forward, no freq factors, float, float>`: the angle `T` that
+/// `FMUL.RZ` scales by `1/(2 pi)`, every form inside it, and the two stored values.
+struct RopeObserved {
+    angle: String,
+    angle_forms: Vec<String>,
+    stores: Vec<String>,
 }
 
 struct NormObserved {
@@ -911,6 +933,111 @@ fn observe_silu(
         .find(|st| st.op == global_store)
         .ok_or_else(|| format!("{name}: no {global_store}"))?;
     Ok(SiluObserved { output: k.exprs.render(out.value), ftz })
+}
+
+/// The angle under `?fmul.rz(T, 1/(2 pi))` and the two global stores of rotated values
+/// (the others store the pass-through channels, `i0 >= n_dims`).
+fn observe_rope(name: &str, k: &isa::Kernel) -> Result<RopeObserved, String> {
+    let mut e = Exprs::new();
+    let c = e.constant(f32::from_bits(0x3E22_F983));
+    let suffix = format!(", {})", e.render(c));
+    let rz_of = |v: Id| {
+        k.exprs
+            .subtree_forms(v)
+            .into_iter()
+            .find(|f| f.starts_with("?fmul.rz(") && f.ends_with(&suffix))
+    };
+    let rotated: Vec<&isa::Store> =
+        k.stores.iter().filter(|st| st.op == "STG.E" && rz_of(st.value).is_some()).collect();
+    let [a, b] = rotated[..] else {
+        return Err(format!(
+            "{name}: {} stores of values scaled by FMUL.RZ by 1/(2 pi), expected 2",
+            rotated.len()
+        ));
+    };
+    let forms = k.exprs.subtree_forms(a.value);
+    let rz = rz_of(a.value).unwrap_or_default();
+    let angle = rz["?fmul.rz(".len()..rz.len() - suffix.len()].to_string();
+    if rz_of(b.value).as_deref() != Some(rz.as_str()) {
+        return Err(format!("{name}: the two rotated values scale different angles"));
+    }
+    let angle_forms = forms.iter().filter(|f| angle.contains(f.as_str())).cloned().collect();
+    Ok(RopeObserved {
+        angle,
+        angle_forms,
+        stores: vec![k.exprs.render(a.value), k.exprs.render(b.value)],
+    })
+}
+
+/// The differences between ggml's CUDA RoPE and the twin's (`rope_cache_cuda`, the
+/// rotation fused or not): the angle holds `pos * ex2(lg2(theta_scale) * (i0 * 0.5))`
+/// times `freq_scale` (`sym:param` are kernel arguments), and the stores are the
+/// rotation of `x0`, `x1` by `cos`/`sin` of `RZ(angle * 1/(2 pi))` times `mscale`.
+fn compare_rope(obs: &RopeObserved, fused: bool) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut e = Exprs::new();
+    let theta = {
+        let ts = e.sym("param");
+        let lg = e.op("mufu.lg2", &[ts]);
+        let (half, i0) = (e.constant(0.5), e.leaf("i"));
+        let h = e.mul(half, i0);
+        let m = e.mul(lg, h);
+        let pw = e.op("mufu.ex2", &[m]);
+        let pos = e.leaf("i");
+        let base = e.mul(pw, pos);
+        let freq_scale = e.sym("param");
+        e.mul(base, freq_scale)
+    };
+    let want_theta = e.render(theta);
+    if !obs.angle_forms.contains(&want_theta) {
+        bad.push(format!("angle: no {want_theta} in {}", obs.angle));
+    }
+    // `mscale`: `attn_factor` with `ext_factor = 0`; the listing's last write is the
+    // YaRN path's `attn_factor * (1 + 0.1 * logf(1 / freq_scale))` (`logf` as
+    // `MUFU.LG2 * ln 2`), which is `attn_factor` again at `freq_scale = 1`. Either form
+    // is accepted; nothing else is.
+    let attn = e.sym("param");
+    let yarn = {
+        let fs = e.sym("param");
+        let inv = e.op("mufu.rcp", &[fs]);
+        let lg = e.op("mufu.lg2", &[inv]);
+        let ln2 = e.constant(f32::from_bits(0x3F31_7218));
+        let ln = e.mul(ln2, lg);
+        let (tenth, one) = (e.constant(0.1), e.constant(1.0));
+        let f = e.fma(tenth, ln, one);
+        let a = e.sym("param");
+        e.mul(f, a)
+    };
+    let t = e.leaf(&obs.angle);
+    let inv = e.constant(f32::from_bits(0x3E22_F983));
+    let rz = e.op("fmul.rz", &[t, inv]);
+    let mut wants = Vec::new();
+    for mscale in [attn, yarn] {
+        let (c, s) = (e.op("mufu.cos", &[rz]), e.op("mufu.sin", &[rz]));
+        let (c, s) = (e.mul(c, mscale), e.mul(s, mscale));
+        let (x0, x1) = (e.leaf("f"), e.leaf("f"));
+        let (d0, d1) = if fused {
+            let p = e.mul(x1, s);
+            let np = e.neg(p);
+            let q = e.mul(x1, c);
+            (e.fma(x0, c, np), e.fma(x0, s, q))
+        } else {
+            let (a, p) = (e.mul(x0, c), e.mul(x1, s));
+            let np = e.neg(p);
+            let (b, q) = (e.mul(x0, s), e.mul(x1, c));
+            (e.add(a, np), e.add(b, q))
+        };
+        wants.push([e.render(d0), e.render(d1)]);
+    }
+    for k in 0..2 {
+        if !wants.iter().any(|w| w[k] == obs.stores[k]) {
+            bad.push(format!(
+                "store {k}:\n    ggml   {}\n    recipe {}",
+                obs.stores[k], wants[0][k]
+            ));
+        }
+    }
+    bad
 }
 
 /// One elementwise recipe: the switches of [`GpuMath`] the twins read.
@@ -1089,22 +1216,30 @@ fn elem_once<'a, V: Vendor>(
         .map_err(|e| format!("{target}: {e}"))
 }
 
-/// The three elementwise trials of one target against the GPU math `math`.
-fn elem_trials<V: Vendor>(target: &'static str, math: GpuMath) -> Vec<Trial> {
-    let names = [
+/// The elementwise trials of one target against the GPU math `math` (and, where the
+/// lane reproduces the GPU's RoPE, the flavour `rope`).
+fn elem_trials<V: Vendor>(
+    target: &'static str,
+    math: GpuMath,
+    rope: Option<ElemFlavour>,
+) -> Vec<Trial> {
+    let mut names = vec![
         format!("ggml {target} rms_norm"),
         format!("ggml {target} swiglu"),
         format!("ggml {target} elementwise recipes are told apart"),
     ];
+    if rope.is_some() {
+        names.push(format!("ggml {target} rope"));
+    }
     let dir = match target_dir::<V>(target) {
         Ok(dir) => dir,
         Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
     };
     let shared: Arc<OnceLock<Result<ElemObserved, String>>> = Arc::new(OnceLock::new());
     let recipe = ElemRecipe::of(math);
-    let [n_norm, n_silu, n_apart] = names;
-    let (l1, l2, l3) = (shared.clone(), shared.clone(), shared);
-    let (d1, d2, d3) = (dir.clone(), dir.clone(), dir);
+    let (n_norm, n_silu, n_apart) = (names[0].clone(), names[1].clone(), names[2].clone());
+    let (l1, l2, l3, l4) = (shared.clone(), shared.clone(), shared.clone(), shared);
+    let (d1, d2, d3, d4) = (dir.clone(), dir.clone(), dir.clone(), dir);
     let report = move |bad: Vec<String>| -> Result<(), libtest_mimic::Failed> {
         if bad.is_empty() {
             Ok(())
@@ -1112,7 +1247,7 @@ fn elem_trials<V: Vendor>(target: &'static str, math: GpuMath) -> Vec<Trial> {
             Err(format!("{target} ({math:?}):\n  {}", bad.join("\n  ")).into())
         }
     };
-    vec![
+    let mut out = vec![
         Trial::test(n_norm, move || {
             report(compare_norm(elem_once::<V>(&l1, &d1, target)?, &recipe, &V::VOCAB))
         }),
@@ -1142,7 +1277,23 @@ fn elem_trials<V: Vendor>(target: &'static str, math: GpuMath) -> Vec<Trial> {
                 .into()),
             }
         }),
-    ]
+    ];
+    if let Some(fl) = rope {
+        out.push(Trial::test(names[3].clone(), move || {
+            let obs = elem_once::<V>(&l4, &d4, target)?;
+            let r = obs.rope.as_ref().ok_or("no RoPE observed")?;
+            let bad = compare_rope(r, fl.rope_fused());
+            if !bad.is_empty() {
+                return report(bad);
+            }
+            // The other rotation form must not match: the check pins the fusion.
+            if compare_rope(r, !fl.rope_fused()).is_empty() {
+                return Err(format!("{target}: both rotation forms match ggml's RoPE").into());
+            }
+            Ok(())
+        }));
+    }
+    out
 }
 
 fn main() {
@@ -1151,11 +1302,11 @@ fn main() {
     for target in ["gfx1030", "gfx90a"] {
         let cfg = lane_of(target).expect("both targets have a lane");
         trials.extend(target_trials::<Amd>(target, cfg));
-        trials.extend(elem_trials::<Amd>(target, GpuMath::Hip));
+        trials.extend(elem_trials::<Amd>(target, GpuMath::Hip, None));
     }
     for arch in ["sm_90", "sm_80"] {
         trials.extend(target_trials::<Nvidia>(arch, CUDA));
-        trials.extend(elem_trials::<Nvidia>(arch, GpuMath::Cuda));
+        trials.extend(elem_trials::<Nvidia>(arch, GpuMath::Cuda, Some(ElemFlavour::GpuCuda)));
     }
     libtest_mimic::run(&args, trials).exit();
 }

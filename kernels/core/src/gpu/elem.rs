@@ -282,3 +282,79 @@ pub fn swiglu(math: GpuMath, y: &mut [f32], x: &[f32], g: &[f32]) {
         y[i] = flush(z, silu(math, x[i]) * flush(z, g[i]));
     }
 }
+
+/// `1/(2 pi)` rounded to f32 (0x3E22F983), the factor nvcc's fast `sinf`/`cosf` scale
+/// the angle by before `MUFU.SIN`/`MUFU.COS`.
+const INV_2PI: f32 = f32::from_bits(0x3E22_F983);
+
+/// `a * b` rounded toward zero (SASS `FMUL.RZ`): the exact product (an f64 holds it)
+/// rounded to nearest, stepped one ulp toward zero where that rounded away from it.
+#[inline]
+pub fn mul_rz(a: f32, b: f32) -> f32 {
+    let p = a as f64 * b as f64;
+    let r = p as f32;
+    if r.is_finite() && (r as f64).abs() > p.abs() {
+        f32::from_bits(r.to_bits() - 1)
+    } else {
+        r
+    }
+}
+
+/// The model of `MUFU.SIN` / `MUFU.COS` of `t` (an angle in turns, already scaled by
+/// `1/(2 pi)`): `sin(2 pi t)` / `cos(2 pi t)` in f64 of the fractional turn (exact in
+/// f64), rounded once.
+#[inline]
+pub fn sincos_turns(t: f32) -> (f32, f32) {
+    let t = t as f64;
+    let frac = t - t.round();
+    let a = frac * std::f64::consts::TAU;
+    (a.sin() as f32, a.cos() as f32)
+}
+
+/// The model of `MUFU.LG2`: `log2` in f64, rounded once.
+#[inline]
+pub fn log2(v: f32) -> f32 {
+    (v as f64).log2() as f32
+}
+
+/// ggml's CUDA RoPE angles and their cosines and sines for one position, as `rope_neox`
+/// (`ggml-cuda/rope.cu`, no frequency factors, `ext_factor = 0`, `freq_scale = 1`,
+/// `attn_factor = 1`) computes them under nvcc's fast math, read from the SASS for sm_90
+/// and sm_80. Returns `[cos, sin]` per pair `p` of `n_dims`:
+///
+/// - `theta_scale = powf(freq_base, -2/n_dims)` on the host (the C library's `powf`, as
+///   on the CPU);
+/// - `theta = pos * ex2(RN(RN(2p * 0.5) * lg2(theta_scale)))` (`__powf(theta_scale,
+///   i0/2.0f)` is `MUFU.EX2(y * MUFU.LG2(x))`), then times `freq_scale`: every pair's
+///   angle computed afresh, where the CPU multiplies `theta` by `theta_scale` pair after
+///   pair;
+/// - `t = RZ(theta * RN(1/(2 pi)))`, the product rounded **toward zero**, and
+///   `cos = MUFU.COS(t)`, `sin = MUFU.SIN(t)` (`__cosf`/`__sinf`), each times
+///   `mscale = attn_factor`.
+///
+/// Every `FMUL` flushes subnormals. `MUFU.LG2`, `EX2`, `SIN` and `COS` are modelled as
+/// correctly rounded ([`log2`], [`exp2`], [`sincos_turns`]). The rotation is
+/// `fma(x0, cos, -(x1 * sin))`, `fma(x0, sin, x1 * cos)`: the CPU's fused form
+/// (`crate::elem::rope_neox` with `fused = true`).
+///
+/// Note what `t` costs: for a position in the thousands, `t` is a few hundred turns,
+/// whose f32 ulp is 2^-15 turns (from 256 to 512 turns); rounding toward zero loses up
+/// to one ulp, a phase error of up to 2 pi 2^-15 (about 2^-12.3) radians, far above an
+/// f32 rounding of the cosine. The device's angles at long positions are that coarse; the
+/// CPU's (glibc `cosf` of the angle) are not.
+pub fn rope_cache_cuda(pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
+    let theta_scale = freq_base.powf(-2.0f32 / n_dims as f32);
+    let lg = ftz(log2(ftz(theta_scale)));
+    let posf = pos as f32;
+    (0..n_dims / 2)
+        .map(|p| {
+            let half = ftz((2 * p) as f32 * 0.5);
+            let pw = ftz(exp2(ftz(half * lg)));
+            // `theta_base * freq_scale` with freq_scale = 1, exact.
+            let theta = ftz(posf * pw);
+            let (s, c) = sincos_turns(mul_rz(theta, INV_2PI));
+            // `* mscale` (attn_factor = 1), exact.
+            [ftz(c), ftz(s)]
+        })
+        .collect()
+}

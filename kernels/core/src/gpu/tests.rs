@@ -1096,3 +1096,43 @@ fn gpu_swiglu_is_silu_times_gate() {
         }
     }
 }
+
+/// `FMUL.RZ`: 1.5 * (1 + 2^-23) = 1.5 + 1.5 ulp exactly; nearest-even rounds it to
+/// 1.5 + 2 ulp, toward zero to 1.5 + 1 ulp (both signs).
+#[test]
+fn gpu_mul_rz_rounds_toward_zero() {
+    let b = 1.0 + f32::EPSILON;
+    assert_eq!(1.5f32 * b, 1.5 + 2.0 * f32::EPSILON);
+    assert_eq!(elem::mul_rz(1.5, b), 1.5 + f32::EPSILON);
+    assert_eq!(elem::mul_rz(-1.5, b), -(1.5 + f32::EPSILON));
+    assert_eq!(elem::mul_rz(3.0, 0.5), 1.5);
+}
+
+/// CUDA's RoPE cache: the identity at position 0; elsewhere within the phase error its
+/// recipe allows of the true cosine and sine (`t` rounded toward zero loses up to one ulp
+/// of turns; the angle itself carries the roundings of `lg2`, the product, `ex2` and
+/// `pos *`, the exponent's error amplified by `|m| ln 2`); and not the CPU's cache.
+#[test]
+fn gpu_rope_cache_cuda_within_its_phase_error() {
+    for [c, s] in elem::rope_cache_cuda(0, 128, 1e6) {
+        assert_eq!((c, s), (1.0, 0.0));
+    }
+    let mut differs = false;
+    for pos in [1i32, 7, 100, 1000, 4095, 30000] {
+        let cuda = elem::rope_cache_cuda(pos, 128, 1e6);
+        let cpu = crate::elem::rope_cache(pos, 128, 1e6);
+        differs |= cuda != cpu;
+        let ts = f64::from(1e6f32.powf(-2.0 / 128.0));
+        for (p, [c, s]) in cuda.iter().enumerate() {
+            let m = p as f64 * ts.log2();
+            let theta = f64::from(pos) * ts.powf(p as f64);
+            let t = theta / std::f64::consts::TAU;
+            let ulp_t = f64::from(f32::from_bits((t as f32).to_bits() + 1) - t as f32);
+            let angle = std::f64::consts::TAU * 1.01 * ulp_t + theta * (4.0 + m.abs()) * 2.0 * U;
+            let bound = angle + 2.0 * U;
+            assert!((f64::from(*c) - theta.cos()).abs() <= bound, "pos {pos} pair {p}: cos {c}");
+            assert!((f64::from(*s) - theta.sin()).abs() <= bound, "pos {pos} pair {p}: sin {s}");
+        }
+    }
+    assert!(differs);
+}

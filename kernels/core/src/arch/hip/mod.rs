@@ -15,9 +15,10 @@
 //! reproduce. The elementwise flavour is the GPU's own RMSNorm (times its weight) and
 //! SwiGLU ([`crate::elem::ElemFlavour::GpuHip`] / [`crate::elem::ElemFlavour::GpuCuda`],
 //! [`crate::gpu::elem`]: the device's reduction tree and operation order, its hardware
-//! `rsqrt`/`exp2`/`rcp` modelled as correctly rounded). Not reproduced: the device's
-//! attention (`mul_mat` + `soft_max` or flash attention) and RoPE, for which the
-//! decoder uses the `ref` lane's x64 loops as a stand-in, and the embedding `get_rows`
+//! `rsqrt`/`exp2`/`rcp` modelled as correctly rounded), and for `cuda-sm90` its RoPE
+//! ([`crate::elem::ElemFlavour::rope_cache`]). Not reproduced: the device's attention
+//! (`mul_mat` + `soft_max` or flash attention) and HIP's RoPE, for which the decoder
+//! uses the `ref` lane's x64 loops as a stand-in, and the embedding `get_rows`
 //! (llama.cpp keeps the token embedding in host memory and ggml's scheduler never
 //! offloads `get_rows`, so the CPU dequantizes it: the reference dequantizer).
 //!
@@ -113,9 +114,10 @@ pub static CUDA_SM90: Lane = Lane {
     recipe: cuda_recipe(),
     status: Status::Modelled {
         checked: "code-object level: the MMVQ recipe, the quantizer's operations and the \
-                  RMSNorm and SwiGLU twins equal those read from ggml's own SASS (nvcc, \
-                  sm_90 / sm_80); MUFU.RCP, MUFU.RSQ and MUFU.EX2 are modelled as \
-                  correctly rounded; RoPE and attention are x64 stand-ins; not run on a GPU",
+                  RMSNorm, SwiGLU and RoPE twins equal those read from ggml's own SASS \
+                  (nvcc, sm_90 / sm_80); the MUFU functions (RCP, RSQ, EX2, LG2, SIN, COS) \
+                  are modelled as correctly rounded; attention is an x64 stand-in; not run \
+                  on a GPU",
     },
     portable: &CUDA_SM90_TWIN,
 };
