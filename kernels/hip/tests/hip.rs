@@ -9,6 +9,9 @@
 //!   read from its disassembly (`llvm-objdump`), agree with the twin's
 //!   [`tiercheck_core::gpu::Contraction`] for the lane that models the target (gfx1030
 //!   for `hip-wave32`, gfx90a for `hip-wave64`).
+//! - `tree <target> <type>`: the project's MMVQ kernel for the lane's warp size and
+//!   warps per block has the recipe's loop step and reduction as expression trees, the
+//!   same trees the `ggml` trials hold ggml's own kernels to (`tests/common`).
 //! - `device <lane> <type> k=<k> rows=<n>`: the device's q8_1 activations and MMVQ
 //!   outputs equal the portable twin's, bit for bit. Ignored with the runtime's reason
 //!   where there is no device (`hipErrorNoDevice`), unless `TIERCHECK_REQUIRE_DEVICE`
@@ -18,6 +21,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use libtest_mimic::{Arguments, Completion, Trial};
+use tiercheck_hip::isa;
+
+mod common;
 use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
 use tiercheck_core::lane::{HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
@@ -131,37 +137,112 @@ fn observed(listing: &str, cfg: &MmvqConfig) -> Result<(bool, bool, bool), Strin
     Ok((sums, combine_fused, accumulate))
 }
 
-fn contraction_trial(target: &'static str) -> Trial {
-    let name = format!("contraction {target}");
+/// The lane recipe that models `target` and the disassembler, or the trial `name` that
+/// reports why a disassembly trial cannot run.
+fn disassembly_setup(name: &str, target: &str) -> Result<(MmvqConfig, PathBuf), Trial> {
     let cfg = match target {
         "gfx1030" => WAVE32,
         "gfx90a" => WAVE64,
-        _ => return ignored(name, format!("no lane models {target}'s compiler output")),
+        _ => {
+            let why = format!("no lane models {target}'s compiler output");
+            return Err(ignored(name.to_string(), why));
+        }
     };
     if code_object(target).is_none() {
-        return missing(name, BUILD_NOTE);
+        return Err(missing(name.to_string(), BUILD_NOTE));
     }
-    let Some(objdump) = find_objdump() else {
-        return missing(name, "llvm-objdump not found (set TIERCHECK_LLVM_OBJDUMP)");
+    match find_objdump() {
+        Some(objdump) => Ok((cfg, objdump)),
+        None => {
+            Err(missing(name.to_string(), "llvm-objdump not found (set TIERCHECK_LLVM_OBJDUMP)"))
+        }
+    }
+}
+
+/// `llvm-objdump -d` of the embedded code object for `target`.
+fn disassemble(objdump: &std::path::Path, target: &str) -> Result<String, String> {
+    // One folder per call: trials run in parallel and each removes its own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let co = code_object(target).ok_or("configured but not embedded")?;
+    let dir =
+        std::env::temp_dir().join(format!("tiercheck-hip-{}-{target}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let path = dir.join(format!("{target}.co"));
+    std::fs::write(&path, co.bytes).map_err(|e| e.to_string())?;
+    let out = Command::new(objdump).arg("-d").arg(format!("--mcpu={target}")).arg(&path).output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out.map_err(|e| format!("{}: {e}", objdump.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} -d failed: {}",
+            objdump.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `tree <target> <type>`: the project's own MMVQ kernel for the lane's warp size and
+/// warps per block, read as expression trees ([`isa::amdgpu`]), has the recipe's loop
+/// step (one to four chained `tmp += vec_dot(...)`) and the recipe's reduction: the
+/// trees the `ggml` trials hold ggml's own kernels to (`tests/common`). So the device
+/// code and ggml's code are held to one recipe, not merely to three fusion switches.
+fn tree_trial(target: &'static str, ty: GgmlType, spelling: &'static str) -> Trial {
+    let name = format!("tree {target} {}", ty.name());
+    let (cfg, objdump) = match disassembly_setup(&name, target) {
+        Ok(x) => x,
+        Err(t) => return t,
     };
     Trial::test(name, move || {
-        let co = code_object(target).expect("checked above");
-        let dir = std::env::temp_dir().join(format!("tiercheck-hip-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{target}.co"));
-        std::fs::write(&path, co.bytes)?;
-        let out =
-            Command::new(&objdump).arg("-d").arg(format!("--mcpu={target}")).arg(&path).output()?;
-        let _ = std::fs::remove_dir_all(&dir);
-        if !out.status.success() {
-            return Err(format!(
-                "{} -d failed: {}",
-                objdump.display(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
+        let listing = disassemble(&objdump, target)?;
+        let kernel = mmvq_kernel(spelling, cfg.warp_size, cfg.nwarps(ty));
+        let k = isa::amdgpu(&listing, &kernel)?;
+        let mut bad = Vec::new();
+        let steps: Vec<String> = (0..k.loops.len())
+            .flat_map(|l| k.accumulators(l))
+            .map(|acc| k.exprs.render(acc))
+            .collect();
+        if steps.is_empty() {
+            bad.push("no loop carries a float accumulator".to_string());
         }
-        let listing = String::from_utf8_lossy(&out.stdout);
+        for st in &steps {
+            if !common::step_matches(st, ty, cfg.contraction) {
+                let mut e = isa::Exprs::new();
+                let acc = e.leaf("acc");
+                let one = common::step(&mut e, ty, cfg.contraction, acc);
+                bad.push(format!("loop step:\n    device {st}\n    recipe {}", e.render(one)));
+            }
+        }
+        let out = k
+            .stores
+            .iter()
+            .rev()
+            .find(|s| s.op.starts_with("global_store_dword"))
+            .ok_or("no global_store_dword")?;
+        let got = k.exprs.render(out.value);
+        let mut e = isa::Exprs::new();
+        let r = common::reduction(&mut e, cfg.warp_size, cfg.nwarps(ty));
+        let want = e.render(r);
+        if got != want {
+            bad.push(format!("reduction:\n    device {got}\n    recipe {want}"));
+        }
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{target} {kernel} ({}):\n  {}", cfg.name, bad.join("\n  ")).into())
+        }
+    })
+}
+
+fn contraction_trial(target: &'static str) -> Trial {
+    let name = format!("contraction {target}");
+    let (cfg, objdump) = match disassembly_setup(&name, target) {
+        Ok(x) => x,
+        Err(t) => return t,
+    };
+    Trial::test(name, move || {
+        let listing = disassemble(&objdump, target)?;
         let (sums, combine_fused, accumulate) = observed(&listing, &cfg)?;
         let c: Contraction = cfg.contraction;
         let want_combine_fused = c.q4_k_combine != Q4KCombine::Unfused;
@@ -249,6 +330,9 @@ fn main() {
     for &t in CONFIGURED_TARGETS {
         trials.push(code_object_trial(t));
         trials.push(contraction_trial(t));
+        for (ty, spelling) in tiercheck_hip::TYPES {
+            trials.push(tree_trial(t, ty, spelling));
+        }
     }
     for cfg in [WAVE32, WAVE64] {
         for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {

@@ -13,7 +13,8 @@
 //! body is evaluated once with every register it writes replaced by a loop-carried
 //! symbol, so the accumulator's body expression reads `acc` (its value from the
 //! previous iteration), and after the loop every such register reads `acc` again (its
-//! value after the last iteration). Nested loops are refused.
+//! value after the last iteration). Back edges to one header close one loop, whose body
+//! runs to the last of them. Nested loops are refused.
 //!
 //! Float instructions become [`Node`]s: `v_add/sub/mul/fma/fmac/fma_mix/pk_fma/pk_mul`,
 //! `max/min`, the f16/int conversions, `v_div_fixup_f32` (the last step of the
@@ -1079,7 +1080,17 @@ fn evaluate<T>(
         .iter()
         .filter_map(|i| i.target.filter(|&t| t < i.addr).map(|t| (t, i.addr)))
         .collect();
+    // Several back edges to one header are one loop (a rotated loop whose body ends in
+    // a divergent if/else jumps back from each side): its body runs to the last of them.
     loops.sort();
+    loops.dedup_by(|later, first| {
+        if later.0 == first.0 {
+            first.1 = first.1.max(later.1);
+            true
+        } else {
+            false
+        }
+    });
     for w in loops.windows(2) {
         if w[1].0 <= w[0].1 {
             return Err(format!("{kernel}: nested or overlapping loops are not evaluated"));
