@@ -14,6 +14,8 @@
 //!   and fusions (which products are fused, into what); and the stored output is the
 //!   recipe's reduction (the shared-memory partials of warps 1.. added in order, then the
 //!   XOR butterfly with the recipe's offsets).
+//!   Each kernel's descriptor (`<kernel>.kd`) must also keep f32 subnormals
+//!   (`FLOAT_DENORM_MODE_32` = 3), as the recipes compute.
 //! - `ggml <target> quantize_q8_1`: the stored `ds` is `(f16(amax / 127), f16(sum))` with
 //!   both 32-lane butterflies and a correctly rounded division, and the stored code reads
 //!   `x / d` as a correctly rounded division.
@@ -87,6 +89,9 @@ struct Listings {
     /// `llvm-objdump -D` of norm.co and unary.co (the kernel descriptors).
     norm_all: String,
     unary_all: String,
+    /// The f32 denormal mode of each MMVQ kernel and of `quantize_q8_1`, from its
+    /// descriptor (`None`: no descriptor found).
+    denorm: Vec<(String, Option<u32>)>,
 }
 
 fn tool_output(tool: &Path, args: &[&str], file: &Path) -> Result<String, String> {
@@ -113,10 +118,29 @@ fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
     let mcpu = format!("--mcpu={target}");
     let mmvq = dir.join("mmvq.co");
     let quantize = dir.join("quantize.co");
+    let (mmvq_listing, quantize_listing) = (
+        tool_output(&objdump, &["-d", &mcpu], &mmvq)?,
+        tool_output(&objdump, &["-d", &mcpu], &quantize)?,
+    );
+    // Each kernel's descriptor, disassembled alone (`<kernel>.kd`).
+    let mut denorm = Vec::new();
+    let kernels = TYPES.iter().map(|&t| (&mmvq, &mmvq_listing, mmvq_prefix(t))).chain([(
+        &quantize,
+        &quantize_listing,
+        "_ZL13quantize_q8_1".to_string(),
+    )]);
+    for (file, listing, prefix) in kernels {
+        if let Some(name) = isa::find_kernel(listing, &prefix) {
+            let only = format!("--disassemble-symbols={name}.kd");
+            let kd = tool_output(&objdump, &["-D", &mcpu, &only], file)?;
+            denorm.push((name.clone(), isa::amdgpu_denorm_mode_f32(&kd, &name)));
+        }
+    }
     Ok(Listings {
-        mmvq: tool_output(&objdump, &["-d", &mcpu], &mmvq)?,
+        mmvq: mmvq_listing,
         mmvq_notes: tool_output(&readelf, &["--notes"], &mmvq)?,
-        quantize: tool_output(&objdump, &["-d", &mcpu], &quantize)?,
+        quantize: quantize_listing,
+        denorm,
         norm: tool_output(&objdump, &["-d", &mcpu], &dir.join("norm.co"))?,
         unary: tool_output(&objdump, &["-d", &mcpu], &dir.join("unary.co"))?,
         norm_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("norm.co"))?,
@@ -137,6 +161,13 @@ struct Observed {
     block: u64,
     step: String,
     output: String,
+    /// The kernel's f32 denormal mode (3: subnormals kept, as the recipes compute).
+    denorm: Option<u32>,
+}
+
+/// The f32 denormal mode recorded for `kernel` in `l`.
+fn denorm_of(l: &Listings, kernel: &str) -> Option<u32> {
+    l.denorm.iter().find(|(n, _)| n == kernel).and_then(|(_, m)| *m)
 }
 
 fn observe_mmvq(l: &Listings, ty: GgmlType) -> Result<Observed, String> {
@@ -161,7 +192,12 @@ fn observe_mmvq(l: &Listings, ty: GgmlType) -> Result<Observed, String> {
         .rev()
         .find(|s| s.op.starts_with("global_store_dword"))
         .ok_or_else(|| format!("{name}: no global_store_dword"))?;
-    Ok(Observed { block, step: k.exprs.render(acc), output: k.exprs.render(out.value) })
+    Ok(Observed {
+        block,
+        step: k.exprs.render(acc),
+        output: k.exprs.render(out.value),
+        denorm: denorm_of(l, &name),
+    })
 }
 
 /// The differences between ggml's kernel and the recipe `cfg` (empty: they agree).
@@ -174,6 +210,9 @@ fn compare_mmvq(obs: &Observed, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String> {
             "block size: ggml {} threads, recipe {nwarps} warps x {} = {want_block}",
             obs.block, cfg.warp_size
         ));
+    }
+    if obs.denorm != Some(3) {
+        bad.push(format!("f32 denormal mode {:?}, the recipe keeps subnormals (3)", obs.denorm));
     }
     // The loop body may be unrolled: k steps per iteration.
     let mut e = Exprs::new();
@@ -226,6 +265,12 @@ fn check_quantize(l: &Listings) -> Result<(), String> {
     let mut e = Exprs::new();
     let (ds, q) = quantize_recipe(&mut e);
     let (want_ds, want_q) = (e.render(ds), e.render(q));
+    if denorm_of(l, &name) != Some(3) {
+        return Err(format!(
+            "{name}: f32 denormal mode {:?}, the twin keeps subnormals (3)",
+            denorm_of(l, &name)
+        ));
+    }
     let dword = k
         .stores
         .iter()
