@@ -390,15 +390,11 @@ impl Vendor for Amd {
     const VOCAB: Vocab =
         Vocab { rsq: "rsq_f32", rcp: "rcp_f32", ex2: "exp_f32", eps: "arg0", rsq_scaled: true };
     fn observe_elem(l: &Listings) -> Result<ElemObserved, String> {
-        let mut norm = Vec::new();
-        for b in RMS_BLOCKS {
-            let prefix = format!("_ZL12rms_norm_f32ILi{b}ELb1ELb0ELb0E");
-            let name = isa::find_kernel(&l.norm, &prefix)
-                .ok_or_else(|| format!("no {prefix} kernel in ggml's norm code object"))?;
-            let k = isa::amdgpu(&l.norm, &name)?;
-            let ftz = amd_ftz(&l.norm_all, &name);
-            norm.push(observe_norm(&name, &k, "ds_write_b32", "global_store_dword", ftz)?);
-        }
+        let norm =
+            observe_norms("_ZL12rms_norm_f32", ["ds_write_b32", "global_store_dword"], |p| {
+                let name = isa::find_kernel(&l.norm, p)?;
+                Some(isa::amdgpu(&l.norm, &name).map(|k| (amd_ftz(&l.norm_all, &name), name, k)))
+            })?;
         let prefix = "_ZL21unary_gated_op_kernelIXadL_ZL7op_silufEEfE";
         let name = isa::find_kernel(&l.unary, prefix)
             .ok_or_else(|| format!("no {prefix} kernel in ggml's unary code object"))?;
@@ -693,14 +689,11 @@ impl Vendor for Nvidia {
         rsq_scaled: false,
     };
     fn observe_elem(s: &Sass) -> Result<ElemObserved, String> {
-        let mut norm = Vec::new();
-        for b in RMS_BLOCKS {
-            let prefix = format!("_Z12rms_norm_f32ILi{b}ELb1ELb0ELb0E");
-            let name = isa::find_sass_kernel(&s.norm, &prefix)
-                .ok_or_else(|| format!("no {prefix} kernel in ggml's norm cubin"))?;
-            let k = isa::sass(&s.norm, &name, &isa::constant_bank(&s.norm_elf, &name, 2))?;
-            norm.push(observe_norm(&name, &k, "STS", "STG.E", sass_ftz(k.ftz))?);
-        }
+        let norm = observe_norms("_Z12rms_norm_f32", ["STS", "STG.E"], |p| {
+            let name = isa::find_sass_kernel(&s.norm, p)?;
+            let bank2 = isa::constant_bank(&s.norm_elf, &name, 2);
+            Some(isa::sass(&s.norm, &name, &bank2).map(|k| (sass_ftz(k.ftz), name, k)))
+        })?;
         // nvcc names the static `op_silu` with a per-file hash: `_ZN<..>op_siluEf`.
         let name = sass_kernels(&s.unary)
             .find(|n| {
@@ -854,12 +847,7 @@ fn observe_norm(
             k.exprs.render(p)
         }
     });
-    let out = k
-        .stores
-        .iter()
-        .rev()
-        .find(|st| st.op == global_store)
-        .ok_or_else(|| format!("{name}: no {global_store}"))?;
+    let out = last_store(name, k, global_store)?;
     Ok(NormObserved {
         name: name.to_string(),
         steps,
@@ -869,18 +857,37 @@ fn observe_norm(
     })
 }
 
+/// The kernel's last store with mnemonic `op`.
+fn last_store<'a>(name: &str, k: &'a isa::Kernel, op: &str) -> Result<&'a isa::Store, String> {
+    k.stores.iter().rev().find(|st| st.op == op).ok_or_else(|| format!("{name}: no {op}"))
+}
+
+/// Both `rms_norm_f32<B, true>` instances: `mangled` is the name up to the template
+/// arguments, `stores` the shared and global store mnemonics, and `eval` finds a kernel
+/// by its name prefix and evaluates it (with its subnormal handling), or `None` when the
+/// listing has no such kernel.
+fn observe_norms(
+    mangled: &str,
+    [shared, global]: [&str; 2],
+    eval: impl Fn(&str) -> Option<Result<(Option<bool>, String, isa::Kernel), String>>,
+) -> Result<Vec<NormObserved>, String> {
+    let mut norm = Vec::new();
+    for b in RMS_BLOCKS {
+        let prefix = format!("{mangled}ILi{b}ELb1ELb0ELb0E");
+        let (ftz, name, k) =
+            eval(&prefix).ok_or_else(|| format!("no {prefix} kernel in ggml's norm build"))??;
+        norm.push(observe_norm(&name, &k, shared, global, ftz)?);
+    }
+    Ok(norm)
+}
+
 fn observe_silu(
     name: &str,
     k: &isa::Kernel,
     global_store: &str,
     ftz: Option<bool>,
 ) -> Result<SiluObserved, String> {
-    let out = k
-        .stores
-        .iter()
-        .rev()
-        .find(|st| st.op == global_store)
-        .ok_or_else(|| format!("{name}: no {global_store}"))?;
+    let out = last_store(name, k, global_store)?;
     Ok(SiluObserved { output: k.exprs.render(out.value), ftz })
 }
 
