@@ -17,8 +17,9 @@
 //!   tinyBLAS takes F16 activations (haswell, from two rows: the queries of a batch are
 //!   permuted, so only the converted copy is contiguous): one accumulator per score
 //!   ([`ElemOps::sgemm_dot`] of the widened halves).
-//! - softmax: `w = kq*scale + mask`, the row max, [`ElemOps::soft_max`] (the f64 sum),
-//!   `p *= (f32)(1/sum)`.
+//! - softmax: `w = kq*scale + mask`, then [`ElemOps::soft_max_row`]: on the CPU tiers
+//!   the row max, [`ElemOps::soft_max`] (the f64 sum), `p *= (f32)(1/sum)`; on the GPU
+//!   flavours the GPU kernel's order (an f32 block reduction, the device's `expf`).
 //! - `KQV`: with F32, `ggml_vec_dot_f32(V_d, p)`, or tinyBLAS from
 //!   [`ElemFlavour::sgemm_min_rows`] rows; with F16, tinyBLAS from two rows where the
 //!   tier has it for F16 (haswell on `p` rounded to F16, the NEON build without FP16
@@ -388,14 +389,8 @@ impl Step<'_> {
                     f32::NEG_INFINITY
                 };
             }
-            let mut max = f32::NEG_INFINITY;
-            for &v in wp.iter() {
-                max = if max > v { max } else { v };
-            }
-            let sum = e.soft_max(dp, wp, max);
-            let inv = (1.0 / sum) as f32;
-            for (v, v16) in dp.iter_mut().zip(dp16.iter_mut()) {
-                *v *= inv;
+            e.soft_max_row(dp, wp);
+            for (v, v16) in dp.iter().zip(dp16.iter_mut()) {
                 *v16 = round16(*v);
             }
             for (d, od) in o.iter_mut().enumerate() {

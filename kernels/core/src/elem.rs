@@ -76,9 +76,11 @@
 //!   divisions ([`crate::gpu::elem`], through [`ElemOps::rms_norm_mul`] and
 //!   [`ElemOps::swiglu`]); on CUDA also its RoPE angles and fast `sinf`/`cosf`
 //!   ([`ElemFlavour::rope_cache`], [`crate::gpu::elem::rope_cache_cuda`]) with the fused
-//!   rotation. Everything else (softmax, the attention dot products, flash attention, and
-//!   HIP's RoPE) borrows the x64 loops ([`ElemFlavour::loops`]): a stand-in, since the
-//!   GPU's attention and HIP's RoPE are not reproduced.
+//!   rotation; the softmax of an attention row without flash attention is the GPU's
+//!   own too ([`ElemOps::soft_max_row`], [`crate::gpu::elem::soft_max_row`]). Everything
+//!   else (the attention dot products, flash attention, and HIP's RoPE) borrows the x64
+//!   loops ([`ElemFlavour::loops`]): a stand-in, since the GPU's `K·Q`, `V·p`, flash
+//!   attention and HIP's RoPE are not reproduced.
 //!
 //! This module is the portable form of every flavour. Native SIMD versions live in the
 //! architecture crates and must give the same bits (see their tests).
@@ -289,6 +291,24 @@ pub trait ElemOps: Sync + Send {
         match self.flavour().gpu_math() {
             Some(math) => crate::gpu::elem::rms_norm_mul(math, y, x, w, eps),
             None => rms_norm_mul(y, x, w, eps),
+        }
+    }
+
+    /// The softmax of one attention row without flash attention (ggml's `soft_max_ext`;
+    /// `w` holds the scores already scaled and masked: `RN(kq * scale)`, or `-inf` at
+    /// masked cells). Every CPU tier (`ggml_compute_forward_soft_max_f32`): the row
+    /// maximum, [`ElemOps::soft_max`] (the f64 sum), then `p *= (f32)(1/sum)` in f64
+    /// rounded once; the GPU flavours: the GPU kernel's own order
+    /// ([`crate::gpu::elem::soft_max_row`]).
+    fn soft_max_row(&self, p: &mut [f32], w: &[f32]) {
+        if let Some(math) = self.flavour().gpu_math() {
+            return crate::gpu::elem::soft_max_row(math, p, w);
+        }
+        let max = w.iter().fold(f32::NEG_INFINITY, |m, &v| if m > v { m } else { v });
+        let sum = self.soft_max(p, w, max);
+        let inv = (1.0 / sum) as f32;
+        for v in p.iter_mut() {
+            *v *= inv;
         }
     }
 

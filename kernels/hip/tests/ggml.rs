@@ -56,7 +56,7 @@ use std::sync::{Arc, OnceLock};
 
 use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_core::elem::ElemFlavour;
-use tiercheck_core::gpu::elem::{Expf, GpuMath, RmsMean, SiluDivide};
+use tiercheck_core::gpu::elem::{Divide, Expf, GpuMath, RmsMean};
 use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, CUDA, WAVE32, WAVE64};
 use tiercheck_core::GgmlType;
 use tiercheck_hip::isa::{self, Exprs, Id};
@@ -87,8 +87,10 @@ struct Listings {
     norm: String,
     unary: String,
     /// `llvm-objdump -D` of norm.co and unary.co (the kernel descriptors).
+    softmax: String,
     norm_all: String,
     unary_all: String,
+    softmax_all: String,
     /// The f32 denormal mode of each MMVQ kernel and of `quantize_q8_1`, from its
     /// descriptor (`None`: no descriptor found).
     denorm: Vec<(String, Option<u32>)>,
@@ -145,6 +147,8 @@ fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
         unary: tool_output(&objdump, &["-d", &mcpu], &dir.join("unary.co"))?,
         norm_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("norm.co"))?,
         unary_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("unary.co"))?,
+        softmax: tool_output(&objdump, &["-d", &mcpu], &dir.join("softmax.co"))?,
+        softmax_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("softmax.co"))?,
     })
 }
 
@@ -361,7 +365,7 @@ impl Vendor for Amd {
     type Listing = Listings;
     type Observed = Observed;
     fn missing(dir: &Path, target: &str) -> Option<String> {
-        for f in ["mmvq.co", "quantize.co", "norm.co", "unary.co"] {
+        for f in ["mmvq.co", "quantize.co", "norm.co", "unary.co", "softmax.co"] {
             let p = dir.join(target).join(f);
             if !p.is_file() {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
@@ -400,7 +404,16 @@ impl Vendor for Amd {
             .ok_or_else(|| format!("no {prefix} kernel in ggml's unary code object"))?;
         let k = isa::amdgpu(&l.unary, &name)?;
         let silu = observe_silu(&name, &k, "global_store_dword", amd_ftz(&l.unary_all, &name))?;
-        Ok(ElemObserved { norm, silu, rope: None })
+        // `ds_write_b32`, and `ds_write2st64_b32` for two cached values at once.
+        let soft_max =
+            observe_soft_maxes("_ZL12soft_max_f32", ["ds_write", "global_store_dword"], |p| {
+                let name = isa::find_kernel(&l.softmax, p)?;
+                Some(
+                    isa::amdgpu(&l.softmax, &name)
+                        .map(|k| (amd_ftz(&l.softmax_all, &name), name, k)),
+                )
+            })?;
+        Ok(ElemObserved { norm, silu, rope: None, soft_max })
     }
 }
 
@@ -507,6 +520,8 @@ struct Sass {
     unary_elf: String,
     rope: String,
     rope_elf: String,
+    softmax: String,
+    softmax_elf: String,
 }
 
 fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
@@ -543,6 +558,8 @@ fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
         unary_elf: run("-elf", "unary.cubin")?,
         rope: run("-sass", "rope.cubin")?,
         rope_elf: run("-elf", "rope.cubin")?,
+        softmax: run("-sass", "softmax.cubin")?,
+        softmax_elf: run("-elf", "softmax.cubin")?,
     })
 }
 
@@ -661,7 +678,14 @@ impl Vendor for Nvidia {
     type Listing = Sass;
     type Observed = ObservedCuda;
     fn missing(dir: &Path, arch: &str) -> Option<String> {
-        for f in ["mmvq.cubin", "quantize.cubin", "norm.cubin", "unary.cubin", "rope.cubin"] {
+        for f in [
+            "mmvq.cubin",
+            "quantize.cubin",
+            "norm.cubin",
+            "unary.cubin",
+            "rope.cubin",
+            "softmax.cubin",
+        ] {
             let p = dir.join(arch).join(f);
             if !p.is_file() {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
@@ -707,7 +731,13 @@ impl Vendor for Nvidia {
         let name = isa::find_sass_kernel(&s.rope, prefix)
             .ok_or_else(|| format!("no {prefix} kernel in ggml's rope cubin"))?;
         let k = isa::sass(&s.rope, &name, &isa::constant_bank(&s.rope_elf, &name, 2))?;
-        Ok(ElemObserved { norm, silu, rope: Some(observe_rope(&name, &k)?) })
+        let rope = Some(observe_rope(&name, &k)?);
+        let soft_max = observe_soft_maxes("_Z12soft_max_f32", ["STS", "STG.E"], |p| {
+            let name = isa::find_sass_kernel(&s.softmax, p)?;
+            let bank2 = isa::constant_bank(&s.softmax_elf, &name, 2);
+            Some(isa::sass(&s.softmax, &name, &bank2).map(|k| (sass_ftz(k.ftz), name, k)))
+        })?;
+        Ok(ElemObserved { norm, silu, rope, soft_max })
     }
 }
 
@@ -762,6 +792,30 @@ struct ElemObserved {
     silu: SiluObserved,
     /// CUDA's `rope_neox` (the HIP lanes do not reproduce HIP's RoPE).
     rope: Option<RopeObserved>,
+    /// Every `soft_max_f32<true, ncols, block, float>` of [`SOFT_MAX_COLS`].
+    soft_max: Vec<SoftMaxObserved>,
+}
+
+/// The row lengths whose `soft_max_f32` instances are checked: llama.cpp pads the
+/// attended cells to a multiple of 256, and ggml instantiates the kernel for 256, 512,
+/// 1024, 2048 and 4096 columns (one block of `min(ncols, 1024)` threads; one, two or
+/// four columns per thread). Other lengths run `soft_max_f32<true, 0, 0>` with the same
+/// block size and order, its loops not unrolled.
+const SOFT_MAX_COLS: [usize; 5] = [256, 512, 1024, 2048, 4096];
+
+/// What one `soft_max_f32<true, ncols, block, float>` says: the per-thread sum under the
+/// shared store's butterfly, and the stored outputs, with every shared-memory offset
+/// erased (`lds+N` printed as `lds`: the values a thread reads back are its own, the
+/// offsets are address arithmetic).
+struct SoftMaxObserved {
+    name: String,
+    /// Columns per thread.
+    cols: usize,
+    partial: Option<String>,
+    /// Every value stored to shared memory (the cached `vals`, the partials).
+    shared: Vec<String>,
+    outputs: Vec<String>,
+    ftz: Option<bool>,
 }
 
 /// ggml's CUDA `rope_neox<forward, no freq factors, float, float>`: the angle `T` that
@@ -879,6 +933,53 @@ fn observe_norms(
         norm.push(observe_norm(&name, &k, shared, global, ftz)?);
     }
     Ok(norm)
+}
+
+/// `lds+N` printed as `lds`.
+fn erase_lds_offsets(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("lds+") {
+        out.push_str(&rest[..i + 3]);
+        rest = rest[i + 4..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every `soft_max_f32<true, ncols, block, float>` of [`SOFT_MAX_COLS`]: `mangled` is the
+/// name up to the template arguments, `stores` the shared and global store mnemonics
+/// (prefixes), `eval` as for [`observe_norms`].
+fn observe_soft_maxes(
+    mangled: &str,
+    [shared, global]: [&str; 2],
+    eval: impl Fn(&str) -> Option<Result<(Option<bool>, String, isa::Kernel), String>>,
+) -> Result<Vec<SoftMaxObserved>, String> {
+    let mut out = Vec::new();
+    for n in SOFT_MAX_COLS {
+        let b = n.min(1024);
+        let prefix = format!("{mangled}ILb1ELi{n}ELi{b}EfE");
+        let (ftz, name, k) = eval(&prefix)
+            .ok_or_else(|| format!("no {prefix} kernel in ggml's softmax build"))??;
+        // The sum's partial: the one shared store that is a sum butterfly (the maximum's
+        // is a `max` butterfly, the cached values none).
+        let partial = k
+            .stores
+            .iter()
+            .filter(|st| st.op.starts_with(shared))
+            .find_map(|st| strip_butterfly(&k.exprs, st.value))
+            .map(|p| erase_lds_offsets(&k.exprs.render(p)));
+        let render = |op: &str| -> Vec<String> {
+            k.stores
+                .iter()
+                .filter(|st| st.op.starts_with(op))
+                .map(|st| erase_lds_offsets(&k.exprs.render(st.value)))
+                .collect()
+        };
+        let (shared, outputs) = (render(shared), render(global));
+        out.push(SoftMaxObserved { name, cols: n / b, partial, shared, outputs, ftz });
+    }
+    Ok(out)
 }
 
 fn observe_silu(
@@ -1001,7 +1102,8 @@ fn compare_rope(obs: &RopeObserved, fused: bool) -> Vec<String> {
 struct ElemRecipe {
     rms_mean: RmsMean,
     expf: Expf,
-    silu_divide: SiluDivide,
+    silu_divide: Divide,
+    soft_max_inverse: Divide,
     ftz: bool,
 }
 
@@ -1011,6 +1113,7 @@ impl ElemRecipe {
             rms_mean: m.rms_mean(),
             expf: m.expf(),
             silu_divide: m.silu_divide(),
+            soft_max_inverse: m.soft_max_inverse(),
             ftz: m.ftz(),
         }
     }
@@ -1019,9 +1122,17 @@ impl ElemRecipe {
         let mut out = Vec::new();
         for rms_mean in [RmsMean::DivideThenAdd, RmsMean::FmaReciprocal] {
             for expf in [Expf::DeviceLibrary, Expf::FastEx2] {
-                for silu_divide in [SiluDivide::Ieee, SiluDivide::Reciprocal] {
-                    for ftz in [false, true] {
-                        out.push(ElemRecipe { rms_mean, expf, silu_divide, ftz });
+                for silu_divide in [Divide::Ieee, Divide::Reciprocal] {
+                    for soft_max_inverse in [Divide::Ieee, Divide::Reciprocal] {
+                        for ftz in [false, true] {
+                            out.push(ElemRecipe {
+                                rms_mean,
+                                expf,
+                                silu_divide,
+                                soft_max_inverse,
+                                ftz,
+                            });
+                        }
                     }
                 }
             }
@@ -1097,14 +1208,117 @@ fn silu_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab) -> Id {
         }
     };
     let q = match r.silu_divide {
-        SiluDivide::Ieee => e.div(x, den),
-        SiluDivide::Reciprocal => {
+        Divide::Ieee => e.div(x, den),
+        Divide::Reciprocal => {
             let inv = e.op(v.rcp, &[den]);
             e.mul(x, inv)
         }
     };
     let g = e.leaf("f");
     e.mul(q, g)
+}
+
+/// The recipe's `expf(d)` (softmax's: the device library's form with its cut-offs to 0
+/// and inf, or `ex2(d * log2 e)`), in the vendor's vocabulary.
+fn expf_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab, d: Id) -> Id {
+    let log2e = e.constant(f32::from_bits(0x3FB8_AA3B));
+    let ph = e.mul(log2e, d);
+    match r.expf {
+        Expf::DeviceLibrary => {
+            let lo = e.constant(f32::from_bits(0x32A5_705F));
+            let nph = e.neg(ph);
+            let pl = e.fma(log2e, d, nph);
+            let pl = e.fma(lo, d, pl);
+            let n = e.op("rndne_f32", &[ph]);
+            let nn = e.neg(n);
+            let f = e.add(nn, ph);
+            let a = e.add(f, pl);
+            let p = e.op(v.ex2, &[a]);
+            let ni = e.leaf("i");
+            let ex = e.op("ldexp_f32", &[p, ni]);
+            let zero = e.constant(0.0);
+            let under = e.op("sel", &[zero, ex]);
+            let inf = e.constant(f32::INFINITY);
+            e.op("sel", &[inf, under])
+        }
+        Expf::FastEx2 => e.op(v.ex2, &[ph]),
+    }
+}
+
+/// The recipe's softmax pieces for `cols` columns per thread, offsets erased: each
+/// cached value `e = expf(lds - max)` (`max` the block's `fmaxf` butterfly over the
+/// shared slots), the per-thread sum (`0.0 + e_0 + e_1 ..`), and the accepted stored
+/// outputs (the cached `e` read back, times `inv`, the recipe's `1 / sum` of the block's
+/// sum butterfly; the kernel's sink term, which its listing shows unconditionally, may
+/// join the sum: `expf(sink - max)` with the sink a loaded value or a kernel argument).
+fn soft_max_trees(r: &ElemRecipe, v: &Vocab, cols: usize) -> (String, String, Vec<String>) {
+    let mut e = Exprs::new();
+    let slot = e.leaf("lds+0");
+    let max = butterfly(&mut e, slot, 32, true);
+    let nmax = e.neg(max);
+    let val = e.leaf("lds+0");
+    let d = e.add(nmax, val);
+    let ex = expf_tree(&mut e, r, v, d);
+    let mut chain = e.constant(0.0);
+    for _ in 0..cols {
+        chain = e.add(chain, ex);
+    }
+    let sum = butterfly(&mut e, slot, 32, false);
+    let mut outputs = Vec::new();
+    let sinks = ["f", "sym:arg0", "sym:param"].map(|l| {
+        let s = e.leaf(l);
+        let ds = e.add(nmax, s);
+        let es = expf_tree(&mut e, r, v, ds);
+        e.add(es, sum)
+    });
+    for total in [sum].into_iter().chain(sinks) {
+        let inv = match r.soft_max_inverse {
+            Divide::Ieee => {
+                let one = e.constant(1.0);
+                e.div(one, total)
+            }
+            Divide::Reciprocal => e.op(v.rcp, &[total]),
+        };
+        let p = e.mul(val, inv);
+        outputs.push(erase_lds_offsets(&e.render(p)));
+    }
+    (erase_lds_offsets(&e.render(ex)), erase_lds_offsets(&e.render(chain)), outputs)
+}
+
+/// The differences between ggml's softmax kernels and the recipe (empty: they agree).
+fn compare_soft_max(obs: &ElemObserved, r: &ElemRecipe, v: &Vocab) -> Vec<String> {
+    let mut bad = Vec::new();
+    for o in &obs.soft_max {
+        let (ex, chain, outputs) = soft_max_trees(r, v, o.cols);
+        let cached = o.shared.iter().filter(|s| **s == ex).count();
+        if cached != o.cols {
+            bad.push(format!(
+                "{}: {cached} shared stores of expf(x - max), want {}\n    recipe {ex}",
+                o.name, o.cols
+            ));
+        }
+        if o.partial.as_deref() != Some(chain.as_str()) {
+            bad.push(format!(
+                "{}: per-thread sum under the butterfly\n    ggml   {:?}\n    recipe {chain}",
+                o.name, o.partial
+            ));
+        }
+        if o.outputs.len() != o.cols {
+            bad.push(format!("{}: {} stored outputs, want {}", o.name, o.outputs.len(), o.cols));
+        }
+        for out in &o.outputs {
+            if !outputs.contains(out) {
+                bad.push(format!(
+                    "{}: output\n    ggml   {out}\n    recipe {}",
+                    o.name, outputs[0]
+                ));
+            }
+        }
+        if o.ftz != Some(r.ftz) {
+            bad.push(format!("{}: flushes subnormals {:?}, recipe {}", o.name, o.ftz, r.ftz));
+        }
+    }
+    bad
 }
 
 /// The differences between ggml's RMSNorm kernels and the recipe (empty: they agree).
@@ -1183,6 +1397,7 @@ fn elem_trials<V: Vendor>(
         format!("ggml {target} rms_norm"),
         format!("ggml {target} swiglu"),
         format!("ggml {target} elementwise recipes are told apart"),
+        format!("ggml {target} soft_max"),
     ];
     if rope.is_some() {
         names.push(format!("ggml {target} rope"));
@@ -1194,8 +1409,9 @@ fn elem_trials<V: Vendor>(
     let shared: Arc<OnceLock<Result<ElemObserved, String>>> = Arc::new(OnceLock::new());
     let recipe = ElemRecipe::of(math);
     let (n_norm, n_silu, n_apart) = (names[0].clone(), names[1].clone(), names[2].clone());
-    let (l1, l2, l3, l4) = (shared.clone(), shared.clone(), shared.clone(), shared);
-    let (d1, d2, d3, d4) = (dir.clone(), dir.clone(), dir.clone(), dir);
+    let (l1, l2, l3, l4, l5) =
+        (shared.clone(), shared.clone(), shared.clone(), shared.clone(), shared);
+    let (d1, d2, d3, d4, d5) = (dir.clone(), dir.clone(), dir.clone(), dir.clone(), dir);
     let report = move |bad: Vec<String>| -> Result<(), libtest_mimic::Failed> {
         if bad.is_empty() {
             Ok(())
@@ -1213,29 +1429,32 @@ fn elem_trials<V: Vendor>(
         Trial::test(n_apart, move || {
             let obs = elem_once::<V>(&l3, &d3, target)?;
             // Each kernel pins its own switches: RMSNorm the mean (and FTZ), SwiGLU
-            // the expf and the division (and FTZ).
-            let norm: Vec<ElemRecipe> = ElemRecipe::all()
+            // the expf and the division (and FTZ), softmax the expf and `1 / sum` (and
+            // FTZ).
+            let all: Vec<ElemRecipe> = ElemRecipe::all()
                 .into_iter()
-                .filter(|r| compare_norm(obs, r, &V::VOCAB).is_empty())
+                .filter(|r| {
+                    compare_norm(obs, r, &V::VOCAB).is_empty()
+                        && compare_silu(obs, r, &V::VOCAB).is_empty()
+                        && compare_soft_max(obs, r, &V::VOCAB).is_empty()
+                })
                 .collect();
-            let silu: Vec<ElemRecipe> = ElemRecipe::all()
-                .into_iter()
-                .filter(|r| compare_silu(obs, r, &V::VOCAB).is_empty())
-                .collect();
-            let both: Vec<&ElemRecipe> = norm.iter().filter(|r| silu.contains(r)).collect();
-            match both[..] {
-                [r] if *r == recipe => Ok(()),
+            match all[..] {
+                [r] if r == recipe => Ok(()),
                 _ => Err(format!(
-                    "{target}: ggml's RMSNorm and SwiGLU match {} recipes together, expected \
-                     exactly {math:?}'s {recipe:?}: {both:?}",
-                    both.len()
+                    "{target}: ggml's RMSNorm, SwiGLU and softmax match {} recipes together, \
+                     expected exactly {math:?}'s {recipe:?}: {all:?}",
+                    all.len()
                 )
                 .into()),
             }
         }),
     ];
+    out.push(Trial::test(names[3].clone(), move || {
+        report(compare_soft_max(elem_once::<V>(&l5, &d5, target)?, &recipe, &V::VOCAB))
+    }));
     if let Some(fl) = rope {
-        out.push(Trial::test(names[3].clone(), move || {
+        out.push(Trial::test(names[4].clone(), move || {
             let obs = elem_once::<V>(&l4, &d4, target)?;
             let r = obs.rope.as_ref().ok_or("no RoPE observed")?;
             let bad = compare_rope(r, fl.rope_fused());

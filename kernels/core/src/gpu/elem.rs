@@ -86,11 +86,19 @@ impl GpuMath {
         }
     }
 
-    /// How SiLU divides `x` by `1 + exp(-x)`.
-    pub fn silu_divide(self) -> SiluDivide {
+    /// How softmax forms `1 / sum`.
+    pub fn soft_max_inverse(self) -> Divide {
         match self {
-            GpuMath::Hip => SiluDivide::Ieee,
-            GpuMath::Cuda => SiluDivide::Reciprocal,
+            GpuMath::Hip => Divide::Ieee,
+            GpuMath::Cuda => Divide::Reciprocal,
+        }
+    }
+
+    /// How SiLU divides `x` by `1 + exp(-x)`.
+    pub fn silu_divide(self) -> Divide {
+        match self {
+            GpuMath::Hip => Divide::Ieee,
+            GpuMath::Cuda => Divide::Reciprocal,
         }
     }
 }
@@ -114,12 +122,12 @@ pub enum RmsMean {
     FmaReciprocal,
 }
 
-/// SiLU's division.
+/// An f32 division `x / d` in device code (SiLU's, softmax's `1 / sum`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SiluDivide {
-    /// `x / den`, correctly rounded (HIP).
+pub enum Divide {
+    /// `x / d`, correctly rounded (HIP).
     Ieee,
-    /// `x * rcp(den)` (CUDA fast math).
+    /// `x * rcp(d)` (CUDA fast math; `1 / d` is `rcp(d)` itself).
     Reciprocal,
 }
 
@@ -232,33 +240,54 @@ fn ldexp(v: f32, n: i32) -> f32 {
     (v as f64 * 2f64.powi(n.clamp(-400, 400))) as f32
 }
 
-/// `1 + expf(-x)` in the form `expf` (flushing subnormals when `z`).
+/// `expf(v)` in the form `expf` (flushing subnormals when `z`), without the cut-offs
+/// of the device library's form (the caller applies them where its comparison is).
 #[inline]
-fn silu_den(expf: Expf, z: bool, x: f32) -> f32 {
+fn expf_core(expf: Expf, z: bool, v: f32) -> f32 {
     match expf {
         Expf::DeviceLibrary => {
-            let ph = flush(z, -x * LOG2E);
-            let pl = flush(z, (-LOG2E).mul_add(x, -ph));
-            let pl = flush(z, (-LOG2E_LO).mul_add(x, pl));
+            let ph = flush(z, v * LOG2E);
+            let pl = flush(z, LOG2E.mul_add(v, -ph));
+            let pl = flush(z, LOG2E_LO.mul_add(v, pl));
             let n = ph.round_ties_even();
             let a = flush(z, flush(z, ph - n) + pl);
             // `v_cvt_i32_f32` of n: saturating, NaN to 0 (Rust's `as`).
-            let e = flush(z, ldexp(exp2(a), n as i32));
-            let mut den = flush(z, 1.0 + e);
-            // `v_cmp_nlt` / `v_cmp_ngt`: the replacements apply only to ordered compares.
-            if x > SILU_ONE_ABOVE {
-                den = 1.0;
-            }
-            if x < SILU_INF_BELOW {
-                den = f32::INFINITY;
-            }
-            den
+            flush(z, ldexp(exp2(a), n as i32))
         }
-        Expf::FastEx2 => {
-            let t = flush(z, x * -LOG2E);
-            flush(z, 1.0 + flush(z, exp2(t)))
+        Expf::FastEx2 => flush(z, exp2(flush(z, v * LOG2E))),
+    }
+}
+
+/// The GPU's `expf(v)`: the device library's form (HIP: the split product,
+/// `v_exp_f32`, `ldexp`; `0` below -103.28 and `inf` above 88.72, where the compares
+/// are ordered) or `__expf` (CUDA fast math: `ex2(RN(v * log2e))`).
+#[inline]
+pub fn expf(math: GpuMath, v: f32) -> f32 {
+    let z = math.ftz();
+    let v = flush(z, v);
+    let e = expf_core(math.expf(), z, v);
+    match math.expf() {
+        Expf::DeviceLibrary if v < -SILU_ONE_ABOVE => 0.0,
+        Expf::DeviceLibrary if v > -SILU_INF_BELOW => f32::INFINITY,
+        _ => e,
+    }
+}
+
+/// `1 + expf(-x)` in the form `expf` (flushing subnormals when `z`).
+#[inline]
+fn silu_den(expf: Expf, z: bool, x: f32) -> f32 {
+    // `RN(-x * c)` is `RN(x * -c)`, and `fma(c, -x, y)` is `fma(-c, x, y)`, bit for bit.
+    let mut den = flush(z, 1.0 + expf_core(expf, z, -x));
+    if expf == Expf::DeviceLibrary {
+        // `v_cmp_nlt` / `v_cmp_ngt`: the replacements apply only to ordered compares.
+        if x > SILU_ONE_ABOVE {
+            den = 1.0;
+        }
+        if x < SILU_INF_BELOW {
+            den = f32::INFINITY;
         }
     }
+    den
 }
 
 /// One element of ggml's GPU SiLU: `x / (1 + expf(-x))` in `math`'s form.
@@ -268,8 +297,8 @@ pub fn silu(math: GpuMath, x: f32) -> f32 {
     let x = flush(z, x);
     let den = silu_den(math.expf(), z, x);
     match math.silu_divide() {
-        SiluDivide::Ieee => flush(z, x / den),
-        SiluDivide::Reciprocal => flush(z, x * flush(z, rcp(den))),
+        Divide::Ieee => flush(z, x / den),
+        Divide::Reciprocal => flush(z, x * flush(z, rcp(den))),
     }
 }
 
@@ -357,4 +386,58 @@ pub fn rope_cache_cuda(pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]>
             [ftz(c), ftz(s)]
         })
         .collect()
+}
+
+/// Threads per block of ggml's GPU `soft_max_f32` for rows of `n` values: the smallest
+/// power of two from 32 that reaches `n`, at most 1024 (`soft_max_f32_cuda`). The
+/// templated instances (`n` = 32, 64, .., 4096) use `min(n, 1024)`, the same number.
+pub fn soft_max_block(n: usize) -> usize {
+    let mut nth = WARP;
+    while nth < n && nth < 1024 {
+        nth *= 2;
+    }
+    nth
+}
+
+/// Twin of ggml's GPU softmax of one attention row (`ggml-cuda/softmax.cu`
+/// `soft_max_f32<use_shared, ncols, block, float>`, no sinks, `max_bias = 0`):
+/// `p = softmax(w)` for the scores `w`, already scaled and masked (`RN(kq * scale)`, or
+/// `-inf` at masked cells: what the kernel forms as `x*scale + slope*mask` with
+/// `slope = 1` and a mask of 0 or `-inf`, whichever product it fuses). One block of
+/// `B` = [`soft_max_block`] threads:
+///
+/// - the row maximum (`fmaxf` per thread, then `block_reduce<MAX>`; a maximum does not
+///   depend on the order);
+/// - `e_j = expf(w_j - max)` ([`expf`]: the subtraction rounded, then the device's
+///   `expf`); thread `t` sums its columns `t, t+B, ..` from `0.0` in increasing order,
+///   one rounding each;
+/// - `block_reduce<SUM>` of the per-thread sums ([`block_reduce_sum`]);
+/// - `inv = 1 / sum`: a correctly rounded division (HIP), `MUFU.RCP` (CUDA fast math,
+///   modelled as correctly rounded, [`rcp`]);
+/// - `p_j = e_j * inv`, one product.
+///
+/// CUDA flushes subnormal inputs and results of every instruction.
+pub fn soft_max_row(math: GpuMath, p: &mut [f32], w: &[f32]) {
+    assert_eq!(p.len(), w.len(), "soft_max_row: lengths differ");
+    let n = w.len();
+    let z = math.ftz();
+    let max = w.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(flush(z, v)));
+    for (e, &v) in p.iter_mut().zip(w) {
+        *e = expf(math, flush(z, flush(z, v) - max));
+    }
+    let b = soft_max_block(n);
+    let mut tmp = vec![0.0f32; b];
+    for (t, acc) in tmp.iter_mut().enumerate() {
+        for col in (t..n).step_by(b) {
+            *acc = flush(z, *acc + p[col]);
+        }
+    }
+    let sum = block_reduce_sum(&mut tmp, move |a, c| flush(z, flush(z, a) + flush(z, c)));
+    let inv = match math.soft_max_inverse() {
+        Divide::Ieee => 1.0 / sum,
+        Divide::Reciprocal => flush(z, rcp(flush(z, sum))),
+    };
+    for e in p.iter_mut() {
+        *e = flush(z, *e * inv);
+    }
 }

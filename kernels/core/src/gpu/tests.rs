@@ -1136,3 +1136,151 @@ fn gpu_rope_cache_cuda_within_its_phase_error() {
     }
     assert!(differs);
 }
+
+/// Block sizes of `soft_max_f32` as the launcher picks them.
+#[test]
+fn gpu_soft_max_block_sizes() {
+    for (n, b) in [(1, 32), (7, 32), (32, 32), (33, 64), (256, 256), (333, 512), (768, 1024)] {
+        assert_eq!(elem::soft_max_block(n), b, "n={n}");
+    }
+    for n in [1024, 2048, 4096, 100_000] {
+        assert_eq!(elem::soft_max_block(n), 1024, "n={n}");
+    }
+}
+
+/// The GPU's `expf`: within a few ulp of `exp` (CUDA's `__expf` loses `|v|` ulp to the
+/// rounded `v * log2 e`, and a quarter of that more to `log2 e` rounded to f32); HIP's cut-offs give 0 below -103.28 and inf above 88.72,
+/// subnormal results between (kept on HIP, flushed on CUDA); `-inf` gives 0.
+#[test]
+fn gpu_expf_within_bounds_and_at_the_cut_offs() {
+    let mut v = -87.0f32;
+    while v < 88.0 {
+        let want = f64::from(v).exp();
+        for math in [elem::GpuMath::Hip, elem::GpuMath::Cuda] {
+            let got = f64::from(elem::expf(math, v));
+            let ulps =
+                if math == elem::GpuMath::Cuda { 3.0 + 1.25 * f64::from(v.abs()) } else { 3.0 };
+            assert!((got - want).abs() <= ulps * U * want, "{math:?} v={v}: {got} vs {want}");
+        }
+        v += 0.0917;
+    }
+    let hip = elem::GpuMath::Hip;
+    assert_eq!(elem::expf(hip, -104.0), 0.0);
+    assert_eq!(elem::expf(hip, 89.0), f32::INFINITY);
+    assert!(elem::expf(hip, -100.0).is_subnormal());
+    assert_eq!(elem::expf(elem::GpuMath::Cuda, -100.0), 0.0);
+    for math in [hip, elem::GpuMath::Cuda] {
+        assert_eq!(elem::expf(math, f32::NEG_INFINITY), 0.0, "{math:?}");
+        assert_eq!(elem::expf(math, 0.0), 1.0, "{math:?}");
+    }
+}
+
+/// An independent statement of the softmax kernel's order, written per thread and per
+/// warp as the device runs it: `B` threads, thread `t` owning columns `t, t+B, ..`;
+/// each warp's XOR butterfly on an array of 32 lanes, lane 0 to its shared slot, the
+/// slots (zero past `B/32`) through one more butterfly.
+fn soft_max_threads(math: elem::GpuMath, w: &[f32]) -> Vec<f32> {
+    let z = math.ftz();
+    let fl = |v: f32| if z { crate::gpu::quantize::ftz(v) } else { v };
+    let n = w.len();
+    let b = elem::soft_max_block(n);
+    let max = w.iter().map(|&v| fl(v)).fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = w.iter().map(|&v| elem::expf(math, fl(fl(v) - max))).collect();
+    let threads: Vec<f32> = (0..b)
+        .map(|t| {
+            let mut acc = 0.0f32;
+            let mut col = t;
+            while col < n {
+                acc = fl(acc + e[col]);
+                col += b;
+            }
+            acc
+        })
+        .collect();
+    let warp_sum = |mut lanes: [f32; 32]| {
+        for off in [16, 8, 4, 2, 1] {
+            let before = lanes;
+            for (i, l) in lanes.iter_mut().enumerate() {
+                *l = fl(before[i] + before[i ^ off]);
+            }
+        }
+        lanes[0]
+    };
+    let mut slots = [0.0f32; 32];
+    for (wi, chunk) in threads.chunks(32).enumerate() {
+        slots[wi] = warp_sum(chunk.try_into().expect("whole warps"));
+    }
+    let sum = if b == 32 { slots[0] } else { warp_sum(slots) };
+    let inv = if z { fl(elem::rcp(fl(sum))) } else { 1.0 / sum };
+    e.iter().map(|&v| fl(v * inv)).collect()
+}
+
+/// The softmax twin equals the per-thread statement bit for bit, at the templated
+/// lengths (one and two columns per thread) and the generic ones (idle threads), with
+/// masked (`-inf`) cells; and stays within its rounding bound of the exact softmax:
+/// each `e` within 3u (HIP) or (3 + 1.25 |w - max|)u (CUDA), the sum within those plus
+/// 2 log2(B) + ceil(n/B) roundings, the inverse and the product one each.
+#[test]
+fn gpu_soft_max_row_follows_the_threads_and_its_bound() {
+    let mut r = Rng(0x50f7);
+    for n in [7usize, 64, 256, 333, 768, 1024, 2048, 4096, 5000] {
+        let used = n - n / 3;
+        let w: Vec<f32> =
+            (0..n).map(|j| if j < used { r.sym() * 8.0 } else { f32::NEG_INFINITY }).collect();
+        let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let exact: Vec<f64> = w.iter().map(|&v| f64::from(v - max).exp()).collect();
+        let total: f64 = exact.iter().sum();
+        let b = elem::soft_max_block(n);
+        let levels = 2.0 * (b as f64).log2().ceil() + n.div_ceil(b) as f64;
+        for math in [elem::GpuMath::Hip, elem::GpuMath::Cuda] {
+            let mut p = vec![0.0f32; n];
+            elem::soft_max_row(math, &mut p, &w);
+            let want = soft_max_threads(math, &w);
+            for j in 0..n {
+                assert_eq!(p[j].to_bits(), want[j].to_bits(), "{math:?} n={n} j={j}");
+            }
+            let ulps = |v: f32| {
+                let d = f64::from((v - max).abs());
+                3.0 + if math == elem::GpuMath::Cuda { 1.25 * d } else { 0.0 }
+            };
+            // Masked cells (`-inf`) contribute an exact 0.
+            let e_err: f64 = exact
+                .iter()
+                .zip(&w)
+                .filter(|(e, _)| **e > 0.0)
+                .map(|(e, &v)| ulps(v) * U * e)
+                .sum();
+            let sum_rel = e_err / total + levels * U;
+            for j in 0..used {
+                let want = exact[j] / total;
+                let rel = ulps(w[j]) * U + sum_rel + 2.0 * U;
+                let err = (f64::from(p[j]) - want).abs();
+                assert!(
+                    err <= rel * want * 1.001 + 1e-44,
+                    "{math:?} n={n} j={j}: {} vs {want}, rel {}",
+                    p[j],
+                    rel / U
+                );
+            }
+            assert!(p[used..].iter().all(|&v| v == 0.0));
+        }
+    }
+}
+
+/// The GPU softmax is not the CPU's (f32 tree sum and the device's `expf` against an f64
+/// sum and the C library's), and HIP's is not CUDA's, on some rows.
+#[test]
+fn gpu_soft_max_row_differs_from_the_cpu_and_between_vendors() {
+    let mut r = Rng(0x50f8);
+    let (mut cpu_differ, mut vendor_differ) = (false, false);
+    for _ in 0..32 {
+        let w: Vec<f32> = (0..256).map(|_| r.sym() * 8.0).collect();
+        let (mut h, mut c, mut x) = (vec![0.0; 256], vec![0.0; 256], vec![0.0; 256]);
+        elem::soft_max_row(elem::GpuMath::Hip, &mut h, &w);
+        elem::soft_max_row(elem::GpuMath::Cuda, &mut c, &w);
+        crate::elem::ElemOps::soft_max_row(&crate::elem::PORTABLE_X64, &mut x, &w);
+        cpu_differ |= h != x;
+        vendor_differ |= h != c;
+    }
+    assert!(cpu_differ && vendor_differ, "cpu {cpu_differ}, vendors {vendor_differ}");
+}

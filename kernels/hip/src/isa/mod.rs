@@ -14,7 +14,11 @@
 //! symbol, so the accumulator's body expression reads `acc` (its value from the
 //! previous iteration), and after the loop every such register reads `acc` again (its
 //! value after the last iteration). Back edges to one header close one loop, whose body
-//! runs to the last of them. Nested loops are refused.
+//! runs to the last of them. Nested loops are refused. A *detour* is no loop: a block
+//! control cannot fall into, entered by a forward branch from before the point its
+//! unconditional backward branch returns to (a slow path laid out of line, such as a
+//! 64-bit integer division of an index); it is evaluated where it lies, in program
+//! order, which no float tree reads when the detour is integer arithmetic.
 //!
 //! Float instructions become [`Node`]s: `v_add/sub/mul/fma/fmac/fma_mix/pk_fma/pk_mul`,
 //! `max/min`, the f16/int conversions, `v_div_fixup_f32` (the last step of the
@@ -1063,6 +1067,9 @@ fn written(ins: &str) -> Vec<String> {
 struct Item<T> {
     addr: u64,
     target: Option<u64>,
+    /// Whether control never falls through to the next instruction (`s_branch`,
+    /// `s_endpgm`; SASS `BRA`, `EXIT`, `RET` without a predicate).
+    uncond: bool,
     writes: Vec<String>,
     ins: T,
 }
@@ -1076,9 +1083,23 @@ fn evaluate<T>(
     mut ev: Eval,
     mut step: impl FnMut(&mut Eval, &T),
 ) -> Result<(Eval, Vec<Loop>), String> {
+    // A detour: a block that control cannot fall into (it follows an unconditional
+    // transfer), entered by a forward branch from before some point `t` of the body and
+    // left by an unconditional backward branch to `t`. Compilers lay slow paths out that
+    // way (a 64-bit integer division of an index, say); its backward branch returns
+    // from the detour, it closes no loop. A loop's back edge is reached from inside
+    // the loop (by falling through or from a branch after its header).
+    let detour_return = |k: usize, t: u64| {
+        let start = items[..k].iter().rposition(|i| i.uncond).map_or(0, |j| j + 1);
+        let d = items[start].addr;
+        items[k].uncond && d > t && items[..start].iter().any(|i| i.addr < t && i.target == Some(d))
+    };
     let mut loops: Vec<(u64, u64)> = items
         .iter()
-        .filter_map(|i| i.target.filter(|&t| t < i.addr).map(|t| (t, i.addr)))
+        .enumerate()
+        .filter_map(|(k, i)| {
+            i.target.filter(|&t| t < i.addr && !detour_return(k, t)).map(|t| (t, i.addr))
+        })
         .collect();
     // Several back edges to one header are one loop (a rotated loop whose body ends in
     // a divergent if/else jumps back from each side): its body runs to the last of them.
@@ -1168,6 +1189,7 @@ pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
         .map(|(addr, size, ins)| Item {
             addr,
             target: branch_target(ins, addr, size),
+            uncond: matches!(split(ins).0, "s_branch" | "s_endpgm"),
             writes: written(ins),
             ins,
         })

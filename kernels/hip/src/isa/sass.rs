@@ -8,6 +8,8 @@ use super::{evaluate, Eval, Id, Item, Kernel, Node, Store};
 /// One instruction: address, mnemonic (with its dot modifiers), operands.
 struct Ins {
     addr: u64,
+    /// Whether a predicate guards the instruction (`@P0 ...`).
+    predicated: bool,
     mn: String,
     ops: Vec<String>,
 }
@@ -29,13 +31,14 @@ fn kernel_lines(listing: &str, kernel: &str) -> Result<Vec<Ins>, String> {
         let Some((addr, body)) = rest.split_once("*/") else { continue };
         let Ok(addr) = u64::from_str_radix(addr.trim(), 16) else { continue };
         let body = body.split(';').next().unwrap_or("").trim();
+        let predicated = body.starts_with('@');
         let body = match body.strip_prefix('@') {
             Some(b) => b.split_once(char::is_whitespace).map(|x| x.1).unwrap_or("").trim(),
             None => body,
         };
         let (mn, ops) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
         let ops = ops.split(',').map(|o| o.trim().to_string()).filter(|o| !o.is_empty()).collect();
-        out.push(Ins { addr, mn: mn.to_string(), ops });
+        out.push(Ins { addr, predicated, mn: mn.to_string(), ops });
     }
     if out.is_empty() {
         return Err(format!("{kernel}: no instructions"));
@@ -341,7 +344,9 @@ pub fn sass(listing: &str, kernel: &str, bank2: &[u32]) -> Result<Kernel, String
                 .and_then(|o| u64::from_str_radix(o.trim_start_matches("0x"), 16).ok());
             let writes =
                 written(&ins).into_iter().filter(|r| r.starts_with('R') && r != "RZ").collect();
-            Item { addr: ins.addr, target, writes, ins }
+            let base = ins.mn.split('.').next().unwrap_or("");
+            let uncond = matches!(base, "BRA" | "EXIT" | "RET") && !ins.predicated;
+            Item { addr: ins.addr, target, uncond, writes, ins }
         })
         .collect();
     let mut ftz = (0, 0);
