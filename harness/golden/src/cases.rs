@@ -47,6 +47,10 @@ pub enum Op {
 pub enum ElemKind {
     /// `ggml_vec_soft_max_f32` of one row against its maximum (outputs and the f64 sum).
     SoftMax,
+    /// The softmax of one attention row without flash attention (`soft_max_ext` with the
+    /// scale and mask applied): the probabilities, in the flavour's whole order (the
+    /// CPU's f64 sum and `1/sum`, or the GPU kernel's block reduction).
+    SoftMaxRow,
     /// `ggml_vec_swiglu_f32` of two rows (x, gate).
     SwiGlu,
     /// `ggml_vec_dot_f32` of two rows.
@@ -61,8 +65,9 @@ pub enum ElemKind {
 
 impl ElemKind {
     /// Every kind.
-    pub const ALL: [ElemKind; 6] = [
+    pub const ALL: [ElemKind; 7] = [
         ElemKind::SoftMax,
+        ElemKind::SoftMaxRow,
         ElemKind::SwiGlu,
         ElemKind::DotF32,
         ElemKind::SgemmDot,
@@ -73,6 +78,7 @@ impl ElemKind {
     pub fn name(self) -> &'static str {
         match self {
             ElemKind::SoftMax => "soft_max",
+            ElemKind::SoftMaxRow => "soft_max_row",
             ElemKind::SwiGlu => "swiglu",
             ElemKind::DotF32 => "dot_f32",
             ElemKind::SgemmDot => "sgemm_dot",
@@ -80,10 +86,10 @@ impl ElemKind {
             ElemKind::Rope => "rope",
         }
     }
-    /// Input rows: one (soft_max, rope) or two (the second operand).
+    /// Input rows: one (soft_max, soft_max_row, rope) or two (the second operand).
     pub fn rows(self) -> usize {
         match self {
-            ElemKind::SoftMax | ElemKind::Rope => 1,
+            ElemKind::SoftMax | ElemKind::SoftMaxRow | ElemKind::Rope => 1,
             _ => 2,
         }
     }
@@ -92,6 +98,9 @@ impl ElemKind {
     fn lengths(self) -> &'static [usize] {
         match self {
             ElemKind::SoftMax => &[7, 64, 256, 333],
+            // Attention rows as llama.cpp pads them (multiples of 256): one, two and
+            // four columns per GPU thread, and a length without a templated kernel.
+            ElemKind::SoftMaxRow => &[256, 768, 2048, 4096],
             ElemKind::SwiGlu => &[5, 64, 100, 4096],
             ElemKind::DotF32 => &[3, 16, 77, 256, 4096],
             ElemKind::SgemmDot => &[16, 64, 256],
@@ -321,6 +330,15 @@ fn activations_for(case: &Case, name: &str) -> Vec<f32> {
             // Attention scores and SiLU inputs of model scale, large enough to reach
             // expf's clamps at the wide-range rows.
             ElemKind::SoftMax | ElemKind::SwiGlu => first.iter().map(|v| v * 8.0).collect(),
+            // Scores with the causal mask: the last third of the cells masked (`-inf`).
+            ElemKind::SoftMaxRow => {
+                let used = case.k - case.k / 3;
+                first
+                    .iter()
+                    .enumerate()
+                    .map(|(j, v)| if j < used { v * 8.0 } else { f32::NEG_INFINITY })
+                    .collect()
+            }
             _ => first,
         };
         let mut out = first;

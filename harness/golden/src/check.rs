@@ -415,7 +415,9 @@ fn block_steps(fmt: GgmlType, bytes: &[u8]) -> Vec<f64> {
 /// bound serves all: soft_max `exp(x - max)` with the subtraction in f32 (the input of
 /// every `expf`), each value within 4u (ggml's `ggml_v_expf` is good to about 1.5 ulp,
 /// glibc's `expf` to under 1) and the sum (hi, lo) within the sum of those bounds plus
-/// k u of the total; swiglu `silu(x) * g` within (8 + max(0, -x)) u (an `expf`, an add,
+/// k u of the total; soft_max_row's probabilities within their `exp` bounds (4u, plus
+/// 1.25 |x - max| u for CUDA's fast `expf`, or a flushed subnormal), the sum's relative
+/// bound (those plus k u) and 3u more; swiglu `silu(x) * g` within (8 + max(0, -x)) u (an `expf`, an add,
 /// a divide, a multiply; the `-x` term is CUDA's fast `expf`, which rounds `x * log2 e`
 /// before the exponential and so errs by up to `|x|` u relative in `exp(-x)`, which
 /// dominates `1 + exp(-x)` for negative x), and anywhere between 0 and the exact value
@@ -452,6 +454,32 @@ pub fn elem_exact(
             // `lo` is the residual of the f64 sum below its f32 rounding.
             want.push(0.0);
             bound.push(sum * U + sum_bound);
+            (want, bound)
+        }
+        ElemKind::SoftMaxRow => {
+            // p_j = e_j / sum, e_j = exp(x_j - max) with the subtraction in f32. Each
+            // e_j within (4 + 1.25 |x_j - max|) u (the CPU's and HIP's expf within 4u,
+            // CUDA's `ex2(RN(d * log2 e))` losing 1.25 |d| u more to the rounded product
+            // and log2 e), or flushed by 2^-126 at most (CUDA); the sum (at least 1: the
+            // maximum's own term) within those plus k roundings; `1/sum` and the product
+            // one rounding each.
+            const MIN_NORMAL: f64 = 1.1754944e-38;
+            let x = rows[0];
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, |a, b| if a > b { a } else { b });
+            let d: Vec<f64> = x.iter().map(|&v| f64::from(v - max)).collect();
+            let e: Vec<f64> = d.iter().map(|v| v.exp()).collect();
+            let rel_e: Vec<f64> =
+                d.iter().map(|v| if v.is_finite() { (4.0 + 1.25 * v.abs()) * U } else { 0.0 }).collect();
+            let sum: f64 = e.iter().sum();
+            let sum_err: f64 = e.iter().zip(&rel_e).map(|(a, r)| a * r + MIN_NORMAL).sum::<f64>()
+                + k as f64 * U * sum;
+            let rel_sum = sum_err / sum;
+            let want: Vec<f64> = e.iter().map(|v| v / sum).collect();
+            let bound = want
+                .iter()
+                .zip(&rel_e)
+                .map(|(p, r)| p * (r + rel_sum + 3.0 * U) * 1.001 + MIN_NORMAL + TINY)
+                .collect();
             (want, bound)
         }
         ElemKind::SwiGlu => {

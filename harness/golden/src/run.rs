@@ -72,7 +72,8 @@ pub fn elem_rows<'a>(case: &Case, inputs: &'a Inputs) -> Result<Vec<&'a [f32]>, 
 
 /// Run an elementwise case with `ops` (a flavour's portable or native kernels). Outputs:
 /// soft_max its k values and the f64 sum as two f32 (`hi = sum as f32`, `lo = (sum -
-/// hi) as f32`); swiglu, rms_norm and rope their k values; the dots one value.
+/// hi) as f32`); soft_max_row, swiglu, rms_norm and rope their k values; the dots one
+/// value.
 pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Output, String> {
     let Op::Elem(kind) = case.op else { return Err(format!("{} is not elementwise", case.name)) };
     let rows = elem_rows(case, inputs)?;
@@ -86,6 +87,11 @@ pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Outpu
             let hi = sum as f32;
             y.push(hi);
             y.push((sum - hi as f64) as f32);
+            y
+        }
+        ElemKind::SoftMaxRow => {
+            let mut y = vec![0.0f32; k];
+            ops.soft_max_row(&mut y, rows[0]);
             y
         }
         ElemKind::SwiGlu => {

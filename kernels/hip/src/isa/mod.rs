@@ -1304,6 +1304,36 @@ mod tests {
         assert_eq!(k.exprs.render(out), "add(acc, shfl^16(acc))");
     }
 
+    /// A slow path laid out between the body's pieces: entered by the forward branch at
+    /// 0x104, it returns to 0x108 with an unconditional backward branch, and the body
+    /// jumps over it (0x114). That is a detour, not a loop; the same backward branch
+    /// reached from inside the body would close one.
+    const DETOUR: &str = "
+0000000000000100 <k>:
+\tv_mov_b32_e32 v3, 0                                         // 000000000100: 7E060280
+\ts_cbranch_scc0 4                                            // 000000000104: BF840004
+\tv_add_f32_e32 v3, v3, v2                                    // 000000000108: 06060503
+\tglobal_store_dword v1, v3, s[0:1]                           // 00000000010C: DC708000 00000301
+\ts_branch 2                                                  // 000000000114: BF820002
+\ts_mul_i32 s0, s1, s2                                        // 000000000118: 93000201
+\ts_branch 65530                                              // 00000000011C: BF82FFFA
+\ts_endpgm                                                    // 000000000120: BF810000
+";
+
+    #[test]
+    fn a_detour_back_into_the_body_is_no_loop() {
+        let k = amdgpu(DETOUR, "k").unwrap();
+        assert!(k.loops.is_empty(), "{} loops", k.loops.len());
+        assert!(!k.exprs.render(k.stores[0].value).contains("acc"));
+        // Entered from inside the body (the forward branch moved past the return
+        // point), the same block closes a loop.
+        let inside = DETOUR
+            .replace("s_cbranch_scc0 4           ", "s_nop 0                    ")
+            .replace("v_add_f32_e32 v3, v3, v2  ", "s_cbranch_scc0 3           ");
+        let k = amdgpu(&inside, "k").unwrap();
+        assert_eq!(k.loops.len(), 1);
+    }
+
     #[test]
     fn canonical_form_sorts_commutative_operands_and_keeps_association() {
         let mut e = Exprs::new();
