@@ -468,8 +468,10 @@ pub fn elem_exact(
             let max = x.iter().copied().fold(f32::NEG_INFINITY, |a, b| if a > b { a } else { b });
             let d: Vec<f64> = x.iter().map(|&v| f64::from(v - max)).collect();
             let e: Vec<f64> = d.iter().map(|v| v.exp()).collect();
-            let rel_e: Vec<f64> =
-                d.iter().map(|v| if v.is_finite() { (4.0 + 1.25 * v.abs()) * U } else { 0.0 }).collect();
+            let rel_e: Vec<f64> = d
+                .iter()
+                .map(|v| if v.is_finite() { (4.0 + 1.25 * v.abs()) * U } else { 0.0 })
+                .collect();
             let sum: f64 = e.iter().sum();
             let sum_err: f64 = e.iter().zip(&rel_e).map(|(a, r)| a * r + MIN_NORMAL).sum::<f64>()
                 + k as f64 * U * sum;
