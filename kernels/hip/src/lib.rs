@@ -20,6 +20,11 @@
 //!   says so (a cargo warning and [`BUILD_NOTE`]); hip-sys itself needs HIP's headers
 //!   and `libamdhip64`.
 //!
+//! # ggml's own CUDA kernels on a device
+//! [`ggml_cases`] builds the cases `device/ggml_gpu_check.cu` (linked by
+//! `ci/ggml-gpu-driver` with ggml's unchanged CUDA units) runs on an NVIDIA GPU: the
+//! inputs and the `cuda-sm90` twin's outputs, compared there bit for bit.
+//!
 //! # Device trials
 //! [`kernels`] gives the device implementation of a lane as
 //! [`tiercheck_core::Kernels`], so every golden case the harness runs on the portable
@@ -35,6 +40,7 @@ use tiercheck_core::Kernels;
 #[cfg(feature = "hip")]
 mod device;
 mod elf;
+pub mod ggml_cases;
 pub mod inputs;
 pub mod isa;
 

@@ -1,0 +1,188 @@
+//! The cases `device/ggml_gpu_check.cu` (ggml's own CUDA kernels, built by
+//! `ci/ggml-gpu-driver`) runs on an NVIDIA GPU: inputs, and the `cuda-sm90` lane's twin
+//! outputs the device must equal bit for bit ([`vectors`]). One case per op and shape:
+//!
+//! - `quantize_q8_1`: the fast-math activation quantizer ([`quantize_q8_1_cuda`]), the
+//!   q8_1 blocks byte for byte (d and the sum in f16, the codes from `x * rcp(d)`);
+//! - `mmvq`: `mul_mat_vec_q` of Q4_K, Q6_K and Q8_0 rows with one activation column,
+//!   quantized as above ([`CUDA`]: warp 32, four warps, nvcc's fusions);
+//! - `rms_norm_mul`, `swiglu`, `soft_max`, `rope_neox`: the `cuda-gpu` flavour's RMSNorm
+//!   times a weight, SwiGLU, an attention row's softmax (scores times the scale, an F32
+//!   mask of 0 and `-inf`) and the NeoX rotation with CUDA's angles
+//!   ([`tiercheck_core::gpu::elem`]).
+//!
+//! Format (little-endian): `b"TCGG0001"`, u32 cases; per case u32 kind (1 quantize_q8_1,
+//! 2 mmvq, 3 rms_norm_mul, 4 swiglu, 5 rope_neox, 6 soft_max), u32 name length and the
+//! name, u32 params and an i64 each (f32 parameters as their bits), u32 inputs and per
+//! input u32 dtype (0 f32, 1 bytes, 2 i32), u64 length and the bytes, then the expected
+//! output the same way.
+
+use crate::inputs::Rng;
+use tiercheck_core::elem::rope_neox;
+use tiercheck_core::gpu::elem::{rms_norm_mul, rope_cache_cuda, soft_max_row, swiglu, GpuMath};
+use tiercheck_core::gpu::{quantize_q8_1_cuda, CUDA};
+use tiercheck_core::GgmlType;
+
+const F32: u32 = 0;
+const BYTES: u32 = 1;
+const I32: u32 = 2;
+
+struct Out {
+    body: Vec<u8>,
+    cases: u32,
+}
+
+impl Out {
+    fn case(
+        &mut self,
+        kind: u32,
+        name: &str,
+        params: &[i64],
+        inputs: &[(u32, &[u8])],
+        want: (u32, &[u8]),
+    ) {
+        let b = &mut self.body;
+        b.extend_from_slice(&kind.to_le_bytes());
+        b.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(&(params.len() as u32).to_le_bytes());
+        for p in params {
+            b.extend_from_slice(&p.to_le_bytes());
+        }
+        b.extend_from_slice(&(inputs.len() as u32).to_le_bytes());
+        for &(dtype, bytes) in inputs.iter().chain([&want]) {
+            b.extend_from_slice(&dtype.to_le_bytes());
+            b.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            b.extend_from_slice(bytes);
+        }
+        self.cases += 1;
+    }
+}
+
+fn bits(v: f32) -> i64 {
+    i64::from(v.to_bits())
+}
+
+/// The whole vectors file: the header and every case.
+pub fn vectors() -> Vec<u8> {
+    let cuda = GpuMath::Cuda;
+    let mut out = Out { body: Vec::new(), cases: 0 };
+
+    for k in [256usize, 4096, 5120, 17408] {
+        let mut rng = Rng::for_case(k, 0);
+        for set in 0..2 {
+            let x = rng.activations(k);
+            let q = quantize_q8_1_cuda(&x);
+            let name = format!("quantize_q8_1 k={k} set{set}");
+            out.case(
+                1,
+                &name,
+                &[k as i64],
+                &[(F32, bytemuck::cast_slice(&x))],
+                (BYTES, bytemuck::cast_slice(&q)),
+            );
+        }
+    }
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for (k, n) in [(256usize, 1usize), (512, 7), (4352, 33), (5120, 3), (17408, 5)] {
+            let mut rng = Rng::for_case(k, n);
+            let w = rng.weights(ty, n, k).expect("reference quantizer");
+            for set in 0..2 {
+                let x = rng.activations(k);
+                let act = quantize_q8_1_cuda(&x);
+                let mut y = vec![0.0f32; n];
+                CUDA.gemv_rows(ty, &w, &act, &mut y).expect("twin");
+                let name = format!("mmvq {} k={k} n={n} set{set}", ty.name());
+                out.case(
+                    2,
+                    &name,
+                    &[i64::from(ty.id()), k as i64, n as i64],
+                    &[(BYTES, &w), (F32, bytemuck::cast_slice(&x))],
+                    (F32, bytemuck::cast_slice(&y)),
+                );
+            }
+        }
+    }
+    for (n, rows) in [(128usize, 4usize), (1000, 1), (1024, 2), (5120, 2)] {
+        let mut rng = Rng::for_case(n, rows);
+        let x: Vec<f32> = (0..n * rows).map(|_| rng.sym() * 3.0).collect();
+        let w: Vec<f32> = (0..n).map(|_| 1.0 + rng.sym() * 0.5).collect();
+        let eps = 1e-6f32;
+        let mut y = vec![0.0f32; n * rows];
+        for (yr, xr) in y.chunks_mut(n).zip(x.chunks(n)) {
+            rms_norm_mul(cuda, yr, xr, &w, eps);
+        }
+        out.case(
+            3,
+            &format!("rms_norm_mul n={n} rows={rows}"),
+            &[n as i64, rows as i64, bits(eps)],
+            &[(F32, bytemuck::cast_slice(&x)), (F32, bytemuck::cast_slice(&w))],
+            (F32, bytemuck::cast_slice(&y)),
+        );
+    }
+    for n in [100usize, 4096, 17408] {
+        let mut rng = Rng::for_case(n, 1);
+        // Model-scale inputs and the cut-offs: subnormal and overflowing exponentials.
+        let mut x: Vec<f32> = (0..n).map(|_| rng.sym() * 12.0).collect();
+        x[..4].copy_from_slice(&[-90.0, -100.0, 95.0, 0.0]);
+        let g: Vec<f32> = (0..n).map(|_| rng.sym() * 4.0).collect();
+        let mut y = vec![0.0f32; n];
+        swiglu(cuda, &mut y, &x, &g);
+        out.case(
+            4,
+            &format!("swiglu n={n}"),
+            &[n as i64],
+            &[(F32, bytemuck::cast_slice(&x)), (F32, bytemuck::cast_slice(&g))],
+            (F32, bytemuck::cast_slice(&y)),
+        );
+    }
+    {
+        let (hd, heads) = (128usize, 4usize);
+        let pos: Vec<i32> = vec![0, 1, 17, 511, 4095, 30000];
+        let base = 1e6f32;
+        let mut rng = Rng::for_case(hd, heads);
+        let x: Vec<f32> = (0..hd * heads * pos.len()).map(|_| rng.sym() * 4.0).collect();
+        let mut y = x.clone();
+        for (t, &p) in pos.iter().enumerate() {
+            let cache = rope_cache_cuda(p, hd, base);
+            for h in 0..heads {
+                let at = (t * heads + h) * hd;
+                rope_neox(&mut y[at..at + hd], &cache, true);
+            }
+        }
+        out.case(
+            5,
+            &format!("rope_neox head_dim={hd} heads={heads} tokens={}", pos.len()),
+            &[hd as i64, heads as i64, pos.len() as i64, hd as i64, bits(base)],
+            &[(F32, bytemuck::cast_slice(&x)), (I32, bytemuck::cast_slice(&pos))],
+            (F32, bytemuck::cast_slice(&y)),
+        );
+    }
+    for (n_kv, rows) in [(256usize, 3usize), (512, 2), (768, 2), (1024, 1), (2048, 2), (4096, 1)] {
+        let mut rng = Rng::for_case(n_kv, rows);
+        let scale = 1.0 / (128f32).sqrt();
+        let kq: Vec<f32> = (0..n_kv * rows).map(|_| rng.sym() * 60.0).collect();
+        // A causal mask over a padded cache: row r sees its first `n_kv/2 + 7r` cells.
+        let mask: Vec<f32> = (0..n_kv * rows)
+            .map(|i| if i % n_kv < n_kv / 2 + 7 * (i / n_kv) { 0.0 } else { f32::NEG_INFINITY })
+            .collect();
+        let mut p = vec![0.0f32; n_kv * rows];
+        for ((pr, kr), mr) in p.chunks_mut(n_kv).zip(kq.chunks(n_kv)).zip(mask.chunks(n_kv)) {
+            // The kernel's `x*scale + mask` (any fusion gives these values, mask 0 or -inf).
+            let w: Vec<f32> = kr.iter().zip(mr).map(|(&a, &m)| a * scale + m).collect();
+            soft_max_row(cuda, pr, &w);
+        }
+        out.case(
+            6,
+            &format!("soft_max n_kv={n_kv} rows={rows}"),
+            &[n_kv as i64, rows as i64, bits(scale)],
+            &[(F32, bytemuck::cast_slice(&kq)), (F32, bytemuck::cast_slice(&mask))],
+            (F32, bytemuck::cast_slice(&p)),
+        );
+    }
+
+    let mut file = b"TCGG0001".to_vec();
+    file.extend_from_slice(&out.cases.to_le_bytes());
+    file.extend_from_slice(&out.body);
+    file
+}
