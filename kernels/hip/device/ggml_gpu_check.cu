@@ -18,10 +18,16 @@
 //   ggml_gpu_check VECTORS     run every case; exit 0 when all are equal, 1 when one
 //                              differs, 2 on a bad file or a failed CUDA call, 3 when
 //                              there is no CUDA device (the reason on the last line)
+//   ggml_gpu_check --replay VECTORS
+//                              no device: check the comparison itself (each case's twin
+//                              output compares equal, an alternative unequal and named)
 //
 // The vectors file (little-endian): "TCGG0001", u32 cases; per case u32 kind, u32 name
 // length and the name, u32 params and i64 each, u32 inputs and per input (u32 dtype:
-// 0 f32, 1 bytes, 2 i32; u64 bytes; the bytes), then the expected output the same way.
+// 0 f32, 1 bytes, 2 i32; u64 bytes; the bytes), then the expected output the same way,
+// then u32 alternatives and per alternative u32 name length, the name and an output:
+// other recipes' outputs for the same inputs. Where the device differs from the twin,
+// the driver names the alternatives it equals (none: no recipe here explains it).
 
 #include "common.cuh"
 #include "ggml.h"
@@ -137,6 +143,7 @@ struct Case {
     std::vector<int64_t> params;
     std::vector<Blob> inputs;
     Blob expected;
+    std::vector<std::pair<std::string, Blob>> alternatives;
 };
 
 struct Reader {
@@ -207,6 +214,11 @@ std::vector<Case> read_cases(const char * path) {
             c.inputs.push_back(r.blob());
         }
         c.expected = r.blob();
+        const uint32_t na = r.get<uint32_t>();
+        for (uint32_t k = 0; k < na && r.ok; ++k) {
+            auto alt = r.take(r.get<uint32_t>());
+            c.alternatives.emplace_back(std::string(alt.begin(), alt.end()), r.blob());
+        }
         cases.push_back(std::move(c));
     }
     if (!r.ok || r.at != d.size()) {
@@ -368,12 +380,86 @@ std::vector<uint8_t> run(ggml_backend_cuda_context & cuda, const Case & c) {
 
 }  // namespace
 
+// Compares one case's output with the twin's and prints the verdict line (and, when they
+// differ, the first difference and the alternatives the output equals). True: equal.
+bool compare(const Case & c, const std::vector<uint8_t> & got) {
+    const std::vector<uint8_t> & want = c.expected.bytes;
+    if (got.size() != want.size()) {
+        printf("case %s: %zu bytes, the twin's %zu\n", c.name.c_str(), got.size(), want.size());
+        return false;
+    }
+    // Compared as 32-bit words (f32 bits), or bytes for the quantizer's blocks.
+    const size_t w = c.kind == QUANTIZE_Q8_1 ? 1 : 4;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i + w <= got.size(); i += w) {
+        if (memcmp(&got[i], &want[i], w) != 0) {
+            if (bad++ == 0) {
+                first = i / w;
+            }
+        }
+    }
+    if (bad == 0) {
+        printf("case %s: equal\n", c.name.c_str());
+        return true;
+    }
+    if (w == 4) {
+        uint32_t g32, w32;
+        memcpy(&g32, &got[4 * first], 4);
+        memcpy(&w32, &want[4 * first], 4);
+        float gf, wf;
+        memcpy(&gf, &g32, 4);
+        memcpy(&wf, &w32, 4);
+        printf("case %s: %zu of %zu values differ; first at %zu: device 0x%08x (%.9g), twin 0x%08x (%.9g)\n",
+               c.name.c_str(), bad, got.size() / 4, first, g32, gf, w32, wf);
+    } else {
+        printf("case %s: %zu of %zu bytes differ; first at byte %zu: device 0x%02x, twin 0x%02x\n", c.name.c_str(),
+               bad, got.size(), first, got[first], want[first]);
+    }
+    std::string same;
+    for (const auto & [alt, blob] : c.alternatives) {
+        if (blob.bytes == got) {
+            same += same.empty() ? alt : "; " + alt;
+        }
+    }
+    printf("  the device equals: %s\n", same.empty() ? "no alternative here" : same.c_str());
+    return false;
+}
+
+// `--replay`: no device; each case's own twin output must compare equal, and its first
+// alternative (where one differs from the twin) must compare unequal and be named.
+int replay(const std::vector<Case> & cases) {
+    int wrong = 0, checked = 0;
+    for (const Case & c : cases) {
+        checked++;
+        if (!compare(c, c.expected.bytes)) {
+            printf("replay: %s: the twin's own output was not equal\n", c.name.c_str());
+            wrong++;
+        }
+        for (const auto & [alt, blob] : c.alternatives) {
+            if (blob.bytes == c.expected.bytes) {
+                continue;
+            }
+            if (compare(c, blob.bytes)) {
+                printf("replay: %s: alternative %s compared equal\n", c.name.c_str(), alt.c_str());
+                wrong++;
+            }
+            break;
+        }
+    }
+    printf("replay: %d cases, %d wrong verdicts\n", checked, wrong);
+    return wrong == 0 ? 0 : 1;
+}
+
 int main(int argc, char ** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s VECTORS\n", argv[0]);
+    const bool replay_only = argc == 3 && strcmp(argv[1], "--replay") == 0;
+    if (argc != 2 && !replay_only) {
+        fprintf(stderr, "usage: %s [--replay] VECTORS\n", argv[0]);
         return 2;
     }
-    const std::vector<Case> cases = read_cases(argv[1]);
+    const std::vector<Case> cases = read_cases(argv[argc - 1]);
+    if (replay_only) {
+        return replay(cases);
+    }
     int devices = 0;
     const cudaError_t err = cudaGetDeviceCount(&devices);
     if (err != cudaSuccess || devices == 0) {
@@ -393,43 +479,12 @@ int main(int argc, char ** argv) {
     std::map<std::string, std::pair<int, int>> tally;  // kind -> (equal, cases)
     int differ = 0;
     for (const Case & c : cases) {
-        const std::vector<uint8_t> got = run(*cuda, c);
-        const std::vector<uint8_t> & want = c.expected.bytes;
         auto & t = tally[kind_name(c.kind)];
         t.second++;
-        if (got.size() != want.size()) {
-            printf("case %s: %zu bytes, the twin's %zu\n", c.name.c_str(), got.size(), want.size());
-            differ++;
-            continue;
-        }
-        // Compared as 32-bit words (f32 bits), or bytes for the quantizer's blocks.
-        const size_t w = c.kind == QUANTIZE_Q8_1 ? 1 : 4;
-        size_t bad = 0, first = 0;
-        for (size_t i = 0; i + w <= got.size(); i += w) {
-            if (memcmp(&got[i], &want[i], w) != 0) {
-                if (bad++ == 0) {
-                    first = i / w;
-                }
-            }
-        }
-        if (bad == 0) {
+        if (compare(c, run(*cuda, c))) {
             t.first++;
-            printf("case %s: equal\n", c.name.c_str());
-            continue;
-        }
-        differ++;
-        if (w == 4) {
-            uint32_t g32, w32;
-            memcpy(&g32, &got[4 * first], 4);
-            memcpy(&w32, &want[4 * first], 4);
-            float gf, wf;
-            memcpy(&gf, &g32, 4);
-            memcpy(&wf, &w32, 4);
-            printf("case %s: %zu of %zu values differ; first at %zu: device 0x%08x (%.9g), twin 0x%08x (%.9g)\n",
-                   c.name.c_str(), bad, got.size() / 4, first, g32, gf, w32, wf);
         } else {
-            printf("case %s: %zu of %zu bytes differ; first at byte %zu: device 0x%02x, twin 0x%02x\n", c.name.c_str(),
-                   bad, got.size(), first, got[first], want[first]);
+            differ++;
         }
     }
     printf("summary\n");

@@ -15,12 +15,18 @@
 //! 2 mmvq, 3 rms_norm_mul, 4 swiglu, 5 rope_neox, 6 soft_max), u32 name length and the
 //! name, u32 params and an i64 each (f32 parameters as their bits), u32 inputs and per
 //! input u32 dtype (0 f32, 1 bytes, 2 i32), u64 length and the bytes, then the expected
-//! output the same way.
+//! output the same way, then u32 alternatives and per alternative u32 name length, the
+//! name and an output the same way: other recipes' outputs for the same inputs (MMVQ
+//! under the other contraction variants and warp counts, the quantizer, RMSNorm,
+//! SwiGLU and softmax in HIP's math), which the driver names when the device differs
+//! from the twin, so that one short device run says which recipe the device follows.
 
 use crate::inputs::Rng;
 use tiercheck_core::elem::rope_neox;
 use tiercheck_core::gpu::elem::{rms_norm_mul, rope_cache_cuda, soft_max_row, swiglu, GpuMath};
-use tiercheck_core::gpu::{quantize_q8_1_cuda, CUDA};
+use tiercheck_core::gpu::{
+    mmvq_gemv, quantize_q8_1_cuda, quantize_q8_1_mmvq, Contraction, Q4KCombine, CUDA,
+};
 use tiercheck_core::GgmlType;
 
 const F32: u32 = 0;
@@ -41,6 +47,19 @@ impl Out {
         inputs: &[(u32, &[u8])],
         want: (u32, &[u8]),
     ) {
+        self.case_with(kind, name, params, inputs, want, &[]);
+    }
+
+    /// [`Out::case`] with alternative recipes' outputs (named).
+    fn case_with(
+        &mut self,
+        kind: u32,
+        name: &str,
+        params: &[i64],
+        inputs: &[(u32, &[u8])],
+        want: (u32, &[u8]),
+        alternatives: &[(String, Vec<u8>)],
+    ) {
         let b = &mut self.body;
         b.extend_from_slice(&kind.to_le_bytes());
         b.extend_from_slice(&(name.len() as u32).to_le_bytes());
@@ -55,12 +74,42 @@ impl Out {
             b.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
             b.extend_from_slice(bytes);
         }
+        b.extend_from_slice(&(alternatives.len() as u32).to_le_bytes());
+        for (alt, bytes) in alternatives {
+            b.extend_from_slice(&(alt.len() as u32).to_le_bytes());
+            b.extend_from_slice(alt.as_bytes());
+            b.extend_from_slice(&want.0.to_le_bytes());
+            b.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            b.extend_from_slice(bytes);
+        }
         self.cases += 1;
     }
 }
 
 fn bits(v: f32) -> i64 {
     i64::from(v.to_bits())
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    bytemuck::cast_slice(v).to_vec()
+}
+
+/// Every contraction variant of the MMVQ twin (the switches of [`Contraction`]), named.
+fn contractions() -> Vec<(String, Contraction)> {
+    let mut v = Vec::new();
+    for sums in [true, false] {
+        for (cname, combine) in [
+            ("first", Q4KCombine::FuseFirst),
+            ("second", Q4KCombine::FuseSecond),
+            ("unfused", Q4KCombine::Unfused),
+        ] {
+            for acc in [true, false] {
+                let c = Contraction { vec_dot_sums: sums, q4_k_combine: combine, accumulate: acc };
+                v.push((format!("sums={},combine={cname},acc={}", sums as u8, acc as u8), c));
+            }
+        }
+    }
+    v
 }
 
 /// The whole vectors file: the header and every case.
@@ -73,13 +122,19 @@ pub fn vectors() -> Vec<u8> {
         for set in 0..2 {
             let x = rng.activations(k);
             let q = quantize_q8_1_cuda(&x);
+            let ieee = quantize_q8_1_mmvq(&x);
+            let alts = [(
+                "HIP's quantizer (IEEE divisions)".to_string(),
+                bytemuck::cast_slice(&ieee).to_vec(),
+            )];
             let name = format!("quantize_q8_1 k={k} set{set}");
-            out.case(
+            out.case_with(
                 1,
                 &name,
                 &[k as i64],
                 &[(F32, bytemuck::cast_slice(&x))],
                 (BYTES, bytemuck::cast_slice(&q)),
+                &alts,
             );
         }
     }
@@ -92,13 +147,29 @@ pub fn vectors() -> Vec<u8> {
                 let act = quantize_q8_1_cuda(&x);
                 let mut y = vec![0.0f32; n];
                 CUDA.gemv_rows(ty, &w, &act, &mut y).expect("twin");
+                // The other warp counts and contraction variants, on the same q8_1 codes.
+                let row = w.len() / n;
+                let mut alts = Vec::new();
+                for nwarps in [1usize, 2, 4, 8] {
+                    for (cname, c) in contractions() {
+                        if nwarps == CUDA.nwarps(ty) && c == CUDA.contraction {
+                            continue;
+                        }
+                        let ya: Vec<f32> = w
+                            .chunks(row)
+                            .map(|r| mmvq_gemv(ty, r, &act, 32, nwarps, c).expect("twin"))
+                            .collect();
+                        alts.push((format!("nwarps={nwarps},{cname}"), f32_bytes(&ya)));
+                    }
+                }
                 let name = format!("mmvq {} k={k} n={n} set{set}", ty.name());
-                out.case(
+                out.case_with(
                     2,
                     &name,
                     &[i64::from(ty.id()), k as i64, n as i64],
                     &[(BYTES, &w), (F32, bytemuck::cast_slice(&x))],
                     (F32, bytemuck::cast_slice(&y)),
+                    &alts,
                 );
             }
         }
@@ -108,16 +179,22 @@ pub fn vectors() -> Vec<u8> {
         let x: Vec<f32> = (0..n * rows).map(|_| rng.sym() * 3.0).collect();
         let w: Vec<f32> = (0..n).map(|_| 1.0 + rng.sym() * 0.5).collect();
         let eps = 1e-6f32;
-        let mut y = vec![0.0f32; n * rows];
-        for (yr, xr) in y.chunks_mut(n).zip(x.chunks(n)) {
-            rms_norm_mul(cuda, yr, xr, &w, eps);
-        }
-        out.case(
+        let norm = |math: GpuMath| {
+            let mut y = vec![0.0f32; n * rows];
+            for (yr, xr) in y.chunks_mut(n).zip(x.chunks(n)) {
+                rms_norm_mul(math, yr, xr, &w, eps);
+            }
+            y
+        };
+        let y = norm(cuda);
+        let alts = [("HIP's math".to_string(), f32_bytes(&norm(GpuMath::Hip)))];
+        out.case_with(
             3,
             &format!("rms_norm_mul n={n} rows={rows}"),
             &[n as i64, rows as i64, bits(eps)],
             &[(F32, bytemuck::cast_slice(&x)), (F32, bytemuck::cast_slice(&w))],
             (F32, bytemuck::cast_slice(&y)),
+            &alts,
         );
     }
     for n in [100usize, 4096, 17408] {
@@ -128,12 +205,16 @@ pub fn vectors() -> Vec<u8> {
         let g: Vec<f32> = (0..n).map(|_| rng.sym() * 4.0).collect();
         let mut y = vec![0.0f32; n];
         swiglu(cuda, &mut y, &x, &g);
-        out.case(
+        let mut h = vec![0.0f32; n];
+        swiglu(GpuMath::Hip, &mut h, &x, &g);
+        let alts = [("HIP's math".to_string(), f32_bytes(&h))];
+        out.case_with(
             4,
             &format!("swiglu n={n}"),
             &[n as i64],
             &[(F32, bytemuck::cast_slice(&x)), (F32, bytemuck::cast_slice(&g))],
             (F32, bytemuck::cast_slice(&y)),
+            &alts,
         );
     }
     {
@@ -166,18 +247,25 @@ pub fn vectors() -> Vec<u8> {
         let mask: Vec<f32> = (0..n_kv * rows)
             .map(|i| if i % n_kv < n_kv / 2 + 7 * (i / n_kv) { 0.0 } else { f32::NEG_INFINITY })
             .collect();
-        let mut p = vec![0.0f32; n_kv * rows];
-        for ((pr, kr), mr) in p.chunks_mut(n_kv).zip(kq.chunks(n_kv)).zip(mask.chunks(n_kv)) {
-            // The kernel's `x*scale + mask` (any fusion gives these values, mask 0 or -inf).
-            let w: Vec<f32> = kr.iter().zip(mr).map(|(&a, &m)| a * scale + m).collect();
-            soft_max_row(cuda, pr, &w);
-        }
-        out.case(
+        let probs = |math: GpuMath| {
+            let mut p = vec![0.0f32; n_kv * rows];
+            for ((pr, kr), mr) in p.chunks_mut(n_kv).zip(kq.chunks(n_kv)).zip(mask.chunks(n_kv)) {
+                // The kernel's `x*scale + mask` (any fusion gives these values, mask 0 or
+                // -inf).
+                let w: Vec<f32> = kr.iter().zip(mr).map(|(&a, &m)| a * scale + m).collect();
+                soft_max_row(math, pr, &w);
+            }
+            p
+        };
+        let p = probs(cuda);
+        let alts = [("HIP's math".to_string(), f32_bytes(&probs(GpuMath::Hip)))];
+        out.case_with(
             6,
             &format!("soft_max n_kv={n_kv} rows={rows}"),
             &[n_kv as i64, rows as i64, bits(scale)],
             &[(F32, bytemuck::cast_slice(&kq)), (F32, bytemuck::cast_slice(&mask))],
             (F32, bytemuck::cast_slice(&p)),
+            &alts,
         );
     }
 

@@ -12,9 +12,12 @@
 //! reason, unless `TIERCHECK_REQUIRE_DEVICE` names `cuda-sm90`; without the binary it is
 //! ignored, or fails under `TIERCHECK_REQUIRE_HIP=1` (CI builds it).
 //!
-//! `ggml device driver refuses a truncated file` needs no device: the binary reads the
-//! whole vectors file before it looks for one, and a file cut short must stop it with
-//! exit 2 and a message naming the file.
+//! Two trials need no device: `ggml device driver refuses a truncated file` (the binary
+//! reads the whole vectors file before it looks for a device, and a file cut short must
+//! stop it with exit 2 and a message naming the file), and `ggml device driver compares
+//! as specified` (`--replay`: every case's own twin output must compare equal, and an
+//! alternative recipe's differing output unequal, with that alternative named: the
+//! comparison and the report a device run relies on).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -113,16 +116,45 @@ fn truncated_file(bin: &PathBuf) -> Result<(), Failed> {
     Ok(())
 }
 
+/// The driver's `--replay` on the cases: exit 0 and no wrong verdict.
+fn replay(bin: &PathBuf) -> Result<(), Failed> {
+    let dir = std::env::temp_dir().join(format!("tiercheck-ggml-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let file = dir.join("ggml_vectors.bin");
+    std::fs::write(&file, tiercheck_hip::ggml_cases::vectors())
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let out = Command::new(bin).arg("--replay").arg(&file).output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out.map_err(|e| format!("{}: {e}", bin.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    if out.status.code() != Some(0) || !last.ends_with(" 0 wrong verdicts") {
+        let wrong: Vec<&str> = stdout.lines().filter(|l| l.starts_with("replay:")).collect();
+        return Err(
+            format!("--replay exited {:?}:\n  {}", out.status.code(), wrong.join("\n  ")).into()
+        );
+    }
+    // Some case must have had an alternative to reject, or the check checked nothing.
+    if !stdout.contains("the device equals: ") {
+        return Err("--replay compared no differing alternative".into());
+    }
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
-    let names =
-        [format!("ggml device {LANE}"), "ggml device driver refuses a truncated file".to_string()];
+    let names = [
+        format!("ggml device {LANE}"),
+        "ggml device driver refuses a truncated file".to_string(),
+        "ggml device driver compares as specified".to_string(),
+    ];
     let trials = match driver() {
         Ok(bin) => {
-            let b = bin.clone();
+            let (b1, b2) = (bin.clone(), bin.clone());
             vec![
                 Trial::ignorable_test(names[0].clone(), move || run_driver(&bin)),
-                Trial::test(names[1].clone(), move || truncated_file(&b)),
+                Trial::test(names[1].clone(), move || truncated_file(&b1)),
+                Trial::test(names[2].clone(), move || replay(&b2)),
             ]
         }
         Err(why) => names
