@@ -235,6 +235,10 @@ const LOG2E_LO: f32 = f32::from_bits(0x32A5_705F);
 const SILU_ONE_ABOVE: f32 = f32::from_bits(0x42CE_8ED0);
 /// Below this `x`, HIP's `1 + expf(-x)` is infinite (0xC2B17218).
 const SILU_INF_BELOW: f32 = f32::from_bits(0xC2B1_7218);
+/// Below this `v`, HIP's `expf(v)` is 0 (0xC2CE8ED0, -103.28).
+const EXPF_ZERO_BELOW: f32 = f32::from_bits(0xC2CE_8ED0);
+/// Above this `v`, HIP's `expf(v)` is infinite (0x42B17218, 88.72).
+const EXPF_INF_ABOVE: f32 = f32::from_bits(0x42B1_7218);
 
 /// `ldexp(v, n)`, one rounding (exact unless the result is subnormal or overflows).
 #[inline]
@@ -269,8 +273,8 @@ pub fn expf(math: GpuMath, v: f32) -> f32 {
     let v = flush(z, v);
     let e = expf_core(math.expf(), z, v);
     match math.expf() {
-        Expf::DeviceLibrary if v < -SILU_ONE_ABOVE => 0.0,
-        Expf::DeviceLibrary if v > -SILU_INF_BELOW => f32::INFINITY,
+        Expf::DeviceLibrary if v < EXPF_ZERO_BELOW => 0.0,
+        Expf::DeviceLibrary if v > EXPF_INF_ABOVE => f32::INFINITY,
         _ => e,
     }
 }
