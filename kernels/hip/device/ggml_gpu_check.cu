@@ -247,9 +247,14 @@ struct Graph {
         }
         ggml_free(ctx);
     }
+    // Device memory for `t` (and its bytes from `host`), zeroed past its end as far as two
+    // more rows and 4 KiB: ggml's CUDA buffers pad a tensor's last row, and a kernel that
+    // reads a row or a block beyond the tensor reads zeros here too, never unmapped memory.
     void place(ggml_tensor * t, const void * host = nullptr) {
         void * p = nullptr;
-        CUDA_CHECK(cudaMalloc(&p, ggml_nbytes(t)));
+        const size_t bytes = ggml_nbytes(t) + 2 * ggml_row_size(t->type, t->ne[0]) + 4096;
+        CUDA_CHECK(cudaMalloc(&p, bytes));
+        CUDA_CHECK(cudaMemset(p, 0, bytes));
         device.push_back(p);
         t->data = p;
         t->buffer = &buffer;
