@@ -98,9 +98,9 @@ impl ElemKind {
     fn lengths(self) -> &'static [usize] {
         match self {
             ElemKind::SoftMax => &[7, 64, 256, 333],
-            // Attention rows as llama.cpp pads them (multiples of 256): one, two and
-            // four columns per GPU thread, and a length without a templated kernel.
-            ElemKind::SoftMaxRow => &[256, 768, 2048, 4096],
+            // soft_max's rows, masked (they share its input tensors): two GPU warps, a
+            // templated kernel (256) and the generic one with idle threads (333).
+            ElemKind::SoftMaxRow => &[64, 256, 333],
             ElemKind::SwiGlu => &[5, 64, 100, 4096],
             ElemKind::DotF32 => &[3, 16, 77, 256, 4096],
             ElemKind::SgemmDot => &[16, 64, 256],
@@ -174,10 +174,13 @@ impl Case {
     /// and index share one tensor: `x/<op>/k=<k>,m=<m>/case<i>` (a quantize case is one
     /// row, m = 1).
     pub(crate) fn activation_input(&self) -> Option<String> {
-        match self.op {
-            Op::Dequantize(_) => None,
-            _ => Some(format!("x/{}/k={},m={}/case{}", self.op.name(), self.k, self.m, self.index)),
-        }
+        // soft_max_row reads soft_max's rows (and masks them: [`soft_max_row_scores`]).
+        let op = match self.op {
+            Op::Dequantize(_) => return None,
+            Op::Elem(ElemKind::SoftMaxRow) => ElemKind::SoftMax.name(),
+            op => op.name(),
+        };
+        Some(format!("x/{op}/k={},m={}/case{}", self.k, self.m, self.index))
     }
 }
 
@@ -287,6 +290,13 @@ pub enum Input {
     },
 }
 
+/// The scores an `elem/soft_max_row` case runs on: its (soft_max) input row with the
+/// causal mask of an attention row applied, the last third of the cells `-inf`.
+pub fn soft_max_row_scores(x: &[f32]) -> Vec<f32> {
+    let used = x.len() - x.len() / 3;
+    x.iter().enumerate().map(|(j, &v)| if j < used { v } else { f32::NEG_INFINITY }).collect()
+}
+
 /// A stable 64-bit seed for a case's input, from its name (FNV-1a).
 fn seed_of(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
@@ -329,15 +339,8 @@ fn activations_for(case: &Case, name: &str) -> Vec<f32> {
         let first: Vec<f32> = match kind {
             // Attention scores and SiLU inputs of model scale, large enough to reach
             // expf's clamps at the wide-range rows.
-            ElemKind::SoftMax | ElemKind::SwiGlu => first.iter().map(|v| v * 8.0).collect(),
-            // Scores with the causal mask: the last third of the cells masked (`-inf`).
-            ElemKind::SoftMaxRow => {
-                let used = case.k - case.k / 3;
-                first
-                    .iter()
-                    .enumerate()
-                    .map(|(j, v)| if j < used { v * 8.0 } else { f32::NEG_INFINITY })
-                    .collect()
+            ElemKind::SoftMax | ElemKind::SoftMaxRow | ElemKind::SwiGlu => {
+                first.iter().map(|v| v * 8.0).collect()
             }
             _ => first,
         };

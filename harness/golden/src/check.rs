@@ -464,7 +464,8 @@ pub fn elem_exact(
             // maximum's own term) within those plus k roundings; `1/sum` and the product
             // one rounding each.
             const MIN_NORMAL: f64 = 1.1754944e-38;
-            let x = rows[0];
+            let scores = crate::cases::soft_max_row_scores(rows[0]);
+            let x = &scores[..];
             let max = x.iter().copied().fold(f32::NEG_INFINITY, |a, b| if a > b { a } else { b });
             let d: Vec<f64> = x.iter().map(|&v| f64::from(v - max)).collect();
             let e: Vec<f64> = d.iter().map(|v| v.exp()).collect();

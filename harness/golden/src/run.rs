@@ -91,7 +91,7 @@ pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Outpu
         }
         ElemKind::SoftMaxRow => {
             let mut y = vec![0.0f32; k];
-            ops.soft_max_row(&mut y, rows[0]);
+            ops.soft_max_row(&mut y, &crate::cases::soft_max_row_scores(rows[0]));
             y
         }
         ElemKind::SwiGlu => {
