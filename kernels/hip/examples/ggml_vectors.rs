@@ -7,8 +7,6 @@
 //!
 //! The file is written whole under a temporary name, then renamed.
 
-use std::io::Write;
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, out_path] = args.as_slice() else {
@@ -16,12 +14,7 @@ fn main() {
         std::process::exit(2);
     };
     let file = tiercheck_hip::ggml_cases::vectors();
-    let tmp = format!("{out_path}.tmp");
-    let res = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(&file))
-        .and_then(|_| std::fs::rename(&tmp, out_path));
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = tiercheck_hip::inputs::write_atomically(out_path, &file) {
         eprintln!("ggml_vectors: cannot write {out_path}: {e}");
         std::process::exit(1);
     }

@@ -14,31 +14,9 @@
 //! u32 rows, u32 nwarps, u32 weight bytes, the weights, k f32 activations,
 //! k/32 q8_1 blocks (36 bytes each), and per variant `rows` f32 outputs.
 
-use std::io::Write;
-
-use tiercheck_core::gpu::{mmvq_gemv, quantize_q8_1_mmvq, Contraction, Q4KCombine};
+use tiercheck_core::gpu::{mmvq_gemv, quantize_q8_1_mmvq};
 use tiercheck_core::GgmlType;
 use tiercheck_hip::inputs::Rng;
-
-fn variants() -> Vec<(String, Contraction)> {
-    let mut v = Vec::new();
-    for sums in [true, false] {
-        for (cname, combine) in [
-            ("first", Q4KCombine::FuseFirst),
-            ("second", Q4KCombine::FuseSecond),
-            ("unfused", Q4KCombine::Unfused),
-        ] {
-            for acc in [true, false] {
-                let name = format!("sums={},combine={cname},acc={}", sums as u8, acc as u8);
-                v.push((
-                    name,
-                    Contraction { vec_dot_sums: sums, q4_k_combine: combine, accumulate: acc },
-                ));
-            }
-        }
-    }
-    v
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -46,7 +24,7 @@ fn main() {
         eprintln!("usage: gpu_vectors OUT.bin");
         std::process::exit(2);
     };
-    let variants = variants();
+    let variants = tiercheck_hip::ggml_cases::contractions();
     let types = [(GgmlType::Q4_K, 0u32), (GgmlType::Q6_K, 1), (GgmlType::Q8_0, 2)];
     let shapes = [(256usize, 1usize), (512, 7), (4352, 33), (5120, 3)];
     let nwarps_set = [1usize, 4];
@@ -88,13 +66,8 @@ fn main() {
         n[..name.len()].copy_from_slice(name.as_bytes());
         head.extend_from_slice(&n);
     }
-    // Written whole to a temporary name, then renamed: never a half-written file.
-    let tmp = format!("{out_path}.tmp");
-    let res = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(&head).and_then(|_| f.write_all(&body)))
-        .and_then(|_| std::fs::rename(&tmp, out_path));
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
+    head.extend_from_slice(&body);
+    if let Err(e) = tiercheck_hip::inputs::write_atomically(out_path, &head) {
         eprintln!("gpu_vectors: cannot write {out_path}: {e}");
         std::process::exit(1);
     }

@@ -86,6 +86,24 @@ impl Out {
     }
 }
 
+impl Out {
+    /// An elementwise case of two f32 inputs: the output `f(GpuMath::Cuda)` (the
+    /// `cuda-gpu` flavour), and `f(GpuMath::Hip)` as the alternative "HIP's math".
+    fn elementwise(
+        &mut self,
+        kind: u32,
+        name: &str,
+        params: &[i64],
+        [a, b]: [&[f32]; 2],
+        f: impl Fn(GpuMath) -> Vec<f32>,
+    ) {
+        let want = f(GpuMath::Cuda);
+        let alts = [("HIP's math".to_string(), f32_bytes(&f(GpuMath::Hip)))];
+        let inputs = [(F32, bytemuck::cast_slice(a)), (F32, bytemuck::cast_slice(b))];
+        self.case_with(kind, name, params, &inputs, (F32, bytemuck::cast_slice(&want)), &alts);
+    }
+}
+
 fn bits(v: f32) -> i64 {
     i64::from(v.to_bits())
 }
@@ -94,8 +112,9 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
     bytemuck::cast_slice(v).to_vec()
 }
 
-/// Every contraction variant of the MMVQ twin (the switches of [`Contraction`]), named.
-fn contractions() -> Vec<(String, Contraction)> {
+/// Every contraction variant of the MMVQ twin (the switches of [`Contraction`]), named
+/// as the drivers print them (`sums=1,combine=first,acc=1`).
+pub fn contractions() -> Vec<(String, Contraction)> {
     let mut v = Vec::new();
     for sums in [true, false] {
         for (cname, combine) in [
@@ -114,7 +133,6 @@ fn contractions() -> Vec<(String, Contraction)> {
 
 /// The whole vectors file: the header and every case.
 pub fn vectors() -> Vec<u8> {
-    let cuda = GpuMath::Cuda;
     let mut out = Out { body: Vec::new(), cases: 0 };
 
     for k in [256usize, 4096, 5120, 17408] {
@@ -179,23 +197,14 @@ pub fn vectors() -> Vec<u8> {
         let x: Vec<f32> = (0..n * rows).map(|_| rng.sym() * 3.0).collect();
         let w: Vec<f32> = (0..n).map(|_| 1.0 + rng.sym() * 0.5).collect();
         let eps = 1e-6f32;
-        let norm = |math: GpuMath| {
+        let name = format!("rms_norm_mul n={n} rows={rows}");
+        out.elementwise(3, &name, &[n as i64, rows as i64, bits(eps)], [&x, &w], |math| {
             let mut y = vec![0.0f32; n * rows];
             for (yr, xr) in y.chunks_mut(n).zip(x.chunks(n)) {
                 rms_norm_mul(math, yr, xr, &w, eps);
             }
             y
-        };
-        let y = norm(cuda);
-        let alts = [("HIP's math".to_string(), f32_bytes(&norm(GpuMath::Hip)))];
-        out.case_with(
-            3,
-            &format!("rms_norm_mul n={n} rows={rows}"),
-            &[n as i64, rows as i64, bits(eps)],
-            &[(F32, bytemuck::cast_slice(&x)), (F32, bytemuck::cast_slice(&w))],
-            (F32, bytemuck::cast_slice(&y)),
-            &alts,
-        );
+        });
     }
     for n in [100usize, 4096, 17408] {
         let mut rng = Rng::for_case(n, 1);
@@ -203,19 +212,11 @@ pub fn vectors() -> Vec<u8> {
         let mut x: Vec<f32> = (0..n).map(|_| rng.sym() * 12.0).collect();
         x[..4].copy_from_slice(&[-90.0, -100.0, 95.0, 0.0]);
         let g: Vec<f32> = (0..n).map(|_| rng.sym() * 4.0).collect();
-        let mut y = vec![0.0f32; n];
-        swiglu(cuda, &mut y, &x, &g);
-        let mut h = vec![0.0f32; n];
-        swiglu(GpuMath::Hip, &mut h, &x, &g);
-        let alts = [("HIP's math".to_string(), f32_bytes(&h))];
-        out.case_with(
-            4,
-            &format!("swiglu n={n}"),
-            &[n as i64],
-            &[(F32, bytemuck::cast_slice(&x)), (F32, bytemuck::cast_slice(&g))],
-            (F32, bytemuck::cast_slice(&y)),
-            &alts,
-        );
+        out.elementwise(4, &format!("swiglu n={n}"), &[n as i64], [&x, &g], |math| {
+            let mut y = vec![0.0f32; n];
+            swiglu(math, &mut y, &x, &g);
+            y
+        });
     }
     {
         let (hd, heads) = (128usize, 4usize);
@@ -247,7 +248,8 @@ pub fn vectors() -> Vec<u8> {
         let mask: Vec<f32> = (0..n_kv * rows)
             .map(|i| if i % n_kv < n_kv / 2 + 7 * (i / n_kv) { 0.0 } else { f32::NEG_INFINITY })
             .collect();
-        let probs = |math: GpuMath| {
+        let name = format!("soft_max n_kv={n_kv} rows={rows}");
+        out.elementwise(6, &name, &[n_kv as i64, rows as i64, bits(scale)], [&kq, &mask], |math| {
             let mut p = vec![0.0f32; n_kv * rows];
             for ((pr, kr), mr) in p.chunks_mut(n_kv).zip(kq.chunks(n_kv)).zip(mask.chunks(n_kv)) {
                 // The kernel's `x*scale + mask` (any fusion gives these values, mask 0 or
@@ -256,17 +258,7 @@ pub fn vectors() -> Vec<u8> {
                 soft_max_row(math, pr, &w);
             }
             p
-        };
-        let p = probs(cuda);
-        let alts = [("HIP's math".to_string(), f32_bytes(&probs(GpuMath::Hip)))];
-        out.case_with(
-            6,
-            &format!("soft_max n_kv={n_kv} rows={rows}"),
-            &[n_kv as i64, rows as i64, bits(scale)],
-            &[(F32, bytemuck::cast_slice(&kq)), (F32, bytemuck::cast_slice(&mask))],
-            (F32, bytemuck::cast_slice(&p)),
-            &alts,
-        );
+        });
     }
 
     let mut file = b"TCGG0001".to_vec();

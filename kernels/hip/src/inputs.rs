@@ -55,3 +55,14 @@ impl Rng {
         x
     }
 }
+
+/// Writes `bytes` to `path` whole: to `<path>.tmp` first, then renamed, so a reader never
+/// sees a half-written vectors file (the temporary file is removed on failure).
+pub fn write_atomically(path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = format!("{path}.tmp");
+    let res = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
