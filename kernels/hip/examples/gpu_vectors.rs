@@ -2,7 +2,7 @@
 //! builds with nvcc on an NVIDIA machine, or with hipcc) checks a GPU against: for a
 //! set of cases, the weights, one activation row, the portable twin's q8_1 blocks of
 //! that row, and the twin's MMVQ outputs (warp 32) under every combination of the
-//! [`Contraction`] switches, so that the driver can say which fusion the device's
+//! `tiercheck_core::gpu::Contraction` switches, so that the driver can say which fusion the device's
 //! compiler chose, not only whether one guess matched.
 //!
 //! ```text

@@ -39,18 +39,8 @@ struct Out {
 }
 
 impl Out {
-    fn case(
-        &mut self,
-        kind: u32,
-        name: &str,
-        params: &[i64],
-        inputs: &[(u32, &[u8])],
-        want: (u32, &[u8]),
-    ) {
-        self.case_with(kind, name, params, inputs, want, &[]);
-    }
-
-    /// [`Out::case`] with alternative recipes' outputs (named).
+    /// One case: its kind, name, parameters, inputs, the twin's output, and other
+    /// recipes' outputs for the same inputs (named).
     fn case_with(
         &mut self,
         kind: u32,
@@ -232,12 +222,13 @@ pub fn vectors() -> Vec<u8> {
                 rope_neox(&mut y[at..at + hd], &cache, true);
             }
         }
-        out.case(
+        out.case_with(
             5,
             &format!("rope_neox head_dim={hd} heads={heads} tokens={}", pos.len()),
             &[hd as i64, heads as i64, pos.len() as i64, hd as i64, bits(base)],
             &[(F32, bytemuck::cast_slice(&x)), (I32, bytemuck::cast_slice(&pos))],
             (F32, bytemuck::cast_slice(&y)),
+            &[],
         );
     }
     for (n_kv, rows) in [(256usize, 3usize), (512, 2), (768, 2), (1024, 1), (2048, 2), (4096, 1)] {
