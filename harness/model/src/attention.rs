@@ -25,6 +25,14 @@
 //!   tier has it for F16 (haswell on `p` rounded to F16, the NEON build without FP16
 //!   vector arithmetic on `p` as it is), else `ggml_vec_dot_f16(V_d, p16)`.
 //!
+//! On the GPU flavours ([`ElemFlavour::mmvf`]) both products are ggml's GPU
+//! `mul_mat_vec_f` ([`tiercheck_core::gpu::MmvfConfig`]) on the F32 activations as they
+//! are (the query is not rounded to F16): `K·Q` with an f32 accumulator (llama.cpp sets
+//! its precision to F32), `V·p` with a `half2` F16 accumulator on an F16 cache and an
+//! f32 one on an F32 cache; each reduced over the GPU's physical warp. Where ggml hands
+//! a product to BLAS instead (batches beyond the kernel's column limit; on NVIDIA, F16
+//! `K` of more than 512 cells) the MMVF order stands in, and the path says so.
+//!
 //! With flash attention, llama.cpp's graph (`build_attn_mha`) casts an F32 K or V to F16
 //! before `ggml_flash_attn_ext`, so flash attention always reads F16 K and V: with
 //! `--kv f32` the cells are rounded when read instead of when stored, the same values.
@@ -59,6 +67,7 @@
 
 use tiercheck_core::elem::{ElemFlavour, ElemOps, F16Sgemm};
 use tiercheck_core::fp16;
+use tiercheck_core::gpu::MmvfAcc;
 
 use super::hparams::HParams;
 
@@ -221,23 +230,6 @@ fn round16(x: f32) -> f32 {
     fp16::f16_bits_to_f32(fp16::f32_to_f16_bits_hw(x))
 }
 
-/// An f64 rounded to F16 once (round to nearest even), for FP16 fused multiply-adds
-/// computed in f64: rounded to f32 by round-to-odd first (24 bits keep every F16
-/// rounding decision of a 53-bit value), then to F16. The f64 `fma(x, v, y)` of F16
-/// operands is itself exact wherever it lies close to an F16 rounding boundary (the
-/// operands' bits then span fewer than 53), so the chain rounds the exact value once.
-pub(crate) fn round16_f64(d: f64) -> f32 {
-    let t = d as f32;
-    let t = if t as f64 == d || !t.is_finite() || t.to_bits() & 1 == 1 {
-        t
-    } else if (t as f64).abs() > d.abs() {
-        f32::from_bits(t.to_bits() - 1)
-    } else {
-        f32::from_bits(t.to_bits() + 1)
-    };
-    round16(t)
-}
-
 /// What attention computes for one step: the geometry and the flavour.
 pub(crate) struct Step<'a> {
     pub hp: &'a HParams,
@@ -320,6 +312,22 @@ impl Step<'_> {
         n_kv: usize,
     ) -> (Product, Product) {
         let hd = self.hp.head_dim;
+        if let Some(gpu) = fl.mmvf() {
+            // K·Q: `K` is n_kv rows of head_dim per KV head, at GGML_PREC_F32; V·p: `V^T`
+            // is head_dim rows of n_kv, at default precision (an F16 accumulator for an
+            // F16 cache on every modelled GPU).
+            let f16 = kv == KvType::F16;
+            let mats = self.hp.n_head_kv;
+            let pick = |ncols: usize, rows: usize, acc: MmvfAcc| {
+                if gpu.takes(f16, ncols, rows, mats, m) {
+                    Product::Mmvf(acc)
+                } else {
+                    Product::GpuBlas(acc)
+                }
+            };
+            let kqv_acc = if f16 { MmvfAcc::F16 } else { MmvfAcc::F32 };
+            return (pick(hd, n_kv, MmvfAcc::F32), pick(n_kv, hd, kqv_acc));
+        }
         let w = fl.width();
         match kv {
             KvType::F32 => {
@@ -366,6 +374,11 @@ impl Step<'_> {
         let kv = cache.attn.kv;
         let (kq_path, kqv_path) = self.mul_mat_paths(kv, self.elem.flavour(), m, n_kv);
         let e = self.elem;
+        let mmvf = e.flavour().mmvf();
+        let gpu = |acc: MmvfAcc, x: &[f32], y: &[f32]| match mmvf {
+            Some(cfg) => cfg.dot(acc, x, y),
+            None => unreachable!("an MMVF product on a CPU flavour"),
+        };
         let init =
             || (vec![0.0f32; n_kv], vec![0.0f32; n_kv], vec![0.0f32; n_kv], vec![0.0f32; hd]);
         self.per_head(m, n_kv, init, |(wp, dp, dp16, q16), i, h, o| {
@@ -381,6 +394,7 @@ impl Step<'_> {
                     let kq = match kq_path {
                         Product::DotF16 => e.dot_f16(k, q16),
                         Product::TinyF16xF16 => e.sgemm_dot(k, q16),
+                        Product::Mmvf(acc) | Product::GpuBlas(acc) => gpu(acc, k, qh),
                         _ => e.dot_f32(k, qh),
                     };
                     // ggml_vec_scale_f32 then `wp += slope*mask` with mask 0.
@@ -400,6 +414,7 @@ impl Step<'_> {
                     Product::TinyF16xF16 => e.sgemm_dot(vcol, dp16),
                     Product::DotF16 => e.dot_f16(vcol, dp16),
                     Product::DotF32 => e.dot_f32(vcol, dp),
+                    Product::Mmvf(acc) | Product::GpuBlas(acc) => gpu(acc, vcol, dp),
                 };
             }
         })
@@ -596,7 +611,7 @@ impl Step<'_> {
             if f16_arith {
                 let vs16 = round16(vs) as f64;
                 for (y, &x) in acc.iter_mut().zip(v) {
-                    *y = round16_f64((x as f64).mul_add(vs16, *y as f64));
+                    *y = fp16::round_f64_to_f16((x as f64).mul_add(vs16, *y as f64));
                 }
             } else {
                 for (y, &x) in acc.iter_mut().zip(v) {
@@ -622,6 +637,11 @@ enum Product {
     TinyF16xF16,
     /// tinyBLAS's F16 tile on the F32 activations.
     TinyF16xF32,
+    /// The GPU's `mul_mat_vec_f` with this accumulator (the F32 activations as they are).
+    Mmvf(MmvfAcc),
+    /// A product ggml hands to the GPU's BLAS or tiled kernels: not reproduced; the MMVF
+    /// order with this accumulator stands in.
+    GpuBlas(MmvfAcc),
 }
 
 impl Product {
@@ -632,6 +652,9 @@ impl Product {
             Product::TinyF32 => "tinyblas-f32",
             Product::TinyF16xF16 => "tinyblas-f16xf16",
             Product::TinyF16xF32 => "tinyblas-f16xf32",
+            Product::Mmvf(MmvfAcc::F32) => "mmvf-f32acc",
+            Product::Mmvf(MmvfAcc::F16) => "mmvf-f16acc",
+            Product::GpuBlas(_) => "gpu-blas (not reproduced: mmvf order stands in)",
         }
     }
 }

@@ -70,17 +70,20 @@
 //! the attention dot products never reach a tail; SwiGLU reaches one only when the
 //! feed-forward width is not a multiple of the vector width.
 //!
-//! - [`ElemFlavour::GpuHip`], [`ElemFlavour::GpuCuda`] — the GPU lanes' flavours: ggml's
+//! - [`ElemFlavour::GpuHip`], [`ElemFlavour::GpuHipWave64`], [`ElemFlavour::GpuCuda`] —
+//!   the GPU lanes' flavours: ggml's
 //!   GPU RMSNorm (times its weight) and SwiGLU as HIP clang and nvcc compile them, an
 //!   f32 block-reduction tree for the sum of squares and the device's `expf` and
 //!   divisions ([`crate::gpu::elem`], through [`ElemOps::rms_norm_mul`] and
 //!   [`ElemOps::swiglu`]); on CUDA also its RoPE angles and fast `sinf`/`cosf`
 //!   ([`ElemFlavour::rope_cache`], [`crate::gpu::elem::rope_cache_cuda`]) with the fused
-//!   rotation; the softmax of an attention row without flash attention is the GPU's
-//!   own too ([`ElemOps::soft_max_row`], [`crate::gpu::elem::soft_max_row`]). Everything
-//!   else (the attention dot products, flash attention, and HIP's RoPE) borrows the x64
-//!   loops ([`ElemFlavour::loops`]): a stand-in, since the GPU's `K·Q`, `V·p`, flash
-//!   attention and HIP's RoPE are not reproduced.
+//!   rotation; without flash attention the softmax of an attention row
+//!   ([`ElemOps::soft_max_row`], [`crate::gpu::elem::soft_max_row`]) and the attention
+//!   products where ggml takes its MMVF kernel ([`ElemFlavour::mmvf`],
+//!   [`crate::gpu::MmvfConfig`]; the two HIP flavours differ only there, by wavefront).
+//!   Everything else (flash attention, the products of batches ggml hands to BLAS, and
+//!   HIP's RoPE) borrows the x64 loops ([`ElemFlavour::loops`]) or the MMVF order: a
+//!   stand-in, not reproduced.
 //!
 //! This module is the portable form of every flavour. Native SIMD versions live in the
 //! architecture crates and must give the same bits (see their tests).
@@ -104,17 +107,25 @@ pub enum ElemFlavour {
     Sve128,
     /// ggml's SVE loops at a 256-bit vector length (Neoverse V1).
     Sve256,
-    /// ggml's GPU kernels as HIP clang builds them for AMD GPUs: its own RMSNorm and
-    /// SwiGLU ([`crate::gpu::elem`]); attention, RoPE and the rest borrow the x64 loops.
+    /// ggml's GPU kernels as HIP clang builds them for RDNA2 (gfx1030, 32-lane warps):
+    /// its own RMSNorm, SwiGLU and softmax ([`crate::gpu::elem`]) and attention products
+    /// ([`crate::gpu::MMVF_RDNA2`]); flash attention, RoPE and the rest borrow the x64
+    /// loops.
     GpuHip,
-    /// ggml's GPU kernels as nvcc (`-use_fast_math`) builds them: its own RMSNorm and
-    /// SwiGLU ([`crate::gpu::elem`]); attention, RoPE and the rest borrow the x64 loops.
+    /// The same for CDNA (gfx90a, 64-lane wavefronts), whose attention products reduce
+    /// over the 64-lane wavefront ([`crate::gpu::MMVF_CDNA`]); everything else as
+    /// [`ElemFlavour::GpuHip`].
+    GpuHipWave64,
+    /// ggml's GPU kernels as nvcc (`-use_fast_math`) builds them for NVIDIA from Ampere
+    /// on: its own RMSNorm, SwiGLU, softmax and RoPE ([`crate::gpu::elem`]) and attention
+    /// products ([`crate::gpu::MMVF_AMPERE`]); flash attention and the rest borrow the
+    /// x64 loops.
     GpuCuda,
 }
 
 impl ElemFlavour {
     /// Every flavour.
-    pub const ALL: [ElemFlavour; 9] = [
+    pub const ALL: [ElemFlavour; 10] = [
         ElemFlavour::X64,
         ElemFlavour::Avx2,
         ElemFlavour::Avx512,
@@ -123,6 +134,7 @@ impl ElemFlavour {
         ElemFlavour::Sve128,
         ElemFlavour::Sve256,
         ElemFlavour::GpuHip,
+        ElemFlavour::GpuHipWave64,
         ElemFlavour::GpuCuda,
     ];
 
@@ -137,6 +149,7 @@ impl ElemFlavour {
             ElemFlavour::Sve128 => "sve128-fma",
             ElemFlavour::Sve256 => "sve256-fma",
             ElemFlavour::GpuHip => "hip-gpu",
+            ElemFlavour::GpuHipWave64 => "hip-gpu-wave64",
             ElemFlavour::GpuCuda => "cuda-gpu",
         }
     }
@@ -144,11 +157,13 @@ impl ElemFlavour {
     /// The flavour whose vector loops this one runs (itself, except that
     /// [`ElemFlavour::NeonNoLlamafile`] runs the [`ElemFlavour::Neon`] loops and the
     /// GPU flavours the [`ElemFlavour::X64`] ones, a stand-in, for everything but their
-    /// own RMSNorm and SwiGLU).
+    /// own kernels).
     pub fn loops(self) -> ElemFlavour {
         match self {
             ElemFlavour::NeonNoLlamafile => ElemFlavour::Neon,
-            ElemFlavour::GpuHip | ElemFlavour::GpuCuda => ElemFlavour::X64,
+            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 | ElemFlavour::GpuCuda => {
+                ElemFlavour::X64
+            }
             f => f,
         }
     }
@@ -156,8 +171,19 @@ impl ElemFlavour {
     /// The GPU math of a GPU flavour ([`crate::gpu::elem`]), `None` for a CPU tier.
     pub fn gpu_math(self) -> Option<crate::gpu::elem::GpuMath> {
         match self {
-            ElemFlavour::GpuHip => Some(crate::gpu::elem::GpuMath::Hip),
+            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 => Some(crate::gpu::elem::GpuMath::Hip),
             ElemFlavour::GpuCuda => Some(crate::gpu::elem::GpuMath::Cuda),
+            _ => None,
+        }
+    }
+
+    /// The GPU's matrix-vector kernel for F32/F16 matrices (the attention products
+    /// without flash attention, [`crate::gpu::MmvfConfig`]), `None` for a CPU tier.
+    pub fn mmvf(self) -> Option<crate::gpu::MmvfConfig> {
+        match self {
+            ElemFlavour::GpuHip => Some(crate::gpu::MMVF_RDNA2),
+            ElemFlavour::GpuHipWave64 => Some(crate::gpu::MMVF_CDNA),
+            ElemFlavour::GpuCuda => Some(crate::gpu::MMVF_AMPERE),
             _ => None,
         }
     }
@@ -226,6 +252,7 @@ impl ElemFlavour {
             | ElemFlavour::Sve128
             | ElemFlavour::Sve256
             | ElemFlavour::GpuHip
+            | ElemFlavour::GpuHipWave64
             | ElemFlavour::GpuCuda => None,
             ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(F16Sgemm::F16Activations),
             ElemFlavour::Neon => Some(F16Sgemm::F32Activations),
@@ -251,6 +278,7 @@ impl ElemFlavour {
             | ElemFlavour::Sve128
             | ElemFlavour::Sve256
             | ElemFlavour::GpuHip
+            | ElemFlavour::GpuHipWave64
             | ElemFlavour::GpuCuda => None,
             ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(2),
             ElemFlavour::Neon => Some(4),
@@ -354,6 +382,8 @@ pub static PORTABLE_SVE128: PortableElem = PortableElem(ElemFlavour::Sve128);
 pub static PORTABLE_SVE256: PortableElem = PortableElem(ElemFlavour::Sve256);
 /// Portable GPU elementwise kernels, HIP.
 pub static PORTABLE_GPU_HIP: PortableElem = PortableElem(ElemFlavour::GpuHip);
+/// Portable GPU elementwise kernels, HIP on 64-lane wavefronts.
+pub static PORTABLE_GPU_HIP_WAVE64: PortableElem = PortableElem(ElemFlavour::GpuHipWave64);
 /// Portable GPU elementwise kernels, CUDA.
 pub static PORTABLE_GPU_CUDA: PortableElem = PortableElem(ElemFlavour::GpuCuda);
 
@@ -368,6 +398,7 @@ pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
         ElemFlavour::Sve128 => &PORTABLE_SVE128,
         ElemFlavour::Sve256 => &PORTABLE_SVE256,
         ElemFlavour::GpuHip => &PORTABLE_GPU_HIP,
+        ElemFlavour::GpuHipWave64 => &PORTABLE_GPU_HIP_WAVE64,
         ElemFlavour::GpuCuda => &PORTABLE_GPU_CUDA,
     }
 }
@@ -539,6 +570,7 @@ fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
         | ElemFlavour::Neon
         | ElemFlavour::NeonNoLlamafile
         | ElemFlavour::GpuHip
+        | ElemFlavour::GpuHipWave64
         | ElemFlavour::GpuCuda => (v[0] + v[1]) + (v[2] + v[3]),
         // _mm256: high + low, then movehl, then movehdup.
         ElemFlavour::Avx2 => {
@@ -612,7 +644,10 @@ impl PortableElem {
     fn dot_f32_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f32: lengths differ");
         match self.0.loops() {
-            ElemFlavour::X64 | ElemFlavour::GpuHip | ElemFlavour::GpuCuda => {
+            ElemFlavour::X64
+            | ElemFlavour::GpuHip
+            | ElemFlavour::GpuHipWave64
+            | ElemFlavour::GpuCuda => {
                 // No GGML_SIMD: each product rounded to f32, summed in f64.
                 let mut s = 0.0f64;
                 for (a, b) in x.iter().zip(y) {

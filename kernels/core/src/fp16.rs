@@ -48,6 +48,31 @@ pub fn round_to_f16(x: f32) -> f32 {
     f16_bits_to_f32(f32_to_f16_bits(x))
 }
 
+/// An f64 rounded to F16 once (round to nearest even), for FP16 fused multiply-adds
+/// computed in f64: rounded to f32 by round-to-odd first (24 bits keep every F16
+/// rounding decision of a 53-bit value), then to F16. The f64 `fma(x, v, y)` of F16
+/// operands is itself exact wherever it lies close to an F16 rounding boundary (the
+/// operands' bits then span fewer than 53), so the chain rounds the exact value once.
+pub fn round_f64_to_f16(d: f64) -> f32 {
+    let t = d as f32;
+    let t = if t as f64 == d || !t.is_finite() || t.to_bits() & 1 == 1 {
+        t
+    } else if (t as f64).abs() > d.abs() {
+        f32::from_bits(t.to_bits() - 1)
+    } else {
+        f32::from_bits(t.to_bits() + 1)
+    };
+    f16_bits_to_f32(f32_to_f16_bits_hw(t))
+}
+
+/// One FP16 fused multiply-add of F16 values (given widened to f32): `RN16(a*b + c)`,
+/// rounded once, F16 subnormals kept (`HFMA2`, `v_pk_fma_f16`, SVE's `svmla` on
+/// `svfloat16_t`).
+#[inline]
+pub fn fma_f16(a: f32, b: f32, c: f32) -> f32 {
+    round_f64_to_f16((a as f64).mul_add(b as f64, c as f64))
+}
+
 /// f32 -> bf16 bits, as `ggml_compute_fp32_to_bf16`.
 #[inline]
 pub fn f32_to_bf16_bits(x: f32) -> u16 {

@@ -1,5 +1,6 @@
 //! Portable twins of ggml's CUDA/HIP matrix-vector path for quantized weights (MMVQ,
-//! `ggml-cuda/mmvq.cu`, `vecdotq.cuh`, `quantize.cu`), as compiled by HIP clang for
+//! `ggml-cuda/mmvq.cu`, `vecdotq.cuh`, `quantize.cu`; the F32/F16 one of the attention
+//! products is [`MmvfConfig`]), as compiled by HIP clang for
 //! AMD GPUs and by nvcc for NVIDIA GPUs: the arithmetic of the `hip-wave32`, `hip-wave64` and
 //! `cuda-sm90` lanes ([`WAVE32`], [`WAVE64`], [`CUDA`]).
 //!
@@ -116,6 +117,7 @@
 //! bit. (NVIDIA's nvcc also fuses by default, `--fmad=true`, by its own rules.)
 
 pub mod elem;
+mod mmvf;
 mod mmvq;
 mod quantize;
 mod vecdotq;
@@ -123,6 +125,7 @@ mod vecdotq;
 #[cfg(test)]
 mod tests;
 
+pub use mmvf::{MmvfAcc, MmvfConfig, MMVF_AMPERE, MMVF_CDNA, MMVF_RDNA2};
 pub use mmvq::{
     calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, WAVE32, WAVE64,
 };

@@ -12,7 +12,7 @@ use super::*;
 use crate::arch::generic::vec_dot::q4_k_values;
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{dequantize, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, QK, QK_K};
-use crate::fp16::{f16_bits_to_f32, f32_to_f16_bits};
+use crate::fp16::{f16_bits_to_f32, f32_to_f16_bits, round_to_f16};
 use crate::quant::ActRule;
 use crate::GgmlType;
 
@@ -1283,4 +1283,269 @@ fn gpu_soft_max_row_differs_from_the_cpu_and_between_vendors() {
         vendor_differ |= h != c;
     }
     assert!(cpu_differ && vendor_differ, "cpu {cpu_differ}, vendors {vendor_differ}");
+}
+
+// ---------------------------------------------------------------------------------
+// MMVF (`mul_mat_vec_f`): the attention products.
+
+const MMVF_ALL: [MmvfConfig; 3] = [MMVF_RDNA2, MMVF_CDNA, MMVF_AMPERE];
+
+#[test]
+fn mmvf_block_sizes() {
+    // (ncols, RDNA2 / NVIDIA, CDNA), each worked by hand from the fewest
+    // `ceil(ncols / 2B)` over B = warp, 2 warp, .. max (the smallest on a tie).
+    let table = [
+        (2, 32, 64),
+        (16, 32, 64),
+        (64, 32, 64),
+        (128, 64, 64),
+        (256, 128, 128),
+        (300, 160, 128),
+        (512, 256, 128),
+        (1024, 256, 128),
+        (4096, 256, 128),
+    ];
+    for (ncols, narrow, wide) in table {
+        assert_eq!(MMVF_RDNA2.block_size(ncols), narrow, "rdna2, {ncols}");
+        assert_eq!(MMVF_AMPERE.block_size(ncols), narrow, "ampere, {ncols}");
+        assert_eq!(MMVF_CDNA.block_size(ncols), wide, "cdna, {ncols}");
+    }
+}
+
+#[test]
+fn mmvf_takes_follows_ggml_should_use_mmvf() {
+    // (config, f16, rows, mats, cols, takes)
+    let cases = [
+        (MMVF_RDNA2, false, 256, 8, 8, true),
+        (MMVF_RDNA2, false, 256, 8, 9, false),
+        (MMVF_RDNA2, true, 4096, 8, 8, true),
+        (MMVF_CDNA, false, 256, 8, 3, true),
+        (MMVF_CDNA, false, 256, 8, 4, false),
+        (MMVF_CDNA, true, 256, 8, 2, true),
+        (MMVF_CDNA, true, 256, 8, 3, false),
+        (MMVF_AMPERE, false, 4096, 8, 3, true),
+        (MMVF_AMPERE, false, 4096, 8, 4, false),
+        (MMVF_AMPERE, true, 512, 8, 1, true),
+        (MMVF_AMPERE, true, 768, 8, 1, false),
+        (MMVF_AMPERE, true, 768, 1, 1, true),
+        (MMVF_AMPERE, true, 128, 8, 2, false),
+    ];
+    for (cfg, f16, rows, mats, cols, want) in cases {
+        assert_eq!(
+            cfg.takes(f16, 128, rows, mats, cols),
+            want,
+            "{} {f16} {rows} {mats} {cols}",
+            cfg.name
+        );
+    }
+    // An odd row length never takes MMVF.
+    assert!(!MMVF_RDNA2.takes(false, 127, 1, 1, 1));
+}
+
+/// The kernel written out per thread of the block, with global thread ids and the
+/// shared-memory buffer as ggml declares it: an independent statement of the order.
+fn mmvf_threads(cfg: &MmvfConfig, acc: MmvfAcc, x: &[f32], y: &[f32]) -> f32 {
+    let fl = |v: f32| if cfg.ftz && v.is_subnormal() { 0.0f32.copysign(v) } else { v };
+    let (n2, b, w) = (x.len() / 2, cfg.block_size(x.len()), cfg.warp_size);
+    let mut sumf = vec![0.0f32; b];
+    for (tid, out) in sumf.iter_mut().enumerate() {
+        let mut col2 = tid;
+        let (mut s, mut h) = (0.0f32, [0.0f32; 2]);
+        while col2 < n2 {
+            let (x0, x1, y0, y1) = (x[2 * col2], x[2 * col2 + 1], y[2 * col2], y[2 * col2 + 1]);
+            match acc {
+                MmvfAcc::F32 => {
+                    s = fl(fl(x0).mul_add(fl(y0), fl(s)));
+                    s = fl(fl(x1).mul_add(fl(y1), fl(s)));
+                }
+                MmvfAcc::F16 => {
+                    let (y0, y1) = (round_to_f16(y0), round_to_f16(y1));
+                    h[0] = f16_fma_exact(x0, y0, h[0]);
+                    h[1] = f16_fma_exact(x1, y1, h[1]);
+                }
+            }
+            col2 += b;
+        }
+        *out = match acc {
+            MmvfAcc::F32 => s,
+            MmvfAcc::F16 => fl(h[0] + h[1]),
+        };
+    }
+    let shfl = |v: &mut Vec<f32>, active: usize| {
+        let mut off = w / 2;
+        while off > 0 {
+            let old = v.clone();
+            for tid in 0..active {
+                v[tid] = fl(fl(old[tid]) + fl(old[tid ^ off]));
+            }
+            off /= 2;
+        }
+    };
+    shfl(&mut sumf, b);
+    if b > w {
+        let mut buf_iw = vec![0.0f32; w];
+        for tid in 0..b {
+            buf_iw[tid / w] = sumf[tid];
+        }
+        for tid in 0..w {
+            sumf[tid] = buf_iw[tid];
+        }
+        shfl(&mut sumf, w);
+    }
+    sumf[0]
+}
+
+/// `RN16(a*b + c)` for F16 values, in integers: every F16 value is a multiple of 2^-24,
+/// so `a*b + c` is an exact multiple of 2^-48 (an i128), and the nearest F16 value
+/// (ties to the even encoding) is chosen among the neighbours of an approximation by
+/// exact integer distances.
+fn f16_fma_exact(a: f32, b: f32, c: f32) -> f32 {
+    let units = |v: f32| (v as f64 * 2f64.powi(24)) as i128; // exact for F16 values
+    let s = units(a) * units(b) + (units(c) << 24);
+    let r = round_to_f16((s as f64 * 2f64.powi(-48)) as f32);
+    assert!(r.is_finite(), "f16_fma_exact: overflow");
+    let next = |t: f32, up: bool| {
+        let bits = f32_to_f16_bits(t);
+        let bits = match (t == 0.0, up, t > 0.0 || (t == 0.0 && bits == 0)) {
+            (true, true, _) => 0x0001,
+            (true, false, _) => 0x8001,
+            (false, true, true) | (false, false, false) => bits + 1,
+            _ => bits - 1,
+        };
+        f16_bits_to_f32(bits)
+    };
+    let dist = |t: f32| ((units(t) << 24) - s).abs();
+    let mut best = r;
+    for t in [next(r, false), next(r, true)] {
+        let (d, db) = (dist(t), dist(best));
+        if t.is_finite() && (d < db || (d == db && f32_to_f16_bits(t) & 1 == 0)) {
+            best = t;
+        }
+    }
+    if best == 0.0 {
+        // The sign of an exact zero sum: +0 unless both addends are -0 (round to nearest).
+        let neg = s == 0 && (a * b).is_sign_negative() && c.is_sign_negative();
+        return if neg { -0.0 } else { 0.0 };
+    }
+    best
+}
+
+#[test]
+fn mmvf_follows_the_threads_bit_for_bit() {
+    let mut rng = Rng(0x4D4D_5646);
+    for cfg in MMVF_ALL {
+        for n in [2usize, 16, 64, 128, 130, 256, 300, 512, 1024, 1030, 4096] {
+            for trial in 0..3 {
+                let x: Vec<f32> = (0..n).map(|_| round_to_f16(rng.sym() * 2.0)).collect();
+                let y: Vec<f32> = (0..n)
+                    .map(|i| if trial == 2 && i % 3 == 0 { 0.0 } else { rng.sym().abs() * 0.05 })
+                    .collect();
+                for acc in [MmvfAcc::F32, MmvfAcc::F16] {
+                    let (a, b) = (cfg.dot(acc, &x, &y), mmvf_threads(&cfg, acc, &x, &y));
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{} {} n={n} trial {trial}: {a} vs {b}",
+                        cfg.name,
+                        acc.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mmvf_small_rows_by_hand() {
+    // Four values, one warp: thread 0 takes pair 0, thread 1 pair 1, the butterfly adds
+    // zeros but for its last step: RN(fma(x1, y1, RN(x0 y0)) + fma(x3, y3, RN(x2 y2))).
+    let x = [1.0f32 + 2f32.powi(-20), 3.0, -1.0 / 3.0, 1e-3];
+    let y = [1.0f32 - 2f32.powi(-21), 1.0 / 7.0, 0.75, 5.0];
+    let t0 = x[1].mul_add(y[1], x[0] * y[0]);
+    let t1 = x[3].mul_add(y[3], x[2] * y[2]);
+    for cfg in MMVF_ALL {
+        assert_eq!(cfg.dot(MmvfAcc::F32, &x, &y).to_bits(), (t0 + t1).to_bits(), "{}", cfg.name);
+    }
+    // The F16 accumulator fuses each multiply-add in F16: with ncols = 1024 (block 256 on
+    // RDNA2, 128 on CDNA) thread 0 takes pair 0 and then pair B. Pair 0 leaves h.lo = -1;
+    // pair B adds (1 + 2^-10)(1 + 2^-9) = 1 + 3*2^-10 + 2^-19: fused, h.lo = 3*2^-10 +
+    // 2^-19 (exact in F16); the product rounded first would give 3*2^-10.
+    for cfg in [MMVF_RDNA2, MMVF_CDNA, MMVF_AMPERE] {
+        let b = cfg.block_size(1024);
+        let (mut x, mut y) = (vec![0.0f32; 1024], vec![0.0f32; 1024]);
+        (x[0], y[0]) = (-1.0, 1.0);
+        (x[2 * b], y[2 * b]) = (1.0 + 2f32.powi(-10), 1.0 + 2f32.powi(-9));
+        let want = 3.0 * 2f32.powi(-10) + 2f32.powi(-19);
+        assert_eq!(cfg.dot(MmvfAcc::F16, &x, &y), want, "{}", cfg.name);
+        // And the F16 accumulator loses what F16 cannot hold: 2048 + 1 rounds to 2048
+        // (a tie, to even); the f32 accumulator keeps it.
+        (x[0], y[0]) = (2048.0, 1.0);
+        (x[2 * b], y[2 * b]) = (1.0, 1.0);
+        assert_eq!(cfg.dot(MmvfAcc::F16, &x, &y), 2048.0, "{}", cfg.name);
+        assert_eq!(cfg.dot(MmvfAcc::F32, &x, &y), 2049.0, "{}", cfg.name);
+        // The activations are rounded to F16 first: 1 + 2^-12 becomes 1.
+        let (mut x, mut y) = (vec![0.0f32; 4], vec![0.0f32; 4]);
+        (x[0], y[0]) = (1.0, 1.0 + 2f32.powi(-12));
+        assert_eq!(cfg.dot(MmvfAcc::F16, &x, &y), 1.0, "{}", cfg.name);
+        assert_eq!(cfg.dot(MmvfAcc::F32, &x, &y), 1.0 + 2f32.powi(-12), "{}", cfg.name);
+    }
+}
+
+#[test]
+fn mmvf_within_its_rounding_bound() {
+    let mut rng = Rng(0x4D56_4642);
+    let u16_ = 2f64.powi(-11);
+    for cfg in MMVF_ALL {
+        for n in [16usize, 256, 1024, 4096] {
+            let x: Vec<f32> = (0..n).map(|_| round_to_f16(rng.sym())).collect();
+            let y: Vec<f32> = (0..n).map(|_| rng.sym().abs() * 0.01).collect();
+            let b = cfg.block_size(n);
+            let chain = 2 * (n / 2).div_ceil(b);
+            let levels = 2 * cfg.warp_size.trailing_zeros() as usize + 1;
+            let abs: f64 = x.iter().zip(&y).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+            // f32 accumulator: every term passes through at most chain + levels roundings.
+            let exact: f64 = x.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let got = cfg.dot(MmvfAcc::F32, &x, &y) as f64;
+            assert!((got - exact).abs() <= gamma(chain + levels) * abs, "{} f32 n={n}", cfg.name);
+            // F16 accumulator: the activation's rounding and the chain's in F16, then
+            // the f32 reduction.
+            let got = cfg.dot(MmvfAcc::F16, &x, &y) as f64;
+            let g16 = (1.0 + u16_).powi(chain as i32 + 1) - 1.0;
+            let bound = ((1.0 + g16) * (1.0 + gamma(levels + 1)) - 1.0) * abs;
+            assert!((got - exact).abs() <= bound, "{} f16 n={n}: {got} vs {exact}", cfg.name);
+        }
+    }
+}
+
+#[test]
+fn mmvf_orders_differ_between_gpus_and_from_the_cpu() {
+    let mut rng = Rng(0x4D56_4644);
+    let n = 256;
+    let x: Vec<f32> = (0..n).map(|_| round_to_f16(rng.sym())).collect();
+    let y: Vec<f32> = (0..n).map(|_| rng.sym() * 0.3).collect();
+    let differ = |a: f32, b: f32| a.to_bits() != b.to_bits();
+    // Wave32 and wave64 reduce in other trees; find a row where that shows.
+    let mut found = false;
+    for s in 0..64 {
+        let yy: Vec<f32> = y.iter().map(|v| v * (1.0 + s as f32 * 1e-3)).collect();
+        if differ(MMVF_RDNA2.dot(MmvfAcc::F32, &x, &yy), MMVF_CDNA.dot(MmvfAcc::F32, &x, &yy)) {
+            found = true;
+            break;
+        }
+    }
+    assert!(found, "the wave32 and wave64 trees never differ");
+    // The F16 accumulator differs from the f32 one.
+    assert!(differ(MMVF_RDNA2.dot(MmvfAcc::F16, &x, &y), MMVF_RDNA2.dot(MmvfAcc::F32, &x, &y)));
+    // NVIDIA flushes subnormal products; AMD keeps them.
+    let tiny = vec![1e-20f32; 4];
+    assert_eq!(MMVF_AMPERE.dot(MmvfAcc::F32, &tiny, &tiny), 0.0);
+    assert!(MMVF_RDNA2.dot(MmvfAcc::F32, &tiny, &tiny) > 0.0);
+    // The CPU's F16 path (ggml_vec_dot_f16 on the query rounded to F16) is another order.
+    let q16: Vec<f32> = y.iter().map(|v| round_to_f16(*v)).collect();
+    let cpu = crate::elem::ElemOps::dot_f16(
+        crate::elem::portable(crate::elem::ElemFlavour::X64),
+        &x,
+        &q16,
+    );
+    assert!(differ(cpu, MMVF_RDNA2.dot(MmvfAcc::F32, &x, &y)));
 }

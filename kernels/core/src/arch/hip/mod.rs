@@ -102,7 +102,10 @@ pub static HIP_WAVE64: Lane = Lane {
     arch: Arch::AmdGpu,
     summary:
         "ggml CUDA/HIP MMVQ on CDNA gfx90a (wave64, 2 warps): q8_1 activations, gfx90a contraction",
-    recipe: recipe(Accumulation::HipMmvqWave64),
+    recipe: Recipe {
+        elem: crate::elem::ElemFlavour::GpuHipWave64,
+        ..recipe(Accumulation::HipMmvqWave64)
+    },
     status: MODELLED,
     portable: &HIP_WAVE64_TWIN,
 };
