@@ -57,7 +57,10 @@ use std::sync::{Arc, OnceLock};
 use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_core::elem::ElemFlavour;
 use tiercheck_core::gpu::elem::{Divide, Expf, GpuMath, RmsMean};
-use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, CUDA, WAVE32, WAVE64};
+use tiercheck_core::gpu::{
+    Contraction, MmvfAcc, MmvfConfig, MmvqConfig, Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
+    MMVF_RDNA2, WAVE32, WAVE64,
+};
 use tiercheck_core::GgmlType;
 use tiercheck_hip::isa::{self, Exprs, Id};
 
@@ -357,6 +360,14 @@ trait Vendor: 'static {
     const VOCAB: Vocab;
     /// What ggml's RMSNorm and SwiGLU kernels say.
     fn observe_elem(l: &Self::Listing) -> Result<ElemObserved, String>;
+    /// Every MMVF instance of [`mmvf_instances`] in ggml's `mmvf.cu` build for `target`.
+    fn observe_mmvf(
+        dir: &Path,
+        target: &str,
+        cfg: &MmvfConfig,
+    ) -> Result<Vec<MmvfObserved>, String>;
+    /// How the listing prints a packed FP16 fused multiply-add.
+    const PK_FMA: &'static str;
 }
 
 struct Amd;
@@ -365,7 +376,7 @@ impl Vendor for Amd {
     type Listing = Listings;
     type Observed = Observed;
     fn missing(dir: &Path, target: &str) -> Option<String> {
-        for f in ["mmvq.co", "quantize.co", "norm.co", "unary.co", "softmax.co"] {
+        for f in ["mmvq.co", "quantize.co", "norm.co", "unary.co", "softmax.co", "mmvf.co"] {
             let p = dir.join(target).join(f);
             if !p.is_file() {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
@@ -415,6 +426,33 @@ impl Vendor for Amd {
             })?;
         Ok(ElemObserved { norm, silu, rope: None, soft_max })
     }
+    fn observe_mmvf(
+        dir: &Path,
+        target: &str,
+        cfg: &MmvfConfig,
+    ) -> Result<Vec<MmvfObserved>, String> {
+        let objdump = isa::find_llvm_tool("llvm-objdump").ok_or("llvm-objdump not found")?;
+        let mcpu = format!("--mcpu={target}");
+        let file = dir.join(target).join("mmvf.co");
+        let listing = tool_output(&objdump, &["-d", &mcpu], &file)?;
+        let mut out = Vec::new();
+        for inst in mmvf_instances(cfg) {
+            let prefix = inst.prefix("_ZL");
+            let name = isa::find_kernel(&listing, &prefix)
+                .ok_or_else(|| format!("no {prefix} kernel in ggml's mmvf code object"))?;
+            let only = format!("--disassemble-symbols={name}.kd");
+            let kd = tool_output(&objdump, &["-D", &mcpu, &only], &file)?;
+            let k = isa::amdgpu(&listing, &name)?;
+            out.push(observe_mmvf(
+                inst,
+                &k,
+                ["ds_write", "global_store_dword"],
+                amd_ftz(&kd, &name),
+            ));
+        }
+        Ok(out)
+    }
+    const PK_FMA: &'static str = "pk_fma_f16";
 }
 
 /// The folder of ggml's GPU builds, or why a target's trials cannot run here.
@@ -524,29 +562,32 @@ struct Sass {
     softmax_elf: String,
 }
 
-fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
+/// `cuobjdump <what> <dir>/<arch>/<file>`.
+fn sass_run(dir: &Path, arch: &str, what: &str, file: &str) -> Result<String, String> {
     let (tool, bin) = cuobjdump(dir)?;
-    let run = |what: &str, file: &str| -> Result<String, String> {
-        let path = dir.join(arch).join(file);
-        let mut cmd = Command::new(&tool);
-        cmd.arg(what).arg(&path);
-        if let Some(bin) = &bin {
-            let old = std::env::var_os("PATH").unwrap_or_default();
-            let mut paths = vec![bin.clone()];
-            paths.extend(std::env::split_paths(&old));
-            cmd.env("PATH", std::env::join_paths(paths).map_err(|e| e.to_string())?);
-        }
-        let out = cmd.output().map_err(|e| format!("{}: {e}", tool.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} {what} {}: {}",
-                tool.display(),
-                path.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let path = dir.join(arch).join(file);
+    let mut cmd = Command::new(&tool);
+    cmd.arg(what).arg(&path);
+    if let Some(bin) = &bin {
+        let old = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![bin.clone()];
+        paths.extend(std::env::split_paths(&old));
+        cmd.env("PATH", std::env::join_paths(paths).map_err(|e| e.to_string())?);
+    }
+    let out = cmd.output().map_err(|e| format!("{}: {e}", tool.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {what} {}: {}",
+            tool.display(),
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn sass_of(dir: &Path, arch: &str) -> Result<Sass, String> {
+    let run = |what: &str, file: &str| sass_run(dir, arch, what, file);
     Ok(Sass {
         mmvq: run("-sass", "mmvq.cubin")?,
         mmvq_elf: run("-elf", "mmvq.cubin")?,
@@ -685,6 +726,7 @@ impl Vendor for Nvidia {
             "unary.cubin",
             "rope.cubin",
             "softmax.cubin",
+            "mmvf.cubin",
         ] {
             let p = dir.join(arch).join(f);
             if !p.is_file() {
@@ -739,6 +781,20 @@ impl Vendor for Nvidia {
         })?;
         Ok(ElemObserved { norm, silu, rope, soft_max })
     }
+    fn observe_mmvf(dir: &Path, arch: &str, cfg: &MmvfConfig) -> Result<Vec<MmvfObserved>, String> {
+        let s = sass_run(dir, arch, "-sass", "mmvf.cubin")?;
+        let elf = sass_run(dir, arch, "-elf", "mmvf.cubin")?;
+        let mut out = Vec::new();
+        for inst in mmvf_instances(cfg) {
+            let prefix = inst.prefix("_Z");
+            let name = isa::find_sass_kernel(&s, &prefix)
+                .ok_or_else(|| format!("no {prefix} kernel in ggml's mmvf cubin"))?;
+            let k = isa::sass(&s, &name, &isa::constant_bank(&elf, &name, 2))?;
+            out.push(observe_mmvf(inst, &k, ["STS", "STG.E"], sass_ftz(k.ftz)));
+        }
+        Ok(out)
+    }
+    const PK_FMA: &'static str = "hfma2";
 }
 
 // ---------------------------------------------------------------------------------
@@ -1474,14 +1530,276 @@ fn elem_trials<V: Vendor>(
 fn main() {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
-    for target in ["gfx1030", "gfx90a"] {
+    for (target, mmvf) in [("gfx1030", MMVF_RDNA2), ("gfx90a", MMVF_CDNA)] {
         let cfg = lane_of(target).expect("both targets have a lane");
         trials.extend(target_trials::<Amd>(target, cfg));
         trials.extend(elem_trials::<Amd>(target, GpuMath::Hip, None));
+        trials.extend(mmvf_trials::<Amd>(target, mmvf));
     }
     for arch in ["sm_90", "sm_80"] {
         trials.extend(target_trials::<Nvidia>(arch, CUDA));
         trials.extend(elem_trials::<Nvidia>(arch, GpuMath::Cuda, Some(ElemFlavour::GpuCuda)));
+        trials.extend(mmvf_trials::<Nvidia>(arch, MMVF_AMPERE));
     }
     libtest_mimic::run(&args, trials).exit();
+}
+
+// ---------------------------------------------------------------------------------
+// MMVF: ggml's `mul_mat_vec_f` (the attention products) against `gpu::MmvfConfig`.
+
+/// One `mul_mat_vec_f<T, type_acc, ncols_dst = 1, block_size, no fusion, not multi-token>`.
+#[derive(Clone, Copy, Debug)]
+struct MmvfInstance {
+    /// F16 matrix (`half`) or F32 (`float`).
+    x_half: bool,
+    acc: MmvfAcc,
+    block: usize,
+}
+
+impl MmvfInstance {
+    /// The mangled name's prefix (`_ZL` for hipcc's static kernels, `_Z` for nvcc's).
+    fn prefix(&self, z: &str) -> String {
+        let types = match (self.x_half, self.acc) {
+            (true, MmvfAcc::F32) => "6__halff",
+            (true, MmvfAcc::F16) => "6__halfS0_",
+            (false, _) => "ff",
+        };
+        format!("{z}13mul_mat_vec_fI{types}Li1ELi{}ELb0ELb0EE", self.block)
+    }
+    fn label(&self) -> String {
+        let t = if self.x_half { "half" } else { "float" };
+        format!("<{t}, {}, B={}>", self.acc.name(), self.block)
+    }
+}
+
+/// The instances the decoder reaches on this GPU: `K·Q` of an F16 cache (half, f32
+/// accumulator) or an F32 one (float), `V·p` of an F16 cache (half, F16 accumulator);
+/// blocks of one warp (no shared memory), 64 (a head of 128), 128 and 256 (256 and 512
+/// cells), as far as the GPU's block sizes go.
+fn mmvf_instances(cfg: &MmvfConfig) -> Vec<MmvfInstance> {
+    let mut blocks: Vec<usize> = [cfg.warp_size, 64, 128, 256]
+        .into_iter()
+        .filter(|&b| b >= cfg.warp_size && b <= cfg.max_block && b % cfg.warp_size == 0)
+        .collect();
+    blocks.dedup();
+    let mut out = Vec::new();
+    for block in blocks {
+        for (x_half, acc) in [(true, MmvfAcc::F32), (true, MmvfAcc::F16), (false, MmvfAcc::F32)] {
+            out.push(MmvfInstance { x_half, acc, block });
+        }
+    }
+    out
+}
+
+/// What one MMVF kernel says: every loop's accumulator step, every shared store, the
+/// stored output, the subnormal mode.
+struct MmvfObserved {
+    inst: MmvfInstance,
+    steps: Vec<String>,
+    shared: Vec<String>,
+    output: Option<String>,
+    ftz: Option<bool>,
+}
+
+fn observe_mmvf(
+    inst: MmvfInstance,
+    k: &isa::Kernel,
+    [shared_op, global_op]: [&str; 2],
+    ftz: Option<bool>,
+) -> MmvfObserved {
+    let mut steps = Vec::new();
+    for l in 0..k.loops.len() {
+        steps.extend(k.accumulators(l).into_iter().map(|a| k.exprs.render(a)));
+    }
+    // SASS prints FP16 fused multiply-adds on two pipes (`HFMA2`, `HFMA2.MMA`): the
+    // same operation.
+    let norm = |s: String| s.replace("?hfma2.mma(", "?hfma2(");
+    let steps = steps.into_iter().map(norm).collect();
+    let shared = k
+        .stores
+        .iter()
+        .filter(|st| st.op.starts_with(shared_op))
+        .map(|st| norm(k.exprs.render(st.value)))
+        .collect();
+    let output = k
+        .stores
+        .iter()
+        .rev()
+        .find(|st| st.op.starts_with(global_op))
+        .map(|st| norm(k.exprs.render(st.value)));
+    MmvfObserved { inst, steps, shared, output, ftz }
+}
+
+/// A recipe for MMVF: the physical warp, whether the f32 accumulator's multiply-adds
+/// are fused (the F16 accumulator's are on every target), the subnormal mode (the
+/// accumulator is the instance's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct MmvfRecipe {
+    warp: usize,
+    fused: bool,
+    ftz: bool,
+}
+
+impl MmvfRecipe {
+    fn of(cfg: &MmvfConfig) -> MmvfRecipe {
+        MmvfRecipe { warp: cfg.warp_size, fused: cfg.fused, ftz: cfg.ftz }
+    }
+    fn all() -> Vec<MmvfRecipe> {
+        let mut out = Vec::new();
+        for warp in [32, 64] {
+            for fused in [true, false] {
+                for ftz in [true, false] {
+                    out.push(MmvfRecipe { warp, fused, ftz });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One pair of a thread's loop, on the accumulator `v`.
+fn mmvf_pair(e: &mut Exprs, inst: &MmvfInstance, fused: bool, pk: &str, v: Id) -> Id {
+    match inst.acc {
+        MmvfAcc::F32 => {
+            let mut v = v;
+            for half in ["h.lo", "h.hi"] {
+                let y = e.leaf("f");
+                let x = e.leaf(if inst.x_half { half } else { "f" });
+                v = common::mad(e, fused, y, x, v);
+            }
+            v
+        }
+        MmvfAcc::F16 => {
+            let (x, y0, y1) = (e.leaf("f"), e.leaf("f"), e.leaf("f"));
+            let (h0, h1) = (e.f2h(y0), e.f2h(y1));
+            let y = e.pack(h0, h1);
+            // One packed FP16 fused multiply-add on every target (`fused` is the f32
+            // accumulator's switch).
+            let _ = fused;
+            e.op(pk, &[x, y, v])
+        }
+    }
+}
+
+/// The differences between ggml's MMVF kernel and the recipe (empty: they agree).
+fn compare_mmvf(o: &MmvfObserved, r: &MmvfRecipe, pk: &str) -> Vec<String> {
+    let inst = &o.inst;
+    let mut bad = Vec::new();
+    if o.ftz != Some(r.ftz) {
+        bad.push(format!("subnormals: ggml flushes {:?}, the recipe {}", o.ftz, r.ftz));
+    }
+    // Each loop step: k pairs chained (the loop may be unrolled).
+    let chains: Vec<String> = {
+        let mut e = Exprs::new();
+        let mut v = e.leaf("acc");
+        (1..=32)
+            .map(|_| {
+                v = mmvf_pair(&mut e, inst, r.fused, pk, v);
+                e.render(v)
+            })
+            .collect()
+    };
+    if o.steps.is_empty() {
+        bad.push("no loop carries a float accumulator".into());
+    }
+    for s in &o.steps {
+        if !chains.contains(s) {
+            bad.push(format!("loop step:\n    ggml   {s}\n    recipe {}", chains[0]));
+        }
+    }
+    // The thread's sum after the loop (an unrolled remainder may add pairs: k >= 0),
+    // and the block's reduction over the physical warp.
+    let mut e = Exprs::new();
+    let mut sums = Vec::new();
+    match inst.acc {
+        MmvfAcc::F32 => {
+            let mut v = e.leaf("acc");
+            sums.push(v);
+            for _ in 0..32 {
+                v = mmvf_pair(&mut e, inst, r.fused, pk, v);
+                sums.push(v);
+            }
+        }
+        MmvfAcc::F16 => {
+            let (lo, hi) = (e.leaf("h?.lo"), e.leaf("h?.hi"));
+            sums.push(e.add(lo, hi));
+        }
+    }
+    let warp_sums: Vec<String> = sums
+        .iter()
+        .map(|&v| {
+            let b = common::butterfly(&mut e, v, r.warp, false);
+            e.render(b)
+        })
+        .collect();
+    let output = o.output.clone().unwrap_or_default();
+    if inst.block > r.warp {
+        // Warp sums into zeroed slots, then warp 0's butterfly over the slots.
+        let slot = e.leaf("lds+0");
+        let b = common::butterfly(&mut e, slot, r.warp, false);
+        let want = e.render(b);
+        if output != want {
+            bad.push(format!("output:\n    ggml   {output}\n    recipe {want}"));
+        }
+        if !o.shared.iter().any(|s| warp_sums.contains(s)) {
+            bad.push(format!(
+                "no shared store is a warp's sum:\n    ggml   {:?}\n    recipe {}",
+                o.shared, warp_sums[0]
+            ));
+        }
+        if !o.shared.iter().any(|s| s == "0.0") {
+            bad.push("the shared slots are not zeroed".into());
+        }
+    } else if !warp_sums.contains(&output) {
+        bad.push(format!("output:\n    ggml   {output}\n    recipe {}", warp_sums[0]));
+    }
+    bad.into_iter().map(|b| format!("{}: {b}", inst.label())).collect()
+}
+
+fn mmvf_trials<V: Vendor>(target: &'static str, cfg: MmvfConfig) -> Vec<Trial> {
+    let names =
+        [format!("ggml {target} mmvf"), format!("ggml {target} mmvf recipes are told apart")];
+    let dir = match target_dir::<V>(target) {
+        Ok(dir) => dir,
+        Err(why) => return names.into_iter().map(|n| unavailable(n, why.clone())).collect(),
+    };
+    type Obs = OnceLock<Result<Vec<MmvfObserved>, String>>;
+    let shared: Arc<Obs> = Arc::new(OnceLock::new());
+    let recipe = MmvfRecipe::of(&cfg);
+    let (l1, d1) = (shared.clone(), dir.clone());
+    let (l2, d2) = (shared, dir);
+    vec![
+        Trial::test(names[0].clone(), move || {
+            let obs = l1
+                .get_or_init(|| V::observe_mmvf(&d1, target, &cfg))
+                .as_ref()
+                .map_err(|e| format!("{target}: {e}"))?;
+            let bad: Vec<String> =
+                obs.iter().flat_map(|o| compare_mmvf(o, &recipe, V::PK_FMA)).collect();
+            if bad.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{target} ({}, {recipe:?}):\n  {}", cfg.name, bad.join("\n  ")).into())
+            }
+        }),
+        Trial::test(names[1].clone(), move || {
+            let obs = l2
+                .get_or_init(|| V::observe_mmvf(&d2, target, &cfg))
+                .as_ref()
+                .map_err(|e| format!("{target}: {e}"))?;
+            let accepted: Vec<MmvfRecipe> = MmvfRecipe::all()
+                .into_iter()
+                .filter(|r| obs.iter().all(|o| compare_mmvf(o, r, V::PK_FMA).is_empty()))
+                .collect();
+            match accepted[..] {
+                [r] if r == recipe => Ok(()),
+                _ => Err(format!(
+                    "{target}: ggml's MMVF kernels match {} recipes, expected exactly {}'s {recipe:?}: {accepted:?}",
+                    accepted.len(),
+                    cfg.name
+                )
+                .into()),
+            }
+        }),
+    ]
 }

@@ -14,8 +14,11 @@
 //!
 //! - **f32 accumulator** (an F32 matrix, or an F16 one widened: `K·Q`, whose precision
 //!   llama.cpp sets to F32): `s = 0`, then per pair `s = fma(x0, y0, s)`,
-//!   `s = fma(x1, y1, s)` (ggml's `ggml_cuda_mad`, `acc += v*u`, contracted by both
-//!   compilers: `v_fma_f32` / `FFMA`). [`MmvfAcc::F32`].
+//!   `s = fma(x1, y1, s)` (ggml's `ggml_cuda_mad`, `acc += v*u`, contracted by nvcc
+//!   and by HIP clang for RDNA2: `FFMA` / `v_fma_f32`). On CDNA2 (gfx90a) HIP clang
+//!   pairs the two products into one packed `v_pk_mul_f32` and adds them one by one:
+//!   `s = (s + RN(x0 y0)) + RN(x1 y1)`, unfused ([`MmvfConfig::fused`]).
+//!   [`MmvfAcc::F32`].
 //! - **F16 accumulator** (an F16 matrix at default precision on GPUs with fast FP16,
 //!   which is every AMD GPU and NVIDIA's from compute capability 6.0 but 6.1: `V·p`):
 //!   `h = (0, 0)` as `half2`; per pair the activations are rounded to F16
@@ -65,6 +68,9 @@ pub struct MmvfConfig {
     pub max_block: usize,
     /// Whether f32 instructions flush subnormals (nvcc's `-use_fast_math`).
     pub ftz: bool,
+    /// Whether the f32 accumulator's multiply-adds are fused (not on CDNA2, whose
+    /// packed multiply takes both products of a pair).
+    pub fused: bool,
     /// Most activation columns for which an F32 matrix takes MMVF.
     pub f32_max_cols: usize,
     /// Most activation columns for which an F16 matrix takes MMVF.
@@ -80,6 +86,7 @@ pub const MMVF_RDNA2: MmvfConfig = MmvfConfig {
     warp_size: 32,
     max_block: 256,
     ftz: false,
+    fused: true,
     f32_max_cols: 8,
     f16_max_cols: 8,
     f16_small_rows: None,
@@ -91,6 +98,7 @@ pub const MMVF_CDNA: MmvfConfig = MmvfConfig {
     warp_size: 64,
     max_block: 128,
     ftz: false,
+    fused: false,
     f32_max_cols: 3,
     f16_max_cols: 2,
     f16_small_rows: None,
@@ -102,6 +110,7 @@ pub const MMVF_AMPERE: MmvfConfig = MmvfConfig {
     warp_size: 32,
     max_block: 256,
     ftz: true,
+    fused: true,
     f32_max_cols: 3,
     f16_max_cols: 1,
     f16_small_rows: Some(512),
@@ -187,7 +196,12 @@ impl MmvfConfig {
                     let mut s = 0.0f32;
                     for p in (t..pairs).step_by(b) {
                         for i in [2 * p, 2 * p + 1] {
-                            s = self.flush(self.flush(x[i]).mul_add(self.flush(y[i]), s));
+                            let (xi, yi) = (self.flush(x[i]), self.flush(y[i]));
+                            s = if self.fused {
+                                self.flush(xi.mul_add(yi, s))
+                            } else {
+                                self.add(s, xi * yi)
+                            };
                         }
                     }
                     s

@@ -1354,9 +1354,13 @@ fn mmvf_threads(cfg: &MmvfConfig, acc: MmvfAcc, x: &[f32], y: &[f32]) -> f32 {
         while col2 < n2 {
             let (x0, x1, y0, y1) = (x[2 * col2], x[2 * col2 + 1], y[2 * col2], y[2 * col2 + 1]);
             match acc {
-                MmvfAcc::F32 => {
+                MmvfAcc::F32 if cfg.fused => {
                     s = fl(fl(x0).mul_add(fl(y0), fl(s)));
                     s = fl(fl(x1).mul_add(fl(y1), fl(s)));
+                }
+                MmvfAcc::F32 => {
+                    let (p0, p1) = (fl(fl(x0) * fl(y0)), fl(fl(x1) * fl(y1)));
+                    s = fl(fl(s + p0) + p1);
                 }
                 MmvfAcc::F16 => {
                     let (y0, y1) = (round_to_f16(y0), round_to_f16(y1));
@@ -1458,13 +1462,21 @@ fn mmvf_follows_the_threads_bit_for_bit() {
 #[test]
 fn mmvf_small_rows_by_hand() {
     // Four values, one warp: thread 0 takes pair 0, thread 1 pair 1, the butterfly adds
-    // zeros but for its last step: RN(fma(x1, y1, RN(x0 y0)) + fma(x3, y3, RN(x2 y2))).
-    let x = [1.0f32 + 2f32.powi(-20), 3.0, -1.0 / 3.0, 1e-3];
-    let y = [1.0f32 - 2f32.powi(-21), 1.0 / 7.0, 0.75, 5.0];
-    let t0 = x[1].mul_add(y[1], x[0] * y[0]);
-    let t1 = x[3].mul_add(y[3], x[2] * y[2]);
+    // zeros but for its last step: RN(fma(x1, y1, RN(x0 y0)) + fma(x3, y3, RN(x2 y2)))
+    // where the f32 multiply-adds are fused, RN(RN(x0 y0) + RN(x1 y1)) + .. on CDNA2.
+    // Pair 0 leaves -1; pair 1's (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 is exact in the fma
+    // and rounds to 1 + 2^-11 as a product (a tie, to even).
+    let a = 1.0f32 + 2f32.powi(-12);
+    let x = [-1.0f32, a, 0.0, 0.0];
+    let y = [1.0f32, a, 0.5, 1.0 / 3.0];
+    let fused = x[1].mul_add(y[1], x[0] * y[0]) + x[3].mul_add(y[3], x[2] * y[2]);
+    let unfused = (x[0] * y[0] + x[1] * y[1]) + (x[2] * y[2] + x[3] * y[3]);
+    assert_eq!(x[1].mul_add(y[1], -1.0), 2f32.powi(-11) + 2f32.powi(-24));
+    assert_eq!(x[1] * y[1] - 1.0, 2f32.powi(-11));
+    assert_ne!(fused.to_bits(), unfused.to_bits(), "the example tells the two apart");
     for cfg in MMVF_ALL {
-        assert_eq!(cfg.dot(MmvfAcc::F32, &x, &y).to_bits(), (t0 + t1).to_bits(), "{}", cfg.name);
+        let want = if cfg.fused { fused } else { unfused };
+        assert_eq!(cfg.dot(MmvfAcc::F32, &x, &y).to_bits(), want.to_bits(), "{}", cfg.name);
     }
     // The F16 accumulator fuses each multiply-add in F16: with ncols = 1024 (block 256 on
     // RDNA2, 128 on CDNA) thread 0 takes pair 0 and then pair B. Pair 0 leaves h.lo = -1;
