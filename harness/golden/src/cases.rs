@@ -61,11 +61,17 @@ pub enum ElemKind {
     RmsNorm,
     /// The NeoX RoPE rotation of one head at a case-dependent position, base 1e6.
     Rope,
+    /// One output of the GPU's `mul_mat_vec_f` with an f32 accumulator (`K·Q`): GPU
+    /// flavours only ([`ElemKind::gpu_only`]). Operands: [`mmvf_operands`].
+    MmvfF32,
+    /// One output of the GPU's `mul_mat_vec_f` with a `half2` F16 accumulator (`V·p` of
+    /// an F16 cache): GPU flavours only. Operands: [`mmvf_operands`].
+    MmvfF16,
 }
 
 impl ElemKind {
     /// Every kind.
-    pub const ALL: [ElemKind; 7] = [
+    pub const ALL: [ElemKind; 9] = [
         ElemKind::SoftMax,
         ElemKind::SoftMaxRow,
         ElemKind::SwiGlu,
@@ -73,6 +79,8 @@ impl ElemKind {
         ElemKind::SgemmDot,
         ElemKind::RmsNorm,
         ElemKind::Rope,
+        ElemKind::MmvfF32,
+        ElemKind::MmvfF16,
     ];
     /// The name in case names.
     pub fn name(self) -> &'static str {
@@ -84,7 +92,15 @@ impl ElemKind {
             ElemKind::SgemmDot => "sgemm_dot",
             ElemKind::RmsNorm => "rms_norm",
             ElemKind::Rope => "rope",
+            ElemKind::MmvfF32 => "mmvf_f32acc",
+            ElemKind::MmvfF16 => "mmvf_f16acc",
         }
+    }
+    /// Whether only GPU flavours (those with [`ElemFlavour::mmvf`]) have this kernel.
+    ///
+    /// [`ElemFlavour::mmvf`]: tiercheck_core::elem::ElemFlavour::mmvf
+    pub fn gpu_only(self) -> bool {
+        matches!(self, ElemKind::MmvfF32 | ElemKind::MmvfF16)
     }
     /// Input rows: one (soft_max, soft_max_row, rope) or two (the second operand).
     pub fn rows(self) -> usize {
@@ -106,6 +122,9 @@ impl ElemKind {
             ElemKind::SgemmDot => &[16, 64, 256],
             ElemKind::RmsNorm => &[64, 1024],
             ElemKind::Rope => &[64, 128],
+            // dot_f32's even rows (they share its input tensors): one warp with idle
+            // lanes (16), one pair per thread (256) and chains of 8 or 16 pairs (4096).
+            ElemKind::MmvfF32 | ElemKind::MmvfF16 => &[16, 256, 4096],
         }
     }
 }
@@ -178,6 +197,8 @@ impl Case {
         let op = match self.op {
             Op::Dequantize(_) => return None,
             Op::Elem(ElemKind::SoftMaxRow) => ElemKind::SoftMax.name(),
+            // The MMVF cases read dot_f32's rows ([`mmvf_operands`]).
+            Op::Elem(ElemKind::MmvfF32 | ElemKind::MmvfF16) => ElemKind::DotF32.name(),
             op => op.name(),
         };
         Some(format!("x/{op}/k={},m={}/case{}", self.k, self.m, self.index))
@@ -295,6 +316,24 @@ pub enum Input {
 pub fn soft_max_row_scores(x: &[f32]) -> Vec<f32> {
     let used = x.len() - x.len() / 3;
     x.iter().enumerate().map(|(j, &v)| if j < used { v } else { f32::NEG_INFINITY }).collect()
+}
+
+/// The operands of an MMVF case from its two input rows (dot_f32's): the F32-accumulator
+/// case multiplies them as they are; the F16-accumulator case clamps both rows to ±8
+/// and reads the first as an F16 matrix row, rounded to F16 (the wide-range rows' tiny
+/// values become F16 subnormals or zeros), so that no F16 product or partial sum (16
+/// pairs per thread at most) can overflow.
+pub fn mmvf_operands(kind: ElemKind, rows: &[&[f32]]) -> (Vec<f32>, Vec<f32>) {
+    match kind {
+        ElemKind::MmvfF16 => (
+            rows[0]
+                .iter()
+                .map(|v| tiercheck_core::fp16::round_to_f16(v.clamp(-8.0, 8.0)))
+                .collect(),
+            rows[1].iter().map(|v| v.clamp(-8.0, 8.0)).collect(),
+        ),
+        _ => (rows[0].to_vec(), rows[1].to_vec()),
+    }
 }
 
 /// A stable 64-bit seed for a case's input, from its name (FNV-1a).

@@ -128,20 +128,24 @@ pub fn check_twin(
 }
 
 /// Tolerance check of `got` (from `kernels`, an implementation of `lane`) against
-/// `ref`'s output and, for dot products, the exact answer.
+/// `ref`'s output and, for dot products, the exact answer. Elementwise cases are checked
+/// against the exact answer alone, so `reference` may be `None` for them (a kernel only
+/// GPU flavours have, [`crate::run::reference_output`]); every other case needs it.
 pub fn check_tolerance(
     lane: &Lane,
     kernels: &dyn Kernels,
     case: &Case,
     got: &Output,
-    reference: &Output,
+    reference: Option<&Output>,
     inputs: &Inputs,
 ) -> Result<(), String> {
     let fail = |what: &str, report: &dyn std::fmt::Display| {
         Err(format!("case `{}` on lane `{}`: {what}\n{report}", case.name, lane.name))
     };
+    let need_ref = || reference.ok_or_else(|| format!("case `{}`: no output of ref", case.name));
     match case.op {
         Op::VecDot(ty) | Op::Gemv(ty) | Op::Gemm(ty) => {
+            let reference = need_ref()?;
             let (mut exact, mut bound) = exact_matmul(kernels, case, ty, inputs)?;
             let mut g = got.values();
             // Outputs of activation rows with NaN or infinite values: each tier does its
@@ -242,7 +246,7 @@ pub fn check_tolerance(
         }
         Op::Dequantize(ty) => {
             let w = weight_input(case, inputs)?;
-            let want = reference.values();
+            let want = need_ref()?.values();
             let bound = dequant_bounds(ty, w, &want);
             let want64: Vec<f64> = want.iter().map(|&v| v as f64).collect();
             let report = within_bounds(&got.values(), &want64, &bound);
@@ -256,6 +260,7 @@ pub fn check_tolerance(
             }
         }
         Op::Quantize(fmt) => {
+            let reference = need_ref()?;
             let (Output::Blocks { data: g, .. }, Output::Blocks { data: r, .. }) = (got, reference)
             else {
                 return Err("quantize outputs must be blocks".into());
@@ -511,6 +516,28 @@ pub fn elem_exact(
             let abs: f64 =
                 x.iter().zip(y).map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs()).sum();
             (vec![dot], vec![(k as f64 + 2.0) * U * abs + TINY])
+        }
+        ElemKind::MmvfF32 | ElemKind::MmvfF16 => {
+            // Every term passes through at most (its thread's pairs) x 2 + 13 roundings
+            // (within k + 2 for these lengths) in f32; the F16 accumulator rounds the
+            // activation and each partial to F16 (relative 2^-11 each, a thread's chain of
+            // c = ceil(k / 2B) pairs) or, in F16's subnormal range, by 2^-25 absolutely
+            // per operation, then joins the f32 reduction.
+            let (x, y) = crate::cases::mmvf_operands(kind, rows);
+            let dot: f64 = x.iter().zip(&y).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            let abs: f64 =
+                x.iter().zip(&y).map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs()).sum();
+            let f32_bound = (k as f64 + 2.0) * U * abs + TINY;
+            let bound = if kind == ElemKind::MmvfF32 {
+                f32_bound
+            } else {
+                const U16: f64 = 1.0 / 2048.0;
+                let b = flavour.mmvf().map_or(32, |c| c.block_size(k));
+                let c = (k / 2).div_ceil(b) as i32;
+                let sub: f64 = x.iter().map(|&a| f64::from(a).abs()).sum::<f64>() + k as f64;
+                ((1.0 + U16).powi(c + 1) - 1.0) * abs * 1.001 + f32_bound + sub * 2f64.powi(-25)
+            };
+            (vec![dot], vec![bound])
         }
         ElemKind::RmsNorm => {
             let (x, w) = (rows[0], rows[1]);

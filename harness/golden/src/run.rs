@@ -3,6 +3,7 @@
 use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 
 use tiercheck_core::elem::{self, ElemOps};
+use tiercheck_core::gpu::MmvfAcc;
 
 use super::cases::{Case, ElemKind, Input, Op};
 use super::output::Output;
@@ -23,7 +24,13 @@ fn family_for_format(lane: &Lane, fmt: GgmlType) -> Option<GgmlType> {
 /// `ref`'s answer to `case`: the `ref` lane's output, or, for quantizing to a format
 /// whose rule `ref` does not use as its activation rule (q8_1), ggml's reference
 /// quantizer of that format (`quantize_row_q8_1_ref`).
-pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Output, String> {
+///
+/// `None` for an elementwise kernel only GPU flavours have ([`ElemKind::gpu_only`]),
+/// which is checked against its exact answer alone.
+pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Option<Output>, String> {
+    if matches!(case.op, Op::Elem(kind) if kind.gpu_only()) {
+        return Ok(None);
+    }
     let reference = tiercheck_core::lane("ref").ok_or("no ref lane")?;
     if let Op::Quantize(fmt) = case.op {
         if family_for_format(reference, fmt).is_none() {
@@ -34,10 +41,10 @@ pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Output, String> 
             };
             let x = f32_input(inputs, case.activation_input().as_deref().unwrap_or_default())?;
             let data = rule.quantize(x).map_err(|e| e.to_string())?;
-            return Ok(Output::Blocks { ty: fmt, data });
+            return Ok(Some(Output::Blocks { ty: fmt, data }));
         }
     }
-    run_case(reference, reference.portable, case, inputs)
+    run_case(reference, reference.portable, case, inputs).map(Some)
 }
 
 /// Whether `lane` has this case at all (a lane whose activation rule produces another
@@ -47,7 +54,7 @@ pub fn applicable(lane: &Lane, case: &Case) -> bool {
         Op::Quantize(fmt) => family_for_format(lane, fmt).is_some(),
         Op::Dequantize(_) => true,
         Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => lane.portable.act_rule(t).is_ok(),
-        Op::Elem(_) => true,
+        Op::Elem(kind) => !kind.gpu_only() || lane.recipe.elem.mmvf().is_some(),
     }
 }
 
@@ -105,6 +112,15 @@ pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Outpu
             let mut y = vec![0.0f32; k];
             ops.rms_norm_mul(&mut y, rows[0], rows[1], 1e-6);
             y
+        }
+        ElemKind::MmvfF32 | ElemKind::MmvfF16 => {
+            let fl = ops.flavour();
+            let cfg = fl
+                .mmvf()
+                .ok_or_else(|| format!("{}: the {} flavour has no MMVF", case.name, fl.name()))?;
+            let acc = if kind == ElemKind::MmvfF16 { MmvfAcc::F16 } else { MmvfAcc::F32 };
+            let (x, y) = crate::cases::mmvf_operands(kind, &rows);
+            vec![cfg.dot(acc, &x, &y)]
         }
         ElemKind::Rope => {
             let mut y = rows[0].to_vec();

@@ -17,9 +17,13 @@
 //! [`crate::gpu::elem`]: the device's reduction tree and operation order, its hardware
 //! `rsqrt`/`exp2`/`rcp` modelled as correctly rounded), and for `cuda-sm90` its RoPE
 //! ([`crate::elem::ElemFlavour::rope_cache`]), and without flash attention the softmax
-//! of an attention row ([`crate::elem::ElemOps::soft_max_row`]). Not reproduced: the
-//! device's attention products (`mul_mat`) and flash attention, and HIP's RoPE, for which
-//! the decoder uses the `ref` lane's x64 loops as a stand-in, and the embedding `get_rows`
+//! of an attention row ([`crate::elem::ElemOps::soft_max_row`]) and the attention
+//! products `K·Q` and `V·p` where ggml takes its `mul_mat_vec_f`
+//! ([`crate::gpu::MmvfConfig`]: the wave64 lane's flavour,
+//! [`crate::elem::ElemFlavour::GpuHipWave64`], reduces them over the 64-lane wavefront).
+//! Not reproduced: flash attention, the attention products ggml hands to BLAS, and HIP's
+//! RoPE, for which the decoder uses the `ref` lane's x64 loops (or the MMVF order) as a
+//! stand-in, and the embedding `get_rows`
 //! (llama.cpp keeps the token embedding in host memory and ggml's scheduler never
 //! offloads `get_rows`, so the CPU dequantizes it: the reference dequantizer).
 //!
@@ -79,11 +83,11 @@ const fn cuda_recipe() -> Recipe {
 /// What the HIP lanes are checked against today.
 const MODELLED: Status = Status::Modelled {
     checked: "code-object level: the recipe (fusions, order, warps, butterfly, q8_1 \
-              divisions) and the RMSNorm, SwiGLU and softmax twins equal the float \
-              operations read from ggml's own MMVQ, quantize_q8_1, rms_norm_f32, SwiGLU \
-              and soft_max_f32 code objects built by hipcc (gfx1030 / gfx90a), v_rsq_f32 \
-              and v_exp_f32 modelled as correctly rounded; RoPE, the attention products \
-              and flash attention are x64 stand-ins; not run on a GPU",
+              divisions) and the RMSNorm, SwiGLU, softmax and MMVF (attention product) \
+              twins equal the float operations read from ggml's own MMVQ, quantize_q8_1, \
+              rms_norm_f32, SwiGLU, soft_max_f32 and mul_mat_vec_f code objects built by \
+              hipcc (gfx1030 / gfx90a), v_rsq_f32 and v_exp_f32 modelled as correctly \
+              rounded; RoPE and flash attention are x64 stand-ins; not run on a GPU",
 };
 
 /// The `hip-wave32` lane.
@@ -119,11 +123,11 @@ pub static CUDA_SM90: Lane = Lane {
     recipe: cuda_recipe(),
     status: Status::Modelled {
         checked: "code-object level: the MMVQ recipe, the quantizer's operations and the \
-                  RMSNorm, SwiGLU, softmax and RoPE twins equal those read from ggml's own SASS \
-                  (nvcc, sm_90 / sm_80); the MUFU functions (RCP, RSQ, EX2, LG2, SIN, COS) \
-                  are modelled as correctly rounded; the attention products and flash \
-                  attention are x64 stand-ins; not run \
-                  on a GPU",
+                  RMSNorm, SwiGLU, softmax, RoPE and MMVF (attention product) twins equal \
+                  those read from ggml's own SASS (nvcc, sm_90 / sm_80); the MUFU functions \
+                  (RCP, RSQ, EX2, LG2, SIN, COS) are modelled as correctly rounded; flash \
+                  attention and K·Q beyond 512 cells (cuBLAS) are stand-ins; not run on a \
+                  GPU",
     },
     portable: &CUDA_SM90_TWIN,
 };
