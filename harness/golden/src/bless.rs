@@ -157,7 +157,9 @@ pub fn bless_lane(
         };
         let out = run_case(lane, chosen.kernels, case, inputs).map_err(run_err)?;
         let ref_out = crate::run::reference_output(case, inputs).map_err(run_err)?;
-        if let Err(report) = check_tolerance(lane, chosen.kernels, case, &out, ref_out.as_ref(), inputs) {
+        if let Err(report) =
+            check_tolerance(lane, chosen.kernels, case, &out, ref_out.as_ref(), inputs)
+        {
             failures.push(report);
             continue;
         }

@@ -32,6 +32,7 @@
 #include "common.cuh"
 #include "ggml.h"
 #include "ggml-backend-impl.h"
+#include "mmvf.cuh"
 #include "mmvq.cuh"
 #include "norm.cuh"
 #include "quantize.cuh"
@@ -118,7 +119,9 @@ std::unique_ptr<ggml_cuda_pool> ggml_backend_cuda_context::new_pool_for_device(i
 
 namespace {
 
-enum Kind : uint32_t { QUANTIZE_Q8_1 = 1, MMVQ = 2, RMS_NORM_MUL = 3, SWIGLU = 4, ROPE_NEOX = 5, SOFT_MAX = 6 };
+enum Kind : uint32_t {
+    QUANTIZE_Q8_1 = 1, MMVQ = 2, RMS_NORM_MUL = 3, SWIGLU = 4, ROPE_NEOX = 5, SOFT_MAX = 6, MMVF = 7
+};
 
 const char * kind_name(uint32_t k) {
     switch (k) {
@@ -128,6 +131,7 @@ const char * kind_name(uint32_t k) {
         case SWIGLU: return "swiglu";
         case ROPE_NEOX: return "rope_neox";
         case SOFT_MAX: return "soft_max";
+        case MMVF: return "mmvf";
         default: return "?";
     }
 }
@@ -375,6 +379,24 @@ std::vector<uint8_t> run(ggml_backend_cuda_context & cuda, const Case & c) {
             g.place(mask, input(c, 1, 0, 4 * n_kv * rows));
             g.place(y);
             ggml_cuda_op_soft_max(cuda, y);
+            return g.fetch(y->data, ggml_nbytes(y));
+        }
+        case MMVF: {
+            // The attention products: an F16 (or F32) matrix times one F32 column, at
+            // GGML_PREC_F32 (llama.cpp's K·Q) or the default precision (V·p).
+            need_params(c, 4);
+            const bool f16 = c.params[0] != 0;
+            const int64_t k = c.params[1], n = c.params[2];
+            ggml_tensor * w = ggml_new_tensor_2d(g.ctx, f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, k, n);
+            ggml_tensor * x = ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, k);
+            ggml_tensor * y = ggml_mul_mat(g.ctx, w, x);
+            if (c.params[3] != 0) {
+                ggml_mul_mat_set_prec(y, GGML_PREC_F32);
+            }
+            g.place(w, input(c, 0, 1, ggml_nbytes(w)));
+            g.place(x, input(c, 1, 0, 4 * k));
+            g.place(y);
+            ggml_cuda_mul_mat_vec_f(cuda, w, x, nullptr, y, nullptr);
             return g.fetch(y->data, ggml_nbytes(y));
         }
         default:

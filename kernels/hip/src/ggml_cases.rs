@@ -9,23 +9,29 @@
 //! - `rms_norm_mul`, `swiglu`, `soft_max`, `rope_neox`: the `cuda-gpu` flavour's RMSNorm
 //!   times a weight, SwiGLU, an attention row's softmax (scores times the scale, an F32
 //!   mask of 0 and `-inf`) and the NeoX rotation with CUDA's angles
-//!   ([`tiercheck_core::gpu::elem`]).
+//!   ([`tiercheck_core::gpu::elem`]);
+//! - `mmvf`: `mul_mat_vec_f` of an F16 or F32 matrix times one F32 column, the attention
+//!   products: `K·Q` at `GGML_PREC_F32` (an f32 accumulator), `V·p` at default precision
+//!   (a `half2` accumulator for F16) ([`MMVF_AMPERE`]).
 //!
 //! Format (little-endian): `b"TCGG0001"`, u32 cases; per case u32 kind (1 quantize_q8_1,
-//! 2 mmvq, 3 rms_norm_mul, 4 swiglu, 5 rope_neox, 6 soft_max), u32 name length and the
+//! 2 mmvq, 3 rms_norm_mul, 4 swiglu, 5 rope_neox, 6 soft_max, 7 mmvf), u32 name length and the
 //! name, u32 params and an i64 each (f32 parameters as their bits), u32 inputs and per
 //! input u32 dtype (0 f32, 1 bytes, 2 i32), u64 length and the bytes, then the expected
 //! output the same way, then u32 alternatives and per alternative u32 name length, the
 //! name and an output the same way: other recipes' outputs for the same inputs (MMVQ
 //! under the other contraction variants and warp counts, the quantizer, RMSNorm,
-//! SwiGLU and softmax in HIP's math), which the driver names when the device differs
+//! SwiGLU and softmax in HIP's math, MMVF unfused, over 64 lanes or with the other
+//! accumulator), which the driver names when the device differs
 //! from the twin, so that one short device run says which recipe the device follows.
 
 use crate::inputs::Rng;
 use tiercheck_core::elem::rope_neox;
+use tiercheck_core::fp16::{f16_bits_to_f32, f32_to_f16_bits};
 use tiercheck_core::gpu::elem::{rms_norm_mul, rope_cache_cuda, soft_max_row, swiglu, GpuMath};
 use tiercheck_core::gpu::{
-    mmvq_gemv, quantize_q8_1_cuda, quantize_q8_1_mmvq, Contraction, Q4KCombine, CUDA,
+    mmvq_gemv, quantize_q8_1_cuda, quantize_q8_1_mmvq, Contraction, MmvfAcc, MmvfConfig,
+    Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
 };
 use tiercheck_core::GgmlType;
 
@@ -250,6 +256,88 @@ pub fn vectors() -> Vec<u8> {
             }
             p
         });
+    }
+
+    // The attention products of one token: K·Q (a head of 128 against 256 or 512 cells,
+    // at F32 precision) and V·p (256 .. 4096 cells into a head of 128, default
+    // precision), for an F16 cache and an F32 one. (NVIDIA takes MMVF for an F16 K·Q only
+    // up to 512 cells.)
+    for (f16, f32_prec, k, n) in [
+        (true, true, 128usize, 256usize),
+        (true, true, 128, 512),
+        (true, false, 256, 128),
+        (true, false, 512, 128),
+        (true, false, 4096, 16),
+        (false, true, 128, 256),
+        (false, false, 256, 128),
+        (false, false, 1024, 8),
+    ] {
+        let mut rng = Rng::for_case(k, n + f16 as usize);
+        let w: Vec<f32> = (0..k * n)
+            .map(|_| {
+                let v = rng.sym() * 3.0;
+                if f16 {
+                    f16_bits_to_f32(f32_to_f16_bits(v))
+                } else {
+                    v
+                }
+            })
+            .collect();
+        // K·Q: a query of model scale; V·p: probabilities (a few large, many small, the
+        // last quarter masked to 0).
+        let x: Vec<f32> = (0..k)
+            .map(|i| {
+                if f32_prec {
+                    rng.sym() * 4.0
+                } else if i >= k - k / 4 {
+                    0.0
+                } else {
+                    let u = rng.sym().abs();
+                    u * u * u * 0.2
+                }
+            })
+            .collect();
+        let acc = if f16 && !f32_prec { MmvfAcc::F16 } else { MmvfAcc::F32 };
+        let run = |cfg: &MmvfConfig, acc: MmvfAcc| -> Vec<f32> {
+            w.chunks(k).map(|row| cfg.dot(acc, row, &x)).collect()
+        };
+        let want = run(&MMVF_AMPERE, acc);
+        let mut alts = vec![
+            (
+                "unfused".to_string(),
+                f32_bytes(&run(&MmvfConfig { fused: false, ..MMVF_AMPERE }, acc)),
+            ),
+            (
+                "64-lane warps".to_string(),
+                f32_bytes(&run(&MmvfConfig { warp_size: 64, ..MMVF_AMPERE }, acc)),
+            ),
+            ("cdna order".to_string(), f32_bytes(&run(&MMVF_CDNA, acc))),
+        ];
+        if f16 {
+            let other = if acc == MmvfAcc::F16 { MmvfAcc::F32 } else { MmvfAcc::F16 };
+            alts.push((
+                format!("{} accumulator", other.name()),
+                f32_bytes(&run(&MMVF_AMPERE, other)),
+            ));
+        }
+        let wbytes: Vec<u8> = if f16 {
+            w.iter().flat_map(|&v| f32_to_f16_bits(v).to_le_bytes()).collect()
+        } else {
+            f32_bytes(&w)
+        };
+        let name = format!(
+            "mmvf {} k={k} rows={n} {}",
+            if f16 { "f16" } else { "f32" },
+            if f32_prec { "prec=f32" } else { "prec=default" }
+        );
+        out.case_with(
+            7,
+            &name,
+            &[f16 as i64, k as i64, n as i64, f32_prec as i64],
+            &[(BYTES, &wbytes), (F32, bytemuck::cast_slice(&x))],
+            (F32, bytemuck::cast_slice(&want)),
+            &alts,
+        );
     }
 
     let mut file = b"TCGG0001".to_vec();
