@@ -1391,9 +1391,8 @@ fn mmvf_threads(cfg: &MmvfConfig, acc: MmvfAcc, x: &[f32], y: &[f32]) -> f32 {
         for tid in 0..b {
             buf_iw[tid / w] = sumf[tid];
         }
-        for tid in 0..w {
-            sumf[tid] = buf_iw[tid];
-        }
+        // Lanes of warp 0 read their slot.
+        sumf[..w].copy_from_slice(&buf_iw);
         shfl(&mut sumf, w);
     }
     sumf[0]
