@@ -376,7 +376,7 @@ impl Step<'_> {
         let e = self.elem;
         let mmvf = e.flavour().mmvf();
         let gpu = |acc: MmvfAcc, x: &[f32], y: &[f32]| match mmvf {
-            Some(cfg) => cfg.dot(acc, x, y),
+            Some(cfg) => cfg.dot_in(acc, m, x, y),
             None => unreachable!("an MMVF product on a CPU flavour"),
         };
         let init =

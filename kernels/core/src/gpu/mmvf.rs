@@ -16,9 +16,10 @@
 //!   llama.cpp sets to F32): `s = 0`, then per pair `s = fma(x0, y0, s)`,
 //!   `s = fma(x1, y1, s)` (ggml's `ggml_cuda_mad`, `acc += v*u`, contracted by nvcc
 //!   and by HIP clang for RDNA2: `FFMA` / `v_fma_f32`). On CDNA2 (gfx90a) HIP clang
-//!   pairs the two products into one packed `v_pk_mul_f32` and adds them one by one:
-//!   `s = (s + RN(x0 y0)) + RN(x1 y1)`, unfused ([`MmvfConfig::fused`]).
-//!   [`MmvfAcc::F32`].
+//!   pairs the two products of the one-column kernel into one packed `v_pk_mul_f32` and
+//!   adds them one by one: `s = (s + RN(x0 y0)) + RN(x1 y1)`, unfused
+//!   ([`MmvfConfig::fused`]); its kernels for two columns fuse like the others
+//!   ([`MmvfConfig::fused_columns`]). [`MmvfAcc::F32`].
 //! - **F16 accumulator** (an F16 matrix at default precision on GPUs with fast FP16,
 //!   which is every AMD GPU and NVIDIA's from compute capability 6.0 but 6.1: `V·p`):
 //!   `h = (0, 0)` as `half2`; per pair the activations are rounded to F16
@@ -68,9 +69,11 @@ pub struct MmvfConfig {
     pub max_block: usize,
     /// Whether f32 instructions flush subnormals (nvcc's `-use_fast_math`).
     pub ftz: bool,
-    /// Whether the f32 accumulator's multiply-adds are fused (not on CDNA2, whose
-    /// packed multiply takes both products of a pair).
+    /// Whether the f32 accumulator's multiply-adds are fused in the one-column kernel
+    /// (not on CDNA2, whose packed multiply takes both products of a pair).
     pub fused: bool,
+    /// The same for the kernels of several columns (a prompt's small batches).
+    pub fused_columns: bool,
     /// Most activation columns for which an F32 matrix takes MMVF.
     pub f32_max_cols: usize,
     /// Most activation columns for which an F16 matrix takes MMVF.
@@ -87,6 +90,7 @@ pub const MMVF_RDNA2: MmvfConfig = MmvfConfig {
     max_block: 256,
     ftz: false,
     fused: true,
+    fused_columns: true,
     f32_max_cols: 8,
     f16_max_cols: 8,
     f16_small_rows: None,
@@ -99,6 +103,7 @@ pub const MMVF_CDNA: MmvfConfig = MmvfConfig {
     max_block: 128,
     ftz: false,
     fused: false,
+    fused_columns: true,
     f32_max_cols: 3,
     f16_max_cols: 2,
     f16_small_rows: None,
@@ -111,6 +116,7 @@ pub const MMVF_AMPERE: MmvfConfig = MmvfConfig {
     max_block: 256,
     ftz: true,
     fused: true,
+    fused_columns: true,
     f32_max_cols: 3,
     f16_max_cols: 1,
     f16_small_rows: Some(512),
@@ -182,9 +188,17 @@ impl MmvfConfig {
         self.flush(self.flush(a) + self.flush(b))
     }
 
-    /// One output: the row `x` (F32 values, or F16 values widened to f32) times the
-    /// activations `y`, in the kernel's order (module doc). The length must be even.
+    /// One output of the one-column kernel: the row `x` (F32 values, or F16 values
+    /// widened to f32) times the activations `y`, in the kernel's order (module doc). The
+    /// length must be even.
     pub fn dot(&self, acc: MmvfAcc, x: &[f32], y: &[f32]) -> f32 {
+        self.dot_in(acc, 1, x, y)
+    }
+
+    /// One output of the kernel for `cols` activation columns (`ncols_dst`): each
+    /// column in the one-column order, with [`MmvfConfig::fused_columns`] from two on.
+    pub fn dot_in(&self, acc: MmvfAcc, cols: usize, x: &[f32], y: &[f32]) -> f32 {
+        let fused = if cols > 1 { self.fused_columns } else { self.fused };
         assert_eq!(x.len(), y.len(), "mmvf: lengths differ");
         assert!(x.len().is_multiple_of(2), "mmvf: odd row length {}", x.len());
         let pairs = x.len() / 2;
@@ -197,7 +211,7 @@ impl MmvfConfig {
                     for p in (t..pairs).step_by(b) {
                         for i in [2 * p, 2 * p + 1] {
                             let (xi, yi) = (self.flush(x[i]), self.flush(y[i]));
-                            s = if self.fused {
+                            s = if fused {
                                 self.flush(xi.mul_add(yi, s))
                             } else {
                                 self.add(s, xi * yi)

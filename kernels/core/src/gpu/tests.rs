@@ -1344,7 +1344,8 @@ fn mmvf_takes_follows_ggml_should_use_mmvf() {
 
 /// The kernel written out per thread of the block, with global thread ids and the
 /// shared-memory buffer as ggml declares it: an independent statement of the order.
-fn mmvf_threads(cfg: &MmvfConfig, acc: MmvfAcc, x: &[f32], y: &[f32]) -> f32 {
+fn mmvf_threads(cfg: &MmvfConfig, acc: MmvfAcc, cols: usize, x: &[f32], y: &[f32]) -> f32 {
+    let fused = if cols > 1 { cfg.fused_columns } else { cfg.fused };
     let fl = |v: f32| if cfg.ftz && v.is_subnormal() { 0.0f32.copysign(v) } else { v };
     let (n2, b, w) = (x.len() / 2, cfg.block_size(x.len()), cfg.warp_size);
     let mut sumf = vec![0.0f32; b];
@@ -1354,7 +1355,7 @@ fn mmvf_threads(cfg: &MmvfConfig, acc: MmvfAcc, x: &[f32], y: &[f32]) -> f32 {
         while col2 < n2 {
             let (x0, x1, y0, y1) = (x[2 * col2], x[2 * col2 + 1], y[2 * col2], y[2 * col2 + 1]);
             match acc {
-                MmvfAcc::F32 if cfg.fused => {
+                MmvfAcc::F32 if fused => {
                     s = fl(fl(x0).mul_add(fl(y0), fl(s)));
                     s = fl(fl(x1).mul_add(fl(y1), fl(s)));
                 }
@@ -1443,8 +1444,9 @@ fn mmvf_follows_the_threads_bit_for_bit() {
                 let y: Vec<f32> = (0..n)
                     .map(|i| if trial == 2 && i % 3 == 0 { 0.0 } else { rng.sym().abs() * 0.05 })
                     .collect();
-                for acc in [MmvfAcc::F32, MmvfAcc::F16] {
-                    let (a, b) = (cfg.dot(acc, &x, &y), mmvf_threads(&cfg, acc, &x, &y));
+                for (acc, cols) in [(MmvfAcc::F32, 1), (MmvfAcc::F32, 2), (MmvfAcc::F16, 1)] {
+                    let (a, b) =
+                        (cfg.dot_in(acc, cols, &x, &y), mmvf_threads(&cfg, acc, cols, &x, &y));
                     assert_eq!(
                         a.to_bits(),
                         b.to_bits(),
@@ -1476,7 +1478,14 @@ fn mmvf_small_rows_by_hand() {
     for cfg in MMVF_ALL {
         let want = if cfg.fused { fused } else { unfused };
         assert_eq!(cfg.dot(MmvfAcc::F32, &x, &y).to_bits(), want.to_bits(), "{}", cfg.name);
+        // The kernels of several columns fuse on every GPU (CDNA2's too).
+        let want = if cfg.fused_columns { fused } else { unfused };
+        for cols in [2, 3, 8] {
+            let got = cfg.dot_in(MmvfAcc::F32, cols, &x, &y);
+            assert_eq!(got.to_bits(), want.to_bits(), "{} cols={cols}", cfg.name);
+        }
     }
+    assert!(!MMVF_CDNA.fused && MMVF_CDNA.fused_columns);
     // The F16 accumulator fuses each multiply-add in F16: with ncols = 1024 (block 256 on
     // RDNA2, 128 on CDNA) thread 0 takes pair 0 and then pair B. Pair 0 leaves h.lo = -1;
     // pair B adds (1 + 2^-10)(1 + 2^-9) = 1 + 3*2^-10 + 2^-19: fused, h.lo = 3*2^-10 +
