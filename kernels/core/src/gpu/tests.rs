@@ -1485,7 +1485,7 @@ fn mmvf_small_rows_by_hand() {
             assert_eq!(got.to_bits(), want.to_bits(), "{} cols={cols}", cfg.name);
         }
     }
-    assert!(!MMVF_CDNA.fused && MMVF_CDNA.fused_columns);
+    const { assert!(!MMVF_CDNA.fused && MMVF_CDNA.fused_columns) };
     // The F16 accumulator fuses each multiply-add in F16: with ncols = 1024 (block 256 on
     // RDNA2, 128 on CDNA) thread 0 takes pair 0 and then pair B. Pair 0 leaves h.lo = -1;
     // pair B adds (1 + 2^-10)(1 + 2^-9) = 1 + 3*2^-10 + 2^-19: fused, h.lo = 3*2^-10 +
