@@ -119,6 +119,7 @@
 pub mod elem;
 mod mmvf;
 mod mmvq;
+pub mod ocml;
 mod quantize;
 mod vecdotq;
 

@@ -1569,3 +1569,86 @@ fn mmvf_orders_differ_between_gpus_and_from_the_cpu() {
     );
     assert!(differ(cpu, MMVF_RDNA2.dot(MmvfAcc::F32, &x, &y)));
 }
+
+/// Distance in ulps between two finite f32 of one sign.
+fn ulps(a: f32, b: f32) -> u32 {
+    (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs() as u32
+}
+
+/// The device library's `sinf`/`cosf` twin against f64 on both reductions: within 2
+/// ulps where the value is not tiny (its stated accuracy), hand-checked quadrant signs,
+/// odd/even symmetry, and NaN for infinite arguments.
+#[test]
+fn gpu_ocml_sincos_against_f64() {
+    let mut rng = Rng(71);
+    let mut worst = 0u32;
+    for k in 0..40_000u32 {
+        // Magnitudes from 2^-10 to 2^40: both reductions (the large from 2^17).
+        let e = (k % 50) as i32 - 10;
+        let x = (1.0 + (rng.u64() >> 40) as f32 / (1u64 << 24) as f32) * 2f32.powi(e);
+        let x = if k % 3 == 0 { -x } else { x };
+        let (s, c) = ocml::sincosf(x);
+        let (rs, rc) = ((x as f64).sin(), (x as f64).cos());
+        for (v, r) in [(s, rs), (c, rc)] {
+            if r.abs() > 1e-3 {
+                let d = ulps(v, r as f32);
+                assert!(d <= 2, "x = {x:e} ({:#010x}): {v:e} vs {r:e}, {d} ulps", x.to_bits());
+                worst = worst.max(d);
+            }
+        }
+        assert_eq!(ocml::sincosf(-x).0.to_bits(), (-s).to_bits(), "sin is odd at {x:e}");
+        assert_eq!(ocml::sincosf(-x).1.to_bits(), c.to_bits(), "cos is even at {x:e}");
+    }
+    assert!(worst >= 1, "never one ulp off: the comparison is not looking");
+    // Quadrants: sin(pi) ~ 0 (tiny positive), cos(pi) = -1, sin(3pi/2) = -1.
+    assert_eq!(ocml::sincosf(std::f32::consts::PI).1, -1.0);
+    assert_eq!(ocml::sincosf(3.0 * std::f32::consts::FRAC_PI_2).0, -1.0);
+    assert_eq!(ocml::sincosf(0.0), (0.0, 1.0));
+    assert!(ocml::sincosf(f32::INFINITY).0.is_nan() && ocml::sincosf(f32::NAN).1.is_nan());
+    // Both reductions agree with each other just below and above 2^17 within the
+    // polynomial's error.
+    let (s1, _) = ocml::sincosf(131071.99);
+    let (s2, _) = ocml::sincosf(131072.0);
+    assert!(((s1 as f64) - 131071.99f32 as f64).sin().abs() < 1.0 && s2.is_finite());
+}
+
+/// The device library's `powf` twin against f64 (within 2 ulps for results in the
+/// normal range) and the C standard's special cases.
+#[test]
+fn gpu_ocml_powf_against_f64() {
+    let mut rng = Rng(72);
+    for k in 0..40_000u32 {
+        let x = (rng.u64() >> 40) as f32 / (1u64 << 20) as f32 + 1e-3; // (0, 16)
+        let y = ((rng.u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 60.0;
+        let y = if k % 4 == 0 { y.round() } else { y };
+        let r = (x as f64).powf(y as f64);
+        if r > 1e-37 && r < 1e37 {
+            let v = ocml::powf(x, y);
+            let d = ulps(v, r as f32);
+            assert!(d <= 2, "powf({x:e}, {y:e}) = {v:e}, f64 {r:e}: {d} ulps");
+        }
+    }
+    // RoPE's powers: theta_scale^p for a 128-wide head and base 1e6.
+    let ts = 1e6f32.powf(-2.0 / 128.0);
+    for p in 0..64 {
+        let v = ocml::powf(ts, p as f32);
+        assert!(ulps(v, (ts as f64).powi(p) as f32) <= 1, "theta_scale^{p}");
+    }
+    assert_eq!(ocml::powf(2.0, 10.0), 1024.0);
+    assert_eq!(ocml::powf(-2.0, 3.0), -8.0);
+    assert_eq!(ocml::powf(-2.0, 2.0), 4.0);
+    assert!(ocml::powf(-2.0, 0.5).is_nan());
+    assert_eq!(ocml::powf(f32::NAN, 0.0), 1.0);
+    assert_eq!(ocml::powf(1.0, f32::NAN), 1.0);
+    assert!(ocml::powf(f32::NAN, 1.0).is_nan());
+    assert_eq!(ocml::powf(0.0, -1.0), f32::INFINITY);
+    assert_eq!(ocml::powf(-0.0, -1.0), f32::NEG_INFINITY);
+    assert_eq!(ocml::powf(-0.0, 3.0).to_bits(), (-0.0f32).to_bits());
+    assert_eq!(ocml::powf(0.5, f32::INFINITY), 0.0);
+    assert_eq!(ocml::powf(2.0, f32::INFINITY), f32::INFINITY);
+    assert_eq!(ocml::powf(-1.0, f32::INFINITY), 1.0);
+    assert_eq!(ocml::powf(f32::INFINITY, -2.0), 0.0);
+    assert_eq!(ocml::powf(f32::NEG_INFINITY, 3.0), f32::NEG_INFINITY);
+    assert_eq!(ocml::powf(10.0, 40.0), f32::INFINITY);
+    assert_eq!(ocml::powf(10.0, -50.0), 0.0);
+}
