@@ -357,13 +357,13 @@ pub fn sincosf(x: f32) -> (f32, f32) {
     }
 }
 
-/// How HIP forms ggml's RoPE rotation `x0*cos - x1*sin` and `x0*sin + x1*cos`:
-/// the `x1` products fused, the `x0` products rounded first (read from the code objects
-/// for gfx1030 and gfx90a by executing them). The CPU's FMA tiers and CUDA fuse the
-/// other product.
+/// How HIP forms ggml's RoPE rotation `x0*cos - x1*sin` and `x0*sin + x1*cos`: the
+/// `cos` products fused, the `sin` products rounded first, `fma(x0, cos, -RN(x1 sin))`
+/// and `fma(x1, cos, RN(x0 sin))` (read from the code objects for gfx1030 and gfx90a by
+/// executing them). The CPU's FMA tiers and CUDA fuse the `x0` product of both.
 #[inline]
 pub fn rotate_hip(x0: f32, x1: f32, cos: f32, sin: f32) -> (f32, f32) {
-    ((-x1).mul_add(sin, x0 * cos), x1.mul_add(cos, x0 * sin))
+    (x0.mul_add(cos, -(x1 * sin)), x1.mul_add(cos, x0 * sin))
 }
 
 /// One thread of ggml's HIP `rope_neox<forward, no frequency factors, float, float>`

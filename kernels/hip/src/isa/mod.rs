@@ -51,6 +51,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
+pub mod exec;
 mod sass;
 pub use sass::{constant_bank, find_sass_kernel, max_threads, sass};
 
@@ -499,6 +500,16 @@ fn is_float(n: &Node) -> bool {
 /// The body of `kernel` in an `llvm-objdump -d` listing: its instructions, each with
 /// its address and size in bytes.
 fn kernel_lines<'a>(listing: &'a str, kernel: &str) -> Result<Vec<(u64, u64, &'a str)>, String> {
+    kernel_body(listing, kernel, false)
+}
+
+/// The instructions of `kernel` up to its first `s_endpgm` or, with `whole`, up to the
+/// next symbol (blocks laid out after the `s_endpgm` included).
+fn kernel_body<'a>(
+    listing: &'a str,
+    kernel: &str,
+    whole: bool,
+) -> Result<Vec<(u64, u64, &'a str)>, String> {
     let head = format!("<{kernel}>:");
     let start = listing.find(&head).ok_or_else(|| format!("{kernel} not in the disassembly"))?;
     let mut out = Vec::new();
@@ -507,7 +518,8 @@ fn kernel_lines<'a>(listing: &'a str, kernel: &str) -> Result<Vec<(u64, u64, &'a
         if t.is_empty() {
             continue;
         }
-        if t.ends_with(">:") {
+        if t.ends_with(">:") || t == "..." {
+            // The next symbol, or zero padding after the kernel.
             break;
         }
         let (ins, comment) = match t.split_once("//") {
@@ -525,9 +537,12 @@ fn kernel_lines<'a>(listing: &'a str, kernel: &str) -> Result<Vec<(u64, u64, &'a
         let words = words.split('<').next().unwrap_or("");
         let size = 4 * words.split_whitespace().count() as u64;
         out.push((addr, size, ins));
-        if ins.starts_with("s_endpgm") {
+        if ins.starts_with("s_endpgm") && !whole {
             return Ok(out);
         }
+    }
+    if whole && out.iter().any(|(_, _, i)| i.starts_with("s_endpgm")) {
+        return Ok(out);
     }
     Err(format!("{kernel}: no s_endpgm"))
 }
@@ -1164,6 +1179,14 @@ impl Eval {
 /// little-endian) bits 16..17, `FLOAT_DENORM_MODE_32`. 3 keeps subnormal inputs and
 /// results, 0 flushes both (1, 2: only outputs or only inputs kept).
 pub fn amdgpu_denorm_mode_f32(listing: &str, kernel: &str) -> Option<u32> {
+    let bytes = amdgpu_descriptor(listing, kernel)?;
+    let rsrc1 = u32::from_le_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
+    Some((rsrc1 >> 16) & 3)
+}
+
+/// The 64 bytes of `kernel`'s descriptor (`<kernel>.kd`) in an `llvm-objdump -D`
+/// listing of its code object.
+pub fn amdgpu_descriptor(listing: &str, kernel: &str) -> Option<Vec<u8>> {
     let head = format!("<{kernel}.kd>:");
     let at = listing.find(&head)?;
     let bytes: Vec<u8> = listing[at + head.len()..]
@@ -1175,11 +1198,7 @@ pub fn amdgpu_denorm_mode_f32(listing: &str, kernel: &str) -> Option<u32> {
             b.strip_prefix("0x").map_or_else(|| b.parse().ok(), |h| u8::from_str_radix(h, 16).ok())
         })
         .collect::<Option<_>>()?;
-    if bytes.len() < 52 {
-        return None;
-    }
-    let rsrc1 = u32::from_le_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
-    Some((rsrc1 >> 16) & 3)
+    (bytes.len() == 64).then_some(bytes)
 }
 
 /// Evaluates `kernel` in an `llvm-objdump -d` listing of an AMDGPU code object.
