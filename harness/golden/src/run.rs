@@ -125,7 +125,7 @@ pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Outpu
         ElemKind::Rope => {
             let mut y = rows[0].to_vec();
             let fl = ops.flavour();
-            elem::rope_neox(&mut y, &fl.rope_cache(rope_pos(case), k, 1e6), fl.rope_fused());
+            elem::rope_neox(&mut y, &fl.rope_cache(rope_pos(case), k, 1e6), fl.rope_rotation());
             y
         }
     };

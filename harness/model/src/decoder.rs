@@ -480,7 +480,7 @@ impl<'m> Decoder<'m> {
                 for h in row.chunks_exact_mut(hd) {
                     let src = h.to_vec();
                     self.elem.rms_norm_mul(h, &src, norm, hp.rms_eps);
-                    elem::rope_neox(h, &rope, fl.rope_fused());
+                    elem::rope_neox(h, &rope, fl.rope_rotation());
                 }
             }
         }

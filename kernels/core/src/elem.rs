@@ -75,15 +75,16 @@
 //!   GPU RMSNorm (times its weight) and SwiGLU as HIP clang and nvcc compile them, an
 //!   f32 block-reduction tree for the sum of squares and the device's `expf` and
 //!   divisions ([`crate::gpu::elem`], through [`ElemOps::rms_norm_mul`] and
-//!   [`ElemOps::swiglu`]); on CUDA also its RoPE angles and fast `sinf`/`cosf`
-//!   ([`ElemFlavour::rope_cache`], [`crate::gpu::elem::rope_cache_cuda`]) with the fused
-//!   rotation; without flash attention the softmax of an attention row
-//!   ([`ElemOps::soft_max_row`], [`crate::gpu::elem::soft_max_row`]) and the attention
-//!   products where ggml takes its MMVF kernel ([`ElemFlavour::mmvf`],
+//!   [`ElemOps::swiglu`]); their RoPE angles, `sinf`/`cosf` and rotation
+//!   ([`ElemFlavour::rope_cache`], [`ElemFlavour::rope_rotation`]: CUDA's fast math,
+//!   [`crate::gpu::elem::rope_cache_cuda`]; HIP's device library,
+//!   [`crate::gpu::ocml::rope_cache_hip`]); without flash attention the softmax of an
+//!   attention row ([`ElemOps::soft_max_row`], [`crate::gpu::elem::soft_max_row`]) and
+//!   the attention products where ggml takes its MMVF kernel ([`ElemFlavour::mmvf`],
 //!   [`crate::gpu::MmvfConfig`]; the two HIP flavours differ only there, by wavefront).
-//!   Everything else (flash attention, the products of batches ggml hands to BLAS, and
-//!   HIP's RoPE) borrows the x64 loops ([`ElemFlavour::loops`]) or the MMVF order: a
-//!   stand-in, not reproduced.
+//!   Everything else (flash attention, the products of batches ggml hands to BLAS)
+//!   borrows the x64 loops ([`ElemFlavour::loops`]) or the MMVF order: a stand-in, not
+//!   reproduced.
 //!
 //! This module is the portable form of every flavour. Native SIMD versions live in the
 //! architecture crates and must give the same bits (see their tests).
@@ -221,21 +222,31 @@ impl ElemFlavour {
         !matches!(self.loops(), ElemFlavour::X64)
     }
 
-    /// The RoPE cache (`[cos, sin]` per pair) of one position: [`rope_cache`] on every
-    /// tier but CUDA's, whose angles, reduction and `sinf`/`cosf` are its own
-    /// ([`crate::gpu::elem::rope_cache_cuda`]). HIP's RoPE is not reproduced: the HIP
-    /// flavour borrows the x64 cache (a stand-in).
+    /// The RoPE cache (`[cos, sin]` per pair) of one position: [`rope_cache`] on the
+    /// CPU tiers; the GPUs compute every angle afresh with their own `powf`, reduction
+    /// and `sinf`/`cosf` (CUDA's fast math, [`crate::gpu::elem::rope_cache_cuda`];
+    /// HIP's device library, [`crate::gpu::ocml::rope_cache_hip`]).
     pub fn rope_cache(self, pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
         match self {
             ElemFlavour::GpuCuda => crate::gpu::elem::rope_cache_cuda(pos, n_dims, freq_base),
+            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 => {
+                crate::gpu::ocml::rope_cache_hip(pos, n_dims, freq_base)
+            }
             _ => rope_cache(pos, n_dims, freq_base),
         }
     }
 
-    /// Whether the RoPE rotation fuses the `x0` products ([`rope_neox`]): as
-    /// [`ElemFlavour::fused`], and on CUDA (read from its SASS).
-    pub fn rope_fused(self) -> bool {
-        self == ElemFlavour::GpuCuda || self.fused()
+    /// How the tier forms the RoPE rotation ([`rope_neox`]): the `x0` products fused on
+    /// the FMA tiers ([`ElemFlavour::fused`]) and CUDA (read from its SASS), nothing
+    /// fused on x64, the `cos` products fused on HIP (read by executing its code
+    /// objects).
+    pub fn rope_rotation(self) -> RopeRotation {
+        match self {
+            ElemFlavour::GpuCuda => RopeRotation::FuseX0,
+            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 => RopeRotation::FuseCos,
+            _ if self.fused() => RopeRotation::FuseX0,
+            _ => RopeRotation::Unfused,
+        }
     }
 
     /// How llamafile's tinyBLAS multiplies an F16 matrix (the F16 K/V cache without flash
@@ -955,26 +966,41 @@ pub fn rope_cache(pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
     cache
 }
 
+/// Which products of RoPE's rotation `y0 = x0*cos - x1*sin`, `y1 = x0*sin + x1*cos`
+/// a tier fuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeRotation {
+    /// Four rounded products, then the sums (x64).
+    Unfused,
+    /// The `x0` products fused, the `x1` products rounded first:
+    /// `fma(x0, cos, -RN(x1 sin))`, `fma(x0, sin, RN(x1 cos))` (GCC on the FMA tiers,
+    /// nvcc).
+    FuseX0,
+    /// The `cos` products fused, the `sin` products rounded first:
+    /// `fma(x0, cos, -RN(x1 sin))`, `fma(x1, cos, RN(x0 sin))` (HIP clang,
+    /// [`crate::gpu::ocml::rotate_hip`]).
+    FuseCos,
+}
+
 /// NeoX rotation of one head (`rotate_pairs` with `n_offset = n_dims/2`), in place.
-/// `fused` reproduces GCC's contraction on FMA targets, read off the disassembly of
-/// both the haswell and the aarch64 libraries (`vfmsub231ss`/`vfmadd132ss`,
-/// `fnmsub`/`fmadd`) and confirmed bitwise against llama.cpp's haswell tier: in each of
-/// `x0*cos - x1*sin` and `x0*sin + x1*cos` the `x0` product is fused and the `x1`
-/// product rounded first.
-pub fn rope_neox(x: &mut [f32], cache: &[[f32; 2]], fused: bool) {
+/// [`RopeRotation::FuseX0`] reproduces GCC's contraction on FMA targets, read off the
+/// disassembly of both the haswell and the aarch64 libraries
+/// (`vfmsub231ss`/`vfmadd132ss`, `fnmsub`/`fmadd`) and confirmed bitwise against
+/// llama.cpp's haswell tier.
+pub fn rope_neox(x: &mut [f32], cache: &[[f32; 2]], rotation: RopeRotation) {
     let half = x.len() / 2;
     assert_eq!(cache.len(), half, "rope: cache/head size mismatch");
     for ic in 0..half {
         let [c, s] = cache[ic];
         let x0 = x[ic];
         let x1 = x[ic + half];
-        if fused {
-            x[ic] = x0.mul_add(c, -(x1 * s));
-            x[ic + half] = x0.mul_add(s, x1 * c);
-        } else {
-            x[ic] = x0 * c - x1 * s;
-            x[ic + half] = x0 * s + x1 * c;
-        }
+        let (y0, y1) = match rotation {
+            RopeRotation::Unfused => (x0 * c - x1 * s, x0 * s + x1 * c),
+            RopeRotation::FuseX0 => (x0.mul_add(c, -(x1 * s)), x0.mul_add(s, x1 * c)),
+            RopeRotation::FuseCos => crate::gpu::ocml::rotate_hip(x0, x1, c, s),
+        };
+        x[ic] = y0;
+        x[ic + half] = y1;
     }
 }
 
@@ -1116,9 +1142,9 @@ mod tests {
     fn rope_at_position_zero_is_identity_and_preserves_norm() {
         let mut x: Vec<f32> = (0..64).map(|i| i as f32 * 0.1 - 3.0).collect();
         let orig = x.clone();
-        rope_neox(&mut x, &rope_cache(0, 64, 1e6), true);
+        rope_neox(&mut x, &rope_cache(0, 64, 1e6), RopeRotation::FuseX0);
         assert_eq!(x, orig);
-        rope_neox(&mut x, &rope_cache(17, 64, 1e6), false);
+        rope_neox(&mut x, &rope_cache(17, 64, 1e6), RopeRotation::Unfused);
         let n0: f64 = orig.iter().map(|v| (*v as f64).powi(2)).sum();
         let n1: f64 = x.iter().map(|v| (*v as f64).powi(2)).sum();
         assert!((n0 - n1).abs() < 1e-4 * n0);

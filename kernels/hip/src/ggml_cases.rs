@@ -26,7 +26,7 @@
 //! from the twin, so that one short device run says which recipe the device follows.
 
 use crate::inputs::Rng;
-use tiercheck_core::elem::rope_neox;
+use tiercheck_core::elem::{rope_neox, RopeRotation};
 use tiercheck_core::fp16::{f16_bits_to_f32, f32_to_f16_bits};
 use tiercheck_core::gpu::elem::{rms_norm_mul, rope_cache_cuda, soft_max_row, swiglu, GpuMath};
 use tiercheck_core::gpu::{
@@ -225,7 +225,7 @@ pub fn vectors() -> Vec<u8> {
             let cache = rope_cache_cuda(p, hd, base);
             for h in 0..heads {
                 let at = (t * heads + h) * hd;
-                rope_neox(&mut y[at..at + hd], &cache, true);
+                rope_neox(&mut y[at..at + hd], &cache, RopeRotation::FuseX0);
             }
         }
         out.case_with(

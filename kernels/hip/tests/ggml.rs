@@ -55,7 +55,7 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use libtest_mimic::{Arguments, Completion, Trial};
-use tiercheck_core::elem::ElemFlavour;
+use tiercheck_core::elem::{ElemFlavour, RopeRotation};
 use tiercheck_core::gpu::elem::{Divide, Expf, GpuMath, RmsMean};
 use tiercheck_core::gpu::{
     Contraction, MmvfAcc, MmvfConfig, MmvqConfig, Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
@@ -376,7 +376,9 @@ impl Vendor for Amd {
     type Listing = Listings;
     type Observed = Observed;
     fn missing(dir: &Path, target: &str) -> Option<String> {
-        for f in ["mmvq.co", "quantize.co", "norm.co", "unary.co", "softmax.co", "mmvf.co"] {
+        for f in
+            ["mmvq.co", "quantize.co", "norm.co", "unary.co", "softmax.co", "mmvf.co", "rope.co"]
+        {
             let p = dir.join(target).join(f);
             if !p.is_file() {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
@@ -1513,12 +1515,12 @@ fn elem_trials<V: Vendor>(
         out.push(Trial::test(names[4].clone(), move || {
             let obs = elem_once::<V>(&l4, &d4, target)?;
             let r = obs.rope.as_ref().ok_or("no RoPE observed")?;
-            let bad = compare_rope(r, fl.rope_fused());
+            let bad = compare_rope(r, fl.rope_rotation() == RopeRotation::FuseX0);
             if !bad.is_empty() {
                 return report(bad);
             }
             // The other rotation form must not match: the check pins the fusion.
-            if compare_rope(r, !fl.rope_fused()).is_empty() {
+            if compare_rope(r, fl.rope_rotation() != RopeRotation::FuseX0).is_empty() {
                 return Err(format!("{target}: both rotation forms match ggml's RoPE").into());
             }
             Ok(())
@@ -1535,6 +1537,7 @@ fn main() {
         trials.extend(target_trials::<Amd>(target, cfg));
         trials.extend(elem_trials::<Amd>(target, GpuMath::Hip, None));
         trials.extend(mmvf_trials::<Amd>(target, mmvf));
+        trials.push(rope_exec_trial(target));
     }
     for arch in ["sm_90", "sm_80"] {
         trials.extend(target_trials::<Nvidia>(arch, CUDA));
@@ -1859,4 +1862,246 @@ fn mmvf_trials<V: Vendor>(target: &'static str, cfg: MmvfConfig) -> Vec<Trial> {
             }
         }),
     ]
+}
+
+// ---------------------------------------------------------------------------------
+// HIP's RoPE: ggml's `rope_neox` code object executed (`isa::exec`) against
+// `gpu::ocml::rope_pair_hip`.
+
+/// `rope_neox<forward = true, has_ff = false, float, float>` as hipcc names it.
+const ROPE_KERNEL: &str =
+    "_ZL9rope_neoxILb1ELb0EffEvPKT1_PT2_iiiiiiiiiiiPKifff14rope_corr_dimsfPKfPKlib";
+
+/// One thread of ggml's RoPE: the pair at rotation index `iw` (even) of head `head`
+/// (of two) of one token at `pos`, rotated by `theta_scale^(iw/2)` turns of the
+/// position, scaled by `freq_scale`, its `cos`/`sin` by `attn_factor`.
+#[derive(Clone, Copy, Debug)]
+struct RopeCase {
+    pos: i32,
+    theta_scale: f32,
+    n_dims: usize,
+    iw: usize,
+    head: usize,
+    freq_scale: f32,
+    attn_factor: f32,
+    x0: f32,
+    x1: f32,
+}
+
+/// Where the interpreter puts the kernel's buffers.
+const X_AT: u64 = 0x10_0000;
+const DST_AT: u64 = 0x20_0000;
+const POS_AT: u64 = 0x30_0000;
+
+/// The kernel arguments of one launch, laid out as the C ABI lays out `rope_neox`'s
+/// parameters (pointers 8-aligned): `x` 0, `dst` 8, `ne00, ne01, ne02, s01, s02, s03,
+/// s1, s2, s3, n_dims, n_offs` 16..60, `pos` 64, `freq_scale, ext_factor, attn_factor`
+/// 72..84, `corr_dims` 84, `theta_scale` 92, `freq_factors` 96, `row_indices` 104,
+/// `set_rows_stride` 112, `inplace` 116. One token of two heads of `n_dims` channels,
+/// all rotated (`n_offs = 0`), contiguous rows; `ext_factor = 0` (no YaRN ramp), no
+/// frequency factors, no fused row copy, not in place.
+fn rope_kernargs(c: &RopeCase) -> Vec<u8> {
+    let mut a = vec![0u8; 256];
+    let mut put = |o: usize, b: &[u8]| a[o..o + b.len()].copy_from_slice(b);
+    put(0, &X_AT.to_le_bytes());
+    put(8, &DST_AT.to_le_bytes());
+    let hd = c.n_dims as i32;
+    let ints = [hd, 2, 1, hd, 2 * hd, 2 * hd, hd, 2 * hd, 2 * hd, hd, 0];
+    for (k, v) in ints.iter().enumerate() {
+        put(16 + 4 * k, &v.to_le_bytes());
+    }
+    put(64, &POS_AT.to_le_bytes());
+    for (o, v) in [(72, c.freq_scale), (76, 0.0), (80, c.attn_factor), (84, 0.0), (88, 0.0)] {
+        put(o, &f32::to_le_bytes(v));
+    }
+    put(92, &c.theta_scale.to_le_bytes());
+    a
+}
+
+/// ggml's RoPE kernel for one target, decoded for the interpreter.
+struct RopeProgram {
+    prog: isa::exec::Program,
+    descriptor: isa::exec::Descriptor,
+    packed_ids: bool,
+}
+
+fn rope_program(dir: &Path, target: &str) -> Result<RopeProgram, String> {
+    let objdump = isa::find_llvm_tool("llvm-objdump").ok_or("llvm-objdump not found")?;
+    let mcpu = format!("--mcpu={target}");
+    let file = dir.join(target).join("rope.co");
+    let only = format!("--disassemble-symbols={ROPE_KERNEL}");
+    let listing = tool_output(&objdump, &["-d", &mcpu, &only], &file)?;
+    let only_kd = format!("--disassemble-symbols={ROPE_KERNEL}.kd");
+    let kd = tool_output(&objdump, &["-D", &mcpu, &only_kd], &file)?;
+    let bytes = isa::amdgpu_descriptor(&kd, ROPE_KERNEL)
+        .ok_or_else(|| format!("{target}: no descriptor for {ROPE_KERNEL}"))?;
+    Ok(RopeProgram {
+        prog: isa::exec::Program::from_listing(&listing, ROPE_KERNEL)?,
+        descriptor: isa::exec::Descriptor::from_bytes(&bytes)?,
+        // gfx90a packs the work-item ids into v0 (10 bits each).
+        packed_ids: target == "gfx90a",
+    })
+}
+
+impl RopeProgram {
+    /// Runs the thread of `c` (`threadIdx.y = iw/2` of a block of 256, `blockIdx.x` the
+    /// head) and returns its two stored outputs; the stores must be exactly the pair's
+    /// two channels.
+    fn run(&self, c: &RopeCase) -> Result<(f32, f32), String> {
+        let hd = c.n_dims;
+        let mut x = vec![0f32; 2 * hd];
+        let (i0, i1) = (c.head * hd + c.iw / 2, c.head * hd + c.iw / 2 + hd / 2);
+        x[i0] = c.x0;
+        x[i1] = c.x1;
+        let mut mem = isa::exec::Memory::default();
+        mem.map(X_AT, x.iter().flat_map(|v| v.to_le_bytes()).collect());
+        mem.map(DST_AT, vec![0u8; 8 * hd]);
+        mem.map(POS_AT, c.pos.to_le_bytes().to_vec());
+        let launch = isa::exec::Launch {
+            descriptor: self.descriptor,
+            packed_ids: self.packed_ids,
+            block: [1, 256, 1],
+            grid_blocks: [2, (hd as u32).div_ceil(512), 1],
+            block_id: [c.head as u32, 0, 0],
+            thread_id: [0, (c.iw / 2) as u32, 0],
+            kernargs: rope_kernargs(c),
+        };
+        let stores = self.prog.run(&launch, &mut mem)?;
+        let want = [DST_AT + 4 * i0 as u64, DST_AT + 4 * i1 as u64];
+        let at: Vec<u64> = stores.iter().map(|s| s.0).collect();
+        if at != want || stores.iter().any(|s| s.2 != 4) {
+            return Err(format!(
+                "{c:?}: stores at {at:x?}, expected one dword at each of {want:x?}"
+            ));
+        }
+        Ok((f32::from_bits(stores[0].1 as u32), f32::from_bits(stores[1].1 as u32)))
+    }
+}
+
+/// The cases: every pair of a Qwen3 head (128 channels, base 1e6) and of a 64-channel
+/// head with base 1e4 at positions from 0 to past 2^17 (where `sinf`/`cosf` switch to
+/// the Payne-Hanek reduction) and negative ones; then random frequency bases, scales,
+/// positions up to 2^26 and `attn_factor`s.
+fn rope_cases() -> Vec<RopeCase> {
+    let mut rng = tiercheck_core::rng::Rng::new(0x005E_ED0F_0C31);
+    let mut out = Vec::new();
+    let x = |rng: &mut tiercheck_core::rng::Rng| rng.range(-4.0, 4.0);
+    for (n_dims, base, positions) in [
+        (
+            128usize,
+            1e6f32,
+            &[
+                0, 1, 2, 3, 17, 100, 255, 1000, 4095, 8191, 16384, 32767, 40959, 131071, 131072,
+                262147, 1_000_003, -1, -300_001,
+            ][..],
+        ),
+        (64, 1e4, &[0, 5, 511, 2048, 100_000, 2_000_000, -77][..]),
+    ] {
+        let theta_scale = base.powf(-2.0 / n_dims as f32);
+        for (k, &pos) in positions.iter().enumerate() {
+            for p in 0..n_dims / 2 {
+                let (x0, x1) = (x(&mut rng), x(&mut rng));
+                out.push(RopeCase {
+                    pos,
+                    theta_scale,
+                    n_dims,
+                    iw: 2 * p,
+                    head: k % 2,
+                    freq_scale: 1.0,
+                    attn_factor: 1.0,
+                    x0,
+                    x1,
+                });
+            }
+        }
+    }
+    for _ in 0..1500 {
+        let base = 2f32.powf(rng.range(1.0, 24.0));
+        let pos_bits = rng.below(27) as u32;
+        let pos = (rng.next_u64() % (1u64 << pos_bits)) as i32;
+        let pos = if rng.below(8) == 0 { -pos } else { pos };
+        out.push(RopeCase {
+            pos,
+            theta_scale: base.powf(-2.0 / 128.0),
+            n_dims: 128,
+            iw: 2 * rng.below(64) as usize,
+            head: rng.below(2) as usize,
+            freq_scale: 2f32.powf(rng.range(-2.0, 2.0)),
+            attn_factor: rng.range(0.5, 2.0),
+            x0: x(&mut rng),
+            x1: x(&mut rng),
+        });
+    }
+    out
+}
+
+/// `ggml <target> rope executes`: every case's two stored outputs equal the twin's bit
+/// for bit; and the check can tell: the other rotation forms and the CPU's angles
+/// (glibc `cosf`/`sinf` of the CPU's cache at `freq_scale = attn_factor = 1`) each
+/// differ from ggml's outputs somewhere.
+fn check_rope_exec(dir: &Path, target: &str) -> Result<(), String> {
+    use tiercheck_core::gpu::ocml;
+    let prog = rope_program(dir, target)?;
+    let cases = rope_cases();
+    let mut bad = Vec::new();
+    let (mut other_forms, mut cpu_angles, mut large) = ([0usize; 2], 0usize, 0usize);
+    for c in &cases {
+        let (y0, y1) = prog.run(c)?;
+        let (t0, t1) = ocml::rope_pair_hip(
+            c.x0,
+            c.x1,
+            c.pos,
+            c.theta_scale,
+            c.iw as i32,
+            c.freq_scale,
+            c.attn_factor,
+        );
+        if (y0.to_bits(), y1.to_bits()) != (t0.to_bits(), t1.to_bits()) {
+            bad.push(format!("{c:?}: ggml ({y0:e}, {y1:e}), twin ({t0:e}, {t1:e})"));
+        }
+        // The same angles with the other rotations.
+        let theta = c.freq_scale * (c.pos as f32 * ocml::powf(c.theta_scale, c.iw as f32 * 0.5));
+        large += usize::from(theta.abs() >= 131072.0);
+        let (s, co) = ocml::sincosf(theta);
+        let (s, co) = (s * c.attn_factor, co * c.attn_factor);
+        for (k, rot) in [RopeRotation::FuseX0, RopeRotation::Unfused].into_iter().enumerate() {
+            let mut h = [c.x0, c.x1];
+            tiercheck_core::elem::rope_neox(&mut h, &[[co, s]], rot);
+            other_forms[k] +=
+                usize::from((h[0].to_bits(), h[1].to_bits()) != (y0.to_bits(), y1.to_bits()));
+        }
+        if c.freq_scale == 1.0 && c.attn_factor == 1.0 {
+            let base = c.theta_scale.powf(-(c.n_dims as f32) / 2.0);
+            let cpu = tiercheck_core::elem::rope_cache(c.pos, c.n_dims, base)[c.iw / 2];
+            let mut h = [c.x0, c.x1];
+            tiercheck_core::elem::rope_neox(&mut h, &[cpu], RopeRotation::FuseCos);
+            cpu_angles +=
+                usize::from((h[0].to_bits(), h[1].to_bits()) != (y0.to_bits(), y1.to_bits()));
+        }
+    }
+    if !bad.is_empty() {
+        return Err(format!(
+            "{target}: {} of {} RoPE threads differ from gpu::ocml::rope_pair_hip:\n  {}",
+            bad.len(),
+            cases.len(),
+            bad[..bad.len().min(8)].join("\n  ")
+        ));
+    }
+    if other_forms.contains(&0) || cpu_angles == 0 || large == 0 {
+        return Err(format!(
+            "{target}: the check cannot tell: outputs differing from the x0-fused rotation \
+             {}, from the unfused one {}, from the CPU's angles {cpu_angles}; angles past \
+             2^17 {large}",
+            other_forms[0], other_forms[1]
+        ));
+    }
+    Ok(())
+}
+
+fn rope_exec_trial(target: &'static str) -> Trial {
+    let name = format!("ggml {target} rope executes");
+    match target_dir::<Amd>(target) {
+        Ok(dir) => Trial::test(name, move || check_rope_exec(&dir, target).map_err(Into::into)),
+        Err(why) => unavailable(name, why),
+    }
 }

@@ -309,8 +309,9 @@ pub fn trigred_large(x: f32) -> (f32, u32) {
     let w88 = fshl(w80, w81, 23);
     let z2 = w88.leading_zeros();
     let w91 = fshr(w88, w81, 31u32.wrapping_sub(z2));
-    let lo_bits =
-        ((z2.wrapping_add(z1)).wrapping_mul(0xFF80_0000).wrapping_add(0x3300_0000) | sign) | (w91 >> 9);
+    let lo_bits = ((z2.wrapping_add(z1)).wrapping_mul(0xFF80_0000).wrapping_add(0x3300_0000)
+        | sign)
+        | (w91 >> 9);
     let lo = f32::from_bits(lo_bits);
     // (hi + lo) * pi/2 in double-float.
     let pio2 = f32::from_bits(0x3FC9_0FDA);

@@ -25,6 +25,7 @@
 //! know, an output modifier (`clamp`, `mul:`, `div:`) or a scratch access is an error
 //! when it is *executed*: code that a run does not reach may hold anything.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::{kernel_body, modifier, split};
@@ -252,19 +253,17 @@ impl Program {
             let Some(ins) = self.insts.get(pc) else {
                 return Err(format!("{}: ran past the end of the kernel", self.name));
             };
-            let trace = std::env::var("TC_TRACE").is_ok();
             let r = w.step(ins);
-            if trace {
-                let d = ins.ops.first().map(|s| match s.op { Opnd::V(i, _) => format!("v{i}={:#x} ({:e})", w.v[i], f32::from_bits(w.v[i])), Opnd::S(i, _) => format!("s{i}={:#x}", w.s[i.min(127)]), _ => String::new() }).unwrap_or_default();
-                eprintln!("{:x} {:60} {d} scc={} exec={:x} vcc={:x}", ins.addr, ins.text, w.scc as u8, w.s[EXEC], w.s[VCC]);
-            }
             match r.map_err(|e| format!("{}: at {:#x} `{}`: {e}", self.name, ins.addr, ins.text))? {
                 Flow::Next => pc += 1,
                 Flow::End => return Ok(std::mem::take(&mut w.stores)),
                 Flow::Jump(simm) => {
                     let target = (ins.addr as i64 + ins.size as i64 + 4 * simm as i64) as u64;
                     pc = *self.at.get(&target).ok_or_else(|| {
-                        format!("{}: branch at {:#x} to {target:#x}, no instruction there", self.name, ins.addr)
+                        format!(
+                            "{}: branch at {:#x} to {target:#x}, no instruction there",
+                            self.name, ins.addr
+                        )
                     })?;
                 }
             }
@@ -314,7 +313,14 @@ impl<'m> Wave<'m> {
         let mut args = l.kernargs.clone();
         args.resize(args.len().max(512), 0);
         mem.map(KERNARG_AT, args);
-        let mut w = Wave { s: [0; 128], v: vec![0; 512], scc: false, wave64: !d.wave32(), mem, stores: Vec::new() };
+        let mut w = Wave {
+            s: [0; 128],
+            v: vec![0; 512],
+            scc: false,
+            wave64: !d.wave32(),
+            mem,
+            stores: Vec::new(),
+        };
         let mut sg = 0usize;
         let props = d.properties;
         let mut pair = |w: &mut Wave, v: u64| {
@@ -567,8 +573,11 @@ impl<'m> Wave<'m> {
         let flags = |name: &str, default: bool| -> Vec<bool> {
             match modifier(&ins.mods, name) {
                 Some(v) => {
-                    let mut b: Vec<bool> =
-                        v.trim_matches(|c| c == '[' || c == ']').split(',').map(|x| x.trim() == "1").collect();
+                    let mut b: Vec<bool> = v
+                        .trim_matches(|c| c == '[' || c == ']')
+                        .split(',')
+                        .map(|x| x.trim() == "1")
+                        .collect();
                     b.resize(n, default);
                     b
                 }
@@ -602,7 +611,10 @@ impl<'m> Wave<'m> {
         let (rl, rh) = if p == "mov_b32" {
             // lo from src0's selected half, hi from src1's (op_sel only).
             let (a, b) = (&o[1], &o[2]);
-            (self.read(a, sel[0] as usize)?, self.read(b, sel.get(1).copied().unwrap_or(false) as usize)?)
+            (
+                self.read(a, sel[0] as usize)?,
+                self.read(b, sel.get(1).copied().unwrap_or(false) as usize)?,
+            )
         } else {
             (calc(&lo)?, calc(&hi)?)
         };
@@ -623,23 +635,29 @@ impl<'m> Wave<'m> {
                 if c == "class" {
                     return Ok(ub & class_bit(x) != 0);
                 }
-                let un = x.is_nan() || y.is_nan();
+                // `None`: unordered (a NaN); the `n..` compares are true then.
+                let ord = x.partial_cmp(&y);
+                let (lt, eq, gt) = (
+                    ord == Some(Ordering::Less),
+                    ord == Some(Ordering::Equal),
+                    ord == Some(Ordering::Greater),
+                );
                 Ok(match c {
                     "f" => false,
-                    "lt" => x < y,
-                    "eq" => x == y,
-                    "le" => x <= y,
-                    "gt" => x > y,
-                    "lg" => x < y || x > y,
-                    "ge" => x >= y,
-                    "o" => !un,
-                    "u" => un,
-                    "nge" => !(x >= y),
-                    "nlg" => !(x < y || x > y),
-                    "ngt" => !(x > y),
-                    "nle" => !(x <= y),
-                    "neq" => x != y,
-                    "nlt" => !(x < y),
+                    "lt" => lt,
+                    "eq" => eq,
+                    "le" => lt || eq,
+                    "gt" => gt,
+                    "lg" => lt || gt,
+                    "ge" => gt || eq,
+                    "o" => ord.is_some(),
+                    "u" => ord.is_none(),
+                    "nge" => !(gt || eq),
+                    "nlg" => !(lt || gt),
+                    "ngt" => !gt,
+                    "nle" => !(lt || eq),
+                    "neq" => !eq,
+                    "nlt" => !lt,
                     "tru" => true,
                     _ => return Err(format!("float compare {c} not modelled")),
                 })
@@ -682,7 +700,11 @@ impl<'m> Wave<'m> {
             "v_frexp_exp_i32_f32" => Ok(frexp(f(1)?).1 as u32),
             "v_fract_f32" => {
                 let x = f(1)?;
-                fb(if x.is_finite() { (x - x.floor()).min(f32::from_bits(0x3F7F_FFFF)) } else { f32::NAN })
+                fb(if x.is_finite() {
+                    (x - x.floor()).min(f32::from_bits(0x3F7F_FFFF))
+                } else {
+                    f32::NAN
+                })
             }
             "v_rndne_f32" => fb(f(1)?.round_ties_even()),
             "v_trunc_f32" => fb(f(1)?.trunc()),
@@ -703,7 +725,9 @@ impl<'m> Wave<'m> {
             "v_mul_hi_i32" => Ok(((u(1)? as i32 as i64 * u(2)? as i32 as i64) >> 32) as u32),
             "v_mul_u32_u24" => Ok((u(1)? & 0xFF_FFFF).wrapping_mul(u(2)? & 0xFF_FFFF)),
             "v_mul_i32_i24" => Ok((i24(u(1)?).wrapping_mul(i24(u(2)?))) as u32),
-            "v_mad_u32_u24" => Ok((u(1)? & 0xFF_FFFF).wrapping_mul(u(2)? & 0xFF_FFFF).wrapping_add(u(3)?)),
+            "v_mad_u32_u24" => {
+                Ok((u(1)? & 0xFF_FFFF).wrapping_mul(u(2)? & 0xFF_FFFF).wrapping_add(u(3)?))
+            }
             "v_mad_i32_i24" => Ok((i24(u(1)?).wrapping_mul(i24(u(2)?)) as u32).wrapping_add(u(3)?)),
             "v_and_b32" => Ok(u(1)? & u(2)?),
             "v_or_b32" => Ok(u(1)? | u(2)?),
@@ -720,8 +744,12 @@ impl<'m> Wave<'m> {
             "v_lshrrev_b32" => Ok(u(2)? >> (u(1)? & 31)),
             "v_lshlrev_b32" => Ok(u(2)? << (u(1)? & 31)),
             "v_ashrrev_i32" => Ok(((u(2)? as i32) >> (u(1)? & 31)) as u32),
-            "v_alignbit_b32" => Ok(((((u(1)? as u64) << 32) | u(2)? as u64) >> (u(3)? & 31)) as u32),
-            "v_alignbyte_b32" => Ok(((((u(1)? as u64) << 32) | u(2)? as u64) >> (8 * (u(3)? & 3))) as u32),
+            "v_alignbit_b32" => {
+                Ok(((((u(1)? as u64) << 32) | u(2)? as u64) >> (u(3)? & 31)) as u32)
+            }
+            "v_alignbyte_b32" => {
+                Ok(((((u(1)? as u64) << 32) | u(2)? as u64) >> (8 * (u(3)? & 3))) as u32)
+            }
             "v_bfi_b32" => {
                 let m = u(1)?;
                 Ok((m & u(2)?) | (!m & u(3)?))
@@ -769,8 +797,8 @@ impl<'m> Wave<'m> {
         };
         match mn {
             "s_endpgm" => return Ok(Flow::End),
-            "s_waitcnt" | "s_waitcnt_vscnt" | "s_clause" | "s_nop" | "s_delay_alu" | "s_inst_prefetch"
-            | "s_setprio" => {}
+            "s_waitcnt" | "s_waitcnt_vscnt" | "s_clause" | "s_nop" | "s_delay_alu"
+            | "s_inst_prefetch" | "s_setprio" => {}
             "s_branch" => return Ok(Flow::Jump(branch_offset(ins)?)),
             _ if mn.starts_with("s_cbranch_") => {
                 let take = match &mn["s_cbranch_".len()..] {
@@ -821,7 +849,8 @@ impl<'m> Wave<'m> {
             }
             "s_add_i32" | "s_sub_i32" => {
                 let (a, b) = (val(self, 1)? as u32 as i32, val(self, 2)? as u32 as i32);
-                let (r, ov) = if mn == "s_add_i32" { a.overflowing_add(b) } else { a.overflowing_sub(b) };
+                let (r, ov) =
+                    if mn == "s_add_i32" { a.overflowing_add(b) } else { a.overflowing_sub(b) };
                 self.scc = ov;
                 put(self, r as u32 as u64)?;
             }
@@ -837,7 +866,8 @@ impl<'m> Wave<'m> {
                 let r = (val(self, 1)? * val(self, 2)?) >> 32;
                 put(self, r)?;
             }
-            "s_lshl_b32" | "s_lshr_b32" | "s_ashr_i32" | "s_lshl_b64" | "s_lshr_b64" | "s_ashr_i64" => {
+            "s_lshl_b32" | "s_lshr_b32" | "s_ashr_i32" | "s_lshl_b64" | "s_lshr_b64"
+            | "s_ashr_i64" => {
                 let x = val(self, 1)?;
                 let sh = self.read(op(2)?, 0)? & if wide { 63 } else { 31 };
                 let bits = if wide { 64 } else { 32 };
@@ -878,7 +908,8 @@ impl<'m> Wave<'m> {
                 put(self, v)?;
             }
             _ if mn.starts_with("s_cmp_") => {
-                let (c, ty) = mn["s_cmp_".len()..].split_once('_').ok_or("compare without a type")?;
+                let (c, ty) =
+                    mn["s_cmp_".len()..].split_once('_').ok_or("compare without a type")?;
                 let (a, b) = (val(self, 0)?, val(self, 1)?);
                 let (a, b) = match ty {
                     "i32" => (a as u32 as i32 as i64, b as u32 as i32 as i64),
@@ -902,7 +933,11 @@ impl<'m> Wave<'m> {
             }
             "s_min_u32" | "s_max_u32" | "s_min_i32" | "s_max_i32" => {
                 let (a, b) = (val(self, 1)? as u32, val(self, 2)? as u32);
-                let (ka, kb) = if mn.ends_with("i32") { (a as i32 as i64, b as i32 as i64) } else { (a as i64, b as i64) };
+                let (ka, kb) = if mn.ends_with("i32") {
+                    (a as i32 as i64, b as i32 as i64)
+                } else {
+                    (a as i64, b as i64)
+                };
                 let first = if mn.starts_with("s_min") { ka < kb } else { ka > kb };
                 self.scc = first;
                 put(self, if first { a } else { b } as u64)?;
@@ -985,7 +1020,8 @@ impl<'m> Wave<'m> {
             let mut k = 0;
             while k * 4 < bytes {
                 let len = (bytes - 4 * k).min(4) as u64;
-                let v = self.read(data, k)? as u64 & if len == 4 { u32::MAX as u64 } else { (1 << (8 * len)) - 1 };
+                let v = self.read(data, k)? as u64
+                    & if len == 4 { u32::MAX as u64 } else { (1 << (8 * len)) - 1 };
                 self.mem.write(addr + 4 * k as u64, len, v)?;
                 self.stores.push((addr + 4 * k as u64, v, len));
                 k += 1;
@@ -1091,4 +1127,205 @@ fn frexp(x: f32) -> (f32, i32) {
 fn ldexp(x: f32, n: i32) -> f32 {
     let n = n.clamp(-400, 400);
     (x as f64 * 2f64.powi(n / 2) * 2f64.powi(n - n / 2)) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A descriptor with only the kernarg pointer (`s[0:1]`) and subnormals kept.
+    fn descriptor(wave32: bool) -> Descriptor {
+        Descriptor {
+            rsrc1: 3 << 16,
+            rsrc2: 2 << 1,
+            properties: 8 | if wave32 { 1 << 10 } else { 0 },
+        }
+    }
+
+    fn launch(wave32: bool, kernargs: Vec<u8>) -> Launch {
+        Launch {
+            descriptor: descriptor(wave32),
+            packed_ids: false,
+            block: [1, 1, 1],
+            grid_blocks: [1, 1, 1],
+            block_id: [0; 3],
+            thread_id: [0; 3],
+            kernargs,
+        }
+    }
+
+    /// A loop over `i < n` whose body skips odd `i` by a branch, `acc = fma(float(i), 2,
+    /// acc)` (`v_fmamk`: `src0 * K + src1`), then a divergent `if` whose lane is off:
+    /// its write must not land. The backward branch at 0x138 returns to 0x11c
+    /// (0x13c - 4 * 8), the forward one at 0x124 skips the 8-byte `v_fmamk`.
+    const LOOP: &str = "
+0000000000000100 <k>:
+\ts_load_dwordx2 s[4:5], s[0:1], 0x0                       // 000000000100: F4040100 FA000000
+\ts_load_dword s6, s[0:1], 0x8                             // 000000000108: F4000180 FA000008
+\ts_waitcnt lgkmcnt(0)                                     // 000000000110: BF8CC07F
+\tv_mov_b32_e32 v1, 0                                      // 000000000114: 7E020280
+\ts_mov_b32 s7, 0                                          // 000000000118: BE870380
+\tv_cvt_f32_u32_e32 v2, s7                                 // 00000000011C: 7E040C07
+\ts_bitcmp1_b32 s7, 0                                      // 000000000120: BF0D8007
+\ts_cbranch_scc1 2                                         // 000000000124: BF850002
+\tv_fmamk_f32 v1, v2, 0x40000000, v1                       // 000000000128: 58020302 40000000
+\ts_add_i32 s7, s7, 1                                      // 000000000130: 81078107
+\ts_cmp_lt_u32 s7, s6                                      // 000000000134: BF0A0607
+\ts_cbranch_scc1 65528                                     // 000000000138: BF85FFF8
+\tv_mov_b32_e32 v3, s4                                     // 00000000013C: 7E060204
+\tv_mov_b32_e32 v4, s5                                     // 000000000140: 7E080205
+\tv_cmp_gt_f32_e32 vcc_lo, 0, v1                           // 000000000144: 7C080280
+\ts_and_saveexec_b32 s8, vcc_lo                            // 000000000148: BE883C6A
+\tv_mov_b32_e32 v1, -1.0                                   // 00000000014C: 7E0202F3
+\ts_or_b32 exec_lo, exec_lo, s8                            // 000000000150: 887E087E
+\tglobal_store_dword v[3:4], v1, off                       // 000000000154: DC708000 007D0103
+\ts_endpgm                                                 // 00000000015C: BF810000
+";
+
+    #[test]
+    fn a_loop_a_skipped_body_and_a_masked_write() {
+        let prog = Program::from_listing(LOOP, "k").unwrap();
+        for (n, want) in [(5u32, 12.0f32), (1, 0.0), (8, 24.0)] {
+            let mut args = vec![0u8; 16];
+            args[..8].copy_from_slice(&0x9000u64.to_le_bytes());
+            args[8..12].copy_from_slice(&n.to_le_bytes());
+            let mut mem = Memory::default();
+            mem.map(0x9000, vec![0; 4]);
+            let stores = prog.run(&launch(true, args), &mut mem).unwrap();
+            assert_eq!(stores, vec![(0x9000, want.to_bits() as u64, 4)], "n = {n}");
+            assert_eq!(mem.read_u32(0x9000).unwrap(), want.to_bits());
+        }
+    }
+
+    /// A straight-line listing of `lines` (each given 8 bytes), stored as `v[200:201]`
+    /// points: the test's stores name what they check.
+    fn run_lines(lines: &[&str], wave32: bool) -> Vec<u32> {
+        let mut text = String::from("\n0000000000000100 <k>:\n");
+        let mut addr = 0x100;
+        let all = ["v_mov_b32_e32 v200, 0x9000", "v_mov_b32_e32 v201, 0"]
+            .iter()
+            .chain(lines)
+            .chain(&["s_endpgm"]);
+        for l in all {
+            text += &format!("\t{l:56} // {addr:012X}: 00000000 00000000\n");
+            addr += 8;
+        }
+        let prog = Program::from_listing(&text, "k").unwrap();
+        let mut mem = Memory::default();
+        mem.map(0x9000, vec![0; 256]);
+        let stores = prog.run(&launch(wave32, vec![0; 16]), &mut mem).unwrap();
+        stores.iter().map(|s| s.1 as u32).collect()
+    }
+
+    #[test]
+    fn integer_and_bit_instructions() {
+        let out = run_lines(
+            &[
+                "v_mov_b32_e32 v1, 0x89abcdef",
+                "v_mov_b32_e32 v2, 0x01234567",
+                "v_alignbit_b32 v3, v1, v2, 8",
+                "global_store_dword v[200:201], v3, off",
+                "v_bfe_u32 v3, v1, 4, 12",
+                "global_store_dword v[200:201], v3, off offset:4",
+                "v_ffbh_u32_e32 v3, v2",
+                "global_store_dword v[200:201], v3, off offset:8",
+                "v_mov_b32_e32 v4, 0xffffffff",
+                "v_mov_b32_e32 v5, 7",
+                "v_mad_u64_u32 v[6:7], null, v4, v4, v[4:5]",
+                "global_store_dwordx2 v[200:201], v[6:7], off offset:12",
+                "v_add_co_u32 v8, vcc_lo, v4, 2",
+                "v_add_co_ci_u32_e32 v9, vcc_lo, 0, v5, vcc_lo",
+                "global_store_dwordx2 v[200:201], v[8:9], off offset:20",
+                "v_bfi_b32 v3, 0xffff0000, v1, v2",
+                "global_store_dword v[200:201], v3, off offset:28",
+                "v_mad_i32_i24 v3, v4, 5, 3",
+                "global_store_dword v[200:201], v3, off offset:32",
+                "s_mov_b32 s10, 3",
+                "s_mov_b32 s11, 0x80000000",
+                "s_lshl_b64 s[12:13], s[10:11], 31",
+                "v_mov_b32_e32 v3, s12",
+                "v_mov_b32_e32 v10, s13",
+                "global_store_dwordx2 v[200:201], v[3:4], off offset:36",
+                "global_store_dword v[200:201], v10, off offset:44",
+            ],
+            true,
+        );
+        // alignbit: ({v1:v2} >> 8) low word; bfe: bits 4..16 of v1; ffbh: leading zeros.
+        assert_eq!(out[0], 0xef01_2345);
+        assert_eq!(out[1], 0xcde);
+        assert_eq!(out[2], 7);
+        // (2^32-1)^2 + (7 * 2^32 + 2^32 - 1) = 2^64 - 2^33 + 1 + 2^35 - 1 (mod 2^64).
+        let m = (0xffff_ffffu64 * 0xffff_ffff).wrapping_add((7u64 << 32) | 0xffff_ffff);
+        assert_eq!((out[3], out[4]), (m as u32, (m >> 32) as u32));
+        // 0xffffffff + 2 carries into the high word: 7 + 0 + 1.
+        assert_eq!((out[5], out[6]), (1, 8));
+        assert_eq!(out[7], 0x89ab_4567);
+        // -1 * 5 + 3 in 24-bit signed arithmetic.
+        assert_eq!(out[8], (-2i32) as u32);
+        // (0x80000000_00000003 << 31): low word 0x80000000, high word 1.
+        assert_eq!((out[9], out[11]), (0x8000_0000, 1));
+    }
+
+    #[test]
+    fn float_instructions_and_modifiers() {
+        let out = run_lines(
+            &[
+                "v_mov_b32_e32 v1, 0x3fc00000",
+                "v_mov_b32_e32 v2, 0x40400000",
+                "v_fmaak_f32 v3, v1, v2, 0x3f800000",
+                "global_store_dword v[200:201], v3, off",
+                "v_fmamk_f32 v3, v1, 0x40800000, v2",
+                "global_store_dword v[200:201], v3, off offset:4",
+                "v_fma_f32 v3, -v1, |v2|, 1.0",
+                "global_store_dword v[200:201], v3, off offset:8",
+                "v_frexp_mant_f32_e32 v3, v2",
+                "v_frexp_exp_i32_f32_e32 v4, v2",
+                "global_store_dwordx2 v[200:201], v[3:4], off offset:12",
+                "v_ldexp_f32 v3, v1, -3",
+                "global_store_dword v[200:201], v3, off offset:20",
+                "v_cmp_class_f32_e64 s4, v1, 0x100",
+                "v_cndmask_b32_e64 v3, 0, -v2, s4",
+                "global_store_dword v[200:201], v3, off offset:24",
+                "v_pk_add_f32 v[6:7], v[1:2], v[1:2] neg_lo:[0,1]",
+                "global_store_dwordx2 v[200:201], v[6:7], off offset:28",
+                "v_pk_mul_f32 v[6:7], v[1:2], v[1:2] op_sel:[1,0] op_sel_hi:[0,1]",
+                "global_store_dwordx2 v[200:201], v[6:7], off offset:36",
+                "v_fract_f32_e32 v3, -v1",
+                "global_store_dword v[200:201], v3, off offset:44",
+            ],
+            false,
+        );
+        let f: Vec<f32> = out.iter().map(|&b| f32::from_bits(b)).collect();
+        assert_eq!(f[0], 1.5 * 3.0 + 1.0);
+        assert_eq!(f[1], 1.5 * 4.0 + 3.0);
+        assert_eq!(f[2], -1.5 * 3.0 + 1.0);
+        assert_eq!((f[3], out[4]), (0.75, 2));
+        assert_eq!(f[5], 1.5 / 8.0);
+        // 1.5 is a positive normal (class bit 8): the negated second source.
+        assert_eq!(f[6], -3.0);
+        // Low lane: 1.5 + -1.5; high lane: 3 + 3.
+        assert_eq!((f[7], f[8]), (0.0, 6.0));
+        // op_sel: the low result takes src0's high half (3) and src1's low (1.5); the high
+        // result src0's low (1.5, op_sel_hi 0) and src1's high (3).
+        assert_eq!((f[9], f[10]), (4.5, 4.5));
+        assert_eq!(f[11], 0.5);
+    }
+
+    #[test]
+    fn an_unknown_executed_instruction_is_an_error_naming_it() {
+        let text = "\n0000000000000100 <k>:\n\tv_sin_f32_e32 v1, v2 // 000000000100: 7E026B02\n\ts_endpgm // 000000000104: BF810000\n";
+        let prog = Program::from_listing(text, "k").unwrap();
+        let err = prog.run(&launch(true, vec![0; 16]), &mut Memory::default()).unwrap_err();
+        assert!(err.contains("v_sin_f32_e32 v1, v2") && err.contains("not modelled"), "{err}");
+        // A store outside the mapped memory names the address.
+        let text = "\n0000000000000100 <k>:\n\tv_mov_b32_e32 v1, 0x40 // 000000000100: 00000000\n\tv_mov_b32_e32 v2, 0 // 000000000104: 00000000\n\tglobal_store_dword v[1:2], v1, off // 000000000108: 00000000 00000000\n\ts_endpgm // 000000000110: BF810000\n";
+        let prog = Program::from_listing(text, "k").unwrap();
+        let err = prog.run(&launch(true, vec![0; 16]), &mut Memory::default()).unwrap_err();
+        assert!(err.contains("0x40"), "{err}");
+        // A kernel that flushes subnormals is refused.
+        let mut l = launch(true, vec![0; 16]);
+        l.descriptor.rsrc1 = 0;
+        let err = prog.run(&l, &mut Memory::default()).unwrap_err();
+        assert!(err.contains("denormal"), "{err}");
+    }
 }
