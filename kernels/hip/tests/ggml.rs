@@ -47,6 +47,12 @@
 //! is SASS's `.FTZ` per instruction, or the AMDGPU kernel descriptor's f32 denormal
 //! mode.
 //!
+//! On AMD, `ggml <target> rope executes`: HIP's `rope_neox` inlines the device
+//! library's branching `powf`/`sinf`/`cosf`, so it is not read as trees but executed
+//! ([`tiercheck_hip::isa::exec`]) for 2,940 threads, each of whose two stores must equal
+//! [`tiercheck_core::gpu::ocml::rope_pair_hip`] bit for bit; the other rotation forms
+//! and the CPU's angles must each differ from ggml's outputs somewhere.
+//!
 //! Without the folder (or without `llvm-objdump` / `cuobjdump`) the trials are ignored
 //! with that reason; with `TIERCHECK_REQUIRE_HIP=1` (CI) they fail instead.
 
@@ -848,7 +854,7 @@ fn sass_ftz((flushing, all): (usize, usize)) -> Option<bool> {
 struct ElemObserved {
     norm: Vec<NormObserved>,
     silu: SiluObserved,
-    /// CUDA's `rope_neox` (the HIP lanes do not reproduce HIP's RoPE).
+    /// CUDA's `rope_neox` (HIP's is executed instead: `ggml <target> rope executes`).
     rope: Option<RopeObserved>,
     /// Every `soft_max_f32<true, ncols, block, float>` of [`SOFT_MAX_COLS`].
     soft_max: Vec<SoftMaxObserved>,

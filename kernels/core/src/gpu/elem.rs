@@ -1,8 +1,8 @@
 //! ggml's GPU RMSNorm, SwiGLU and attention softmax (`ggml-cuda/norm.cu`
 //! `rms_norm_f32<block, do_multiply>`, `ggml-cuda/unary.cu` `unary_gated_op_kernel<op_silu,
 //! float>`, `ggml-cuda/softmax.cu` `soft_max_f32<true, ncols, block, float>`, [`soft_max_row`])
-//! and CUDA's RoPE angles as HIP clang and nvcc compile them: the GPU lanes' own
-//! elementwise kernels ([`GpuMath`]). The float order
+//! and CUDA's RoPE angles as HIP clang and nvcc compile them (HIP's RoPE:
+//! [`super::ocml`]): the GPU lanes' own elementwise kernels ([`GpuMath`]). The float order
 //! below was read from the code objects `ci/ggml-gpu` builds from ggml's sources, and
 //! `kernels/hip`'s `ggml` trials compare it with those code objects for every target.
 //!

@@ -9,7 +9,7 @@
 //! fused multiply-add. Each function below is written from the library's float
 //! sequence (the IR of `__ocml_pow_f32`, `__ocml_sin_f32`, `__ocml_cos_f32` and their
 //! private helpers `epln`, `expep`, `trigred`, `trigredsmall`, `trigredlarge`,
-//! `sincosred`); [docs/GPU.md](../../../../docs/GPU.md#rope-on-hip) states it in words.
+//! `sincosred`); docs/GPU.md ("RoPE on HIP") states it in words.
 //! Three hardware instructions are models, as everywhere in the GPU twins: `v_rcp_f32`
 //! (inside `epln`) is the correctly rounded reciprocal, `v_exp_f32` (inside `expf`) the
 //! correctly rounded `2^a` ([`super::elem::rcp`], [`super::elem::exp2`]).

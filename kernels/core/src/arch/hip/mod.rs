@@ -15,15 +15,16 @@
 //! reproduce. The elementwise flavour is the GPU's own RMSNorm (times its weight) and
 //! SwiGLU ([`crate::elem::ElemFlavour::GpuHip`] / [`crate::elem::ElemFlavour::GpuCuda`],
 //! [`crate::gpu::elem`]: the device's reduction tree and operation order, its hardware
-//! `rsqrt`/`exp2`/`rcp` modelled as correctly rounded), and for `cuda-sm90` its RoPE
-//! ([`crate::elem::ElemFlavour::rope_cache`]), and without flash attention the softmax
+//! `rsqrt`/`exp2`/`rcp` modelled as correctly rounded), its RoPE
+//! ([`crate::elem::ElemFlavour::rope_cache`]: CUDA's fast math, HIP's device-library
+//! `powf`/`sinf`/`cosf` of [`crate::gpu::ocml`]), and without flash attention the softmax
 //! of an attention row ([`crate::elem::ElemOps::soft_max_row`]) and the attention
 //! products `K·Q` and `V·p` where ggml takes its `mul_mat_vec_f`
 //! ([`crate::gpu::MmvfConfig`]: the wave64 lane's flavour,
 //! [`crate::elem::ElemFlavour::GpuHipWave64`], reduces them over the 64-lane wavefront).
-//! Not reproduced: flash attention, the attention products ggml hands to BLAS, and HIP's
-//! RoPE, for which the decoder uses the `ref` lane's x64 loops (or the MMVF order) as a
-//! stand-in, and the embedding `get_rows`
+//! Not reproduced: flash attention and the attention products ggml hands to BLAS, for
+//! which the decoder uses the `ref` lane's x64 loops (or the MMVF order) as a stand-in,
+//! and the embedding `get_rows`
 //! (llama.cpp keeps the token embedding in host memory and ggml's scheduler never
 //! offloads `get_rows`, so the CPU dequantizes it: the reference dequantizer).
 //!
@@ -86,8 +87,10 @@ const MODELLED: Status = Status::Modelled {
               divisions) and the RMSNorm, SwiGLU, softmax and MMVF (attention product) \
               twins equal the float operations read from ggml's own MMVQ, quantize_q8_1, \
               rms_norm_f32, SwiGLU, soft_max_f32 and mul_mat_vec_f code objects built by \
-              hipcc (gfx1030 / gfx90a), v_rsq_f32 and v_exp_f32 modelled as correctly \
-              rounded; RoPE and flash attention are x64 stand-ins; not run on a GPU",
+              hipcc (gfx1030 / gfx90a), and the RoPE twin equals ggml's rope_neox code \
+              object executed instruction by instruction, bit for bit; v_rsq_f32, \
+              v_exp_f32, v_rcp_f32 and v_log_f32 modelled as correctly rounded; flash \
+              attention is an x64 stand-in; not run on a GPU",
 };
 
 /// The `hip-wave32` lane.
