@@ -65,7 +65,7 @@ use tiercheck_core::elem::{ElemFlavour, RopeRotation};
 use tiercheck_core::gpu::elem::{Divide, Expf, GpuMath, RmsMean};
 use tiercheck_core::gpu::{
     Contraction, MmvfAcc, MmvfConfig, MmvqConfig, Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
-    MMVF_RDNA2, WAVE32, WAVE64,
+    MMVF_RDNA2, MMVF_RDNA3_5, WAVE32, WAVE64,
 };
 use tiercheck_core::GgmlType;
 use tiercheck_hip::isa::{self, Exprs, Id};
@@ -82,10 +82,36 @@ fn require() -> bool {
 /// The lane whose recipe models ggml's code for `target`.
 fn lane_of(target: &str) -> Option<MmvqConfig> {
     match target {
-        "gfx1030" => Some(WAVE32),
+        "gfx1030" | "gfx1151" => Some(WAVE32),
         "gfx90a" => Some(WAVE64),
         _ => None,
     }
+}
+
+/// The LLVM tool that reads `target`'s code objects: LLVM 19's for gfx11 (older
+/// releases do not know gfx1151; `TIERCHECK_LLVM19_OBJDUMP`, `TIERCHECK_LLVM19_READELF`
+/// name it elsewhere), the HIP toolchain's otherwise.
+fn amd_tool(name: &str, target: &str) -> Result<PathBuf, String> {
+    if target.starts_with("gfx11") {
+        let var = format!("TIERCHECK_LLVM19_{}", name.trim_start_matches("llvm-").to_uppercase());
+        let p = std::env::var_os(&var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(format!("/usr/lib/llvm-19/bin/{name}")));
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!(
+                "{} not found (Debian: apt-get install llvm-19; or set {var})",
+                p.display()
+            ))
+        };
+    }
+    isa::find_llvm_tool(name).ok_or_else(|| {
+        format!(
+            "{name} not found (set TIERCHECK_LLVM_{})",
+            name.trim_start_matches("llvm-").to_uppercase()
+        )
+    })
 }
 
 /// A target's disassembly and metadata notes, for both translation units.
@@ -103,6 +129,16 @@ struct Listings {
     /// The f32 denormal mode of each MMVQ kernel and of `quantize_q8_1`, from its
     /// descriptor (`None`: no descriptor found).
     denorm: Vec<(String, Option<u32>)>,
+}
+
+/// `llvm-objdump <args> <file>` for `target`, with gfx11's memory instructions under
+/// their earlier names ([`isa::gfx11_names`]).
+fn disassembly(target: &str, args: &[&str], file: &Path) -> Result<String, String> {
+    let objdump = amd_tool("llvm-objdump", target)?;
+    let mcpu = format!("--mcpu={target}");
+    let args: Vec<&str> = [&mcpu[..]].into_iter().chain(args.iter().copied()).collect();
+    let out = tool_output(&objdump, &args, file)?;
+    Ok(if target.starts_with("gfx11") { isa::gfx11_names(&out) } else { out })
 }
 
 fn tool_output(tool: &Path, args: &[&str], file: &Path) -> Result<String, String> {
@@ -124,15 +160,11 @@ fn tool_output(tool: &Path, args: &[&str], file: &Path) -> Result<String, String
 }
 
 fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
-    let objdump = isa::find_llvm_tool("llvm-objdump").ok_or("llvm-objdump not found")?;
-    let readelf = isa::find_llvm_tool("llvm-readelf").ok_or("llvm-readelf not found")?;
-    let mcpu = format!("--mcpu={target}");
+    let readelf = amd_tool("llvm-readelf", target)?;
     let mmvq = dir.join("mmvq.co");
     let quantize = dir.join("quantize.co");
-    let (mmvq_listing, quantize_listing) = (
-        tool_output(&objdump, &["-d", &mcpu], &mmvq)?,
-        tool_output(&objdump, &["-d", &mcpu], &quantize)?,
-    );
+    let (mmvq_listing, quantize_listing) =
+        (disassembly(target, &["-d"], &mmvq)?, disassembly(target, &["-d"], &quantize)?);
     // Each kernel's descriptor, disassembled alone (`<kernel>.kd`).
     let mut denorm = Vec::new();
     let kernels = TYPES.iter().map(|&t| (&mmvq, &mmvq_listing, mmvq_prefix(t))).chain([(
@@ -143,7 +175,7 @@ fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
     for (file, listing, prefix) in kernels {
         if let Some(name) = isa::find_kernel(listing, &prefix) {
             let only = format!("--disassemble-symbols={name}.kd");
-            let kd = tool_output(&objdump, &["-D", &mcpu, &only], file)?;
+            let kd = disassembly(target, &["-D", &only], file)?;
             denorm.push((name.clone(), isa::amdgpu_denorm_mode_f32(&kd, &name)));
         }
     }
@@ -152,12 +184,12 @@ fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
         mmvq_notes: tool_output(&readelf, &["--notes"], &mmvq)?,
         quantize: quantize_listing,
         denorm,
-        norm: tool_output(&objdump, &["-d", &mcpu], &dir.join("norm.co"))?,
-        unary: tool_output(&objdump, &["-d", &mcpu], &dir.join("unary.co"))?,
-        norm_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("norm.co"))?,
-        unary_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("unary.co"))?,
-        softmax: tool_output(&objdump, &["-d", &mcpu], &dir.join("softmax.co"))?,
-        softmax_all: tool_output(&objdump, &["-D", &mcpu], &dir.join("softmax.co"))?,
+        norm: disassembly(target, &["-d"], &dir.join("norm.co"))?,
+        unary: disassembly(target, &["-d"], &dir.join("unary.co"))?,
+        norm_all: disassembly(target, &["-D"], &dir.join("norm.co"))?,
+        unary_all: disassembly(target, &["-D"], &dir.join("unary.co"))?,
+        softmax: disassembly(target, &["-d"], &dir.join("softmax.co"))?,
+        softmax_all: disassembly(target, &["-D"], &dir.join("softmax.co"))?,
     })
 }
 
@@ -390,13 +422,7 @@ impl Vendor for Amd {
                 return Some(format!("{} not found (run ci/ggml-gpu)", p.display()));
             }
         }
-        let tools = isa::find_llvm_tool("llvm-objdump").is_some()
-            && isa::find_llvm_tool("llvm-readelf").is_some();
-        (!tools).then(|| {
-            "llvm-objdump or llvm-readelf not found (set TIERCHECK_LLVM_OBJDUMP, \
-             TIERCHECK_LLVM_READELF)"
-                .to_string()
-        })
+        amd_tool("llvm-objdump", target).and(amd_tool("llvm-readelf", target)).err()
     }
     fn load(dir: &Path, target: &str) -> Result<Listings, String> {
         listings_of(&dir.join(target), target)
@@ -439,17 +465,15 @@ impl Vendor for Amd {
         target: &str,
         cfg: &MmvfConfig,
     ) -> Result<Vec<MmvfObserved>, String> {
-        let objdump = isa::find_llvm_tool("llvm-objdump").ok_or("llvm-objdump not found")?;
-        let mcpu = format!("--mcpu={target}");
         let file = dir.join(target).join("mmvf.co");
-        let listing = tool_output(&objdump, &["-d", &mcpu], &file)?;
+        let listing = disassembly(target, &["-d"], &file)?;
         let mut out = Vec::new();
         for inst in mmvf_instances(cfg) {
             let prefix = inst.prefix("_ZL");
             let name = isa::find_kernel(&listing, &prefix)
                 .ok_or_else(|| format!("no {prefix} kernel in ggml's mmvf code object"))?;
             let only = format!("--disassemble-symbols={name}.kd");
-            let kd = tool_output(&objdump, &["-D", &mcpu, &only], &file)?;
+            let kd = disassembly(target, &["-D", &only], &file)?;
             let k = isa::amdgpu(&listing, &name)?;
             out.push(observe_mmvf(
                 inst,
@@ -1238,7 +1262,7 @@ fn rms_norm_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab) -> Id {
 }
 
 /// The recipe's SwiGLU output, `silu(x) * g`, in the vendor's vocabulary.
-fn silu_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab) -> Id {
+fn silu_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab, cutoffs_inside: bool) -> Id {
     let x = e.leaf("f");
     let one = e.constant(1.0);
     let ph = {
@@ -1261,10 +1285,20 @@ fn silu_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab) -> Id {
             let p = e.op(v.ex2, &[a]);
             let ni = e.leaf("i");
             let ex = e.op("ldexp_f32", &[p, ni]);
-            let sum = e.add(one, ex);
-            let inner = e.op("sel", &[one, sum]);
             let inf = e.constant(f32::INFINITY);
-            e.op("sel", &[inf, inner])
+            if cutoffs_inside {
+                // `1 + expf(-x)` with `expf`'s own cut-offs: `1 + sel(0, e)` is
+                // `sel(1, 1 + e)` and `1 + sel(inf, ..)` is `sel(inf, ..)` exactly
+                // (`1 + 0 = 1`, `1 + inf = inf`), under the same conditions.
+                let zero = e.constant(0.0);
+                let inner = e.op("sel", &[zero, ex]);
+                let outer = e.op("sel", &[inf, inner]);
+                e.add(one, outer)
+            } else {
+                let sum = e.add(one, ex);
+                let inner = e.op("sel", &[one, sum]);
+                e.op("sel", &[inf, inner])
+            }
         }
         Expf::FastEx2 => {
             let p = e.op(v.ex2, &[ph]);
@@ -1311,11 +1345,11 @@ fn expf_tree(e: &mut Exprs, r: &ElemRecipe, v: &Vocab, d: Id) -> Id {
 
 /// The recipe's softmax pieces for `cols` columns per thread, offsets erased: each
 /// cached value `e = expf(lds - max)` (`max` the block's `fmaxf` butterfly over the
-/// shared slots), the per-thread sum (`0.0 + e_0 + e_1 ..`), and the accepted stored
+/// shared slots), the per-thread sum (`0.0 + e_0 + e_1 ..`, or `e_0 + e_1 ..`), and the accepted stored
 /// outputs (the cached `e` read back, times `inv`, the recipe's `1 / sum` of the block's
 /// sum butterfly; the kernel's sink term, which its listing shows unconditionally, may
 /// join the sum: `expf(sink - max)` with the sink a loaded value or a kernel argument).
-fn soft_max_trees(r: &ElemRecipe, v: &Vocab, cols: usize) -> (String, String, Vec<String>) {
+fn soft_max_trees(r: &ElemRecipe, v: &Vocab, cols: usize) -> (String, [String; 2], Vec<String>) {
     let mut e = Exprs::new();
     let slot = e.leaf("lds+0");
     let max = butterfly(&mut e, slot, 32, true);
@@ -1326,6 +1360,14 @@ fn soft_max_trees(r: &ElemRecipe, v: &Vocab, cols: usize) -> (String, String, Ve
     let mut chain = e.constant(0.0);
     for _ in 0..cols {
         chain = e.add(chain, ex);
+    }
+    // The same sum with `0.0 + e_0` folded to `e_0` (clang 19 folds it, clang 15 does
+    // not): `0.0 + e` is `e` for every `e` but `-0.0`, and the device's `expf` never
+    // returns `-0.0` (it selects `+0`, `+inf` or an `ldexp` of a positive `2^a`), so
+    // both sums round alike.
+    let mut folded = ex;
+    for _ in 1..cols {
+        folded = e.add(folded, ex);
     }
     let sum = butterfly(&mut e, slot, 32, false);
     let mut outputs = Vec::new();
@@ -1346,14 +1388,15 @@ fn soft_max_trees(r: &ElemRecipe, v: &Vocab, cols: usize) -> (String, String, Ve
         let p = e.mul(val, inv);
         outputs.push(erase_lds_offsets(&e.render(p)));
     }
-    (erase_lds_offsets(&e.render(ex)), erase_lds_offsets(&e.render(chain)), outputs)
+    let chains = [chain, folded].map(|c| erase_lds_offsets(&e.render(c)));
+    (erase_lds_offsets(&e.render(ex)), chains, outputs)
 }
 
 /// The differences between ggml's softmax kernels and the recipe (empty: they agree).
 fn compare_soft_max(obs: &ElemObserved, r: &ElemRecipe, v: &Vocab) -> Vec<String> {
     let mut bad = Vec::new();
     for o in &obs.soft_max {
-        let (ex, chain, outputs) = soft_max_trees(r, v, o.cols);
+        let (ex, chains, outputs) = soft_max_trees(r, v, o.cols);
         let cached = o.shared.iter().filter(|s| **s == ex).count();
         if cached != o.cols {
             bad.push(format!(
@@ -1361,10 +1404,10 @@ fn compare_soft_max(obs: &ElemObserved, r: &ElemRecipe, v: &Vocab) -> Vec<String
                 o.name, o.cols
             ));
         }
-        if o.partial.as_deref() != Some(chain.as_str()) {
+        if !o.partial.as_ref().is_some_and(|p| chains.contains(p)) {
             bad.push(format!(
-                "{}: per-thread sum under the butterfly\n    ggml   {:?}\n    recipe {chain}",
-                o.name, o.partial
+                "{}: per-thread sum under the butterfly\n    ggml   {:?}\n    recipe {}",
+                o.name, o.partial, chains[0]
             ));
         }
         if o.outputs.len() != o.cols {
@@ -1428,9 +1471,14 @@ fn compare_norm(obs: &ElemObserved, r: &ElemRecipe, v: &Vocab) -> Vec<String> {
 fn compare_silu(obs: &ElemObserved, r: &ElemRecipe, v: &Vocab) -> Vec<String> {
     let mut bad = Vec::new();
     let mut e = Exprs::new();
-    let t = silu_tree(&mut e, r, v);
-    let want = e.render(t);
-    if obs.silu.output != want {
+    // Clang 15 applies the device `expf`'s cut-offs to `1 + e`, clang 19 to `e`: both
+    // forms round alike (`silu_tree`).
+    let forms = [false, true].map(|inside| {
+        let t = silu_tree(&mut e, r, v, inside);
+        e.render(t)
+    });
+    let want = &forms[0];
+    if !forms.contains(&obs.silu.output) {
         bad.push(format!("output\n    ggml   {}\n    recipe {want}", obs.silu.output));
     }
     if obs.silu.ftz != Some(r.ftz) {
@@ -1538,7 +1586,9 @@ fn elem_trials<V: Vendor>(
 fn main() {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
-    for (target, mmvf) in [("gfx1030", MMVF_RDNA2), ("gfx90a", MMVF_CDNA)] {
+    for (target, mmvf) in
+        [("gfx1030", MMVF_RDNA2), ("gfx90a", MMVF_CDNA), ("gfx1151", MMVF_RDNA3_5)]
+    {
         let cfg = lane_of(target).expect("both targets have a lane");
         trials.extend(target_trials::<Amd>(target, cfg));
         trials.extend(elem_trials::<Amd>(target, GpuMath::Hip, None));
@@ -1929,23 +1979,26 @@ struct RopeProgram {
     prog: isa::exec::Program,
     descriptor: isa::exec::Descriptor,
     packed_ids: bool,
+    hidden_at: Option<usize>,
 }
 
 fn rope_program(dir: &Path, target: &str) -> Result<RopeProgram, String> {
-    let objdump = isa::find_llvm_tool("llvm-objdump").ok_or("llvm-objdump not found")?;
-    let mcpu = format!("--mcpu={target}");
     let file = dir.join(target).join("rope.co");
     let only = format!("--disassemble-symbols={ROPE_KERNEL}");
-    let listing = tool_output(&objdump, &["-d", &mcpu, &only], &file)?;
+    let listing = disassembly(target, &["-d", &only], &file)?;
     let only_kd = format!("--disassemble-symbols={ROPE_KERNEL}.kd");
-    let kd = tool_output(&objdump, &["-D", &mcpu, &only_kd], &file)?;
+    let kd = disassembly(target, &["-D", &only_kd], &file)?;
     let bytes = isa::amdgpu_descriptor(&kd, ROPE_KERNEL)
         .ok_or_else(|| format!("{target}: no descriptor for {ROPE_KERNEL}"))?;
+    let notes = tool_output(&amd_tool("llvm-readelf", target)?, &["--notes"], &file)?;
     Ok(RopeProgram {
         prog: isa::exec::Program::from_listing(&listing, ROPE_KERNEL)?,
         descriptor: isa::exec::Descriptor::from_bytes(&bytes)?,
-        // gfx90a packs the work-item ids into v0 (10 bits each).
-        packed_ids: target == "gfx90a",
+        // gfx90a and gfx11 pack the work-item ids into v0 (10 bits each).
+        packed_ids: target == "gfx90a" || target.starts_with("gfx11"),
+        // Code object v5 (clang 19) reads the block size from the implicit arguments.
+        hidden_at: isa::amdgpu_arg_offset(&notes, ROPE_KERNEL, "hidden_block_count_x")
+            .map(|o| o as usize),
     })
 }
 
@@ -1971,6 +2024,7 @@ impl RopeProgram {
             block_id: [c.head as u32, 0, 0],
             thread_id: [0, (c.iw / 2) as u32, 0],
             kernargs: rope_kernargs(c),
+            hidden_at: self.hidden_at,
         };
         let stores = self.prog.run(&launch, &mut mem)?;
         let want = [DST_AT + 4 * i0 as u64, DST_AT + 4 * i1 as u64];

@@ -126,7 +126,7 @@ mod vecdotq;
 #[cfg(test)]
 mod tests;
 
-pub use mmvf::{MmvfAcc, MmvfConfig, MMVF_AMPERE, MMVF_CDNA, MMVF_RDNA2};
+pub use mmvf::{MmvfAcc, MmvfConfig, MMVF_AMPERE, MMVF_CDNA, MMVF_RDNA2, MMVF_RDNA3_5};
 pub use mmvq::{
     calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, WAVE32, WAVE64,
 };

@@ -28,7 +28,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use super::{kernel_body, modifier, split};
+use super::{kernel_body, modifier, split, vopd};
 
 /// The fields of an AMDGPU kernel descriptor (the 64 bytes at `<kernel>.kd`) that set
 /// up a work-item's registers.
@@ -69,8 +69,14 @@ pub struct Launch {
     pub grid_blocks: [u32; 3],
     pub block_id: [u32; 3],
     pub thread_id: [u32; 3],
-    /// The kernel arguments' bytes (hidden arguments included, zero where unused).
+    /// The kernel arguments' bytes (zero where unused).
     pub kernargs: Vec<u8>,
+    /// Code object v5's implicit arguments at this offset of the kernel arguments
+    /// (`hidden_block_count_x`, the first): the block counts (3 x u32), the block sizes
+    /// (3 x u16) and the sizes of the last, partial blocks (3 x u16, 0 for full ones),
+    /// where the kernel reads its block size (`None`: code object v4, which reads the
+    /// dispatch packet).
+    pub hidden_at: Option<usize>,
 }
 
 /// Addresses the interpreter gives the dispatch packet and the kernel arguments.
@@ -152,6 +158,8 @@ struct Inst {
     mn: String,
     ops: Vec<Src>,
     mods: Vec<String>,
+    /// The second half of a gfx11 dual-issue (VOPD) instruction; this one is the first.
+    dual: Option<Box<Inst>>,
 }
 
 const VCC: usize = 106;
@@ -221,16 +229,27 @@ impl Program {
     /// Decodes `kernel` from an `llvm-objdump -d` listing.
     pub fn from_listing(listing: &str, kernel: &str) -> Result<Self, String> {
         let mut insts = Vec::new();
-        for (addr, size, text) in kernel_body(listing, kernel, true)? {
+        let decode = |addr: u64, size: u64, text: &str| {
             let (mn, ops, mods) = split(text);
             let mn = mn.trim_end_matches("_e32").trim_end_matches("_e64").to_string();
-            insts.push(Inst {
+            Inst {
                 addr,
                 size,
                 text: text.to_string(),
                 mn,
                 ops: ops.iter().map(|o| operand(o)).collect(),
                 mods,
+                dual: None,
+            }
+        };
+        for (addr, size, text) in kernel_body(listing, kernel, true)? {
+            insts.push(match vopd(text) {
+                Some((x, y)) => Inst {
+                    text: text.to_string(),
+                    dual: Some(Box::new(decode(addr, size, &y))),
+                    ..decode(addr, size, &x)
+                },
+                None => decode(addr, size, text),
             });
         }
         let at = insts.iter().enumerate().map(|(i, x)| (x.addr, i)).collect();
@@ -312,6 +331,17 @@ impl<'m> Wave<'m> {
         mem.map(DISPATCH_AT, dispatch_packet(l));
         let mut args = l.kernargs.clone();
         args.resize(args.len().max(512), 0);
+        if let Some(h) = l.hidden_at {
+            if h + 24 > args.len() {
+                return Err(format!("implicit arguments at {h} past the kernel arguments"));
+            }
+            for d in 0..3 {
+                args[h + 4 * d..h + 4 * d + 4].copy_from_slice(&l.grid_blocks[d].to_le_bytes());
+                args[h + 12 + 2 * d..h + 14 + 2 * d]
+                    .copy_from_slice(&(l.block[d] as u16).to_le_bytes());
+                args[h + 18 + 2 * d..h + 20 + 2 * d].copy_from_slice(&0u16.to_le_bytes());
+            }
+        }
         mem.map(KERNARG_AT, args);
         let mut w = Wave {
             s: [0; 128],
@@ -460,6 +490,19 @@ impl<'m> Wave<'m> {
     }
 
     fn step(&mut self, ins: &Inst) -> Result<Flow, String> {
+        if let Some(y) = &ins.dual {
+            // Both halves read the registers as they were before the pair.
+            let Some(Opnd::V(d, 1)) = ins.ops.first().map(|s| &s.op) else {
+                return Err("a dual-issue half without one vector destination".into());
+            };
+            let before = self.v[*d];
+            let single = Inst { dual: None, ..ins.clone() };
+            self.step(&single)?;
+            let x = std::mem::replace(&mut self.v[*d], before);
+            self.step(y)?;
+            self.v[*d] = x;
+            return Ok(Flow::Next);
+        }
         for m in &ins.mods {
             if m == "clamp" || m.starts_with("mul:") || m.starts_with("div:") {
                 return Err(format!("output modifier {m} is not modelled"));
@@ -635,32 +678,7 @@ impl<'m> Wave<'m> {
                 if c == "class" {
                     return Ok(ub & class_bit(x) != 0);
                 }
-                // `None`: unordered (a NaN); the `n..` compares are true then.
-                let ord = x.partial_cmp(&y);
-                let (lt, eq, gt) = (
-                    ord == Some(Ordering::Less),
-                    ord == Some(Ordering::Equal),
-                    ord == Some(Ordering::Greater),
-                );
-                Ok(match c {
-                    "f" => false,
-                    "lt" => lt,
-                    "eq" => eq,
-                    "le" => lt || eq,
-                    "gt" => gt,
-                    "lg" => lt || gt,
-                    "ge" => gt || eq,
-                    "o" => ord.is_some(),
-                    "u" => ord.is_none(),
-                    "nge" => !(gt || eq),
-                    "nlg" => !(lt || gt),
-                    "ngt" => !gt,
-                    "nle" => !(lt || eq),
-                    "neq" => !eq,
-                    "nlt" => !lt,
-                    "tru" => true,
-                    _ => return Err(format!("float compare {c} not modelled")),
-                })
+                float_compare(c, x, y)
             }
             "u32" | "i32" => {
                 let (x, y) = if ty == "i32" {
@@ -760,11 +778,11 @@ impl<'m> Wave<'m> {
                 let x = bfe(u(1)?, u(2)?, w);
                 Ok(if w == 0 { 0 } else { (((x << (32 - w)) as i32) >> (32 - w)) as u32 })
             }
-            "v_ffbh_u32" => {
+            "v_ffbh_u32" | "v_clz_i32_u32" => {
                 let x = u(1)?;
                 Ok(if x == 0 { u32::MAX } else { x.leading_zeros() })
             }
-            "v_ffbl_b32" => {
+            "v_ffbl_b32" | "v_ctz_i32_b32" => {
                 let x = u(1)?;
                 Ok(if x == 0 { u32::MAX } else { x.trailing_zeros() })
             }
@@ -798,7 +816,7 @@ impl<'m> Wave<'m> {
         match mn {
             "s_endpgm" => return Ok(Flow::End),
             "s_waitcnt" | "s_waitcnt_vscnt" | "s_clause" | "s_nop" | "s_delay_alu"
-            | "s_inst_prefetch" | "s_setprio" => {}
+            | "s_inst_prefetch" | "s_setprio" | "s_sendmsg" => {}
             "s_branch" => return Ok(Flow::Jump(branch_offset(ins)?)),
             _ if mn.starts_with("s_cbranch_") => {
                 let take = match &mn["s_cbranch_".len()..] {
@@ -853,6 +871,49 @@ impl<'m> Wave<'m> {
                     if mn == "s_add_i32" { a.overflowing_add(b) } else { a.overflowing_sub(b) };
                 self.scc = ov;
                 put(self, r as u32 as u64)?;
+            }
+            // gfx1150's scalar float instructions.
+            "s_cvt_f32_i32" => put(self, (val(self, 1)? as u32 as i32 as f32).to_bits() as u64)?,
+            "s_cvt_f32_u32" => put(self, (val(self, 1)? as u32 as f32).to_bits() as u64)?,
+            "s_cvt_i32_f32" => {
+                put(self, (f32::from_bits(val(self, 1)? as u32) as i32) as u32 as u64)?
+            }
+            "s_cvt_u32_f32" => put(self, (f32::from_bits(val(self, 1)? as u32) as u32) as u64)?,
+            "s_add_f32" | "s_sub_f32" | "s_mul_f32" | "s_max_f32" | "s_min_f32" | "s_fmac_f32"
+            | "s_fmaak_f32" | "s_fmamk_f32" => {
+                let f = |w: &Self, k: usize| val(w, k).map(|v| f32::from_bits(v as u32));
+                let r = match mn {
+                    "s_add_f32" => f(self, 1)? + f(self, 2)?,
+                    "s_sub_f32" => f(self, 1)? - f(self, 2)?,
+                    "s_mul_f32" => f(self, 1)? * f(self, 2)?,
+                    "s_max_f32" => f(self, 1)?.max(f(self, 2)?),
+                    "s_min_f32" => f(self, 1)?.min(f(self, 2)?),
+                    "s_fmac_f32" => f(self, 1)?.mul_add(f(self, 2)?, f(self, 0)?),
+                    // fmaak: src0 * src1 + K; fmamk: src0 * K + src1 (K the literal).
+                    _ => f(self, 1)?.mul_add(f(self, 2)?, f(self, 3)?),
+                };
+                put(self, r.to_bits() as u64)?;
+            }
+            "s_rndne_f32" | "s_trunc_f32" | "s_floor_f32" | "s_ceil_f32" => {
+                let x = f32::from_bits(val(self, 1)? as u32);
+                let r = match mn {
+                    "s_rndne_f32" => x.round_ties_even(),
+                    "s_trunc_f32" => x.trunc(),
+                    "s_floor_f32" => x.floor(),
+                    _ => x.ceil(),
+                };
+                put(self, r.to_bits() as u64)?;
+            }
+            _ if mn.starts_with("s_cmp_") && mn.ends_with("_f32") => {
+                let c = &mn["s_cmp_".len()..mn.len() - 4];
+                let (x, y) =
+                    (f32::from_bits(val(self, 0)? as u32), f32::from_bits(val(self, 1)? as u32));
+                self.scc = float_compare(c, x, y)?;
+            }
+            "s_abs_i32" => {
+                let v = (val(self, 1)? as u32 as i32).wrapping_abs() as u32;
+                self.scc = v != 0;
+                put(self, v as u64)?;
             }
             "s_brev_b32" => {
                 let v = (val(self, 1)? as u32).reverse_bits();
@@ -1050,6 +1111,33 @@ fn branch_offset(ins: &Inst) -> Result<i16, String> {
     }
 }
 
+/// A float compare (`lt`, `nge`, `o`, ...): `None` from `partial_cmp` is unordered (a
+/// NaN), for which the `n..` compares and `u` are true.
+fn float_compare(c: &str, x: f32, y: f32) -> Result<bool, String> {
+    let ord = x.partial_cmp(&y);
+    let (lt, eq, gt) =
+        (ord == Some(Ordering::Less), ord == Some(Ordering::Equal), ord == Some(Ordering::Greater));
+    Ok(match c {
+        "f" => false,
+        "lt" => lt,
+        "eq" => eq,
+        "le" => lt || eq,
+        "gt" => gt,
+        "lg" => lt || gt,
+        "ge" => gt || eq,
+        "o" => ord.is_some(),
+        "u" => ord.is_none(),
+        "nge" => !(gt || eq),
+        "nlg" => !(lt || gt),
+        "ngt" => !gt,
+        "nle" => !(lt || eq),
+        "neq" => !eq,
+        "nlt" => !lt,
+        "tru" => true,
+        _ => return Err(format!("float compare {c} not modelled")),
+    })
+}
+
 fn int_compare(c: &str, x: i64, y: i64) -> Result<bool, String> {
     Ok(match c {
         "f" => false,
@@ -1151,6 +1239,7 @@ mod tests {
             block_id: [0; 3],
             thread_id: [0; 3],
             kernargs,
+            hidden_at: None,
         }
     }
 
@@ -1309,6 +1398,40 @@ mod tests {
         // result src0's low (1.5, op_sel_hi 0) and src1's high (3).
         assert_eq!((f[9], f[10]), (4.5, 4.5));
         assert_eq!(f[11], 0.5);
+    }
+
+    /// gfx11: a dual-issue pair reads the registers as they were before it (here the
+    /// second half reads `v1`, which the first half writes), and the renamed memory and
+    /// scalar instructions run as their earlier forms.
+    #[test]
+    fn gfx11_dual_issue_and_names() {
+        let listing = super::super::gfx11_names(
+            "\n0000000000000100 <k>:
+\tv_mov_b32_e32 v1, 2.0 // 000000000100: 00000000 00000000
+\tv_mov_b32_e32 v2, 0x9000 // 000000000108: 00000000 00000000
+\tv_mov_b32_e32 v3, 0 // 000000000110: 00000000 00000000
+\tv_dual_mul_f32 v1, v1, v1 :: v_dual_add_f32 v4, v1, 1.0 // 000000000118: 00000000 00000000
+\ts_mov_b32 s4, 1 // 000000000120: 00000000 00000000
+\ts_and_not1_saveexec_b32 s5, s4 // 000000000128: 00000000 00000000
+\tglobal_store_b64 v[2:3], v[0:1], off // 000000000130: 00000000 00000000
+\ts_or_b32 exec_lo, exec_lo, s5 // 000000000138: 00000000 00000000
+\tglobal_store_b64 v[2:3], v[4:5], off offset:8 // 000000000140: 00000000 00000000
+\ts_endpgm // 000000000148: 00000000
+",
+        );
+        assert!(
+            listing.contains("s_andn2_saveexec_b32") && listing.contains("global_store_dwordx2")
+        );
+        let prog = Program::from_listing(&listing, "k").unwrap();
+        let mut mem = Memory::default();
+        mem.map(0x9000, vec![0; 16]);
+        let stores = prog.run(&launch(true, vec![0; 16]), &mut mem).unwrap();
+        // `s4 & !exec` is 0: the first store is masked off; exec restored, the second
+        // stores v4 = 2 + 1 (the old v1), not 4 + 1.
+        assert_eq!(stores.len(), 2, "{stores:?}");
+        assert_eq!(stores[0], (0x9008, 3.0f32.to_bits() as u64, 4));
+        let v1 = mem.read_u32(0x9000).unwrap();
+        assert_eq!(v1, 0, "the masked store wrote");
     }
 
     #[test]

@@ -724,6 +724,28 @@ impl Eval {
         self.e.push(Node::Int(name.to_string(), args))
     }
 
+    /// A dual-issue pair: both halves read the registers as they were before the pair
+    /// (the second half never reads the first one's destination, but this does not rely
+    /// on it).
+    fn step_dual(&mut self, x: &str, y: &str) {
+        let wx = written(x);
+        let before: Vec<Option<Id>> = wx.iter().map(|r| self.regs.get(r).copied()).collect();
+        self.step(x);
+        let after: Vec<Option<Id>> = wx.iter().map(|r| self.regs.get(r).copied()).collect();
+        for (r, v) in wx.iter().zip(&before) {
+            match v {
+                Some(v) => self.regs.insert(r.clone(), *v),
+                None => self.regs.remove(r),
+            };
+        }
+        self.step(y);
+        for (r, v) in wx.iter().zip(after) {
+            if let Some(v) = v {
+                self.regs.insert(r.clone(), v);
+            }
+        }
+    }
+
     fn step(&mut self, ins: &str) {
         let (mn, ops, mods) = split(ins);
         let base = mn
@@ -1077,6 +1099,22 @@ fn written(ins: &str) -> Vec<String> {
     out
 }
 
+/// The two halves of a gfx11 dual-issue (VOPD) instruction, `v_dual_X ... :: v_dual_Y
+/// ...`, as the plain instructions `v_X ...` and `v_Y ...`; `v_dual_cndmask_b32`
+/// selects by `vcc_lo`, which the plain form names.
+pub(crate) fn vopd(ins: &str) -> Option<(String, String)> {
+    let (x, y) = ins.split_once(" :: ")?;
+    let plain = |h: &str| {
+        let h = h.trim();
+        let mut p = format!("v_{}", h.strip_prefix("v_dual_").unwrap_or(h));
+        if p.starts_with("v_cndmask_b32") && split(&p).1.len() == 3 {
+            p.push_str(", vcc_lo");
+        }
+        p
+    };
+    Some((plain(x), plain(y)))
+}
+
 /// One instruction as [`evaluate`] sees it: its address, the target of a branch, the
 /// registers it writes, and the instruction itself.
 struct Item<T> {
@@ -1184,6 +1222,66 @@ pub fn amdgpu_denorm_mode_f32(listing: &str, kernel: &str) -> Option<u32> {
     Some((rsrc1 >> 16) & 3)
 }
 
+/// A gfx11 listing with its memory instructions under the names earlier ISAs give them
+/// (`global_store_b32` -> `global_store_dword`, `ds_store_b32` -> `ds_write_b32`,
+/// `s_load_b64` -> `s_load_dwordx2`, ...), so one reader serves every target; the
+/// instructions are the same, only renamed in gfx11's assembly syntax.
+pub fn gfx11_names(listing: &str) -> String {
+    const RENAMES: [(&str, &str); 27] = [
+        ("global_load_b32", "global_load_dword"),
+        ("global_load_b64", "global_load_dwordx2"),
+        ("global_load_b96", "global_load_dwordx3"),
+        ("global_load_b128", "global_load_dwordx4"),
+        ("global_load_u8", "global_load_ubyte"),
+        ("global_load_i8", "global_load_sbyte"),
+        ("global_load_u16", "global_load_ushort"),
+        ("global_load_i16", "global_load_sshort"),
+        ("global_store_b32", "global_store_dword"),
+        ("global_store_b64", "global_store_dwordx2"),
+        ("global_store_b96", "global_store_dwordx3"),
+        ("global_store_b128", "global_store_dwordx4"),
+        ("global_store_b8", "global_store_byte"),
+        ("global_store_b16", "global_store_short"),
+        ("s_load_b32", "s_load_dword"),
+        ("s_load_b64", "s_load_dwordx2"),
+        ("s_load_b128", "s_load_dwordx4"),
+        ("s_load_b256", "s_load_dwordx8"),
+        ("s_load_b512", "s_load_dwordx16"),
+        ("ds_store_b32", "ds_write_b32"),
+        ("ds_store_b64", "ds_write_b64"),
+        ("ds_store_2addr_b32", "ds_write2_b32"),
+        ("ds_store_2addr_stride64_b32", "ds_write2st64_b32"),
+        ("ds_load_b32", "ds_read_b32"),
+        ("ds_load_b64", "ds_read_b64"),
+        ("ds_load_2addr_b32", "ds_read2_b32"),
+        ("ds_load_2addr_stride64_b32", "ds_read2st64_b32"),
+    ];
+    let mut out = String::with_capacity(listing.len() + listing.len() / 16);
+    for line in listing.lines() {
+        let t = line.trim_start();
+        let word = t.split_whitespace().next().unwrap_or("");
+        // gfx11 spells `andn2`/`orn2` as `and_not1`/`or_not1` (`s_and_not1_saveexec_b32`).
+        let scalar = [("s_and_not1_", "s_andn2_"), ("s_or_not1_", "s_orn2_")].iter().find_map(
+            |(new, old)| word.strip_prefix(new).map(|rest| (word, format!("{old}{rest}"))),
+        );
+        match RENAMES
+            .iter()
+            .find(|(new, _)| *new == word)
+            .map(|(n, o)| (*n, o.to_string()))
+            .or(scalar)
+        {
+            Some((new, old)) => {
+                out.push_str(&line[..line.len() - t.len()]);
+                out.push_str(&old);
+                out.push_str(&t[new.len()..]);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The 64 bytes of `kernel`'s descriptor (`<kernel>.kd`) in an `llvm-objdump -D`
 /// listing of its code object.
 pub fn amdgpu_descriptor(listing: &str, kernel: &str) -> Option<Vec<u8>> {
@@ -1209,11 +1307,17 @@ pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
             addr,
             target: branch_target(ins, addr, size),
             uncond: matches!(split(ins).0, "s_branch" | "s_endpgm"),
-            writes: written(ins),
+            writes: match vopd(ins) {
+                Some((x, y)) => [written(&x), written(&y)].concat(),
+                None => written(ins),
+            },
             ins,
         })
         .collect();
-    let (ev, loops) = evaluate(kernel, &items, Eval::new(Vec::new()), |ev, ins| ev.step(ins))?;
+    let (ev, loops) = evaluate(kernel, &items, Eval::new(Vec::new()), |ev, ins| match vopd(ins) {
+        Some((x, y)) => ev.step_dual(&x, &y),
+        None => ev.step(ins),
+    })?;
     Ok(Kernel { exprs: ev.e, stores: ev.stores, loops, ftz: (0, 0) })
 }
 
@@ -1221,6 +1325,33 @@ pub fn amdgpu(listing: &str, kernel: &str) -> Result<Kernel, String> {
 /// `.max_flat_workgroup_size`, `.wavefront_size`, ...
 pub fn amdgpu_metadata(notes: &str, kernel: &str, field: &str) -> Option<u64> {
     let lines: Vec<&str> = notes.lines().collect();
+    let entry = metadata_entry(&lines, kernel)?;
+    entry.iter().find_map(|l| {
+        let t = l.trim().trim_start_matches("- ");
+        t.strip_prefix(field).and_then(|v| v.strip_prefix(':')).and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// The offset in the kernel arguments of an argument of `kernel` by its `.value_kind`
+/// (`hidden_block_count_x`, ...: code object v5's implicit arguments), from the AMDGPU
+/// metadata (`llvm-readelf --notes`).
+pub fn amdgpu_arg_offset(notes: &str, kernel: &str, value_kind: &str) -> Option<u64> {
+    let lines: Vec<&str> = notes.lines().collect();
+    let entry = metadata_entry(&lines, kernel)?;
+    let at = entry.iter().position(|l| {
+        l.trim().strip_prefix(".value_kind:").is_some_and(|v| v.trim() == value_kind)
+    })?;
+    // The argument's fields run from its `- .` line; `.offset` is one of them.
+    let start = (0..=at).rev().find(|&i| entry[i].trim_start().starts_with("- ."))?;
+    entry[start..=at].iter().find_map(|l| {
+        let t = l.trim().trim_start_matches("- ");
+        t.strip_prefix(".offset:").and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// The lines of `kernel`'s entry in the metadata: from the line starting with "- ."
+/// before its `.name` to the next entry.
+fn metadata_entry<'a>(lines: &[&'a str], kernel: &str) -> Option<Vec<&'a str>> {
     let at = lines.iter().position(|l| {
         let t = l.trim().trim_start_matches("- ");
         t.strip_prefix(".name:").is_some_and(|n| n.trim() == kernel)
@@ -1239,10 +1370,7 @@ pub fn amdgpu_metadata(notes: &str, kernel: &str, field: &str) -> Option<u64> {
                 && (indent(l) < ind || (indent(l) == ind && l.trim_start().starts_with("- ")))
         })
         .unwrap_or(lines.len());
-    lines[start..end].iter().find_map(|l| {
-        let t = l.trim().trim_start_matches("- ");
-        t.strip_prefix(field).and_then(|v| v.strip_prefix(':')).and_then(|v| v.trim().parse().ok())
-    })
+    Some(lines[start..end].to_vec())
 }
 
 /// An LLVM tool (`llvm-objdump`, `llvm-readelf`) that reads AMDGPU code objects: the
@@ -1338,6 +1466,25 @@ mod tests {
 \ts_branch 65530                                              // 00000000011C: BF82FFFA
 \ts_endpgm                                                    // 000000000120: BF810000
 ";
+
+    /// A gfx11 dual-issue pair evaluates both halves on the registers before it: the
+    /// second half's `v1` is the loaded value, not the first half's product.
+    #[test]
+    fn a_dual_issue_pair_reads_the_old_registers() {
+        let listing = gfx11_names(
+            "
+0000000000000100 <k>:
+\tglobal_load_b32 v1, v[8:9], off                            // 000000000100: 00000000 00000000
+\tv_dual_mul_f32 v1, v1, v1 :: v_dual_add_f32 v2, 1.0, v1     // 000000000108: 00000000 00000000
+\tv_fmac_f32_e32 v2, v1, v1                                  // 000000000110: 00000000
+\tglobal_store_b32 v[10:11], v2, off                          // 000000000114: 00000000 00000000
+\ts_endpgm                                                    // 00000000011C: BF810000
+",
+        );
+        let k = amdgpu(&listing, "k").unwrap();
+        let out = k.stores.last().unwrap().value;
+        assert_eq!(k.exprs.render(out), "fma(mul(f, f), mul(f, f), add(1.0, f))");
+    }
 
     #[test]
     fn a_detour_back_into_the_body_is_no_loop() {
