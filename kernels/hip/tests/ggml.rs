@@ -3,7 +3,9 @@
 //! `ci/ggml-gpu` compiles ggml's `ggml-cuda/mmvq.cu` and `ggml-cuda/quantize.cu` with
 //! hipcc into AMDGPU code objects, one folder per offload target, and
 //! `TIERCHECK_GGML_GPU` names the folder above them. For each target that a lane models
-//! (gfx1030: `hip-wave32`; gfx90a: `hip-wave64`) the trials disassemble ggml's kernels
+//! (gfx1030: `hip-wave32`; gfx90a: `hip-wave64`; gfx1151, RDNA3.5, built by Debian's
+//! clang-19 and read with LLVM 19's `llvm-objdump`: `hip-wave32`) the trials disassemble
+//! ggml's kernels
 //! (`llvm-objdump`), evaluate their float operations as trees
 //! ([`tiercheck_hip::isa`]) and compare them with the trees the lane's recipe
 //! describes (its [`MmvqConfig`]: warp size, warps per block, [`Contraction`]):

@@ -87,7 +87,8 @@ const MODELLED: Status = Status::Modelled {
               divisions) and the RMSNorm, SwiGLU, softmax and MMVF (attention product) \
               twins equal the float operations read from ggml's own MMVQ, quantize_q8_1, \
               rms_norm_f32, SwiGLU, soft_max_f32 and mul_mat_vec_f code objects built by \
-              hipcc (gfx1030 / gfx90a), and the RoPE twin equals ggml's rope_neox code \
+              hipcc (gfx1030 / gfx90a) and by clang 19 for gfx1151 (hip-wave32), and \
+              the RoPE twin equals ggml's rope_neox code \
               object executed instruction by instruction, bit for bit; v_rsq_f32, \
               v_exp_f32, v_rcp_f32 and v_log_f32 modelled as correctly rounded; flash \
               attention is an x64 stand-in; not run on a GPU",
