@@ -262,29 +262,17 @@ pub fn trigred_large(x: f32) -> (f32, u32) {
         carry = p >> 32;
     }
     a[7] = carry as u32;
+    // The window: four consecutive words from the top, moved down by two words when
+    // the exponent is past 64 bits of shift and by one for each further 32.
     let sh = ex.wrapping_sub(120);
     let big = sh > 63;
-    let sel = |c: bool, t: u32, f: u32| if c { t } else { f };
-    let w37 = sel(big, a[5], a[7]);
-    let w38 = sel(big, a[4], a[6]);
-    let w39 = sel(big, a[3], a[5]);
-    let w40 = sel(big, a[2], a[4]);
-    let w41 = sel(big, a[1], a[3]);
-    let w42 = sel(big, a[0], a[2]);
-    let sh = sh.wrapping_add(if big { (-64i32) as u32 } else { 0 });
-    let b = sh > 31;
-    let w46 = sel(b, w38, w37);
-    let w47 = sel(b, w39, w38);
-    let w48 = sel(b, w40, w39);
-    let w49 = sel(b, w41, w40);
-    let w50 = sel(b, w42, w41);
-    let sh = sh.wrapping_add(if b { (-32i32) as u32 } else { 0 });
-    let b = sh > 31;
-    let w54 = sel(b, w47, w46);
-    let w55 = sel(b, w48, w47);
-    let w56 = sel(b, w49, w48);
-    let w57 = sel(b, w50, w49);
-    let sh = sh.wrapping_add(if b { (-32i32) as u32 } else { 0 });
+    let sh = if big { sh.wrapping_sub(64) } else { sh };
+    let b1 = sh > 31;
+    let sh = if b1 { sh.wrapping_sub(32) } else { sh };
+    let b2 = sh > 31;
+    let sh = if b2 { sh.wrapping_sub(32) } else { sh };
+    let k = 7 - 2 * usize::from(big) - usize::from(b1) - usize::from(b2);
+    let (w54, w55, w56, w57) = (a[k], a[k - 1], a[k - 2], a[k - 3]);
     let s = 32u32.wrapping_sub(sh);
     let (w65, w66, w67) = if sh == 0 {
         (w54, w55, w56)

@@ -28,7 +28,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use super::{kernel_body, modifier, split, vopd};
+use super::{bits, kernel_body, modifier, split, vopd};
 
 /// The fields of an AMDGPU kernel descriptor (the 64 bytes at `<kernel>.kd`) that set
 /// up a work-item's registers.
@@ -613,20 +613,7 @@ impl<'m> Wave<'m> {
     fn packed(&mut self, p: &str, ins: &Inst) -> Result<(), String> {
         let o = &ins.ops;
         let n = o.len() - 1;
-        let flags = |name: &str, default: bool| -> Vec<bool> {
-            match modifier(&ins.mods, name) {
-                Some(v) => {
-                    let mut b: Vec<bool> = v
-                        .trim_matches(|c| c == '[' || c == ']')
-                        .split(',')
-                        .map(|x| x.trim() == "1")
-                        .collect();
-                    b.resize(n, default);
-                    b
-                }
-                None => vec![default; n],
-            }
-        };
+        let flags = |name: &str, default: bool| bits(modifier(&ins.mods, name), n, default);
         let (sel, sel_hi) = (flags("op_sel", false), flags("op_sel_hi", true));
         let (neg_lo, neg_hi) = (flags("neg_lo", false), flags("neg_hi", false));
         let mut lo = Vec::new();
