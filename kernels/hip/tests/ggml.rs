@@ -4,8 +4,9 @@
 //! hipcc into AMDGPU code objects, one folder per offload target, and
 //! `TIERCHECK_GGML_GPU` names the folder above them. For each target that a lane models
 //! (gfx1030: `hip-wave32`; gfx90a: `hip-wave64`; gfx1151, RDNA3.5, built by Debian's
-//! clang-19 and read with LLVM 19's `llvm-objdump`: `hip-wave32`) the trials disassemble
-//! ggml's kernels
+//! clang-19 and read with LLVM 19's `llvm-objdump`: `hip-wave32`; gfx1100, RDNA3.0, the
+//! same way: RDNA's recipe with its own warp table, [`WAVE32_RDNA3_0`], no lane) the
+//! trials disassemble ggml's kernels
 //! (`llvm-objdump`), evaluate their float operations as trees
 //! ([`tiercheck_hip::isa`]) and compare them with the trees the lane's recipe
 //! describes (its [`MmvqConfig`]: warp size, warps per block, [`Contraction`]):
@@ -67,7 +68,7 @@ use tiercheck_core::elem::{ElemFlavour, RopeRotation};
 use tiercheck_core::gpu::elem::{Divide, Expf, GpuMath, RmsMean};
 use tiercheck_core::gpu::{
     Contraction, MmvfAcc, MmvfConfig, MmvqConfig, Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
-    MMVF_RDNA2, MMVF_RDNA3_5, WAVE32, WAVE64,
+    MMVF_RDNA2, MMVF_RDNA3, WAVE32, WAVE32_RDNA3_0, WAVE64,
 };
 use tiercheck_core::GgmlType;
 use tiercheck_hip::isa::{self, Exprs, Id};
@@ -85,6 +86,7 @@ fn require() -> bool {
 fn lane_of(target: &str) -> Option<MmvqConfig> {
     match target {
         "gfx1030" | "gfx1151" => Some(WAVE32),
+        "gfx1100" => Some(WAVE32_RDNA3_0),
         "gfx90a" => Some(WAVE64),
         _ => None,
     }
@@ -347,7 +349,7 @@ fn check_quantize(l: &Listings) -> Result<(), String> {
 /// three warp-size-and-table configurations (RDNA2, CDNA, NVIDIA generic).
 fn all_recipes() -> Vec<MmvqConfig> {
     let mut out = Vec::new();
-    for base in [WAVE32, WAVE64, CUDA] {
+    for base in [WAVE32, WAVE32_RDNA3_0, WAVE64, CUDA] {
         for vec_dot_sums in [false, true] {
             for q4_k_combine in [Q4KCombine::Unfused, Q4KCombine::FuseFirst, Q4KCombine::FuseSecond]
             {
@@ -1588,10 +1590,13 @@ fn elem_trials<V: Vendor>(
 fn main() {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
-    for (target, mmvf) in
-        [("gfx1030", MMVF_RDNA2), ("gfx90a", MMVF_CDNA), ("gfx1151", MMVF_RDNA3_5)]
-    {
-        let cfg = lane_of(target).expect("both targets have a lane");
+    for (target, mmvf) in [
+        ("gfx1030", MMVF_RDNA2),
+        ("gfx90a", MMVF_CDNA),
+        ("gfx1151", MMVF_RDNA3),
+        ("gfx1100", MMVF_RDNA3),
+    ] {
+        let cfg = lane_of(target).expect("every AMD target has a recipe");
         trials.extend(target_trials::<Amd>(target, cfg));
         trials.extend(elem_trials::<Amd>(target, GpuMath::Hip, None));
         trials.extend(mmvf_trials::<Amd>(target, mmvf));

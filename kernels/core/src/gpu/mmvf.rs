@@ -96,11 +96,11 @@ pub const MMVF_RDNA2: MmvfConfig = MmvfConfig {
     f16_small_rows: None,
 };
 
-/// RDNA3.5 (gfx1151): RDNA2's kernels (32-lane warps, blocks up to 256, fused), but
-/// ggml hands an F16 matrix to hipBLAS from 4 columns (RDNA3 has FP16 matrix hardware).
-/// The `hip-wave32` lane's flavour keeps RDNA2's cut-off; this is what the gfx1151 code
-/// objects are checked against.
-pub const MMVF_RDNA3_5: MmvfConfig = MmvfConfig { name: "rdna3.5", f16_max_cols: 3, ..MMVF_RDNA2 };
+/// RDNA3 (gfx1100, gfx1151): RDNA2's kernels (32-lane warps, blocks up to 256, fused),
+/// but ggml hands an F16 matrix to hipBLAS from 4 columns (RDNA3 has FP16 matrix
+/// hardware). The `hip-wave32` lane's flavour keeps RDNA2's cut-off; this is what the
+/// gfx1100 and gfx1151 code objects are checked against.
+pub const MMVF_RDNA3: MmvfConfig = MmvfConfig { name: "rdna3", f16_max_cols: 3, ..MMVF_RDNA2 };
 
 /// CDNA2 (gfx90a), the `hip-wave64` lane.
 pub const MMVF_CDNA: MmvfConfig = MmvfConfig {

@@ -145,6 +145,12 @@ pub const WAVE32: MmvqConfig = MmvqConfig {
     fast_math: false,
 };
 
+/// RDNA3.0 (gfx1100, W7900): wave32 with `MMVQ_PARAMETERS_RDNA3_0` (eight warps for
+/// Q8_0, two for Q6_K, one for Q4_K) and RDNA's contraction. No lane models it; the
+/// gfx1100 code-object trials check ggml's code against it.
+pub const WAVE32_RDNA3_0: MmvqConfig =
+    MmvqConfig { name: "rdna3.0", table: MmvqTable::Rdna3_0, ..WAVE32 };
+
 /// CDNA gfx90a (MI210/MI250): wave64, `MMVQ_PARAMETERS_GCN`, two warps per block for
 /// one column, and gfx90a's contraction ([`Contraction::HIP_CLANG_GFX90A`]: q4_K's
 /// final combine is not fused there).

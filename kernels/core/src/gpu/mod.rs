@@ -126,9 +126,10 @@ mod vecdotq;
 #[cfg(test)]
 mod tests;
 
-pub use mmvf::{MmvfAcc, MmvfConfig, MMVF_AMPERE, MMVF_CDNA, MMVF_RDNA2, MMVF_RDNA3_5};
+pub use mmvf::{MmvfAcc, MmvfConfig, MMVF_AMPERE, MMVF_CDNA, MMVF_RDNA2, MMVF_RDNA3};
 pub use mmvq::{
-    calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, WAVE32, WAVE64,
+    calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, WAVE32, WAVE32_RDNA3_0,
+    WAVE64,
 };
 pub use quantize::{butterfly_max, butterfly_sum, quantize_q8_1_cuda, quantize_q8_1_mmvq};
 pub use vecdotq::{

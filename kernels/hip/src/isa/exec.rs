@@ -803,7 +803,8 @@ impl<'m> Wave<'m> {
         match mn {
             "s_endpgm" => return Ok(Flow::End),
             "s_waitcnt" | "s_waitcnt_vscnt" | "s_clause" | "s_nop" | "s_delay_alu"
-            | "s_inst_prefetch" | "s_setprio" | "s_sendmsg" => {}
+            | "s_inst_prefetch" | "s_setprio" | "s_sendmsg" | "s_waitcnt_depctr"
+            | "s_waitcnt_vmcnt" | "s_waitcnt_lgkmcnt" | "s_waitcnt_expcnt" => {}
             "s_branch" => return Ok(Flow::Jump(branch_offset(ins)?)),
             _ if mn.starts_with("s_cbranch_") => {
                 let take = match &mn["s_cbranch_".len()..] {
