@@ -65,7 +65,7 @@ use std::sync::{Arc, OnceLock};
 
 use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_core::elem::{ElemFlavour, RopeRotation};
-use tiercheck_core::gpu::elem::{Divide, Expf, GpuMath, RmsMean};
+use tiercheck_core::gpu::elem::{swiglu, Divide, Expf, GpuMath, RmsMean};
 use tiercheck_core::gpu::{
     Contraction, MmvfAcc, MmvfConfig, MmvqConfig, Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
     MMVF_RDNA2, MMVF_RDNA3, WAVE32, WAVE32_RDNA3_0, WAVE64,
@@ -1601,6 +1601,7 @@ fn main() {
         trials.extend(elem_trials::<Amd>(target, GpuMath::Hip, None));
         trials.extend(mmvf_trials::<Amd>(target, mmvf));
         trials.push(rope_exec_trial(target));
+        trials.push(swiglu_exec_trial(target));
     }
     for arch in ["sm_90", "sm_80"] {
         trials.extend(target_trials::<Nvidia>(arch, CUDA));
@@ -1981,32 +1982,65 @@ fn rope_kernargs(c: &RopeCase) -> Vec<u8> {
     a
 }
 
-/// ggml's RoPE kernel for one target, decoded for the interpreter.
-struct RopeProgram {
+/// One of ggml's kernels for one target, decoded for the interpreter
+/// ([`isa::exec`]), with how its work-items are set up.
+struct Executable {
     prog: isa::exec::Program,
     descriptor: isa::exec::Descriptor,
     packed_ids: bool,
     hidden_at: Option<usize>,
 }
 
+impl Executable {
+    /// `kernel` from ggml's `<unit>.co` for `target`: its listing, descriptor and
+    /// metadata.
+    fn load(dir: &Path, target: &str, unit: &str, kernel: &str) -> Result<Self, String> {
+        let file = dir.join(target).join(format!("{unit}.co"));
+        let only = format!("--disassemble-symbols={kernel}");
+        let listing = disassembly(target, &["-d", &only], &file)?;
+        let only_kd = format!("--disassemble-symbols={kernel}.kd");
+        let kd = disassembly(target, &["-D", &only_kd], &file)?;
+        let bytes = isa::amdgpu_descriptor(&kd, kernel)
+            .ok_or_else(|| format!("{target}: no descriptor for {kernel}"))?;
+        let notes = tool_output(&amd_tool("llvm-readelf", target)?, &["--notes"], &file)?;
+        Ok(Executable {
+            prog: isa::exec::Program::from_listing(&listing, kernel)?,
+            descriptor: isa::exec::Descriptor::from_bytes(&bytes)?,
+            // gfx90a and gfx11 pack the work-item ids into v0 (10 bits each).
+            packed_ids: target == "gfx90a" || target.starts_with("gfx11"),
+            // Code object v5 (clang 19) reads the block size from the implicit arguments.
+            hidden_at: isa::amdgpu_arg_offset(&notes, kernel, "hidden_block_count_x")
+                .map(|o| o as usize),
+        })
+    }
+
+    /// Runs the work-item `thread` of block `block_id` (blocks of `block`, a grid of
+    /// `grid` blocks) on `kernargs` and `mem`; returns its stores.
+    fn run(
+        &self,
+        (block, grid, block_id, thread): ([u32; 3], [u32; 3], [u32; 3], [u32; 3]),
+        kernargs: Vec<u8>,
+        mem: &mut isa::exec::Memory,
+    ) -> Result<Vec<(u64, u64, u64)>, String> {
+        let launch = isa::exec::Launch {
+            descriptor: self.descriptor,
+            packed_ids: self.packed_ids,
+            block,
+            grid_blocks: grid,
+            block_id,
+            thread_id: thread,
+            kernargs,
+            hidden_at: self.hidden_at,
+        };
+        self.prog.run(&launch, mem)
+    }
+}
+
+/// ggml's RoPE kernel for one target, decoded for the interpreter.
+struct RopeProgram(Executable);
+
 fn rope_program(dir: &Path, target: &str) -> Result<RopeProgram, String> {
-    let file = dir.join(target).join("rope.co");
-    let only = format!("--disassemble-symbols={ROPE_KERNEL}");
-    let listing = disassembly(target, &["-d", &only], &file)?;
-    let only_kd = format!("--disassemble-symbols={ROPE_KERNEL}.kd");
-    let kd = disassembly(target, &["-D", &only_kd], &file)?;
-    let bytes = isa::amdgpu_descriptor(&kd, ROPE_KERNEL)
-        .ok_or_else(|| format!("{target}: no descriptor for {ROPE_KERNEL}"))?;
-    let notes = tool_output(&amd_tool("llvm-readelf", target)?, &["--notes"], &file)?;
-    Ok(RopeProgram {
-        prog: isa::exec::Program::from_listing(&listing, ROPE_KERNEL)?,
-        descriptor: isa::exec::Descriptor::from_bytes(&bytes)?,
-        // gfx90a and gfx11 pack the work-item ids into v0 (10 bits each).
-        packed_ids: target == "gfx90a" || target.starts_with("gfx11"),
-        // Code object v5 (clang 19) reads the block size from the implicit arguments.
-        hidden_at: isa::amdgpu_arg_offset(&notes, ROPE_KERNEL, "hidden_block_count_x")
-            .map(|o| o as usize),
-    })
+    Executable::load(dir, target, "rope", ROPE_KERNEL).map(RopeProgram)
 }
 
 impl RopeProgram {
@@ -2023,17 +2057,13 @@ impl RopeProgram {
         mem.map(X_AT, x.iter().flat_map(|v| v.to_le_bytes()).collect());
         mem.map(DST_AT, vec![0u8; 8 * hd]);
         mem.map(POS_AT, c.pos.to_le_bytes().to_vec());
-        let launch = isa::exec::Launch {
-            descriptor: self.descriptor,
-            packed_ids: self.packed_ids,
-            block: [1, 256, 1],
-            grid_blocks: [2, (hd as u32).div_ceil(512), 1],
-            block_id: [c.head as u32, 0, 0],
-            thread_id: [0, (c.iw / 2) as u32, 0],
-            kernargs: rope_kernargs(c),
-            hidden_at: self.hidden_at,
-        };
-        let stores = self.prog.run(&launch, &mut mem)?;
+        let geometry = (
+            [1, 256, 1],
+            [2, (hd as u32).div_ceil(512), 1],
+            [c.head as u32, 0, 0],
+            [0, (c.iw / 2) as u32, 0],
+        );
+        let stores = self.0.run(geometry, rope_kernargs(c), &mut mem)?;
         let want = [DST_AT + 4 * i0 as u64, DST_AT + 4 * i1 as u64];
         let at: Vec<u64> = stores.iter().map(|s| s.0).collect();
         if at != want || stores.iter().any(|s| s.2 != 4) {
@@ -2169,6 +2199,111 @@ fn rope_exec_trial(target: &'static str) -> Trial {
     let name = format!("ggml {target} rope executes");
     match target_dir::<Amd>(target) {
         Ok(dir) => Trial::test(name, move || check_rope_exec(&dir, target).map_err(Into::into)),
+        Err(why) => unavailable(name, why),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// HIP's SwiGLU executed: every condition of the device `expf`'s cut-offs, which the
+// trees show only as opaque selects.
+
+/// `unary_gated_op_kernel<op_silu, float>` as hipcc names it.
+const SWIGLU_KERNEL: &str = "_ZL21unary_gated_op_kernelIXadL_ZL7op_silufEEfEvPKT0_S2_PS0_llll";
+
+/// The values SwiGLU's `x` takes here: around both cut-offs of `1 + expf(-x)` (the
+/// device `expf`'s 88.72 and -103.28, one and two ulps either side), subnormals, zeros,
+/// infinities, NaN, and 2,000 random values of magnitudes from 2^-20 to 2^8.
+fn swiglu_inputs() -> Vec<f32> {
+    let mut xs = Vec::new();
+    for edge in [0x42B1_7218u32, 0x42CE_8ED0] {
+        for d in -2i32..=2 {
+            let e = f32::from_bits((edge as i32 + d) as u32);
+            xs.extend([e, -e]);
+        }
+    }
+    xs.extend([0.0, -0.0, 1e-40, -1e-40, f32::MIN_POSITIVE, 1e30, -1e30]);
+    xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+    let mut rng = tiercheck_core::rng::Rng::new(0x5A16);
+    for _ in 0..2000 {
+        let m = 2f32.powf(rng.range(-20.0, 8.0));
+        xs.push(if rng.below(2) == 0 { m } else { -m });
+    }
+    xs
+}
+
+/// `ggml <target> swiglu executes`: ggml's SwiGLU, one work-item per element of one
+/// row, stores `gpu::elem::swiglu(GpuMath::Hip, ..)`'s bits (both NaN where the input
+/// is); and the check can tell: the CUDA form differs somewhere.
+fn check_swiglu_exec(dir: &Path, target: &str) -> Result<(), String> {
+    const X_AT: u64 = 0x10_0000;
+    const G_AT: u64 = 0x20_0000;
+    const DST_AT: u64 = 0x30_0000;
+    let exe = Executable::load(dir, target, "unary", SWIGLU_KERNEL)?;
+    let xs = swiglu_inputs();
+    let n = xs.len();
+    let mut rng = tiercheck_core::rng::Rng::new(0x6A7E);
+    let gs: Vec<f32> = (0..n).map(|_| rng.range(-3.0, 3.0)).collect();
+    let mut args = vec![0u8; 128];
+    for (o, v) in [(0, X_AT), (8, G_AT), (16, DST_AT)] {
+        args[o..o + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    // k = n elements of one row of n, both operands at the same offsets (o0 = o1 = n).
+    for o in [24, 32, 40, 48] {
+        args[o..o + 8].copy_from_slice(&(n as i64).to_le_bytes());
+    }
+    let mut mem = isa::exec::Memory::default();
+    mem.map(X_AT, xs.iter().flat_map(|v| v.to_le_bytes()).collect());
+    mem.map(G_AT, gs.iter().flat_map(|v| v.to_le_bytes()).collect());
+    mem.map(DST_AT, vec![0u8; 4 * n]);
+    let (mut bad, mut cuda_differs) = (Vec::new(), 0usize);
+    let blocks = (n as u32).div_ceil(256);
+    for i in 0..n {
+        let geometry =
+            ([256, 1, 1], [blocks, 1, 1], [i as u32 / 256, 0, 0], [i as u32 % 256, 0, 0]);
+        let stores = exe.run(geometry, args.clone(), &mut mem)?;
+        let [(at, bits, 4)] = stores[..] else {
+            return Err(format!("{target}: element {i}: stores {stores:x?}, expected one dword"));
+        };
+        if at != DST_AT + 4 * i as u64 {
+            return Err(format!("{target}: element {i} stored at {at:#x}"));
+        }
+        let y = f32::from_bits(bits as u32);
+        let mut t = [0f32];
+        swiglu(GpuMath::Hip, &mut t, &xs[i..=i], &gs[i..=i]);
+        let same = y.to_bits() == t[0].to_bits() || (y.is_nan() && t[0].is_nan());
+        if !same {
+            bad.push(format!(
+                "x = {:e} ({:#010x}), g = {:e}: ggml {y:e}, twin {:e}",
+                xs[i],
+                xs[i].to_bits(),
+                gs[i],
+                t[0]
+            ));
+        }
+        let mut c = [0f32];
+        swiglu(GpuMath::Cuda, &mut c, &xs[i..=i], &gs[i..=i]);
+        cuda_differs +=
+            usize::from(c[0].to_bits() != y.to_bits() && !(c[0].is_nan() && y.is_nan()));
+    }
+    if !bad.is_empty() {
+        return Err(format!(
+            "{target}: {} of {n} SwiGLU elements differ from gpu::elem::swiglu(Hip):\n  {}",
+            bad.len(),
+            bad[..bad.len().min(8)].join("\n  ")
+        ));
+    }
+    if cuda_differs == 0 {
+        return Err(format!(
+            "{target}: the CUDA form matches everywhere too: the check cannot tell"
+        ));
+    }
+    Ok(())
+}
+
+fn swiglu_exec_trial(target: &'static str) -> Trial {
+    let name = format!("ggml {target} swiglu executes");
+    match target_dir::<Amd>(target) {
+        Ok(dir) => Trial::test(name, move || check_swiglu_exec(&dir, target).map_err(Into::into)),
         Err(why) => unavailable(name, why),
     }
 }

@@ -21,7 +21,10 @@
 //! a descriptor that flushes them is refused). `v_rcp_f32`, `v_rcp_iflag_f32`,
 //! `v_exp_f32` and `v_log_f32`, whose hardware results are approximations without a
 //! bit-exact specification, are the models the GPU twins use: correctly rounded
-//! `1/x`, `2^x`, `log2 x` (f64, rounded once). An instruction the interpreter does not
+//! `1/x`, `2^x`, `log2 x` (f64, rounded once). The IEEE division sequence
+//! (`v_div_scale_f32` ... `v_div_fixup_f32`) is taken as the correctly rounded quotient
+//! it exists to produce, as the symbolic reader reads it: `v_div_fixup_f32` returns
+//! numerator / denominator, `v_div_scale_f32` scales nothing. An instruction the interpreter does not
 //! know, an output modifier (`clamp`, `mul:`, `div:`) or a scratch access is an error
 //! when it is *executed*: code that a run does not reach may hold anything.
 
@@ -583,6 +586,15 @@ impl<'m> Wave<'m> {
             }
             return Ok(Flow::Next);
         }
+        if mn == "v_div_scale_f32" {
+            // The division sequence (`v_div_scale`, `v_rcp`, fused refinements,
+            // `v_div_fmas`, `v_div_fixup`) is taken as what it is for: the correctly
+            // rounded quotient, which `v_div_fixup_f32` returns. No operand is scaled.
+            let v = self.read(op(2)?, 0)?;
+            self.write(op(0)?, 0, v)?;
+            self.write_mask(op(1)?, false)?;
+            return Ok(Flow::Next);
+        }
         if mn == "v_readfirstlane_b32" {
             let v = self.read(op(1)?, 0)?;
             self.write(op(0)?, 0, v)?;
@@ -667,11 +679,20 @@ impl<'m> Wave<'m> {
                 }
                 float_compare(c, x, y)
             }
+            "u64" | "i64" => {
+                let (x, y) = (self.read64(a)?, self.read64(b)?);
+                let (x, y) = if ty == "i64" {
+                    (x as i64 as i128, y as i64 as i128)
+                } else {
+                    (x as i128, y as i128)
+                };
+                int_compare(c, x, y)
+            }
             "u32" | "i32" => {
                 let (x, y) = if ty == "i32" {
-                    (ua as i32 as i64, ub as i32 as i64)
+                    (ua as i32 as i128, ub as i32 as i128)
                 } else {
-                    (ua as i64, ub as i64)
+                    (ua as i128, ub as i128)
                 };
                 int_compare(c, x, y)
             }
@@ -697,6 +718,10 @@ impl<'m> Wave<'m> {
             "v_fma_f32" => fb(f(1)?.mul_add(f(2)?, f(3)?)),
             "v_fmac_f32" => fb(f(1)?.mul_add(f(2)?, f(0)?)),
             "v_fmaak_f32" => fb(f(1)?.mul_add(f(2)?, f(3)?)),
+            // See `v_div_scale_f32`: no scaling, so the fused step of the sequence, and
+            // the IEEE quotient numerator (src2) / denominator (src1) at the end.
+            "v_div_fmas_f32" => fb(f(1)?.mul_add(f(2)?, f(3)?)),
+            "v_div_fixup_f32" => fb(f(3)? / f(2)?),
             "v_fmamk_f32" => fb(f(1)?.mul_add(f(2)?, f(3)?)),
             "v_max_f32" => fb(f(1)?.max(f(2)?)),
             "v_min_f32" => fb(f(1)?.min(f(2)?)),
@@ -961,8 +986,8 @@ impl<'m> Wave<'m> {
                     mn["s_cmp_".len()..].split_once('_').ok_or("compare without a type")?;
                 let (a, b) = (val(self, 0)?, val(self, 1)?);
                 let (a, b) = match ty {
-                    "i32" => (a as u32 as i32 as i64, b as u32 as i32 as i64),
-                    "u32" => (a as i64, b as i64),
+                    "i32" => (a as u32 as i32 as i128, b as u32 as i32 as i128),
+                    "u32" => (a as i128, b as i128),
                     "u64" => {
                         let (a, b) = (self.read64(op(0)?)?, self.read64(op(1)?)?);
                         self.scc = match c {
@@ -1126,7 +1151,7 @@ fn float_compare(c: &str, x: f32, y: f32) -> Result<bool, String> {
     })
 }
 
-fn int_compare(c: &str, x: i64, y: i64) -> Result<bool, String> {
+fn int_compare(c: &str, x: i128, y: i128) -> Result<bool, String> {
     Ok(match c {
         "f" => false,
         "lt" => x < y,
