@@ -54,7 +54,9 @@
 //! library's branching `powf`/`sinf`/`cosf`, so it is not read as trees but executed
 //! ([`tiercheck_hip::isa::exec`]) for 2,940 threads, each of whose two stores must equal
 //! [`tiercheck_core::gpu::ocml::rope_pair_hip`] bit for bit; the other rotation forms
-//! and the CPU's angles must each differ from ggml's outputs somewhere.
+//! and the CPU's angles must each differ from ggml's outputs somewhere. And
+//! `ggml <target> swiglu executes`: SwiGLU executed for 2,030 elements (the device
+//! `expf`'s cut-offs, special values, random ones) against `gpu::elem::swiglu`.
 //!
 //! Without the folder (or without `llvm-objdump` / `cuobjdump`) the trials are ignored
 //! with that reason; with `TIERCHECK_REQUIRE_HIP=1` (CI) they fail instead.
