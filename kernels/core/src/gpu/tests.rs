@@ -1655,3 +1655,32 @@ fn gpu_ocml_powf_against_f64() {
     assert_eq!(ocml::powf(10.0, 40.0), f32::INFINITY);
     assert_eq!(ocml::powf(10.0, -50.0), 0.0);
 }
+
+/// The two forms of HIP's SwiGLU denominator that HIP clang emits round alike: clang 15
+/// applies the device `expf`'s cut-offs to `1 + e` (`silu`'s form), clang 19 to `e`
+/// before adding 1 (`1 + expf(-x)` with `expf`'s own cut-offs). Checked at and around
+/// both cut-offs and over every 2^12-th f32.
+#[test]
+fn gpu_silu_cut_offs_inside_or_outside_round_alike() {
+    let math = elem::GpuMath::Hip;
+    let mut xs: Vec<f32> = (0..=u32::MAX / 4096).map(|k| f32::from_bits(k * 4096)).collect();
+    for edge in [0x42B1_7218u32, 0x42CE_8ED0] {
+        for d in -3i32..=3 {
+            let e = f32::from_bits((edge as i32 + d) as u32);
+            xs.extend([e, -e]);
+        }
+    }
+    let mut seen_saturated = [false; 2];
+    for x in xs {
+        let inside = x / (1.0 + elem::expf(math, -x));
+        let outside = elem::silu(math, x);
+        assert!(
+            inside.to_bits() == outside.to_bits() || (inside.is_nan() && outside.is_nan()),
+            "x = {x:e} ({:#010x}): {inside:e} vs {outside:e}",
+            x.to_bits()
+        );
+        seen_saturated[0] |= x > 103.0 && x.is_finite();
+        seen_saturated[1] |= x < -89.0 && x.is_finite();
+    }
+    assert!(seen_saturated.iter().all(|&s| s));
+}
