@@ -6,21 +6,30 @@
 // out the per-layer taps; and it writes what it saw as a dump that tiercheck-capture
 // (--dump-from) turns into a trace with the same checks as its in-process path.
 //
-//   llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump [KV FA]
+//   llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump
+//             [KV FA [CTX BATCH UBATCH LOGITS]]
 //   llamataps info
 //
-// Context as tiercheck-capture sets it: n_ctx = n_batch = n_ubatch = 512, one sequence,
-// logits for every row; K and V cache of type KV (f32 or f16; default f32) and flash
-// attention FA (0 or 1; default 0). Tap selection, the
+// Context as tiercheck-capture sets it: one sequence, n_ctx CTX (default 512), n_batch
+// BATCH and n_ubatch UBATCH (default 512 each; llama.cpp caps n_batch at n_ctx and
+// n_ubatch at n_batch), K and V cache of type KV (f32 or f16; default f32), flash
+// attention FA (0 or 1; default 0). In prompt mode the ids go to llama_decode in batches
+// of n_batch, as llama-server submits a prompt; LOGITS `all` (default) asks for every
+// row's logits, `last` for the prompt's last row only (llama-cli's and llama-server's
+// way: llama.cpp then prunes the last layer to that row). Greedy steps always ask for
+// their one row. Tap selection, the
 // llama.cpp node names and the "last node of a name wins" rule are the script's (the
 // lists are passed by the script in TAPS_LAYER and TAPS_GLOBAL, so the two cannot drift
 // apart).
 //
 // Dump format (little-endian), a sequence of records, each a one-byte tag:
 //   'I' u32 n_layer, u32 n_embd, u32 n_vocab, str desc
-//   'S' u32 step, u32 n, n x (i32 id, i32 pos), i32 emitted       one llama_decode
+//   'S' u32 step, u32 n, n x (i32 id, i32 pos), i32 emitted       one step (the prompt
+//                                                                   step may be several
+//                                                                   llama_decode calls)
 //   'T' str tap, str op, 4 x i64 ne, u32 count, count x f32         one captured tap
-//   'L' u32 rows, u32 n_vocab, rows*n_vocab x f32                   the step's logits
+//   'L' u32 rows, u32 n_vocab, rows*n_vocab x f32                   the output rows' logits
+//                                                                   of one llama_decode
 //   'K' u32 n_kv                                                    a kq-L width seen
 //   'R' str tensor, str layout                                      a repacked weight
 //   'G' str line                                                    a log line (level >= WARN)
@@ -42,7 +51,7 @@
 #include "ggml.h"
 #include "llama.h"
 
-#define N_CTX 512
+#define MAX_CTX 32768
 #define MAX_WANT 64
 
 static FILE *g_out;
@@ -224,7 +233,7 @@ static int parse_int(const char *s, const char *what, long lo, long hi) {
 static int usage(void) {
     fprintf(stderr,
             "usage: llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump "
-            "[KV(f32|f16) FA(0|1)]\n"
+            "[KV(f32|f16) FA(0|1) [CTX BATCH UBATCH LOGITS(all|last)]]\n"
             "       llamataps info\n"
             "TAPS_LAYER, TAPS_GLOBAL (environment): comma-separated node names to capture\n"
             "(per layer, captured as NAME-L, and whole-model)\n");
@@ -241,12 +250,27 @@ int main(int argc, char **argv) {
                ggml_cpu_has_llamafile());
         return 0;
     }
-    if (argc != 8 && argc != 10) {
+    if (argc != 8 && argc != 10 && argc != 14) {
         return usage();
+    }
+    int n_ctx = 512, n_batch = 512, n_ubatch = 512;
+    bool logits_all = true;
+    if (argc == 14) {
+        n_ctx = parse_int(argv[10], "CTX", 1, MAX_CTX);
+        n_batch = parse_int(argv[11], "BATCH", 1, MAX_CTX);
+        n_ubatch = parse_int(argv[12], "UBATCH", 1, MAX_CTX);
+        if (strcmp(argv[13], "all") == 0) {
+            logits_all = true;
+        } else if (strcmp(argv[13], "last") == 0) {
+            logits_all = false;
+        } else {
+            fprintf(stderr, "llamataps: LOGITS must be all or last, got '%s'\n", argv[13]);
+            return 2;
+        }
     }
     enum ggml_type kv_type = GGML_TYPE_F32;
     int fa = 0;
-    if (argc == 10) {
+    if (argc >= 10) {
         if (strcmp(argv[8], "f32") == 0) {
             kv_type = GGML_TYPE_F32;
         } else if (strcmp(argv[8], "f16") == 0) {
@@ -267,13 +291,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "llamataps: mode must be decode or prompt, got '%s'\n", argv[2]);
         return 2;
     }
-    int32_t ids[N_CTX];
+    int32_t *ids = malloc(sizeof(int32_t) * MAX_CTX);
+    if (!ids) {
+        die("%s", "out of memory");
+    }
     int n_ids = 0;
     {
         char *copy = strdup(argv[3]);
         for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-            if (n_ids == N_CTX) {
-                fprintf(stderr, "llamataps: more than %d ids\n", N_CTX);
+            if (n_ids == n_ctx) {
+                fprintf(stderr, "llamataps: more than %d ids (n_ctx)\n", n_ctx);
                 return 2;
             }
             ids[n_ids++] = parse_int(tok, "an id", 0, INT32_MAX);
@@ -286,12 +313,12 @@ int main(int argc, char **argv) {
     }
     int threads = parse_int(argv[4], "THREADS", 1, 256);
     int repack = parse_int(argv[5], "REPACK", 0, 1);
-    int steps = parse_int(argv[6], "STEPS", 0, N_CTX);
+    int steps = parse_int(argv[6], "STEPS", 0, MAX_CTX);
     const char *out_path = argv[7];
     g_n_layer_names = parse_list("TAPS_LAYER", g_layer);
     g_n_global = parse_list("TAPS_GLOBAL", g_global);
-    if (n_ids + steps > N_CTX) {
-        fprintf(stderr, "llamataps: %d ids and %d steps exceed n_ctx %d\n", n_ids, steps, N_CTX);
+    if (n_ids + steps > n_ctx) {
+        fprintf(stderr, "llamataps: %d ids and %d steps exceed n_ctx %d\n", n_ids, steps, n_ctx);
         return 2;
     }
 
@@ -326,9 +353,9 @@ int main(int argc, char **argv) {
     put_str(desc);
 
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = N_CTX;
-    cp.n_batch = N_CTX;
-    cp.n_ubatch = N_CTX;
+    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_batch = (uint32_t)n_batch;
+    cp.n_ubatch = (uint32_t)n_ubatch;
     cp.n_seq_max = 1;
     cp.n_outputs_max = 0;
     cp.n_outputs_max_per_seq = 0;
@@ -346,18 +373,25 @@ int main(int argc, char **argv) {
         die("%s", "llama_init_from_model failed");
     }
 
-    int n_batches = prompt ? 1 : n_ids;
+    // The batch size llama.cpp runs with (capped at n_ctx): a prompt step goes to
+    // llama_decode in pieces of this many ids.
+    int chunk = (int)llama_n_batch(ctx);
+    int n_steps = prompt ? 1 : n_ids;
     int n_past = 0;
     int32_t next = -1;
-    for (int step = 0; step < n_batches + steps; step++) {
-        int32_t inp[N_CTX];
+    float *last = malloc(sizeof(float) * (size_t)n_vocab);
+    if (!last) {
+        die("%s", "out of memory");
+    }
+    for (int step = 0; step < n_steps + steps; step++) {
+        const int32_t *inp;
         int n;
-        if (step < n_batches) {
+        if (step < n_steps) {
             n = prompt ? n_ids : 1;
-            memcpy(inp, prompt ? ids : &ids[step], (size_t)n * sizeof(int32_t));
+            inp = prompt ? ids : &ids[step];
         } else {
             n = 1;
-            inp[0] = next;
+            inp = &next;
         }
         for (int i = 0; i < n; i++) {
             if (inp[i] < 0 || inp[i] >= n_vocab) {
@@ -366,37 +400,50 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        struct llama_batch batch = llama_batch_init(n, 0, 1);
-        for (int i = 0; i < n; i++) {
-            batch.token[i] = inp[i];
-            batch.pos[i] = n_past + i;
-            batch.n_seq_id[i] = 1;
-            batch.seq_id[i][0] = 0;
-            batch.logits[i] = 1;
-        }
-        batch.n_tokens = n;
-        int rc = llama_decode(ctx, batch);
-        llama_batch_free(batch);
-        if (g_failed) {
-            die("%s", "the eval callback failed");
-        }
-        if (rc != 0) {
-            fprintf(stderr, "llamataps: llama_decode returned %d at position %d\n", rc, n_past);
-            return 1;
-        }
-        put_u8('L');
-        put_u32((uint32_t)n);
-        put_u32((uint32_t)n_vocab);
-        const float *last = NULL;
-        for (int i = 0; i < n; i++) {
-            const float *row = llama_get_logits_ith(ctx, i);
-            if (!row) {
-                die("%s", "llama_get_logits_ith returned NULL");
+        // Rows that get logits: every row, or the step's last row only; a greedy step's
+        // one row always.
+        bool all = logits_all || step >= n_steps;
+        for (int off = 0; off < n; off += chunk) {
+            int nb = n - off < chunk ? n - off : chunk;
+            struct llama_batch batch = llama_batch_init(nb, 0, 1);
+            int n_out = 0;
+            for (int i = 0; i < nb; i++) {
+                batch.token[i] = inp[off + i];
+                batch.pos[i] = n_past + off + i;
+                batch.n_seq_id[i] = 1;
+                batch.seq_id[i][0] = 0;
+                batch.logits[i] = all || off + i == n - 1;
+                n_out += batch.logits[i];
             }
-            put(row, (size_t)n_vocab * sizeof(float));
-            last = row;
+            batch.n_tokens = nb;
+            int rc = llama_decode(ctx, batch);
+            if (g_failed) {
+                die("%s", "the eval callback failed");
+            }
+            if (rc != 0) {
+                fprintf(stderr, "llamataps: llama_decode returned %d at position %d\n", rc,
+                        n_past + off);
+                return 1;
+            }
+            if (n_out > 0) {
+                put_u8('L');
+                put_u32((uint32_t)n_out);
+                put_u32((uint32_t)n_vocab);
+                for (int i = 0; i < nb; i++) {
+                    if (!batch.logits[i]) {
+                        continue;
+                    }
+                    const float *row = llama_get_logits_ith(ctx, i);
+                    if (!row) {
+                        die("%s", "llama_get_logits_ith returned NULL");
+                    }
+                    put(row, (size_t)n_vocab * sizeof(float));
+                    memcpy(last, row, (size_t)n_vocab * sizeof(float));
+                }
+            }
+            llama_batch_free(batch);
         }
-        // Greedy: argmax of the last row, ties to the lowest id (trace_io.pick).
+        // Greedy: argmax of the last output row, ties to the lowest id (trace_io.pick).
         next = 0;
         for (int j = 1; j < n_vocab; j++) {
             if (last[j] > last[next]) {
@@ -413,6 +460,8 @@ int main(int argc, char **argv) {
         put_i32(next);
         n_past += n;
     }
+    free(last);
+    free(ids);
     llama_free(ctx);
     llama_model_free(model);
     llama_backend_free();

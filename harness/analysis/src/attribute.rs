@@ -50,7 +50,7 @@ use super::layer_local::layer_local_on;
 use super::metrics::Acc;
 use super::{tap_layer, tap_order, trace_of, StageCost};
 use tiercheck_model::run::{self, RunSpec, Trace};
-use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
+use tiercheck_model::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
 /// One component of a lane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -306,6 +306,8 @@ pub struct AttributeOptions {
     pub steps: usize,
     /// Batching mode.
     pub mode: Mode,
+    /// Batch and ubatch sizes and output rows of the prompt step.
+    pub batching: Batching,
     /// Residual stream type.
     pub residual: Residual,
     /// Context length.
@@ -396,6 +398,7 @@ pub fn attribute(
         prompt: prompt.to_vec(),
         steps,
         mode,
+        batching: Batching::LLAMA_CLI,
         residual,
         n_ctx,
         attn,
@@ -465,7 +468,13 @@ pub fn attribute_observed(
         Ok(trace_of(run::run(&decoder(kernels, e)?, spec, TapSink::new(true, false))?))
     };
     let steps = o.steps;
-    let free = RunSpec { ids: o.prompt.clone(), steps, mode: o.mode, forced: Vec::new() };
+    let free = RunSpec {
+        ids: o.prompt.clone(),
+        steps,
+        mode: o.mode,
+        batching: o.batching,
+        forced: Vec::new(),
+    };
     let tb = run_with(b.portable, elem::portable(b.recipe.elem), &free)?;
     let generated: Vec<u32> = {
         let prompt_steps = tb.steps.len() + 1 - steps.max(1);
@@ -477,6 +486,7 @@ pub fn attribute_observed(
         ids: o.prompt.clone(),
         steps: generated.len(),
         mode: o.mode,
+        batching: o.batching,
         forced: generated[..generated.len().saturating_sub(1)].to_vec(),
     };
     let pick = |c: Component, from_b: &[Component]| if from_b.contains(&c) { b } else { a };

@@ -25,11 +25,10 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::import::ImportOptions;
-use tiercheck_model::run::Trace;
-use tiercheck_model::{Attention, FlashAttn, KvType, Model, Residual, TapSink};
+use tiercheck_model::run::{graphs, Graph, Trace};
+use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Model, Residual, TapSink};
 
 use crate::flips::matmul_input;
-use crate::free_running::common;
 use crate::layer_local::NOISE_RATIO;
 use crate::metrics::stat;
 use crate::{decoder, tap_order, trace_shape, DeltaOptions};
@@ -171,56 +170,83 @@ pub(crate) fn replay(
 ) -> anyhow::Result<Replayed> {
     let dec = decoder(model, c, o)?;
     let hp = &model.hp;
+    let n_layer = hp.n_layer;
     let mut cache = dec.new_cache();
     let mut sink = TapSink::new(true, false);
     let mut matched = Vec::new();
-    // Compare what the candidate produced since the last check, in graph order.
-    let check = |sink: &mut TapSink, matched: &mut Vec<(usize, String)>| {
-        let mut taps = sink.take();
-        taps.sort_by_key(|x| tap_order(&x.name));
-        for tap in taps {
-            let Some(theirs) = t.taps.get(&(tap.step, tap.name.clone())) else { continue };
-            let width = tap.data.len() / tap.rows.max(1);
-            let mine = tiercheck_gguf::tensorfile::Tensor {
-                name: tap.name.clone(),
-                shape: vec![tap.rows, width],
-                data: tap.data,
-            };
-            let (x, y) = common(&mine, theirs);
-            if x.len() != y.len() || x.iter().zip(y).any(|(p, q)| p.to_bits() != q.to_bits()) {
-                let rel = if x.len() == y.len() { stat(x, y).rel_l2 } else { f64::INFINITY };
-                return Some((tap.step, tap.name, rel));
+    // Compare what the candidate produced since the last check (one graph's rows of each
+    // tap) with the same rows of the trace, in graph order; a tap counts as reproduced
+    // once its last graph's rows are.
+    let check =
+        |sink: &mut TapSink, matched: &mut Vec<(usize, String)>, g: &Graph, last_graph: bool| {
+            let mut taps = sink.take();
+            taps.sort_by_key(|x| tap_order(&x.name));
+            for tap in taps {
+                let Some(theirs) = t.taps.get(&(tap.step, tap.name.clone())) else { continue };
+                let width = tap.data.len() / tap.rows.max(1);
+                let (row0, rows) = g.rows_in(&tap.name, n_layer);
+                let y = theirs.data.get(row0 * width..(row0 + rows) * width);
+                let same = theirs.shape.last() == Some(&width)
+                    && y.is_some_and(|y| {
+                        y.len() == tap.data.len()
+                            && y.iter().zip(&tap.data).all(|(p, q)| p.to_bits() == q.to_bits())
+                    });
+                if !same {
+                    let rel = match y {
+                        Some(y) if y.len() == tap.data.len() => stat(&tap.data, y).rel_l2,
+                        _ => f64::INFINITY,
+                    };
+                    return Some((tap.step, tap.name, rel));
+                }
+                if last_graph {
+                    matched.push((tap.step, tap.name));
+                }
             }
-            matched.push((tap.step, tap.name));
-        }
-        None
+            None
+        };
+    // The trace's rows of this graph of a tap, where it has them whole.
+    let theirs = |step: usize, name: &str, g: &Graph, len: usize| -> Option<Vec<f32>> {
+        let x = t.taps.get(&(step, name.to_string()))?;
+        let width = x.shape.last().copied()?;
+        let (row0, rows) = g.rows_in(name, n_layer);
+        let y = x.data.get(row0 * width..(row0 + rows) * width)?;
+        (y.len() == len).then(|| y.to_vec())
     };
     for (step, rec) in t.steps.iter().enumerate() {
-        let m = rec.input_ids.len();
         let pos0 = rec.positions[0];
         sink.set_step(step);
-        let own = dec.embed(&rec.input_ids)?;
-        sink.put("inp_embd", m, &own);
-        if let Some(bad) = check(&mut sink, &mut matched) {
-            return Ok((matched, Some(bad)));
-        }
-        let mut x = match t.taps.get(&(step, "inp_embd".to_string())) {
-            Some(e) if e.data.len() == own.len() => e.data.clone(),
-            _ => own,
-        };
-        for il in 0..hp.n_layer {
-            let out = dec.eval_layer(il, &mut cache, &x, pos0, m, &mut sink)?;
-            if let Some(bad) = check(&mut sink, &mut matched) {
+        let gs = graphs(rec);
+        for (gi, g) in gs.iter().enumerate() {
+            let last_graph = gi + 1 == gs.len();
+            let ids = &rec.input_ids[g.start..g.start + g.rows];
+            let own = dec.embed(ids)?;
+            sink.put("inp_embd", g.rows, &own);
+            if let Some(bad) = check(&mut sink, &mut matched, g, last_graph) {
                 return Ok((matched, Some(bad)));
             }
-            x = match t.taps.get(&(step, format!("l_out-{il}"))) {
-                Some(l) if l.data.len() == out.len() => l.data.clone(),
-                _ => out,
-            };
-        }
-        dec.head(&x, m, &mut sink)?;
-        if let Some(bad) = check(&mut sink, &mut matched) {
-            return Ok((matched, Some(bad)));
+            let mut x = theirs(step, "inp_embd", g, own.len()).unwrap_or(own);
+            for il in 0..n_layer {
+                let outputs = (il + 1 == n_layer).then_some(&g.outputs[..]);
+                let out = dec.eval_layer_out(
+                    il,
+                    &mut cache,
+                    &x,
+                    pos0 + g.start,
+                    g.rows,
+                    outputs,
+                    &mut sink,
+                )?;
+                if let Some(bad) = check(&mut sink, &mut matched, g, last_graph) {
+                    return Ok((matched, Some(bad)));
+                }
+                x = theirs(step, &format!("l_out-{il}"), g, out.len()).unwrap_or(out);
+            }
+            if !g.outputs.is_empty() {
+                dec.head(&x, g.outputs.len(), &mut sink)?;
+            }
+            if let Some(bad) = check(&mut sink, &mut matched, g, last_graph) {
+                return Ok((matched, Some(bad)));
+            }
         }
     }
     Ok((matched, None))
@@ -230,6 +256,7 @@ pub(crate) fn replay(
 pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Result<IdentifyReport> {
     let t = tiercheck_model::import::load(model, path, &o.dump)?;
     let (prompt, mode, generated) = trace_shape(path, &t)?;
+    let batching = crate::trace_batching(path, &t, Batching::LLAMA_CLI, model.hp.n_layer)?;
     let lanes_list: Vec<&'static tiercheck_core::Lane> = match &o.lanes {
         Some(l) => l.clone(),
         None => lanes::all().to_vec(),
@@ -244,6 +271,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
                 ids: prompt.clone(),
                 steps: generated.len(),
                 mode,
+                batching,
                 residual: o.residual,
                 n_ctx: o.n_ctx,
                 attn,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::{RunOutput, Trace};
+use tiercheck_model::run::{graphs, Graph, RunOutput, Trace};
 use tiercheck_model::{Decoder, Model, TapSink};
 
 use crate::flips::{flips, Flip};
@@ -195,53 +195,72 @@ pub(crate) fn layer_local_on(
     }
     let mut sink = TapSink::new(true, false);
     let mut cache = dec.new_cache();
+    // A tap's rows of one graph (ubatch) of a step, checked to be whole.
+    let rows_of = |step: usize, name: &str, g: &Graph| -> anyhow::Result<&[f32]> {
+        let t = get(step, name)?;
+        let width = t.shape.last().copied().unwrap_or(0);
+        let (row0, rows) = g.rows_in(name, hp.n_layer);
+        t.data.get(row0 * width..(row0 + rows) * width).ok_or_else(|| {
+            anyhow::anyhow!(
+                "the other trace's {step:03}/{name} has {} rows, fewer than its step records",
+                t.shape[0]
+            )
+        })
+    };
     for (step, rec) in other.steps.iter().enumerate() {
-        let m = rec.input_ids.len();
         let pos0 = rec.positions[0];
         sink.set_step(step);
-        for il in (0..hp.n_layer).filter(|&il| replayed[il]) {
-            let embedded;
-            let input: &[f32] = if il == 0 {
-                if replay.embedding_recomputed {
-                    embedded = dec.embed(&rec.input_ids)?;
-                    &embedded
+        // Each graph of the step in order (llama.cpp's ubatches), with the K/V of the
+        // earlier steps and of the earlier graphs of this step.
+        for g in graphs(rec) {
+            let m = g.rows;
+            for il in (0..hp.n_layer).filter(|&il| replayed[il]) {
+                let embedded;
+                let input: &[f32] = if il == 0 {
+                    if replay.embedding_recomputed {
+                        embedded = dec.embed(&rec.input_ids[g.start..g.start + m])?;
+                        &embedded
+                    } else {
+                        rows_of(step, "inp_embd", &g)?
+                    }
                 } else {
-                    &get(step, "inp_embd")?.data
-                }
-            } else {
-                &get(step, &input_name(il))?.data
-            };
-            if input.len() != m * hp.n_embd {
-                anyhow::bail!(
-                    "the other trace's input of layer {il} at step {step} has {} values, not {m} rows of {}",
-                    input.len(),
-                    hp.n_embd
-                );
-            }
-            // The KV cache of earlier steps: the other side's own K and V where it has
-            // them; else what this lane stored replaying those steps.
-            if trace_kv[il] {
-                for earlier in 0..step {
-                    let (k, v) = (
-                        get(earlier, &format!("Kcur-{il}"))?,
-                        get(earlier, &format!("Vcur-{il}"))?,
+                    rows_of(step, &input_name(il), &g)?
+                };
+                if input.len() != m * hp.n_embd {
+                    anyhow::bail!(
+                        "the other trace's input of layer {il} at step {step} has {} values, not {m} rows of {}",
+                        input.len(),
+                        hp.n_embd
                     );
-                    let kvd = k.shape[1];
-                    for (r, p) in other.steps[earlier].positions.iter().enumerate() {
-                        cache.store(
-                            il,
-                            *p,
-                            &k.data[r * kvd..(r + 1) * kvd],
-                            &v.data[r * kvd..(r + 1) * kvd],
+                }
+                // The KV cache of earlier steps and graphs: the other side's own K and V
+                // where it has them; else what this lane stored replaying them.
+                if trace_kv[il] {
+                    for earlier in 0..=step {
+                        let (k, v) = (
+                            get(earlier, &format!("Kcur-{il}"))?,
+                            get(earlier, &format!("Vcur-{il}"))?,
                         );
+                        let kvd = k.shape[1];
+                        let positions = &other.steps[earlier].positions;
+                        let n = if earlier == step { g.start } else { positions.len() };
+                        for (r, p) in positions[..n].iter().enumerate() {
+                            cache.store(
+                                il,
+                                *p,
+                                &k.data[r * kvd..(r + 1) * kvd],
+                                &v.data[r * kvd..(r + 1) * kvd],
+                            );
+                        }
                     }
                 }
+                let outputs = (il + 1 == hp.n_layer).then_some(&g.outputs[..]);
+                dec.eval_layer_out(il, &mut cache, input, pos0 + g.start, m, outputs, &mut sink)?;
             }
-            dec.eval_layer(il, &mut cache, input, pos0, m, &mut sink)?;
-        }
-        if replay.head {
-            let last = get(step, &input_name(hp.n_layer))?;
-            dec.head(&last.data, m, &mut sink)?;
+            if replay.head && !g.outputs.is_empty() {
+                let last = rows_of(step, &input_name(hp.n_layer), &g)?;
+                dec.head(last, g.outputs.len(), &mut sink)?;
+            }
         }
     }
     let (taps, _) = sink.into_taps();

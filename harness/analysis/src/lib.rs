@@ -48,7 +48,7 @@ use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::run::{self, RunOutput, RunSpec, Trace};
 use tiercheck_model::{
-    Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink,
+    Arith, Attention, Batching, Decoder, FlashAttn, KvType, Logits, Mode, Model, Residual, TapSink,
 };
 
 pub use flips::Flip;
@@ -106,6 +106,9 @@ pub struct DeltaOptions {
     pub steps: usize,
     /// Batching mode (for lanes).
     pub mode: Mode,
+    /// Batch and ubatch sizes and output rows of a prompt step (for lanes; a trace's
+    /// own, where it records them, for a lane that follows it).
+    pub batching: Batching,
     /// Residual stream type.
     pub residual: Residual,
     /// Context length.
@@ -194,7 +197,16 @@ fn side_run(
             let key = reuse::run_key(&lane, prompt, mode, steps, &[], None);
             let run = ctx.run(Some(&key), || {
                 let dec = decoder(model, c, o)?;
-                lane_run(&dec, &RunSpec { ids: prompt.to_vec(), steps, mode, forced: Vec::new() })
+                lane_run(
+                    &dec,
+                    &RunSpec {
+                        ids: prompt.to_vec(),
+                        steps,
+                        mode,
+                        batching: o.batching,
+                        forced: Vec::new(),
+                    },
+                )
             })?;
             // Replaying the tokens it chose itself is the same computation.
             ctx.alias(&reuse::replay_key(&lane, prompt, mode, &run.generated), &run);
@@ -240,6 +252,59 @@ fn trace_attention(path: &Path, t: &Trace, default: Attention) -> anyhow::Result
         };
     }
     Ok(a)
+}
+
+/// The batching a trace records: `n_batch`, `n_ubatch` and `logits` metadata, each one
+/// it lacks taken from its step records (a prompt step's recorded graphs and output
+/// rows; a trace whose records say neither ran its prompt as one graph, and its pruned
+/// taps tell whether every row was an output), else from `default`.
+pub fn trace_batching(
+    path: &Path,
+    t: &Trace,
+    default: Batching,
+    n_layer: usize,
+) -> anyhow::Result<Batching> {
+    let mut b = default;
+    let num = |key: &str| -> anyhow::Result<Option<usize>> {
+        match t.meta.get(key) {
+            None => Ok(None),
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(Some(n)),
+                _ => anyhow::bail!("{}: metadata {key} = '{v}' is not a size", path.display()),
+            },
+        }
+    };
+    let first = t.steps.first();
+    let rows = first.map_or(1, |s| s.rows().max(1));
+    // Without metadata: the first step's graphs (their largest is the ubatch size, the
+    // whole step one batch), or one graph of the whole step.
+    let graphs = first.map(|s| s.ubatch_rows()).unwrap_or_default();
+    let widest = graphs.iter().copied().max().unwrap_or(rows).max(1);
+    b.n_batch = num("n_batch")?.unwrap_or(rows.max(widest));
+    b.n_ubatch = num("n_ubatch")?.unwrap_or(widest);
+    b.logits = match t.meta.get("logits").map(String::as_str) {
+        Some("last") => Logits::Last,
+        Some("all") => Logits::All,
+        Some(other) => {
+            anyhow::bail!("{}: metadata logits = '{other}' (known: last, all)", path.display())
+        }
+        None => match first {
+            Some(s) if s.outputs.is_some() => Logits::Last,
+            Some(s) => {
+                let pruned = t
+                    .taps
+                    .iter()
+                    .find(|((step, name), _)| *step == s.step && run::is_pruned(name, n_layer));
+                match pruned {
+                    Some((_, tensor)) if tensor.shape[0] < s.rows() => Logits::Last,
+                    Some(_) => Logits::All,
+                    None => default.logits,
+                }
+            }
+            None => default.logits,
+        },
+    };
+    Ok(b)
 }
 
 /// The prompt, mode and greedy tokens a trace records (`path` names it in errors).
@@ -567,6 +632,7 @@ pub fn delta_cached(
             let t = tiercheck_model::import::load(model, p, &o.dump)?;
             let (pr, md, gen) = trace_shape(p, &t)?;
             own.attn = trace_attention(p, &t, o.attn)?;
+            own.batching = trace_batching(p, &t, o.batching, model.hp.n_layer)?;
             (pr, gen.len(), md)
         }
         _ => (o.ids.clone(), o.steps, o.mode),

@@ -124,7 +124,14 @@ pub(crate) fn replay(
         let mut dec = decoder(model, c, o)?;
         dec.set_dither(dither);
         let forced = generated[..generated.len().saturating_sub(1)].to_vec();
-        lane_run(&dec, &RunSpec { ids: prompt.to_vec(), steps: generated.len(), mode, forced })
+        let spec = RunSpec {
+            ids: prompt.to_vec(),
+            steps: generated.len(),
+            mode,
+            batching: o.batching,
+            forced,
+        };
+        lane_run(&dec, &spec)
     })
 }
 

@@ -27,7 +27,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use tiercheck_lanes::{self as lanes, Impl};
-use tiercheck_model::run::{self, RunSpec};
+use tiercheck_model::run::{self, Batching, RunSpec};
 use tiercheck_model::shaped::{self, ShapeOptions};
 use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
 
@@ -183,6 +183,7 @@ fn decode_round(
         ids: ids(o.tokens, model.hp.n_vocab),
         steps: 0,
         mode: Mode::Decode,
+        batching: Batching::LLAMA_CLI,
         forced: Vec::new(),
     };
     let t1 = Instant::now();

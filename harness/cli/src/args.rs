@@ -13,7 +13,7 @@ use clap::Args;
 use tiercheck_core::Lane;
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::runner::{PromptIds, RunOptions};
-use tiercheck_model::{Attention, FlashAttn, KvType, Mode, Model, Residual};
+use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Logits, Mode, Model, Residual};
 
 /// The lane named `name`, or clap's error naming the known lanes.
 fn lane(cmd: &clap::Command, name: &str) -> Result<&'static Lane, clap::Error> {
@@ -124,6 +124,19 @@ pub struct Setup {
     /// `--threads` never changes a result.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tier_threads: u32,
+    /// Tokens per `llama_decode` of the prompt (llama-cli's `-b`; capped at `--ctx`, as
+    /// llama.cpp caps it).
+    #[arg(long = "batch", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
+    pub n_batch: u32,
+    /// Tokens per graph (llama-cli's `-ub`; capped at the batch size): a longer prompt is
+    /// evaluated as several graphs, each choosing its kernels by its own row count.
+    #[arg(long = "ubatch", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub n_ubatch: u32,
+    /// Which prompt rows get logits: `last` (llama-cli and llama-server: the last layer
+    /// after its attention and the head run on that row alone) or `all` (the perplexity
+    /// tool).
+    #[arg(long, value_enum, default_value_t = Logits::Last)]
+    pub logits: Logits,
 }
 
 /// `--threads`: the decoder's threads per matmul.
@@ -240,11 +253,21 @@ impl Setup {
         RunOptions {
             steps,
             mode: self.mode(),
+            batching: self.batching(),
             residual: self.residual,
             threads: exec.threads.get(jobs),
             n_ctx: self.n_ctx,
             attn: self.attention(),
             traces,
+        }
+    }
+
+    /// The batching options.
+    pub fn batching(&self) -> Batching {
+        Batching {
+            n_batch: self.n_batch as usize,
+            n_ubatch: self.n_ubatch as usize,
+            logits: self.logits,
         }
     }
 

@@ -13,7 +13,7 @@ use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError};
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::embedded;
-use tiercheck_model::{Attention, Mode, Model, Residual};
+use tiercheck_model::{Attention, Batching, Mode, Model, Residual};
 
 const PROMPT: [u32; 4] = [17, 2045, 388, 901];
 
@@ -27,6 +27,7 @@ fn opts(steps: usize, floor_seeds: u64) -> DeltaOptions {
         ids: PROMPT.to_vec(),
         steps,
         mode: Mode::Prompt,
+        batching: Batching::LLAMA_CLI,
         residual: Residual::F32,
         n_ctx: 512,
         attn: Attention::F32_OFF,
@@ -267,6 +268,7 @@ fn attr_opts(steps: usize, layers: Option<Vec<usize>>) -> AttributeOptions {
         prompt: PROMPT.to_vec(),
         steps,
         mode: Mode::Prompt,
+        batching: Batching::LLAMA_CLI,
         residual: Residual::F32,
         n_ctx: 512,
         attn: Attention::F32_OFF,

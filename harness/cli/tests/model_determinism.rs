@@ -5,7 +5,7 @@
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded;
 use tiercheck_model::run::{self, RunSpec};
-use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
+use tiercheck_model::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
 fn digests(
     model: &Model,
@@ -34,7 +34,7 @@ fn digests_with(
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads };
     let dec = Decoder::new(model, arith, Residual::F32, 512, attn).unwrap();
-    let spec = RunSpec { ids, steps: 6, mode, forced: Vec::new() };
+    let spec = RunSpec { ids, steps: 6, mode, batching: Batching::LLAMA_CLI, forced: Vec::new() };
     let out = run::run(&dec, &spec, TapSink::new(false, true)).unwrap();
     (out.generated, out.digests.into_iter().collect())
 }
@@ -90,8 +90,13 @@ fn bf16_residual_changes_the_bits_and_stays_close() {
     let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
     let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
-    let spec =
-        RunSpec { ids: vec![1, 250, 1999, 42], steps: 0, mode: Mode::Prompt, forced: Vec::new() };
+    let spec = RunSpec {
+        ids: vec![1, 250, 1999, 42],
+        steps: 0,
+        mode: Mode::Prompt,
+        batching: Batching::LLAMA_CLI,
+        forced: Vec::new(),
+    };
     let logits = |res: Residual| {
         let dec = Decoder::new(&model, arith, res, 512, Attention::LLAMA_DEFAULT).unwrap();
         let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
@@ -118,6 +123,7 @@ fn embedded_model_activations_stay_in_a_realistic_range() {
         ids: vec![1, 250, 1999, 42, 3000, 777, 64],
         steps: 0,
         mode: Mode::Prompt,
+        batching: Batching::EVERY_ROW,
         forced: Vec::new(),
     };
     let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
@@ -134,4 +140,106 @@ fn embedded_model_activations_stay_in_a_realistic_range() {
     }
     let logits = rms("result_output");
     assert!((1.0..10.0).contains(&logits), "logit rms {logits:.3}");
+}
+
+/// A lane's trace of `ids` in prompt mode with `batching` (every tap kept).
+fn prompt_trace(model: &Model, lane: &str, ids: &[u32], batching: Batching) -> run::RunOutput {
+    let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
+    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 2 };
+    let dec = Decoder::new(model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
+    let spec =
+        RunSpec { ids: ids.to_vec(), steps: 0, mode: Mode::Prompt, batching, forced: Vec::new() };
+    run::run(&dec, &spec, TapSink::new(true, false)).unwrap()
+}
+
+/// A prompt evaluated as ubatches of one row is the same computation as decode mode (one
+/// token per step), on every lane: each graph's rows take the kernels of their own row
+/// count and attend the K/V cache of the graphs before them. The prompt step's taps are
+/// decode mode's steps' rows, in order, bit for bit; its record lists the seven graphs.
+#[test]
+fn ubatches_of_one_row_are_decode_mode() {
+    let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
+    let ids = [17, 2045, 388, 901, 5, 6, 3000];
+    let one = Batching { n_batch: 4, n_ubatch: 1, logits: tiercheck_model::Logits::All };
+    for lane in tiercheck_core::LANES.iter().map(|l| l.name) {
+        let p = prompt_trace(&model, lane, &ids, one);
+        assert_eq!(p.steps.len(), 1);
+        assert_eq!(p.steps[0].ubatches, vec![1; 7], "{lane}");
+        let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
+        let arith =
+            Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+        let dec =
+            Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
+        let spec = RunSpec {
+            ids: ids.to_vec(),
+            steps: 0,
+            mode: Mode::Decode,
+            batching: Batching::LLAMA_CLI,
+            forced: Vec::new(),
+        };
+        let d = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
+        assert_eq!(d.steps.len(), 7);
+        for t in &p.taps {
+            let rows: Vec<u32> = d
+                .taps
+                .iter()
+                .filter(|x| x.name == t.name)
+                .flat_map(|x| x.data.iter().map(|v| v.to_bits()))
+                .collect();
+            let mine: Vec<u32> = t.data.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(mine, rows, "{lane}: tap {} differs from decode mode", t.name);
+        }
+        assert_eq!(p.steps[0].emitted, d.steps[6].emitted, "{lane}");
+    }
+}
+
+/// `--logits last` prunes the last layer after its attention output projection: the
+/// taps before that point are those of `--logits all`; the pruned taps (the last layer's
+/// `ffn_inp` on, the head) have one row. On `ref`, whose matmul computes each row alone,
+/// that row equals the last row of `--logits all`; on the haswell lane, whose plain Q4_K
+/// and Q6_K matmuls take the tiled path from 8 rows, the last layer's `ffn_out` (a
+/// one-row gemv when pruned) differs from it, so the pruning reaches the kernels.
+#[test]
+fn logits_last_prunes_the_last_layer_to_the_output_row() {
+    let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
+    let ids: Vec<u32> = (0..20).map(|i| (i * 149 + 7) % 3072).collect();
+    let n_layer = model.hp.n_layer;
+    let last = Batching::LLAMA_CLI;
+    let all = Batching { logits: tiercheck_model::Logits::All, ..last };
+    for (lane, row_independent) in [("ref", true), ("x86_64-avx2", false)] {
+        let (l, a) =
+            (prompt_trace(&model, lane, &ids, last), prompt_trace(&model, lane, &ids, all));
+        assert_eq!(l.steps[0].outputs, Some(vec![19]));
+        assert_eq!(a.steps[0].outputs, None);
+        let mut pruned = 0;
+        let mut differs = Vec::new();
+        for t in &l.taps {
+            let full = a.taps.iter().find(|x| x.name == t.name).unwrap();
+            let width = full.data.len() / full.rows;
+            if run::is_pruned(&t.name, n_layer) {
+                pruned += 1;
+                assert_eq!(t.rows, 1, "{lane}: {}", t.name);
+                let tail = &full.data[(full.rows - 1) * width..];
+                if t.data.iter().zip(tail).any(|(x, y)| x.to_bits() != y.to_bits()) {
+                    differs.push(t.name.clone());
+                }
+            } else {
+                assert_eq!(t.rows, 20, "{lane}: {}", t.name);
+                assert!(
+                    t.data.iter().zip(&full.data).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{lane}: unpruned tap {} differs",
+                    t.name
+                );
+            }
+        }
+        assert_eq!(pruned, 7, "{lane}: pruned taps");
+        if row_independent {
+            assert!(differs.is_empty(), "{lane}: pruned rows differ: {differs:?}");
+        } else {
+            assert!(
+                differs.contains(&format!("ffn_out-{}", n_layer - 1)),
+                "{lane}: the pruned ffn_out equals the tiled path's row: {differs:?}"
+            );
+        }
+    }
 }

@@ -45,10 +45,10 @@ use libtest_mimic::{Arguments, Completion, Trial};
 
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded::{self, Prompts, Recipe};
-use tiercheck_model::run::{self, read_trace, RunSpec, Trace};
+use tiercheck_model::run::{self, graphs, read_trace, Graph, RunSpec, Trace};
 use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{
-    Arith, Attention, Decoder, FlashAttn, KvType, Mode, Model, Residual, TapSink,
+    Arith, Attention, Batching, Decoder, FlashAttn, KvType, Logits, Mode, Model, Residual, TapSink,
 };
 use tiercheck_oracle::OracleConfig;
 
@@ -182,10 +182,29 @@ fn ours(
     attention: Attention,
     path: &Path,
 ) -> Result<Trace, String> {
+    let spec = RunSpec {
+        ids: ids.to_vec(),
+        steps: 0,
+        mode,
+        batching: Batching::EVERY_ROW,
+        forced: Vec::new(),
+    };
+    ours_spec(model, arith, &spec, attention, 512, path)
+}
+
+/// Our lane's trace of `spec` in a context of `n_ctx` cells, written to `path` and read
+/// back.
+fn ours_spec(
+    model: &Model,
+    arith: Arith,
+    spec: &RunSpec,
+    attention: Attention,
+    n_ctx: usize,
+    path: &Path,
+) -> Result<Trace, String> {
     let dec =
-        Decoder::new(model, arith, Residual::F32, 512, attention).map_err(|e| e.to_string())?;
-    let spec = RunSpec { ids: ids.to_vec(), steps: 0, mode, forced: Vec::new() };
-    let out = run::run(&dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
+        Decoder::new(model, arith, Residual::F32, n_ctx, attention).map_err(|e| e.to_string())?;
+    let out = run::run(&dec, spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
     run::write_trace(path, &out, Default::default()).map_err(|e| e.to_string())?;
     read_trace(path).map_err(|e| e.to_string())
 }
@@ -292,6 +311,10 @@ struct LlamaRun {
     repack: bool,
     steps: usize,
     attn: Attention,
+    /// Batch and ubatch sizes and output rows (`--batch --ubatch --logits`).
+    batching: Batching,
+    /// Context length (`--ctx`).
+    ctx: usize,
 }
 
 /// The capture tool's arguments after the build's for `run` on `model` (all but `--out`).
@@ -305,6 +328,10 @@ fn run_args(model: &Path, ids: &[u32], run: &LlamaRun) -> Vec<String> {
         ("--kv", run.attn.kv.name().into()),
         ("--fa", run.attn.fa.name().into()),
         ("--threads", LLAMA_THREADS.to_string()),
+        ("--ctx", run.ctx.to_string()),
+        ("--batch", run.batching.n_batch.to_string()),
+        ("--ubatch", run.batching.n_ubatch.to_string()),
+        ("--logits", run.batching.logits.name().into()),
     ] {
         args.push(k.into());
         args.push(v);
@@ -536,7 +563,7 @@ fn forced_trace(
             build,
             &model.path,
             &forced_ids(trial_len(a)),
-            LlamaRun { mode, repack, steps: 0, attn: a },
+            LlamaRun { mode, repack, steps: 0, attn: a, batching: Batching::EVERY_ROW, ctx: 512 },
             &path,
         )
         .map(Arc::new)
@@ -617,7 +644,7 @@ fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(
         build,
         &built.path,
         &ids,
-        LlamaRun { mode, repack, steps: 0, attn: a },
+        LlamaRun { mode, repack, steps: 0, attn: a, batching: Batching::EVERY_ROW, ctx: 512 },
         &dir.path().join("llama.safetensors"),
     )?;
     let arith = lane_arith(build.lane(repack))?;
@@ -674,7 +701,14 @@ fn llama_tiled(build: Build, repack: bool) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(70);
     let a = attn(KvType::F16, FlashAttn::On);
-    let run = LlamaRun { mode: Mode::Prompt, repack, steps: 0, attn: a };
+    let run = LlamaRun {
+        mode: Mode::Prompt,
+        repack,
+        steps: 0,
+        attn: a,
+        batching: Batching::EVERY_ROW,
+        ctx: 512,
+    };
     let theirs = llama_trace(build, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(build.lane(repack))?;
     let mine = ours(&model, arith, &ids, Mode::Prompt, a, &dir.path().join("ours.st"))?;
@@ -706,7 +740,14 @@ fn llama_split_kv() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(262);
     let a = attn(KvType::F16, FlashAttn::On);
-    let run = LlamaRun { mode: Mode::Decode, repack: true, steps: 0, attn: a };
+    let run = LlamaRun {
+        mode: Mode::Decode,
+        repack: true,
+        steps: 0,
+        attn: a,
+        batching: Batching::EVERY_ROW,
+        ctx: 512,
+    };
     let theirs = llama_trace(Build::Haswell, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(Build::Haswell.lane(true))?;
     let mine = ours(&model, arith, &ids, Mode::Decode, a, &dir.path().join("ours.safetensors"))?;
@@ -739,53 +780,7 @@ fn llama_layer_local(build: Build, mode: Mode, repack: bool, a: Attention) -> Re
     let theirs = forced_trace(build, mode, repack, a)?;
     let dec = Decoder::new(&model, lane_arith(build.lane(repack))?, Residual::F32, 512, a)
         .map_err(|e| e.to_string())?;
-    let hp = &model.hp;
-    let get = |step: usize, name: &str| -> Result<&tiercheck_gguf::tensorfile::Tensor, String> {
-        theirs
-            .taps
-            .get(&(step, name.to_string()))
-            .ok_or_else(|| format!("llama trace lacks {step:03}/{name}"))
-    };
-    let mut diffs = Vec::new();
-    for (step, rec) in theirs.steps.iter().enumerate() {
-        let m = rec.input_ids.len();
-        let pos0 = rec.positions[0];
-        for il in 0..hp.n_layer {
-            let input = if il == 0 {
-                get(step, "inp_embd")?
-            } else {
-                get(step, &format!("l_out-{}", il - 1))?
-            };
-            let mut cache = dec.new_cache();
-            for earlier in 0..step {
-                let k = get(earlier, &format!("Kcur-{il}"))?;
-                let v = get(earlier, &format!("Vcur-{il}"))?;
-                let kvd = k.shape[1];
-                for (r, p) in theirs.steps[earlier].positions.iter().enumerate() {
-                    cache.store(
-                        il,
-                        *p,
-                        &k.data[r * kvd..(r + 1) * kvd],
-                        &v.data[r * kvd..(r + 1) * kvd],
-                    );
-                }
-            }
-            let mut sink = TapSink::new(true, false);
-            sink.set_step(step);
-            dec.eval_layer(il, &mut cache, &input.data, pos0, m, &mut sink)
-                .map_err(|e| e.to_string())?;
-            for t in sink.into_taps().0 {
-                diffs.push(tapdiff::diff(step, &t.name, &t.data, &get(step, &t.name)?.data));
-            }
-        }
-        let last = get(step, &format!("l_out-{}", hp.n_layer - 1))?;
-        let mut sink = TapSink::new(true, false);
-        sink.set_step(step);
-        dec.head(&last.data, m, &mut sink).map_err(|e| e.to_string())?;
-        for t in sink.into_taps().0 {
-            diffs.push(tapdiff::diff(step, &t.name, &t.data, &get(step, &t.name)?.data));
-        }
-    }
+    let diffs = layer_local_diffs(&dec, &theirs)?;
     let what = format!(
         "{} vs llama.cpp {} {} (repack {repack}, {}) layer-local",
         build.lane(repack),
@@ -794,6 +789,213 @@ fn llama_layer_local(build: Build, mode: Mode, repack: bool, a: Attention) -> Re
         a.label()
     );
     judge(&what, &diffs)
+}
+
+/// Each of `dec`'s layers fed `theirs`'s input to that layer (its previous `l_out`, or
+/// its embedding rows), graph by graph as the trace's steps record their ubatches, with
+/// a KV cache filled from `theirs`'s own `Kcur` and `Vcur` of the earlier steps and
+/// graphs; the last layer pruned to each graph's output rows; the head fed the trace's
+/// last `l_out`. Every tap compared with the same rows of the trace.
+fn layer_local_diffs(dec: &Decoder<'_>, theirs: &Trace) -> Result<Vec<TapDiff>, String> {
+    let hp = dec.hp;
+    let n_layer = hp.n_layer;
+    let get = |step: usize, name: &str| -> Result<&tiercheck_gguf::tensorfile::Tensor, String> {
+        theirs
+            .taps
+            .get(&(step, name.to_string()))
+            .ok_or_else(|| format!("llama trace lacks {step:03}/{name}"))
+    };
+    let rows_of = |step: usize, name: &str, g: &Graph| -> Result<&[f32], String> {
+        let t = get(step, name)?;
+        let (row0, rows) = g.rows_in(name, n_layer);
+        let w = t.shape[1];
+        t.data
+            .get(row0 * w..(row0 + rows) * w)
+            .ok_or_else(|| format!("llama trace's {step:03}/{name} has too few rows"))
+    };
+    let mut diffs = Vec::new();
+    for (step, rec) in theirs.steps.iter().enumerate() {
+        let pos0 = rec.positions[0];
+        for g in graphs(rec) {
+            let mut sink = TapSink::new(true, false);
+            sink.set_step(step);
+            for il in 0..n_layer {
+                let input = if il == 0 {
+                    rows_of(step, "inp_embd", &g)?
+                } else {
+                    rows_of(step, &format!("l_out-{}", il - 1), &g)?
+                };
+                let mut cache = dec.new_cache();
+                for earlier in 0..=step {
+                    let k = get(earlier, &format!("Kcur-{il}"))?;
+                    let v = get(earlier, &format!("Vcur-{il}"))?;
+                    let kvd = k.shape[1];
+                    let positions = &theirs.steps[earlier].positions;
+                    let n = if earlier == step { g.start } else { positions.len() };
+                    for (r, p) in positions[..n].iter().enumerate() {
+                        cache.store(
+                            il,
+                            *p,
+                            &k.data[r * kvd..(r + 1) * kvd],
+                            &v.data[r * kvd..(r + 1) * kvd],
+                        );
+                    }
+                }
+                let outputs = (il + 1 == n_layer).then_some(&g.outputs[..]);
+                dec.eval_layer_out(
+                    il,
+                    &mut cache,
+                    input,
+                    pos0 + g.start,
+                    g.rows,
+                    outputs,
+                    &mut sink,
+                )
+                .map_err(|e| e.to_string())?;
+            }
+            if !g.outputs.is_empty() {
+                let last = rows_of(step, &format!("l_out-{}", n_layer - 1), &g)?;
+                dec.head(last, g.outputs.len(), &mut sink).map_err(|e| e.to_string())?;
+            }
+            for t in sink.into_taps().0 {
+                diffs.push(tapdiff::diff(step, &t.name, &t.data, rows_of(step, &t.name, &g)?));
+            }
+        }
+    }
+    Ok(diffs)
+}
+
+/// A run the way llama-cli and llama-server make it, on a small scale: the prompt given
+/// to `llama_decode` in batches of `n_batch`, each evaluated as graphs of `n_ubatch` rows,
+/// only the prompt's last row an output, then greedy single-token steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct CliRun {
+    prompt: usize,
+    steps: usize,
+    batching: Batching,
+    ctx: usize,
+}
+
+/// 157 ids as batches of 96 cut into ubatches of 64: graphs of 64 (ggml's tiled flash
+/// attention, whole groups of the repacked gemm), 32 and 61 rows (odd: the i8mm tiles'
+/// `nrc == 1` rows, the repacked gemm's leftover gemv rows), the K/V cache carried
+/// between them; the last layer and the head on the prompt's last row alone (gemv where
+/// the prompt's other layers take gemm or the tiled paths); three greedy steps.
+const CLI_SMALL: CliRun = CliRun {
+    prompt: 157,
+    steps: 3,
+    batching: Batching { n_batch: 96, n_ubatch: 64, logits: Logits::Last },
+    ctx: 512,
+};
+
+/// llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 (n_batch 2048),
+/// the second ubatch attending 768 cells, in a context of 1024; three greedy steps.
+const CLI_DEFAULTS: CliRun =
+    CliRun { prompt: 600, steps: 3, batching: Batching::LLAMA_CLI, ctx: 1024 };
+
+/// llama.cpp's trace of `cli` on `build` (through the trace cache), computed once per
+/// test process.
+fn cli_trace(build: Build, repack: bool, a: Attention, cli: CliRun) -> Result<Arc<Trace>, String> {
+    type Cell = Arc<OnceLock<Result<Arc<Trace>, String>>>;
+    type Key = (Build, bool, Attention, CliRun);
+    static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
+    let cell: Cell = {
+        let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
+        Arc::clone(map.entry((build, repack, a, cli)).or_default())
+    };
+    cell.get_or_init(|| {
+        let model = embedded_model()?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let run = LlamaRun {
+            mode: Mode::Prompt,
+            repack,
+            steps: cli.steps,
+            attn: a,
+            batching: cli.batching,
+            ctx: cli.ctx,
+        };
+        let t = llama_trace(
+            build,
+            &model.path,
+            &forced_ids(cli.prompt),
+            run,
+            &dir.path().join("l.st"),
+        )?;
+        // llama.cpp ran the graphs and outputs this run means (the capture tool checked
+        // each graph's rows against them).
+        let b = cli.batching.effective(cli.ctx);
+        let first = t.steps.first().ok_or("llama.cpp's trace has no steps")?;
+        if first.ubatches != b.ubatches(cli.prompt) || first.outputs != Some(vec![cli.prompt - 1]) {
+            return Err(format!(
+                "llama.cpp's prompt step ran graphs {:?} with outputs {:?}, expected {:?} and [{}]",
+                first.ubatches,
+                first.outputs,
+                b.ubatches(cli.prompt),
+                cli.prompt - 1
+            ));
+        }
+        let want = (1 + cli.steps, b.n_batch.to_string(), b.n_ubatch.to_string());
+        let got = (t.steps.len(), t.meta["n_batch"].clone(), t.meta["n_ubatch"].clone());
+        if got != want {
+            return Err(format!(
+                "llama.cpp's trace: steps, n_batch, n_ubatch {got:?}, expected {want:?}"
+            ));
+        }
+        Ok(Arc::new(t))
+    })
+    .clone()
+}
+
+/// Our lane against llama.cpp run as `cli` says: whole run (the same greedy tokens, every
+/// tap of every step bitwise) or layer-local.
+fn llama_cli(
+    build: Build,
+    repack: bool,
+    a: Attention,
+    cli: CliRun,
+    local: bool,
+) -> Result<(), String> {
+    let model = embedded_model()?;
+    let theirs = cli_trace(build, repack, a, cli)?;
+    let arith = lane_arith(build.lane(repack))?;
+    let what = format!(
+        "{} vs llama.cpp {} as llama-cli runs ({} ids, n_batch {}, n_ubatch {}, logits {}, repack {repack}, {})",
+        build.lane(repack),
+        build.name(),
+        cli.prompt,
+        cli.batching.n_batch,
+        cli.batching.n_ubatch,
+        cli.batching.logits.name(),
+        a.label()
+    );
+    if local {
+        let dec =
+            Decoder::new(&model, arith, Residual::F32, cli.ctx, a).map_err(|e| e.to_string())?;
+        return judge(&format!("{what} layer-local"), &layer_local_diffs(&dec, &theirs)?);
+    }
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let spec = RunSpec {
+        ids: forced_ids(cli.prompt),
+        // tiercheck counts the prompt step's greedy token as the first of its steps.
+        steps: cli.steps + 1,
+        mode: Mode::Prompt,
+        batching: cli.batching,
+        forced: Vec::new(),
+    };
+    let mine = ours_spec(&model, arith, &spec, a, cli.ctx, &dir.path().join("ours.st"))?;
+    let tokens = |t: &Trace| t.steps.iter().map(|s| s.emitted).collect::<Vec<_>>();
+    if tokens(&mine) != tokens(&theirs) {
+        return Err(format!(
+            "{what}: greedy tokens {:?}, llama.cpp's {:?}",
+            tokens(&mine),
+            tokens(&theirs)
+        ));
+    }
+    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    judge(&format!("{what} end to end"), &diffs)
 }
 
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied
@@ -852,7 +1054,13 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", lane.name))?;
         let out = run::run(
             &dec,
-            &RunSpec { ids: ids.clone(), steps: 4, mode: Mode::Prompt, forced: Vec::new() },
+            &RunSpec {
+                ids: ids.clone(),
+                steps: 4,
+                mode: Mode::Prompt,
+                batching: Batching::LLAMA_CLI,
+                forced: Vec::new(),
+            },
             TapSink::none(),
         )
         .map_err(|e| format!("{}: {e}", lane.name))?;
@@ -873,7 +1081,14 @@ fn llama_delta() -> Result<(), String> {
     let out = dir.path().join("llama.safetensors");
     let ids = [17, 2045, 388, 901, 5, 5, 912, 42, 3000];
     let defaults = attn(KvType::F16, FlashAttn::On);
-    let run = LlamaRun { mode: Mode::Prompt, repack: true, steps: 12, attn: defaults };
+    let run = LlamaRun {
+        mode: Mode::Prompt,
+        repack: true,
+        steps: 12,
+        attn: defaults,
+        batching: Batching::EVERY_ROW,
+        ctx: 512,
+    };
     llama_trace(Build::Haswell, &model.path, &ids, run, &out)?;
     let a = tiercheck_analysis::Source::parse(Build::Haswell.lane(true), Impl::Auto)
         .map_err(|e| e.to_string())?;
@@ -883,6 +1098,7 @@ fn llama_delta() -> Result<(), String> {
         ids: Vec::new(),
         steps: 0,
         mode: Mode::Prompt,
+        batching: Batching::LLAMA_CLI,
         residual: Residual::F32,
         n_ctx: 512,
         attn: defaults,
@@ -951,7 +1167,14 @@ fn driver_matches_in_process() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     for mode in [Mode::Decode, Mode::Prompt] {
         let a = dir.path().join(format!("in-process-{}.safetensors", mode.name()));
-        let run = LlamaRun { mode, repack: true, steps: 3, attn: attn(KvType::F16, FlashAttn::On) };
+        let run = LlamaRun {
+            mode,
+            repack: true,
+            steps: 3,
+            attn: attn(KvType::F16, FlashAttn::On),
+            batching: Batching::EVERY_ROW,
+            ctx: 512,
+        };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(10).iter().map(|i| i.to_string()).collect();
@@ -1011,7 +1234,14 @@ fn capture_from_llama_cpp_python() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     for mode in [Mode::Decode, Mode::Prompt] {
         let a = dir.path().join(format!("lib-{}.safetensors", mode.name()));
-        let run = LlamaRun { mode, repack: true, steps: 2, attn: attn(KvType::F16, FlashAttn::On) };
+        let run = LlamaRun {
+            mode,
+            repack: true,
+            steps: 2,
+            attn: attn(KvType::F16, FlashAttn::On),
+            batching: Batching::EVERY_ROW,
+            ctx: 512,
+        };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
         let b = dir.path().join(format!("package-{}.safetensors", mode.name()));
         let ids: Vec<String> = forced_ids(6).iter().map(|i| i.to_string()).collect();
@@ -1095,6 +1325,8 @@ fn llama_identify() -> Result<(), String> {
             repack,
             steps: 0,
             attn: attn(KvType::F16, FlashAttn::On),
+            batching: Batching::EVERY_ROW,
+            ctx: 512,
         };
         llama_trace(build, &model.path, &ids, run, &out)?;
         let r = identify(&model, &out, &opts).map_err(|e| format!("{e:#}"))?;
@@ -1138,7 +1370,14 @@ fn trace_cache_recomputes_bitwise() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let a = attn(KvType::F16, FlashAttn::On);
     let ids = forced_ids(trial_len(a));
-    let run = || LlamaRun { mode: Mode::Prompt, repack: true, steps: 0, attn: a };
+    let run = || LlamaRun {
+        mode: Mode::Prompt,
+        repack: true,
+        steps: 0,
+        attn: a,
+        batching: Batching::EVERY_ROW,
+        ctx: 512,
+    };
     let build = Build::ArmI8mm;
     let cached = llama_trace(build, &model.path, &ids, run(), &dir.path().join("cached.st"))?;
     let entry = trace_cache_entry(build, &model.path, &ids, &run())?;
@@ -1277,6 +1516,44 @@ fn main() -> ExitCode {
                 };
                 trials.push(trial(&name, move || llama_end_to_end(build, mode, repack, a)));
             }
+        }
+    }
+    // Runs as llama-cli makes them (CLI_SMALL: several batches and ubatches, the last
+    // row's logits, greedy steps) on every build with repack off and on, with llama.cpp's
+    // default attention (whole run and layer-local) and the F32 cache without flash
+    // attention (whole run): `llama_cpp[/<build>]/cli/[f32_off/]<repack|no_repack>/...`.
+    for (build, repack) in builds {
+        for (a, tag, local) in [(default, "", true), (f32_off, "f32_off/", false)] {
+            let r = if repack { "repack" } else { "no_repack" };
+            let prefix = match build {
+                Build::Haswell => format!("llama_cpp/cli/{tag}{r}/"),
+                Build::Zen4 => format!("llama_cpp/zen4/cli/{tag}{r}/"),
+                _ => format!("llama_cpp/{}/cli/{tag}{r}/", build.name()),
+            };
+            trials.push(trial(&format!("{prefix}end_to_end"), move || {
+                llama_cli(build, repack, a, CLI_SMALL, false)
+            }));
+            if local {
+                trials.push(trial(&format!("{prefix}layer_local"), move || {
+                    llama_cli(build, repack, a, CLI_SMALL, true)
+                }));
+            }
+        }
+    }
+    // llama-cli's own sizes (600 ids: ubatches of 512 and 88) on haswell, repack on and
+    // off, both attention settings, and on the i8mm build with repack off.
+    for (build, repack, combos) in [
+        (Build::Haswell, true, &[(default, ""), (f32_off, "f32_off/")][..]),
+        (Build::Haswell, false, &[(default, ""), (f32_off, "f32_off/")][..]),
+        (Build::ArmI8mm, false, &[(default, "")][..]),
+    ] {
+        for &(a, tag) in combos {
+            let r = if repack { "repack" } else { "no_repack" };
+            let name = match build {
+                Build::Haswell => format!("llama_cpp/cli_defaults/{tag}{r}/end_to_end"),
+                _ => format!("llama_cpp/{}/cli_defaults/{tag}{r}/end_to_end", build.name()),
+            };
+            trials.push(trial(&name, move || llama_cli(build, repack, a, CLI_DEFAULTS, false)));
         }
     }
     for (name, verdict) in tiercheck_golden::claims::claim_checks(

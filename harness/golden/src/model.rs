@@ -17,7 +17,7 @@ use tiercheck_gguf::atomic_write::write_atomic;
 use tiercheck_lanes::Chosen;
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::runner::{self, PromptIds, RunOptions};
-use tiercheck_model::{Attention, Mode, Model, Residual};
+use tiercheck_model::{Attention, Batching, Mode, Model, Residual};
 
 /// One prompt's golden.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,6 +77,7 @@ pub fn compute(
     let opts = RunOptions {
         steps,
         mode: Mode::Prompt,
+        batching: Batching::LLAMA_CLI,
         residual: Residual::F32,
         threads: 1,
         n_ctx: 512,

@@ -403,13 +403,20 @@ impl<'m> Decoder<'m> {
         Ok(x)
     }
 
-    /// Evaluate `tokens` at positions `pos0..`, returning the logits (one row per token).
+    /// Evaluate `tokens` at positions `pos0..` as one graph (one llama.cpp ubatch) whose
+    /// output rows are `outputs` (ascending indices into `tokens`); returns the logits of
+    /// the output rows. As llama.cpp's graph with `inp_out_ids`, the last layer keeps
+    /// only the output rows after its attention output projection, so its `ffn_inp`,
+    /// `ffn_norm`, `ffn_swiglu`, `ffn_out`, `l_out` and the head see those rows alone
+    /// (and take the kernels of that row count); with no output row they are not
+    /// computed and their taps get no rows.
     pub(crate) fn eval(
         &self,
         cache: &mut KvCache,
         tokens: &[u32],
         pos0: usize,
         taps: &mut TapSink,
+        outputs: &[usize],
     ) -> Result<Vec<f32>, ModelError> {
         let m = tokens.len();
         if m == 0 {
@@ -422,15 +429,21 @@ impl<'m> Decoder<'m> {
                 self.n_ctx
             )));
         }
+        check_outputs(outputs, m)?;
         let mut x = self.embed(tokens)?;
         taps.put("inp_embd", m, &x);
+        let last = self.hp.n_layer - 1;
         for il in 0..self.hp.n_layer {
-            x = self.eval_layer(il, cache, &x, pos0, m, taps)?;
+            let out = if il == last { Some(outputs) } else { None };
+            x = self.eval_layer_out(il, cache, &x, pos0, m, out, taps)?;
             if il == 0 {
                 self.apply_dither(&mut x, pos0);
             }
         }
-        self.head(&x, m, taps)
+        if outputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.head(&x, outputs.len(), taps)
     }
 
     /// The final norm and output projection of `m` rows.
@@ -458,6 +471,26 @@ impl<'m> Decoder<'m> {
         m: usize,
         taps: &mut TapSink,
     ) -> Result<Vec<f32>, ModelError> {
+        self.eval_layer_out(il, cache, x, pos0, m, None, taps)
+    }
+
+    /// [`Decoder::eval_layer`], pruned to the rows `outputs` after the attention output
+    /// projection when given (llama.cpp's `get_rows(inp_out_ids)` of the last layer):
+    /// `ffn_inp` and everything after it, and the returned `l_out`, hold those rows only.
+    #[allow(clippy::too_many_arguments)]
+    pub fn eval_layer_out(
+        &self,
+        il: usize,
+        cache: &mut KvCache,
+        x: &[f32],
+        pos0: usize,
+        m: usize,
+        outputs: Option<&[usize]>,
+        taps: &mut TapSink,
+    ) -> Result<Vec<f32>, ModelError> {
+        if let Some(o) = outputs {
+            check_outputs(o, m)?;
+        }
         let hp = self.hp;
         let (e, hd, nh, nkv) = (hp.n_embd, hp.head_dim, hp.n_head, hp.n_head_kv);
         let ly = &self.layers[il];
@@ -502,7 +535,21 @@ impl<'m> Decoder<'m> {
         let kqv = step.attend(il, cache, &q, pos0, m);
         taps.put(&tag("kqv_out"), m, &kqv);
 
-        let attn = self.matmul(&ly.wo, &kqv, m, &tag("attn_output"))?;
+        let mut attn = self.matmul(&ly.wo, &kqv, m, &tag("attn_output"))?;
+        // llama.cpp's last layer: get_rows(inp_out_ids) of the projection and of the
+        // layer input; the rest of the layer runs on those rows.
+        let pruned_x;
+        let (x, m) = match outputs {
+            None => (x, m),
+            Some(o) => {
+                attn = select_rows(&attn, e, o);
+                pruned_x = select_rows(x, e, o);
+                (&pruned_x[..], o.len())
+            }
+        };
+        if m == 0 {
+            return Ok(Vec::new());
+        }
         let mut ffn_inp: Vec<f32> = attn.iter().zip(x).map(|(a, b)| a + b).collect();
         self.round_residual(&mut ffn_inp);
         taps.put(&tag("ffn_inp"), m, &ffn_inp);
@@ -528,4 +575,24 @@ impl<'m> Decoder<'m> {
         taps.put(&tag("l_out"), m, &l_out);
         Ok(l_out)
     }
+}
+
+/// The rows `rows` of the `width`-wide row-major `x`, in that order.
+fn select_rows(x: &[f32], width: usize, rows: &[usize]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows.len() * width);
+    for &r in rows {
+        out.extend_from_slice(&x[r * width..(r + 1) * width]);
+    }
+    out
+}
+
+/// Output rows must ascend strictly and lie inside the `m` rows of the graph.
+fn check_outputs(outputs: &[usize], m: usize) -> Result<(), ModelError> {
+    let ascending = outputs.windows(2).all(|w| w[0] < w[1]);
+    if !ascending || outputs.last().is_some_and(|&r| r >= m) {
+        return Err(ModelError::Request(format!(
+            "output rows {outputs:?} must ascend strictly and lie below the {m} rows of the graph"
+        )));
+    }
+    Ok(())
 }

@@ -8,8 +8,12 @@
 //!   `result_output` (the logits) is required, since it gives each step's greedy token.
 //! - **Shapes**: `[rows, width]` with the tap's width for the model (`n_embd`, the Q or K/V
 //!   width, `n_ff`, `n_vocab`). Decode mode (token by token): one row per id, step s being
-//!   row s. Prompt mode (one batch): one row per id; `result_norm` and `result_output` may
-//!   hold the last row only (llama.cpp's default outputs only the last row's logits).
+//!   row s. Prompt mode (one batch): one row per id; the pruned taps (the last layer's
+//!   `ffn_inp`, `ffn_norm`, `ffn_swiglu`, `ffn_out`, `l_out`, and `result_norm`,
+//!   `result_output`) may hold the last row only, all of them alike: llama-cli and
+//!   llama-server ask for the last row's logits, and llama.cpp then computes those taps
+//!   for that row alone. The prompt's graphs are llama.cpp's ubatches of the metadata's
+//!   `n_batch` and `n_ubatch` (default 2048 and 512, llama-cli's).
 //! - **Token ids**: `--ids`, else an integer array `ids` (or `token_ids`, `tokens`), else a
 //!   metadata entry `ids` / `prompt_ids` (a JSON list); given twice they must agree.
 //! - **Mode**: `--mode`, else the metadata entry `mode` (`decode` / `prompt`); a dump that
@@ -25,8 +29,8 @@ use anyhow::{anyhow, bail, Result};
 use tiercheck_gguf::dump::{self, Dump, Values};
 use tiercheck_gguf::tensorfile::{self, Tensor};
 
-use crate::run::{record, tap_key, Mode, StepRecord, Trace};
-use crate::taps::LAYER_TAPS;
+use crate::run::{record, tap_key, Batching, Mode, StepRecord, Trace};
+use crate::taps::{is_pruned, LAYER_TAPS};
 use crate::Model;
 
 /// The names under which a dump may hold its token ids.
@@ -149,6 +153,8 @@ pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Res
     let mode = dump_mode(path, d, opts)?;
     let n = ids.len();
     let mut taps: BTreeMap<(usize, String), Tensor> = BTreeMap::new();
+    // Pruned taps holding the last row only, and holding every row.
+    let (mut last_rows, mut all_rows) = (Vec::new(), Vec::new());
     for (name, a) in &d.arrays {
         if ID_ARRAYS.contains(&name.as_str()) {
             continue;
@@ -165,10 +171,11 @@ pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Res
         if w != width {
             bail!("{p}: array '{name}' is {w} wide; the model's {name} is {width} wide");
         }
-        let last_only = mode == Mode::Prompt
-            && rows == 1
-            && n > 1
-            && (name == "result_output" || name == "result_norm");
+        let pruned = is_pruned(name, model.hp.n_layer);
+        let last_only = mode == Mode::Prompt && rows == 1 && n > 1 && pruned;
+        if pruned && mode == Mode::Prompt && n > 1 {
+            if last_only { &mut last_rows } else { &mut all_rows }.push(name.clone());
+        }
         if rows != n && !last_only {
             bail!(
                 "{p}: array '{name}' has {rows} rows for {n} ids ({} mode: one row per id)",
@@ -202,11 +209,42 @@ pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Res
         })?;
         Ok(&t.data[t.data.len() - model.hp.n_vocab..])
     };
+    if let (Some(a), Some(b)) = (last_rows.first(), all_rows.first()) {
+        bail!(
+            "{p}: array '{a}' holds the last row only but '{b}' holds every row: llama.cpp prunes all of the last layer's taps from ffn_inp on, and the head, alike"
+        );
+    }
+    let size = |key: &str, default: usize| -> Result<usize> {
+        match d.meta.get(key) {
+            None => Ok(default),
+            Some(v) => match v.parse::<usize>() {
+                Ok(x) if x >= 1 => Ok(x),
+                _ => bail!("{p}: metadata {key} = '{v}' is not a size"),
+            },
+        }
+    };
+    let defaults = Batching::LLAMA_CLI;
+    let batching = Batching {
+        n_batch: size("n_batch", defaults.n_batch)?,
+        n_ubatch: size("n_ubatch", defaults.n_ubatch)?,
+        logits: defaults.logits,
+    };
     let steps: Vec<StepRecord> = match mode {
         Mode::Decode => (0..n)
-            .map(|s| Ok(record(s, vec![s], &ids[s..s + 1], logits(s)?)))
+            .map(|s| {
+                let mut r = record(s, vec![s], &ids[s..s + 1], logits(s)?);
+                r.ubatches = vec![1];
+                Ok(r)
+            })
             .collect::<Result<_>>()?,
-        Mode::Prompt => vec![record(0, (0..n).collect(), &ids, logits(0)?)],
+        Mode::Prompt => {
+            let mut r = record(0, (0..n).collect(), &ids, logits(0)?);
+            r.ubatches = batching.ubatches(n);
+            if !last_rows.is_empty() {
+                r.outputs = Some(vec![n - 1]);
+            }
+            vec![r]
+        }
     };
     let mut meta = d.meta.clone();
     meta.insert("mode".into(), mode.name().into());

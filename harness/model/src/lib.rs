@@ -45,7 +45,7 @@ use sha2::{Digest, Sha256};
 pub use attention::{Attention, FlashAttn, KvCache, KvType};
 pub use decoder::{Arith, Decoder, Residual};
 pub use hparams::HParams;
-pub use run::{Mode, RunOutput, RunSpec, StepRecord};
+pub use run::{Batching, Logits, Mode, RunOutput, RunSpec, StepRecord};
 pub use taps::{Tap, TapSink};
 
 use tiercheck_gguf::{GgufError, GgufFile};

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::decoder::Decoder;
+pub use super::taps::is_pruned;
 use super::taps::{Tap, TapSink};
 use super::ModelError;
 use tiercheck_gguf::tensorfile::{self, Tensor, TensorFileError};
@@ -32,6 +33,138 @@ impl Mode {
     }
 }
 
+/// Which rows of the prompt get logits (llama.cpp's per-token `logits` flags).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Logits {
+    /// Only the prompt's last row, as llama-cli and llama-server ask: llama.cpp then
+    /// computes the last layer after its attention output projection (`ffn_inp` on) and
+    /// the head for that row alone (the graph's `inp_out_ids`).
+    #[default]
+    Last,
+    /// Every row, as the perplexity tool asks.
+    All,
+}
+
+impl Logits {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Logits::Last => "last",
+            Logits::All => "all",
+        }
+    }
+}
+
+/// How the prompt is cut into graphs and which of its rows are outputs, as llama.cpp
+/// does it: the prompt goes to `llama_decode` in batches of `n_batch` tokens (the server
+/// and llama-cli submit it so), and `llama_decode` evaluates each batch as ubatches of
+/// `n_ubatch` tokens, one graph each, in order, the K/V cache carried between them. Each
+/// graph's row count chooses its kernels (gemv or gemm, tiled paths, tiled flash
+/// attention). llama.cpp caps `n_batch` at the context length and `n_ubatch` at
+/// `n_batch` ([`Batching::effective`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Batching {
+    /// Tokens per `llama_decode` (llama-cli's `-b`).
+    pub n_batch: usize,
+    /// Tokens per graph (llama-cli's `-ub`).
+    pub n_ubatch: usize,
+    /// Which prompt rows get logits.
+    pub logits: Logits,
+}
+
+impl Batching {
+    /// llama-cli's and llama-server's defaults: `-b 2048 -ub 512`, the last row's logits.
+    pub const LLAMA_CLI: Batching = Batching { n_batch: 2048, n_ubatch: 512, logits: Logits::Last };
+    /// One graph of up to 512 rows with every row's logits (what the capture tool did
+    /// before it took batching options, and what the oracle trials of short prompts use).
+    pub const EVERY_ROW: Batching = Batching { n_batch: 512, n_ubatch: 512, logits: Logits::All };
+
+    /// Both sizes at least 1.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        if self.n_batch == 0 || self.n_ubatch == 0 {
+            return Err(ModelError::Request(format!(
+                "batch size {} and ubatch size {} must be at least 1",
+                self.n_batch, self.n_ubatch
+            )));
+        }
+        Ok(())
+    }
+
+    /// The sizes llama.cpp runs with in a context of `n_ctx` cells: `n_batch` capped at
+    /// `n_ctx` (causal attention), `n_ubatch` at that `n_batch`.
+    pub fn effective(&self, n_ctx: usize) -> Batching {
+        let n_batch = self.n_batch.min(n_ctx).max(1);
+        Batching { n_batch, n_ubatch: self.n_ubatch.min(n_batch).max(1), logits: self.logits }
+    }
+
+    /// The row counts of the graphs a prompt of `n` rows is evaluated as: batches of
+    /// `n_batch`, each cut into ubatches of `n_ubatch` (the last of each batch shorter).
+    /// Call on [`Batching::effective`] sizes.
+    pub fn ubatches(&self, n: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let mut batch = left.min(self.n_batch.max(1));
+            left -= batch;
+            while batch > 0 {
+                let u = batch.min(self.n_ubatch.max(1));
+                out.push(u);
+                batch -= u;
+            }
+        }
+        out
+    }
+}
+
+/// One graph (llama.cpp ubatch) of a recorded step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Graph {
+    /// Its first row in the step.
+    pub start: usize,
+    /// Its rows.
+    pub rows: usize,
+    /// Its output rows, as indices into the graph.
+    pub outputs: Vec<usize>,
+    /// How many of the step's output rows come before its own: where its rows begin in
+    /// a pruned tap of the step.
+    pub out_start: usize,
+}
+
+impl Graph {
+    /// Where this graph's rows begin in tap `name` of its step, and how many it has
+    /// there (the output rows for a pruned tap).
+    pub fn rows_in(&self, name: &str, n_layer: usize) -> (usize, usize) {
+        if is_pruned(name, n_layer) {
+            (self.out_start, self.outputs.len())
+        } else {
+            (self.start, self.rows)
+        }
+    }
+}
+
+/// The graphs a step was evaluated as, from its record.
+pub fn graphs(rec: &StepRecord) -> Vec<Graph> {
+    let outputs = rec.output_rows();
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut out_start = 0;
+    for rows in rec.ubatch_rows() {
+        let local: Vec<usize> = outputs
+            .iter()
+            .filter(|&&r| r >= start && r < start + rows)
+            .map(|&r| r - start)
+            .collect();
+        let n = local.len();
+        out.push(Graph { start, rows, outputs: local, out_start });
+        start += rows;
+        out_start += n;
+    }
+    out
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
@@ -42,6 +175,9 @@ pub struct RunSpec {
     pub steps: usize,
     /// Batching of the teacher-forced ids.
     pub mode: Mode,
+    /// How a prompt step is cut into graphs and which rows get logits (prompt mode; a
+    /// decode step is one row, which is its own output).
+    pub batching: Batching,
     /// Tokens to feed after the prompt instead of the greedy choices (teacher forcing
     /// a continuation, e.g. another lane's output); empty for greedy decoding. Step `k`
     /// after the prompt feeds `forced[k-1]`; the greedy choices are still recorded.
@@ -63,6 +199,35 @@ pub struct StepRecord {
     pub top: Vec<(u32, f32)>,
     /// Top-1 minus top-2 logit.
     pub gap: f32,
+    /// Row counts of the graphs (llama.cpp's ubatches) the step was evaluated as, in
+    /// order; empty in traces written before ubatches were recorded: one graph.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ubatches: Vec<usize>,
+    /// The rows (indices into the step) that are outputs: the pruned taps of the last
+    /// layer and the head hold these rows only. Absent: every row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<usize>>,
+}
+
+impl StepRecord {
+    /// Rows of the step.
+    pub fn rows(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// The output rows (every row when the record does not say).
+    pub fn output_rows(&self) -> Vec<usize> {
+        self.outputs.clone().unwrap_or_else(|| (0..self.rows()).collect())
+    }
+
+    /// The graphs' row counts (one graph of every row when the record does not say).
+    pub fn ubatch_rows(&self) -> Vec<usize> {
+        if self.ubatches.is_empty() {
+            vec![self.rows()]
+        } else {
+            self.ubatches.clone()
+        }
+    }
 }
 
 /// The result of a run.
@@ -101,7 +266,16 @@ pub(crate) fn record(
     let top = top5(last_logits);
     let emitted = top.first().map(|t| t.0).unwrap_or(0);
     let gap = if top.len() >= 2 { top[0].1 - top[1].1 } else { f32::INFINITY };
-    StepRecord { step, positions, input_ids: ids.to_vec(), emitted, top, gap }
+    StepRecord {
+        step,
+        positions,
+        input_ids: ids.to_vec(),
+        emitted,
+        top,
+        gap,
+        ubatches: Vec::new(),
+        outputs: None,
+    }
 }
 
 /// Run `spec` on `dec`, collecting taps into `sink`.
@@ -118,6 +292,7 @@ pub fn run(dec: &Decoder<'_>, spec: &RunSpec, mut sink: TapSink) -> Result<RunOu
             dec.n_ctx()
         )));
     }
+    spec.batching.validate()?;
     let nv = dec.hp.n_vocab;
     let mut cache = dec.new_cache();
     let mut steps = Vec::new();
@@ -126,12 +301,31 @@ pub fn run(dec: &Decoder<'_>, spec: &RunSpec, mut sink: TapSink) -> Result<RunOu
         Mode::Prompt => vec![&spec.ids[..]],
         Mode::Decode => spec.ids.chunks(1).collect(),
     };
+    let batching = spec.batching.effective(dec.n_ctx());
     for ids in chunks {
         sink.set_step(steps.len());
-        let logits = dec.eval(&mut cache, ids, pos, &mut sink)?;
-        let last = &logits[(ids.len() - 1) * nv..];
-        steps.push(record(steps.len(), (pos..pos + ids.len()).collect(), ids, last));
-        pos += ids.len();
+        let n = ids.len();
+        let outputs: Vec<usize> = match batching.logits {
+            Logits::Last => vec![n - 1],
+            Logits::All => (0..n).collect(),
+        };
+        let mut r = record(steps.len(), (pos..pos + n).collect(), ids, &[]);
+        r.ubatches = batching.ubatches(n);
+        if outputs.len() < n {
+            r.outputs = Some(outputs);
+        }
+        let mut last = Vec::new();
+        for g in graphs(&r) {
+            let rows = &ids[g.start..g.start + g.rows];
+            let logits = dec.eval(&mut cache, rows, pos + g.start, &mut sink, &g.outputs)?;
+            if !g.outputs.is_empty() {
+                last = logits[(g.outputs.len() - 1) * nv..].to_vec();
+            }
+        }
+        let full = record(r.step, r.positions.clone(), ids, &last);
+        (r.emitted, r.top, r.gap) = (full.emitted, full.top, full.gap);
+        steps.push(r);
+        pos += n;
     }
     let mut generated = Vec::with_capacity(spec.steps);
     if spec.steps > 0 {
@@ -150,8 +344,10 @@ pub fn run(dec: &Decoder<'_>, spec: &RunSpec, mut sink: TapSink) -> Result<RunOu
             None => [*generated.last().expect("nonempty")],
         };
         sink.set_step(steps.len());
-        let logits = dec.eval(&mut cache, &tok, pos, &mut sink)?;
-        steps.push(record(steps.len(), vec![pos], &tok, &logits));
+        let logits = dec.eval(&mut cache, &tok, pos, &mut sink, &[0])?;
+        let mut r = record(steps.len(), vec![pos], &tok, &logits);
+        r.ubatches = vec![1];
+        steps.push(r);
         generated.push(steps.last().expect("pushed").emitted);
         pos += 1;
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_lanes::{self as lanes, provenance, Chosen};
 
 use crate::run::{self, RunSpec, StepRecord};
-use crate::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
+use crate::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
 /// One named sequence of ids.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +28,8 @@ pub struct RunOptions {
     pub steps: usize,
     /// Batching of the prompt.
     pub mode: Mode,
+    /// Batch and ubatch sizes and output rows of a prompt step.
+    pub batching: Batching,
     /// Residual stream type.
     pub residual: Residual,
     /// Threads per matmul.
@@ -93,6 +95,7 @@ pub(crate) fn provenance_for(
     m.insert("residual".into(), opts.residual.name().into());
     m.insert("mode".into(), opts.mode.name().into());
     m.insert("n_ctx".into(), opts.n_ctx.to_string());
+    insert_batching(&mut m, &opts.batching.effective(opts.n_ctx));
     insert_attention(&mut m, &opts.attn);
     m.insert("model_sha256".into(), model.sha256.clone());
     m.insert("model_path".into(), model.path.display().to_string());
@@ -105,6 +108,14 @@ pub fn insert_attention(m: &mut BTreeMap<String, String>, a: &Attention) {
     m.insert("kv".into(), a.kv.name().into());
     m.insert("fa".into(), a.fa.name().into());
     m.insert("tier_threads".into(), a.tier_threads.to_string());
+}
+
+/// Record the batching in provenance: `n_batch`, `n_ubatch` (as llama.cpp runs them:
+/// [`Batching::effective`]) and `logits` (`last` or `all`).
+pub fn insert_batching(m: &mut BTreeMap<String, String>, b: &Batching) {
+    m.insert("n_batch".into(), b.n_batch.to_string());
+    m.insert("n_ubatch".into(), b.n_ubatch.to_string());
+    m.insert("logits".into(), b.logits.name().into());
 }
 
 /// Run `prompts` on one chosen lane in this process. `progress` is called after each
@@ -127,8 +138,13 @@ pub fn run_lane(
     let mut traces = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
         let t = Instant::now();
-        let spec =
-            RunSpec { ids: p.ids.clone(), steps: opts.steps, mode: opts.mode, forced: Vec::new() };
+        let spec = RunSpec {
+            ids: p.ids.clone(),
+            steps: opts.steps,
+            mode: opts.mode,
+            batching: opts.batching,
+            forced: Vec::new(),
+        };
         let sink = TapSink::new(opts.traces.is_some(), true);
         let out = run::run(&dec, &spec, sink)?;
         let wall_s = t.elapsed().as_secs_f64();

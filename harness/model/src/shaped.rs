@@ -721,6 +721,7 @@ mod tests {
                     ids: vec![1, 77, 1500, 9],
                     steps: 3,
                     mode: Mode::Decode,
+                    batching: crate::run::Batching::LLAMA_CLI,
                     forced: Vec::new(),
                 };
                 let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();

@@ -22,6 +22,20 @@ pub const LAYER_TAPS: [&str; 10] = [
     "l_out",
 ];
 
+/// Whether tap `name` of a model of `n_layer` layers is one llama.cpp computes for the
+/// output rows only (after `get_rows(inp_out_ids)` in the last layer): `ffn_inp`,
+/// `ffn_norm`, `ffn_swiglu`, `ffn_out`, `l_out` of the last layer, `result_norm`,
+/// `result_output`.
+pub fn is_pruned(name: &str, n_layer: usize) -> bool {
+    if name == "result_norm" || name == "result_output" {
+        return true;
+    }
+    let Some((kind, layer)) = name.rsplit_once('-') else { return false };
+    let last = n_layer.checked_sub(1).map(|l| l.to_string());
+    matches!(kind, "ffn_inp" | "ffn_norm" | "ffn_swiglu" | "ffn_out" | "l_out")
+        && Some(layer.to_string()) == last
+}
+
 /// One named per-layer tensor of one step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tap {
@@ -29,7 +43,7 @@ pub struct Tap {
     pub step: usize,
     /// llama.cpp eval-callback name (`attn_norm-3`, `result_output`, ...).
     pub name: String,
-    /// Rows (tokens of the step).
+    /// Rows (tokens of the step; its output rows for a pruned tap).
     pub rows: usize,
     /// Values, row-major.
     pub data: Vec<f32>,
@@ -42,6 +56,9 @@ pub struct TapSink {
     keep: bool,
     hash: bool,
     taps: Vec<Tap>,
+    /// Index into `taps` of each (step, name) kept, so the graphs (ubatches) of a step
+    /// append their rows to one tap.
+    index: BTreeMap<(usize, String), usize>,
     digests: BTreeMap<String, Sha256>,
 }
 
@@ -63,11 +80,17 @@ impl TapSink {
 
     /// The kept taps so far, removed from the sink (a caller comparing as it goes).
     pub fn take(&mut self) -> Vec<Tap> {
+        self.index.clear();
         std::mem::take(&mut self.taps)
     }
 
-    /// Record one tap.
+    /// Record one tap: `rows` rows of a graph of the current step. A step evaluated as
+    /// several graphs puts each tap once per graph; the rows are appended in order (a
+    /// graph with no rows of a tap adds nothing).
     pub fn put(&mut self, name: &str, rows: usize, data: &[f32]) {
+        if rows == 0 {
+            return;
+        }
         if self.hash {
             let h = self.digests.entry(name.to_string()).or_default();
             for v in data {
@@ -75,6 +98,14 @@ impl TapSink {
             }
         }
         if self.keep {
+            let key = (self.step, name.to_string());
+            if let Some(&i) = self.index.get(&key) {
+                let t = &mut self.taps[i];
+                t.rows += rows;
+                t.data.extend_from_slice(data);
+                return;
+            }
+            self.index.insert(key, self.taps.len());
             self.taps.push(Tap {
                 step: self.step,
                 name: name.to_string(),

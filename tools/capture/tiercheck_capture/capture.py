@@ -10,7 +10,8 @@
 #
 #   tiercheck-capture --lib DIR|FILE --model FILE.gguf --ids 1,2,3 --mode decode|prompt \
 #       --out TRACE.safetensors [--threads N] [--no-repack] [--steps N] [--kv f32|f16]
-#       [--fa on|off] [--gpu-layers N] [--verbose]
+#       [--fa on|off] [--ctx N] [--batch N] [--ubatch N] [--logits all|last]
+#       [--gpu-layers N] [--verbose]
 #   tiercheck-capture --llama-cpp-python --model ... (the libllama of the installed package)
 #   tiercheck-capture --driver BIN [--qemu-cpu MODEL] --model ... (the same options)
 #
@@ -39,10 +40,22 @@
 #     values of the parameter structs (a shifted field would show there).
 #   - Model: llama_model_load_from_file, CPU only; `use_extra_bufts` on (weight repacking,
 #     e.g. Q4_K -> q4_K_8x8 on AVX2) unless --no-repack.
-#   - Context: n_ctx = n_batch = n_ubatch = 512, by default flash attention DISABLED and K
-#     and V cache F32 (--fa on, --kv f16: llama.cpp's own defaults; recorded in the trace
-#     metadata `kv` and `fa`), a cb_eval callback, logits requested for every token. With
-#     flash attention there is no `kq-L` node, so `llama.n_kv` stays empty.
+#   - Context: n_ctx --ctx (default 512), n_batch --batch and n_ubatch --ubatch (default
+#     512 each; llama.cpp caps n_batch at n_ctx and n_ubatch at n_batch, and the trace
+#     records the sizes it ran with), by default flash attention DISABLED and K and V
+#     cache F32 (--fa on, --kv f16: llama.cpp's own defaults; recorded in the trace
+#     metadata `kv` and `fa`), a cb_eval callback. --logits all (default) asks for every
+#     row's logits; --logits last for the prompt's last row only, as llama-cli and
+#     llama-server ask (metadata `logits`). With flash attention there is no `kq-L` node,
+#     so `llama.n_kv` stays empty.
+#   - Batches and graphs: a prompt step goes to llama_decode in batches of n_batch ids
+#     (as llama-server submits a prompt), and llama.cpp evaluates each batch as ubatches
+#     of n_ubatch rows, one graph each. A graph begins with its token-embedding node;
+#     each graph's taps are collected on their own ("last node of a name wins" within a
+#     graph), checked to have the graph's rows (its embedding rows must be the ubatch
+#     size this script expects, so a different split is an error), and appended in order:
+#     a step's tap holds all its rows. The step record lists the graphs' row counts
+#     (`ubatches`) and, when not every row is an output, the output rows (`outputs`).
 #   - cb_eval: ggml's scheduler asks (ask=true) about every graph node in order; the script
 #     answers true for the taps of docs/TRACES.md and is called again (ask=false) once that
 #     node is computed, and copies it out with ggml_backend_tensor_get (strided gather for
@@ -54,7 +67,9 @@
 #     are never asked for.
 #   - llama.cpp names the token-embedding node `embd`; it is stored as the trace tap
 #     `inp_embd` (see TAP_ALIASES). In the last layer llama.cpp inserts get_rows(out_ids)
-#     before `ffn_inp` (all rows are outputs here, so it keeps every row).
+#     before `ffn_inp`: that layer's `ffn_inp`, `ffn_norm`, `ffn_swiglu`, `ffn_out`,
+#     `l_out` and `result_norm`, `result_output` hold the output rows only (every row
+#     with --logits all; a graph without an output row contributes none).
 #   - Teacher forcing: mode `decode` calls llama_decode once per id (positions 0..n-1, one
 #     row each); mode `prompt` calls it once with all ids (one step, n rows). --steps N then
 #     continues greedily with N single-token steps (argmax of the last logits row, ties to
@@ -94,6 +109,7 @@ CPU_FEATURES = ["sse3", "ssse3", "avx", "avx_vnni", "avx2", "bmi2", "f16c", "fma
                 "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_int8", "neon", "arm_fma",
                 "fp16_va", "dotprod", "matmul_int8", "sve", "sme", "riscv_v", "vsx"]
 N_CTX = 512
+MAX_CTX = 32768
 
 # Per-layer taps (llama.cpp eval-callback names, suffixed -L) and global taps, in the
 # order they are written to the trace.
@@ -104,6 +120,34 @@ GLOBAL_TAPS = ["inp_embd", "result_norm", "result_output"]
 # embedding rows (get_rows of token_embd) are the node `embd`; its `inp_embd` is the graph
 # INPUT for caller-supplied embedding vectors (unused with token batches), never captured.
 TAP_ALIASES = {"embd": "inp_embd"}
+# Taps llama.cpp computes for the output rows only (after get_rows(inp_out_ids) in the
+# last layer); `LAST` stands for the last layer's index.
+PRUNED_LAYER_TAPS = ["ffn_inp", "ffn_norm", "ffn_swiglu", "ffn_out", "l_out"]
+PRUNED_GLOBAL_TAPS = ["result_norm", "result_output"]
+
+
+def is_pruned(tap, n_layer):
+    if tap in PRUNED_GLOBAL_TAPS:
+        return True
+    kind, _, layer = tap.rpartition("-")
+    return kind in PRUNED_LAYER_TAPS and layer == str(n_layer - 1)
+
+
+def ubatches(n, n_batch, n_ubatch):
+    """Row counts of the graphs a step of n rows is evaluated as: batches of n_batch, each
+    cut into ubatches of n_ubatch (llama.cpp's split_simple for one sequence)."""
+    out = []
+    left = n
+    while left > 0:
+        b = min(left, n_batch)
+        left -= b
+        while b > 0:
+            u = min(b, n_ubatch)
+            out.append(u)
+            b -= u
+    return out
+
+
 # The op the kept (last) node of a tap must have: checks that "last wins" picked the
 # post-RoPE node and not the matmul or reshape of the same name.
 EXPECTED_OP = {"Qcur": "ROPE", "Kcur": "ROPE", "inp_embd": "GET_ROWS"}
@@ -303,6 +347,8 @@ class Llama:
         self.llama_batch_free = fn("llama_batch_free", None, LlamaBatch)
         self.llama_decode = fn("llama_decode", C.c_int32, vp, LlamaBatch)
         self.llama_get_logits_ith = fn("llama_get_logits_ith", C.POINTER(C.c_float), vp, C.c_int32)
+        self.llama_n_batch = fn("llama_n_batch", C.c_uint32, vp)
+        self.llama_n_ubatch = fn("llama_n_ubatch", C.c_uint32, vp)
         self.llama_model_quantize = fn("llama_model_quantize", C.c_uint32, C.c_char_p, C.c_char_p,
                                        C.POINTER(LlamaModelQuantizeParams))
         self.ggml_backend_tensor_get = fn("ggml_backend_tensor_get", None, C.POINTER(GgmlTensor),
@@ -418,10 +464,15 @@ class Capture:
         self.cb = EVAL_CB(self._cb)
 
     def reset(self):
-        self.taps = {}      # tap -> (ne, array, op name)
+        self.graphs = []    # finished graphs of the step: each tap -> (ne, array, op name)
+        self.taps = {}      # the current graph's taps
         self.seen = {}      # tap -> how many nodes of that name were computed
         self.noncontig = set()
         self.error = None
+
+    def step_graphs(self):
+        """The graphs captured since reset(), in order."""
+        return self.graphs + ([self.taps] if self.taps else [])
 
     def _cb(self, t, ask, _user):
         try:
@@ -434,6 +485,10 @@ class Capture:
             if tap is None:
                 return True
             self.seen[tap] = self.seen.get(tap, 0) + 1
+            # The token-embedding node is the first of a graph: a new ubatch.
+            if tap == "inp_embd" and self.taps:
+                self.graphs.append(self.taps)
+                self.taps = {}
             self.taps[tap] = self._read(t, name)
             return True
         except Exception as e:  # never let an exception unwind through C
@@ -449,7 +504,9 @@ class Capture:
         ne = [int(x) for x in tt.ne]
         nb = [int(x) for x in tt.nb]
         count = int(np.prod(ne))
-        if self.llama.ggml_is_contiguous(t):
+        if count == 0:
+            out = np.empty(0, dtype=np.float32)
+        elif self.llama.ggml_is_contiguous(t):
             out = np.empty(count, dtype=np.float32)
             self.llama.ggml_backend_tensor_get(t, out.ctypes.data, 0, count * 4)
         else:
@@ -466,6 +523,10 @@ class Capture:
 def to_rows(tap, ne, flat, rows):
     """ggml's ne is innermost first; the token dimension is the outermost non-trivial one.
     Returns the rows x width array."""
+    if rows == 0:
+        if flat.size:
+            raise OracleError(f"tap {tap}: {flat.size} values where no row was expected (ne {ne})")
+        return flat.reshape(0, ne[0])
     if flat.size % rows:
         raise OracleError(f"tap {tap}: {flat.size} values do not split into {rows} rows (ne {ne})")
     if rows > 1:
@@ -487,7 +548,7 @@ def sha256_file(path):
 
 class Session:
     def __init__(self, llama, model_path, threads, repack, capture=True, kv="f32", fa=False,
-                 gpu_layers=0):
+                 gpu_layers=0, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX):
         self.llama = llama
         L = llama
         mp = L.llama_model_default_params()
@@ -505,9 +566,9 @@ class Session:
         self.desc = buf.value.decode()
         self.capture = Capture(L, self.n_layer) if capture else None
         cp = L.llama_context_default_params()
-        cp.n_ctx = N_CTX
-        cp.n_batch = N_CTX
-        cp.n_ubatch = N_CTX
+        cp.n_ctx = n_ctx
+        cp.n_batch = n_batch
+        cp.n_ubatch = n_ubatch
         cp.n_seq_max = 1
         cp.n_outputs_max = 0          # = n_batch: every row may be an output
         cp.n_outputs_max_per_seq = 0  # (only limits backend samplers; none here)
@@ -525,6 +586,13 @@ class Session:
             L.llama_model_free(self.model)
             raise OracleError("llama_init_from_model failed")
         self.n_past = 0
+        self.n_ctx = n_ctx
+        # The sizes llama.cpp runs with (it caps n_batch at n_ctx, n_ubatch at n_batch).
+        self.n_batch = int(L.llama_n_batch(self.ctx))
+        self.n_ubatch = int(L.llama_n_ubatch(self.ctx))
+        if (self.n_batch, self.n_ubatch) != (min(n_batch, n_ctx), min(n_ubatch, n_batch, n_ctx)):
+            raise OracleError(f"llama.cpp runs n_batch {self.n_batch}, n_ubatch {self.n_ubatch}, "
+                              f"not the capped sizes of {n_batch}, {n_ubatch} in n_ctx {n_ctx}")
 
     def close(self):
         if self.ctx:
@@ -534,74 +602,103 @@ class Session:
             self.llama.llama_model_free(self.model)
             self.model = None
 
-    def decode(self, ids):
-        """One llama_decode of `ids` at the next positions, logits for every row. Returns
-        (positions, logits rows x n_vocab, taps dict or None)."""
+    def decode(self, ids, logits_all=True):
+        """One step: `ids` at the next positions, given to llama_decode in batches of
+        n_batch, logits for every row (`logits_all`) or for the last one. Returns
+        (positions, logits of the output rows x n_vocab, taps list or None, graphs' row
+        counts, output rows)."""
         L = self.llama
         n = len(ids)
-        if self.n_past + n > N_CTX:
-            raise OracleError(f"positions {self.n_past}..{self.n_past + n - 1} exceed n_ctx {N_CTX}")
+        if self.n_past + n > self.n_ctx:
+            raise OracleError(f"positions {self.n_past}..{self.n_past + n - 1} exceed n_ctx {self.n_ctx}")
         for t in ids:
             if not 0 <= t < self.n_vocab:
                 raise OracleError(f"token id {t} is outside the vocabulary (n_vocab {self.n_vocab})")
-        batch = L.llama_batch_init(n, 0, 1)
-        try:
-            positions = list(range(self.n_past, self.n_past + n))
-            for i, (t, p) in enumerate(zip(ids, positions)):
-                batch.token[i] = t
-                batch.pos[i] = p
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 1
-            batch.n_tokens = n
-            if self.capture is not None:
-                self.capture.reset()
-            rc = L.llama_decode(self.ctx, batch)
-            if self.capture is not None and self.capture.error is not None:
-                raise OracleError(f"eval callback failed: {self.capture.error!r}")
-            if rc != 0:
-                raise OracleError(f"llama_decode returned {rc} at positions {positions[0]}..")
-        finally:
-            L.llama_batch_free(batch)
+        outputs = list(range(n)) if logits_all else [n - 1]
+        positions = list(range(self.n_past, self.n_past + n))
+        if self.capture is not None:
+            self.capture.reset()
+        rows_out = []
+        for off in range(0, n, self.n_batch):
+            nb = min(self.n_batch, n - off)
+            batch = L.llama_batch_init(nb, 0, 1)
+            flagged = []
+            try:
+                for i in range(nb):
+                    batch.token[i] = ids[off + i]
+                    batch.pos[i] = positions[off + i]
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = 0
+                    out = (off + i) in outputs
+                    batch.logits[i] = 1 if out else 0
+                    if out:
+                        flagged.append(i)
+                batch.n_tokens = nb
+                rc = L.llama_decode(self.ctx, batch)
+                if self.capture is not None and self.capture.error is not None:
+                    raise OracleError(f"eval callback failed: {self.capture.error!r}")
+                if rc != 0:
+                    raise OracleError(f"llama_decode returned {rc} at positions {positions[off]}..")
+            finally:
+                L.llama_batch_free(batch)
+            for i in flagged:
+                ptr = L.llama_get_logits_ith(self.ctx, i)
+                if not ptr:
+                    raise OracleError(f"llama_get_logits_ith({i}) returned NULL")
+                rows_out.append(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy())
         self.n_past += n
-        logits = np.empty((n, self.n_vocab), dtype=np.float32)
-        for i in range(n):
-            ptr = L.llama_get_logits_ith(self.ctx, i)
-            if not ptr:
-                raise OracleError(f"llama_get_logits_ith({i}) returned NULL")
-            logits[i] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        logits = np.stack(rows_out).astype(np.float32)
+        graphs = ubatches(n, self.n_batch, self.n_ubatch)
         taps = None
         if self.capture is not None:
-            taps = self._taps(n, logits)
-        return positions, logits, taps
-
-    def _taps(self, rows, logits):
-        return assemble_taps(self.capture.taps, self.n_layer, rows, logits)
+            taps = assemble_taps(self.capture.step_graphs(), self.n_layer, graphs, outputs, logits)
+        return positions, logits, taps, graphs, outputs
 
 
-def assemble_taps(captured, n_layer, rows, logits):
-    """The taps of one llama_decode in trace order, as rows x width arrays, from the nodes
-    captured (tap -> (ne, flat array, op name)); checks that every tap was seen, that the
-    last node of each name has the expected op, and that result_output is the logits."""
+def assemble_taps(graphs, n_layer, ubatch_rows, outputs, logits):
+    """The taps of one step in trace order, as rows x width arrays, from the graphs
+    captured (each tap -> (ne, flat array, op name)), expected to be `ubatch_rows` rows
+    each, with output rows `outputs` (indices into the step): every tap of each graph
+    must be seen with the graph's rows (a pruned tap: its output rows; a pruned tap of a
+    graph without an output row may be absent), the last node of each name must have the
+    expected op, the graph's rows are appended in order, and result_output must be the
+    logits."""
     names = [t for t in GLOBAL_TAPS[:1]]
     for il in range(n_layer):
         names += [f"{tap}-{il}" for tap in LAYER_TAPS]
     names += GLOBAL_TAPS[1:]
-    missing = [t for t in names if t not in captured]
-    if missing:
-        raise OracleError("taps not seen in the graph: " + ", ".join(missing))
-    out = []
-    for t in names:
-        ne, flat, op = captured[t]
-        want_op = EXPECTED_OP.get(t.rsplit("-", 1)[0])
-        if want_op is not None and op != want_op:
-            raise OracleError(f"tap {t}: the last node of that name is a {op}, not {want_op}")
-        out.append((t, to_rows(t, ne, flat, rows)))
-    res = dict(out)["result_output"]
-    if res.shape != logits.shape or res.tobytes() != logits.tobytes():
-        d = np.abs(res.astype(np.float64) - logits) if res.shape == logits.shape else None
+    if len(graphs) != len(ubatch_rows):
+        raise OracleError(f"{len(graphs)} graphs computed, expected {len(ubatch_rows)} "
+                          f"(ubatches of {ubatch_rows} rows)")
+    parts = {t: [] for t in names}
+    start = 0
+    for gi, (captured, rows) in enumerate(zip(graphs, ubatch_rows)):
+        n_out = sum(1 for r in outputs if start <= r < start + rows)
+        missing = [t for t in names if t not in captured and
+                   not (is_pruned(t, n_layer) and n_out == 0)]
+        if missing:
+            raise OracleError(f"graph {gi}: taps not seen: " + ", ".join(missing))
+        embd_rows = captured["inp_embd"][0][1]
+        if embd_rows != rows:
+            raise OracleError(f"graph {gi} has {embd_rows} rows, expected a ubatch of {rows}")
+        for t in names:
+            if t not in captured:
+                continue
+            ne, flat, op = captured[t]
+            want_op = EXPECTED_OP.get(t.rsplit("-", 1)[0])
+            if want_op is not None and op != want_op:
+                raise OracleError(f"tap {t}: the last node of that name is a {op}, not {want_op}")
+            want_rows = n_out if is_pruned(t, n_layer) else rows
+            parts[t].append(to_rows(t, ne, flat, want_rows))
+        start += rows
+    out = [(t, np.concatenate(parts[t], axis=0)) for t in names if parts[t]]
+    res = dict(out).get("result_output")
+    if res is None or res.shape != logits.shape or res.tobytes() != logits.tobytes():
+        d = (np.abs(res.astype(np.float64) - logits)
+             if res is not None and res.shape == logits.shape else None)
         raise OracleError(
-            f"result_output {res.shape} differs from llama_get_logits_ith {logits.shape}"
+            f"result_output {None if res is None else res.shape} differs from "
+            f"llama_get_logits_ith {logits.shape}"
             + (f" (max |diff| {d.max():.3e})" if d is not None else ""))
     return out
 
@@ -620,25 +717,39 @@ def node_names(n_layer):
     return want
 
 
+def step_record(i, positions, inp, logits, taps, graphs, outputs):
+    """A step as trace_io.write_trace wants it."""
+    nxt, top, gap = trace_io.pick(logits[-1])
+    st = {"step": i, "positions": positions, "input_ids": [int(t) for t in inp],
+          "emitted": nxt, "top": top, "gap": gap, "taps": taps or [], "logits": logits,
+          "ubatches": graphs}
+    if len(outputs) < len(inp):
+        st["outputs"] = outputs
+    return st
+
+
 def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True,
-        kv="f32", fa=False, gpu_layers=0):
+        kv="f32", fa=False, gpu_layers=0, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX,
+        logits="all"):
     """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps, with a K/V
-    cache of type `kv` and flash attention `fa`. Returns (session info dict, steps) with
-    steps as trace_io.write_trace wants them (`taps` empty when capture is False)."""
-    sess = Session(llama, model_path, threads, repack, capture, kv, fa, gpu_layers)
+    cache of type `kv` and flash attention `fa`, in a context of `n_ctx` with batch and
+    ubatch sizes `n_batch`, `n_ubatch`, the logits of every prompt row or (`last`) of its
+    last. Returns (session info dict, steps) with steps as trace_io.write_trace wants
+    them (`taps` empty when capture is False)."""
+    sess = Session(llama, model_path, threads, repack, capture, kv, fa, gpu_layers,
+                   n_ctx, n_batch, n_ubatch)
     try:
         batches = [[t] for t in ids] if mode == "decode" else [list(ids)]
         steps = []
         nxt = None
         for i in range(len(batches) + n_greedy):
             inp = batches[i] if i < len(batches) else [nxt]
-            positions, logits, taps = sess.decode(inp)
-            nxt, top, gap = trace_io.pick(logits[-1])
-            steps.append({"step": i, "positions": positions, "input_ids": [int(t) for t in inp],
-                          "emitted": nxt, "top": top, "gap": gap, "taps": taps or [],
-                          "logits": logits})
+            every = logits == "all" or i >= len(batches)
+            positions, lg, taps, graphs, outputs = sess.decode(inp, every)
+            steps.append(step_record(i, positions, inp, lg, taps, graphs, outputs))
+            nxt = steps[-1]["emitted"]
         info = {"n_layer": sess.n_layer, "n_embd": sess.n_embd, "n_vocab": sess.n_vocab,
-                "desc": sess.desc,
+                "desc": sess.desc, "n_batch": sess.n_batch, "n_ubatch": sess.n_ubatch,
                 "n_kv": sorted(sess.capture.n_kv) if sess.capture else [],
                 "noncontig": sorted(sess.capture.noncontig) if sess.capture else [],
                 "seen": dict(sess.capture.seen) if sess.capture else {}}
@@ -688,7 +799,7 @@ class Dump:
 
 
 def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greedy, kv="f32",
-               fa=False):
+               fa=False, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX, logits="all"):
     """Runs a llama.cpp driver (the aarch64 one under qemu-aarch64 with CPU model
     `qemu_cpu` unless this host is aarch64; with an empty `qemu_cpu`, directly: a driver
     built for this host) and returns (info, steps, repacked) as run() and main() build
@@ -700,7 +811,8 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "taps.dump")
         cmd = [driver, model_path, mode, ",".join(str(i) for i in ids), str(threads),
-               "1" if repack else "0", str(n_greedy), out, kv, "1" if fa else "0"]
+               "1" if repack else "0", str(n_greedy), out, kv, "1" if fa else "0",
+               str(n_ctx), str(n_batch), str(n_ubatch), logits]
         globals_ = [n for n in node_names(0)]
         env = dict(os.environ, TAPS_LAYER=",".join(LAYER_TAPS), TAPS_GLOBAL=",".join(globals_))
         env.pop("GGML_CPU_TILED_MM", None)
@@ -712,7 +824,11 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
             raise OracleError(f"{' '.join(cmd[:2])} exited {res.returncode}: "
                               + res.stderr.decode("utf-8", "replace")[-2000:])
         d = Dump(out)
-        info = {"n_kv": set(), "noncontig": [], "seen": {}}
+        # The sizes llama.cpp runs with: n_batch capped at n_ctx, n_ubatch at n_batch.
+        eff_batch = min(n_batch, n_ctx)
+        eff_ubatch = min(n_ubatch, eff_batch)
+        info = {"n_kv": set(), "noncontig": [], "seen": {}, "n_batch": eff_batch,
+                "n_ubatch": eff_ubatch}
         # The driver's view of the CPU (`llamataps info`: `name=0|1`, `sve_cnt=N` bytes).
         icmd = cmd[:-len(cmd) + (2 if cmd[0] == "qemu-aarch64" else 1)] + ["info"]
         ires = subprocess.run(icmd, env=env, capture_output=True)
@@ -729,7 +845,7 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
         info["cpu_features"] = feats
         repacked = {}
         steps = []
-        captured, seen, logits = {}, {}, None
+        graphs, captured, seen, lrows = [], {}, {}, []
         while True:
             tag = d.take(1)
             if tag == b"E":
@@ -752,26 +868,37 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                 if tap is None:
                     raise OracleError(f"the driver captured {node}, which was not asked for")
                 seen[tap] = seen.get(tap, 0) + 1
+                # The token-embedding node is the first of a graph: a new ubatch.
+                if tap == "inp_embd" and captured:
+                    graphs.append(captured)
+                    captured = {}
                 captured[tap] = (ne, flat, op)
             elif tag == b"L":
                 rows, n_vocab = d.u32(), d.u32()
-                logits = d.f32(rows * n_vocab).reshape(rows, n_vocab)
+                lrows.append(d.f32(rows * n_vocab).reshape(rows, n_vocab))
             elif tag == b"S":
                 step, n = d.u32(), d.u32()
                 pairs = [(d.i32(), d.i32()) for _ in range(n)]
                 emitted = d.i32()
-                if step != len(steps) or logits is None or logits.shape[0] != n:
+                n_prompt_steps = 1 if mode == "prompt" else len(ids)
+                every = logits == "all" or step >= n_prompt_steps
+                outputs = list(range(n)) if every else [n - 1]
+                lg = np.concatenate(lrows, axis=0) if lrows else None
+                if step != len(steps) or lg is None or lg.shape[0] != len(outputs):
                     raise OracleError(f"{out}: step {step} out of order or without its logits")
-                taps = assemble_taps(captured, info["n_layer"], n, logits)
-                nxt, top, gap = trace_io.pick(logits[-1])
-                if nxt != emitted:
-                    raise OracleError(f"step {step}: the driver picked {emitted}, argmax is {nxt}")
-                steps.append({"step": step, "positions": [p for _, p in pairs],
-                              "input_ids": [t for t, _ in pairs], "emitted": nxt, "top": top,
-                              "gap": gap, "taps": taps, "logits": logits})
+                if captured:
+                    graphs.append(captured)
+                rows_g = ubatches(n, eff_batch, eff_ubatch)
+                taps = assemble_taps(graphs, info["n_layer"], rows_g, outputs, lg)
+                st = step_record(step, [p for _, p in pairs], [t for t, _ in pairs], lg, taps,
+                                 rows_g, outputs)
+                if st["emitted"] != emitted:
+                    raise OracleError(f"step {step}: the driver picked {emitted}, "
+                                      f"argmax is {st['emitted']}")
+                steps.append(st)
                 for k, v in seen.items():
                     info["seen"][k] = info["seen"].get(k, 0) + v
-                captured, seen, logits = {}, {}, None
+                graphs, captured, seen, lrows = [], {}, {}, []
             else:
                 raise OracleError(f"{out}: unknown record {tag!r} at byte {d.i - 1}")
         if d.i != len(d.b):
@@ -839,6 +966,17 @@ def main(argv=None):
                     help="K and V cache type (llama.cpp's default is f16)")
     ap.add_argument("--fa", choices=["on", "off"], default="off",
                     help="flash attention (llama.cpp's default resolves to on for the CPU)")
+    ap.add_argument("--ctx", type=int, default=N_CTX,
+                    help="context length, n_ctx (default 512; llama-cli's is 4096)")
+    ap.add_argument("--batch", type=int, default=N_CTX,
+                    help="ids per llama_decode of the prompt, n_batch (default 512; llama-cli's "
+                         "is 2048); llama.cpp caps it at n_ctx")
+    ap.add_argument("--ubatch", type=int, default=N_CTX,
+                    help="rows per graph, n_ubatch (default 512, as llama-cli's); capped at "
+                         "n_batch")
+    ap.add_argument("--logits", choices=["all", "last"], default="all",
+                    help="which prompt rows get logits: all (default, the perplexity tool's "
+                         "way) or last (llama-cli's and llama-server's)")
     ap.add_argument("--gpu-layers", type=int, default=0,
                     help="layers offloaded to a GPU backend (llama.cpp's -ngl; 0: CPU only)")
     ap.add_argument("--verbose", action="store_true", help="pass llama.cpp's whole log to stderr")
@@ -853,14 +991,22 @@ def main(argv=None):
     ids = parse_ids(a.ids)
     if a.threads < 1:
         raise SystemExit("--threads must be at least 1")
+    for name, v in (("--ctx", a.ctx), ("--batch", a.batch), ("--ubatch", a.ubatch)):
+        if not 1 <= v <= MAX_CTX:
+            raise SystemExit(f"{name} must be in 1..{MAX_CTX}, got {v}")
+    n_rows = len(ids) + a.steps
+    if n_rows > a.ctx:
+        raise SystemExit(f"{len(ids)} ids and {a.steps} steps exceed --ctx {a.ctx}")
     try:
         if a.driver:
             info, steps, repacked = run_driver(a.driver, a.qemu_cpu, a.model, ids, a.mode,
-                                               a.threads, not a.no_repack, a.steps, a.kv, fa)
+                                               a.threads, not a.no_repack, a.steps, a.kv, fa,
+                                               a.ctx, a.batch, a.ubatch, a.logits)
         else:
             llama = Llama(a.lib, verbose=a.verbose)
             info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps,
-                              kv=a.kv, fa=fa, gpu_layers=a.gpu_layers)
+                              kv=a.kv, fa=fa, gpu_layers=a.gpu_layers, n_ctx=a.ctx,
+                              n_batch=a.batch, n_ubatch=a.ubatch, logits=a.logits)
             info["cpu_features"] = llama.cpu_features()
             # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per
             # repacked weight.
@@ -885,6 +1031,10 @@ def main(argv=None):
         "threads": str(a.threads),
         "kv": a.kv,
         "fa": a.fa,
+        "n_ctx": str(a.ctx),
+        "n_batch": str(info["n_batch"]),
+        "n_ubatch": str(info["n_ubatch"]),
+        "logits": a.logits,
         "arch": arch,
         "llama.n_kv": json.dumps(info["n_kv"]),
         "llama.repacked": json.dumps(repacked, separators=(",", ":"), sort_keys=True),

@@ -11,7 +11,9 @@
 #   - the raw tensor bytes, little-endian, row-major, in header order, back to back.
 # Trace tensors are all F32, 2-D (rows x width), named `NNN/TAP` (NNN = step, 3 digits).
 # The metadata holds `tiercheck.format` = `trace-1`, `tiercheck.steps` (a JSON array, one
-# object per step: step, positions, input_ids, emitted, top, gap) and provenance keys.
+# object per step: step, positions, input_ids, emitted, top, gap, and where known
+# `ubatches`, the row counts of the graphs the step ran as, and `outputs`, the output rows
+# when not every row is one: a pruned tap holds those rows only) and provenance keys.
 #
 # Used by tiercheck-capture (`tiercheck_capture.capture`); importable by any script as
 # `tiercheck_capture.trace_io`. Also a small command-line tool:
@@ -123,8 +125,8 @@ def write_trace(path, steps, metadata):
             if a.ndim != 2:
                 raise TraceError(f"step {st['step']} tap {tap}: {a.ndim}-D, traces hold rows x width")
             tensors.append((f"{st['step']:03d}/{tap}", a))
-    meta_steps = [{k: st[k] for k in ("step", "positions", "input_ids", "emitted", "top", "gap")}
-                  for st in steps]
+    keys = ("step", "positions", "input_ids", "emitted", "top", "gap", "ubatches", "outputs")
+    meta_steps = [{k: st[k] for k in keys if k in st} for st in steps]
     meta = dict(metadata)
     meta["tiercheck.format"] = TRACE_FORMAT
     meta["tiercheck.steps"] = json.dumps(meta_steps, separators=(",", ":"))

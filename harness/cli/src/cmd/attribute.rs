@@ -11,7 +11,7 @@ use tiercheck_analysis::{self as analysis};
 use tiercheck_core::Lane;
 use tiercheck_lanes::Impl;
 use tiercheck_model::import::ImportOptions;
-use tiercheck_model::{Attention, FlashAttn, KvType, Mode, Model};
+use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Mode, Model};
 
 use crate::args::{Setup, Threads};
 
@@ -70,7 +70,7 @@ fn parse_layers(s: &str) -> Result<Vec<usize>> {
 /// A side: a lane, or the lane identified for a trace with the trace's run.
 struct Side {
     lane: &'static Lane,
-    run: Option<(Vec<u32>, usize, Mode, Attention)>,
+    run: Option<(Vec<u32>, usize, Mode, Attention, Batching)>,
 }
 
 fn side(
@@ -107,6 +107,7 @@ fn side(
     let lane = tiercheck_lanes::find(&best.lane).map_err(anyhow::Error::msg)?;
     let t = tiercheck_model::import::load(model, p, dump)?;
     let (prompt, mode, generated) = analysis::trace_prompt(p, &t)?;
+    let batching = analysis::trace_batching(p, &t, setup.batching(), model.hp.n_layer)?;
     let mut attn = setup.attention();
     for part in best.attention.split_whitespace() {
         match part {
@@ -118,7 +119,7 @@ fn side(
         }
     }
     eprintln!("{arg}: identified as {} ({})", best.lane, best.attention);
-    Ok(Side { lane, run: Some((prompt, generated.len(), mode, attn)) })
+    Ok(Side { lane, run: Some((prompt, generated.len(), mode, attn, batching)) })
 }
 
 /// `tiercheck attribute`.
@@ -132,7 +133,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
     let threads = a.threads.get(1);
     let sa = side(&a.a, &model, &dump, &a.setup, threads)?;
     let sb = side(&a.b, &model, &dump, &a.setup, threads)?;
-    let (ids, steps, mode, attn) = match (&sa.run, &sb.run) {
+    let (ids, steps, mode, attn, batching) = match (&sa.run, &sb.run) {
         (Some(x), Some(y)) if x.0 != y.0 || x.2 != y.2 => bail!(
             "{} and {} ran different ids or modes ({:?} {} vs {:?} {})",
             a.a,
@@ -145,7 +146,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         (Some(x), _) | (None, Some(x)) => x.clone(),
         (None, None) => {
             let (ids, steps) = a.setup.prompt(&model)?;
-            (ids, steps, a.setup.mode(), a.setup.attention())
+            (ids, steps, a.setup.mode(), a.setup.attention(), a.setup.batching())
         }
     };
     let Setup { residual, n_ctx, .. } = a.setup;
@@ -153,6 +154,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         prompt: ids,
         steps,
         mode,
+        batching,
         residual,
         n_ctx,
         attn,

@@ -356,6 +356,7 @@ pub fn run(a: DeltaArgs) -> Result<()> {
         ids,
         steps,
         mode: a.setup.mode(),
+        batching: a.setup.batching(),
         residual: a.setup.residual,
         n_ctx: a.setup.n_ctx,
         attn: a.setup.attention(),
