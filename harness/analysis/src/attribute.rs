@@ -161,6 +161,16 @@ impl Kernels for Composite {
         self.kernel.portable.matmul_quantized(w, act, m)
     }
 
+    fn matmul_quantized_tier(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+        tier_threads: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        self.kernel.portable.matmul_quantized_tier(w, act, m, tier_threads)
+    }
+
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
         self.kernel.portable.plain_path(wtype, m)
     }

@@ -315,6 +315,9 @@ struct LlamaRun {
     batching: Batching,
     /// Context length (`--ctx`).
     ctx: usize,
+    /// llama.cpp's threads (`--threads`), which the lane is given as its tier thread
+    /// count.
+    threads: usize,
 }
 
 /// The capture tool's arguments after the build's for `run` on `model` (all but `--out`).
@@ -327,7 +330,7 @@ fn run_args(model: &Path, ids: &[u32], run: &LlamaRun) -> Vec<String> {
         ("--steps", run.steps.to_string()),
         ("--kv", run.attn.kv.name().into()),
         ("--fa", run.attn.fa.name().into()),
-        ("--threads", LLAMA_THREADS.to_string()),
+        ("--threads", run.threads.to_string()),
         ("--ctx", run.ctx.to_string()),
         ("--batch", run.batching.n_batch.to_string()),
         ("--ubatch", run.batching.n_ubatch.to_string()),
@@ -563,7 +566,15 @@ fn forced_trace(
             build,
             &model.path,
             &forced_ids(trial_len(a)),
-            LlamaRun { mode, repack, steps: 0, attn: a, batching: Batching::EVERY_ROW, ctx: 512 },
+            LlamaRun {
+                mode,
+                repack,
+                steps: 0,
+                attn: a,
+                batching: Batching::EVERY_ROW,
+                ctx: 512,
+                threads: LLAMA_THREADS,
+            },
             &path,
         )
         .map(Arc::new)
@@ -644,7 +655,15 @@ fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(
         build,
         &built.path,
         &ids,
-        LlamaRun { mode, repack, steps: 0, attn: a, batching: Batching::EVERY_ROW, ctx: 512 },
+        LlamaRun {
+            mode,
+            repack,
+            steps: 0,
+            attn: a,
+            batching: Batching::EVERY_ROW,
+            ctx: 512,
+            threads: LLAMA_THREADS,
+        },
         &dir.path().join("llama.safetensors"),
     )?;
     let arith = lane_arith(build.lane(repack))?;
@@ -708,6 +727,7 @@ fn llama_tiled(build: Build, repack: bool) -> Result<(), String> {
         attn: a,
         batching: Batching::EVERY_ROW,
         ctx: 512,
+        threads: LLAMA_THREADS,
     };
     let theirs = llama_trace(build, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(build.lane(repack))?;
@@ -747,6 +767,7 @@ fn llama_split_kv() -> Result<(), String> {
         attn: a,
         batching: Batching::EVERY_ROW,
         ctx: 512,
+        threads: LLAMA_THREADS,
     };
     let theirs = llama_trace(Build::Haswell, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(Build::Haswell.lane(true))?;
@@ -874,6 +895,8 @@ struct CliRun {
     steps: usize,
     batching: Batching,
     ctx: usize,
+    /// llama.cpp's threads, and the lane's tier thread count.
+    threads: usize,
 }
 
 /// 157 ids as batches of 96 cut into ubatches of 64: graphs of 64 (ggml's tiled flash
@@ -886,12 +909,31 @@ const CLI_SMALL: CliRun = CliRun {
     steps: 3,
     batching: Batching { n_batch: 96, n_ubatch: 64, logits: Logits::Last },
     ctx: 512,
+    threads: LLAMA_THREADS,
 };
 
 /// llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 (n_batch 2048),
 /// the second ubatch attending 768 cells, in a context of 1024; three greedy steps.
-const CLI_DEFAULTS: CliRun =
-    CliRun { prompt: 600, steps: 3, batching: Batching::LLAMA_CLI, ctx: 1024 };
+const CLI_DEFAULTS: CliRun = CliRun {
+    prompt: 600,
+    steps: 3,
+    batching: Batching::LLAMA_CLI,
+    ctx: 1024,
+    threads: LLAMA_THREADS,
+};
+
+/// Thread-dependent plans on a small scale: 26 ids as ubatches of 16 and 10, two greedy
+/// steps. With 3 threads ggml re-chunks the 128-row K and V projections of the 16-row
+/// graph by thread (8 chunks of 16 are fewer than 4 per thread): spans of 43, 43 and 42
+/// weight rows, so the i8mm builds' 2x2 tiles cover only the last; with 8 and 14
+/// threads the spans are 16 and 10.
+const CLI_THREADS: CliRun = CliRun {
+    prompt: 26,
+    steps: 2,
+    batching: Batching { n_batch: 2048, n_ubatch: 16, logits: Logits::Last },
+    ctx: 512,
+    threads: 1,
+};
 
 /// llama.cpp's trace of `cli` on `build` (through the trace cache), computed once per
 /// test process.
@@ -913,6 +955,7 @@ fn cli_trace(build: Build, repack: bool, a: Attention, cli: CliRun) -> Result<Ar
             attn: a,
             batching: cli.batching,
             ctx: cli.ctx,
+            threads: cli.threads,
         };
         let t = llama_trace(
             build,
@@ -956,13 +999,15 @@ fn llama_cli(
     local: bool,
 ) -> Result<(), String> {
     let model = embedded_model()?;
+    let a = Attention { tier_threads: cli.threads, ..a };
     let theirs = cli_trace(build, repack, a, cli)?;
     let arith = lane_arith(build.lane(repack))?;
     let what = format!(
-        "{} vs llama.cpp {} as llama-cli runs ({} ids, n_batch {}, n_ubatch {}, logits {}, repack {repack}, {})",
+        "{} vs llama.cpp {} as llama-cli runs ({} ids, {} threads, n_batch {}, n_ubatch {}, logits {}, repack {repack}, {})",
         build.lane(repack),
         build.name(),
         cli.prompt,
+        cli.threads,
         cli.batching.n_batch,
         cli.batching.n_ubatch,
         cli.batching.logits.name(),
@@ -996,6 +1041,51 @@ fn llama_cli(
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
     }
     judge(&format!("{what} end to end"), &diffs)
+}
+
+/// The thread count matters: our lane given `wrong` tier threads does not reproduce
+/// llama.cpp's trace of `cli` (so the trials at `cli.threads` check the thread-dependent
+/// plan, not a path every count shares). Prints the first tap that differs.
+fn llama_threads_matter(
+    build: Build,
+    repack: bool,
+    cli: CliRun,
+    wrong: usize,
+) -> Result<(), String> {
+    let model = embedded_model()?;
+    let a = Attention { tier_threads: cli.threads, ..attn(KvType::F16, FlashAttn::On) };
+    let theirs = cli_trace(build, repack, a, cli)?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let spec = RunSpec {
+        ids: forced_ids(cli.prompt),
+        steps: cli.steps + 1,
+        mode: Mode::Prompt,
+        batching: cli.batching,
+        forced: Vec::new(),
+    };
+    let other = Attention { tier_threads: wrong, ..a };
+    let arith = lane_arith(build.lane(repack))?;
+    let mine = ours_spec(&model, arith, &spec, other, cli.ctx, &dir.path().join("ours.st"))?;
+    let (diffs, _) = tapdiff::compare(&mine, &theirs);
+    match diffs.iter().find(|d| !d.bitwise()) {
+        None => Err(format!(
+            "{} with {wrong} tier threads reproduces llama.cpp {} at {} threads: the trial does not exercise the thread count",
+            build.lane(repack),
+            build.name(),
+            cli.threads
+        )),
+        Some(d) => {
+            eprintln!(
+                "{} with {wrong} tier threads first differs from llama.cpp {} at {} threads at step {} tap {}",
+                build.lane(repack),
+                build.name(),
+                cli.threads,
+                d.step,
+                d.name
+            );
+            Ok(())
+        }
+    }
 }
 
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied
@@ -1088,6 +1178,7 @@ fn llama_delta() -> Result<(), String> {
         attn: defaults,
         batching: Batching::EVERY_ROW,
         ctx: 512,
+        threads: LLAMA_THREADS,
     };
     llama_trace(Build::Haswell, &model.path, &ids, run, &out)?;
     let a = tiercheck_analysis::Source::parse(Build::Haswell.lane(true), Impl::Auto)
@@ -1174,6 +1265,7 @@ fn driver_matches_in_process() -> Result<(), String> {
             attn: attn(KvType::F16, FlashAttn::On),
             batching: Batching::EVERY_ROW,
             ctx: 512,
+            threads: LLAMA_THREADS,
         };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
@@ -1241,6 +1333,7 @@ fn capture_from_llama_cpp_python() -> Result<(), String> {
             attn: attn(KvType::F16, FlashAttn::On),
             batching: Batching::EVERY_ROW,
             ctx: 512,
+            threads: LLAMA_THREADS,
         };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
         let b = dir.path().join(format!("package-{}.safetensors", mode.name()));
@@ -1327,6 +1420,7 @@ fn llama_identify() -> Result<(), String> {
             attn: attn(KvType::F16, FlashAttn::On),
             batching: Batching::EVERY_ROW,
             ctx: 512,
+            threads: LLAMA_THREADS,
         };
         llama_trace(build, &model.path, &ids, run, &out)?;
         let r = identify(&model, &out, &opts).map_err(|e| format!("{e:#}"))?;
@@ -1377,6 +1471,7 @@ fn trace_cache_recomputes_bitwise() -> Result<(), String> {
         attn: a,
         batching: Batching::EVERY_ROW,
         ctx: 512,
+        threads: LLAMA_THREADS,
     };
     let build = Build::ArmI8mm;
     let cached = llama_trace(build, &model.path, &ids, run(), &dir.path().join("cached.st"))?;
@@ -1556,6 +1651,34 @@ fn main() -> ExitCode {
             trials.push(trial(&name, move || llama_cli(build, repack, a, CLI_DEFAULTS, false)));
         }
     }
+    // Thread counts 1, 3, 8 and 14: on haswell at llama-cli's sizes (600 ids, then greedy
+    // steps attending 600+ cells: split-KV flash attention, one part per thread), and on
+    // the i8mm and SVE builds with repack off (CLI_THREADS: ggml's chunk plan, re-chunked
+    // by thread, decides the 2x2 tiles).
+    for threads in [1, 3, 8, 14] {
+        for (build, repack, cli) in [
+            (Build::Haswell, true, CLI_DEFAULTS),
+            (Build::ArmI8mm, false, CLI_THREADS),
+            (Build::ArmSve128, false, CLI_THREADS),
+            (Build::ArmSve256, false, CLI_THREADS),
+        ] {
+            let r = if repack { "repack" } else { "no_repack" };
+            let name = match build {
+                Build::Haswell => format!("llama_cpp/threads/{threads}/{r}/end_to_end"),
+                _ => format!("llama_cpp/{}/threads/{threads}/{r}/end_to_end", build.name()),
+            };
+            let cli = CliRun { threads, ..cli };
+            trials.push(trial(&name, move || llama_cli(build, repack, default, cli, false)));
+        }
+    }
+    // ... and the count matters there: at 3 threads, the lane given one tier thread differs
+    // (split-KV on haswell, the chunk plan on the i8mm build).
+    trials.push(trial("llama_cpp/threads/3/repack/count_matters", || {
+        llama_threads_matter(Build::Haswell, true, CliRun { threads: 3, ..CLI_DEFAULTS }, 1)
+    }));
+    trials.push(trial("llama_cpp/arm-i8mm/threads/3/no_repack/count_matters", || {
+        llama_threads_matter(Build::ArmI8mm, false, CliRun { threads: 3, ..CLI_THREADS }, 1)
+    }));
     for (name, verdict) in tiercheck_golden::claims::claim_checks(
         "model_oracle",
         &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),

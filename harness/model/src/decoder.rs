@@ -357,7 +357,8 @@ impl<'m> Decoder<'m> {
                     ),
                 };
                 self.note_path(ty, layout, m, path);
-                matmul_parallel(kernels, p, x, m, threads).map_err(kerr(what))
+                matmul_parallel(kernels, p, x, m, threads, self.attn.tier_threads)
+                    .map_err(kerr(what))
             }
         }
     }

@@ -37,13 +37,27 @@ pub struct MatmulArgs {
     /// Threads (work split by output columns only: never changes a bit).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Threads the tier ran the matmul with (llama.cpp's `-t`): the i8mm builds' 2x2
+    /// tiles follow ggml's chunk plan for that many threads.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tier_threads: u32,
 }
 
 /// `tiercheck matmul`.
 pub fn run(a: MatmulArgs) -> Result<()> {
-    cmd_matmul(a.lane, a.imp, &a.gguf, &a.tensor, &a.input, &a.out, a.threads)
+    cmd_matmul(
+        a.lane,
+        a.imp,
+        &a.gguf,
+        &a.tensor,
+        &a.input,
+        &a.out,
+        a.threads,
+        a.tier_threads as usize,
+    )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cmd_matmul(
     lane: &'static Lane,
     imp: Impl,
@@ -52,6 +66,7 @@ fn cmd_matmul(
     input: &Path,
     out: &Path,
     threads: usize,
+    tier_threads: usize,
 ) -> Result<()> {
     let chosen = lanes::choose(lane, imp).map_err(anyhow::Error::msg)?;
     let f = GgufFile::open(gguf)?;
@@ -103,6 +118,7 @@ fn cmd_matmul(
         &x.data,
         m,
         threads,
+        tier_threads,
     )?;
     let mut meta = provenance::base();
     meta.insert("lane".into(), lane.name.to_string());
@@ -114,6 +130,7 @@ fn cmd_matmul(
     meta.insert("path".into(), if m == 1 { "gemv" } else { "gemm" }.to_string());
     meta.insert("weight_layout".into(), layout);
     meta.insert("threads".into(), threads.to_string());
+    meta.insert("tier_threads".into(), tier_threads.to_string());
     tensorfile::write(out, &[Tensor { name: "output".into(), shape: vec![m, n], data: y }], &meta)?;
     eprintln!("wrote {}", out.display());
     Ok(())

@@ -195,7 +195,17 @@ impl Kernels for SveNative {
         act: &[u8],
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, tile)
+        matmul_nrc2(self, w, act, m, 1, tile)
+    }
+
+    fn matmul_quantized_tier(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+        tier_threads: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        matmul_nrc2(self, w, act, m, tier_threads, tile)
     }
 
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {

@@ -152,6 +152,49 @@ pub trait Kernels: Sync + Send {
         dispatch::vec_dot_rows(self, w, act, m)
     }
 
+    /// [`Kernels::matmul_quantized`] as the tier computes it with `tier_threads` threads
+    /// of its own (llama.cpp's `-t`): where ggml chooses a kernel per chunk of its thread
+    /// plan (the i8mm build's 2x2 tiles need chunks of even spans,
+    /// [`crate::arch::aarch64::i8mm::ChunkPlan`]), the result depends on it. The default
+    /// ignores it: the lane's outputs do not depend on the chunking.
+    fn matmul_quantized_tier(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+        tier_threads: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        let _ = tier_threads;
+        self.matmul_quantized(w, act, m)
+    }
+
+    /// [`Kernels::matmul_prepared`] as the tier computes it with `tier_threads` threads:
+    /// plain weights quantized by [`Kernels::quantize_act`] and multiplied by
+    /// [`Kernels::matmul_quantized_tier`]; repacked weights by
+    /// [`Kernels::matmul_prepared`] (the repacked gemv/gemm do not depend on it).
+    fn matmul_prepared_tier(
+        &self,
+        w: &crate::repack::Prepared<'_>,
+        x: &[f32],
+        m: usize,
+        tier_threads: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        match w {
+            crate::repack::Prepared::Plain(w) => {
+                check_activations(x, m, w.k())?;
+                if w.k() == 0 {
+                    return Ok(vec![0.0f32; m * w.n()]);
+                }
+                let mut act = Vec::new();
+                for xi in x.chunks_exact(w.k()) {
+                    act.extend_from_slice(&self.quantize_act(w.ty(), xi)?);
+                }
+                self.matmul_quantized_tier(w, &act, m, tier_threads)
+            }
+            crate::repack::Prepared::Repacked(_) => self.matmul_prepared(w, x, m),
+        }
+    }
+
     /// The name of the kernel [`Kernels::matmul_quantized`] runs for `m` rows of plain
     /// `wtype` weights (reported in a trace's provenance).
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {

@@ -13,18 +13,20 @@ use crate::error::KernelError;
 use crate::matrix::check_activations;
 use crate::repack::Prepared;
 
-/// `kernels.matmul_prepared(w, x, m)` on `threads` threads (1 = the calling thread).
+/// `kernels.matmul_prepared_tier(w, x, m, tier_threads)` on `threads` threads (1 = the
+/// calling thread).
 pub fn matmul_parallel(
     kernels: &dyn Kernels,
     w: &Prepared<'_>,
     x: &[f32],
     m: usize,
     threads: usize,
+    tier_threads: usize,
 ) -> Result<Vec<f32>, KernelError> {
     let (n, k, unit) = match w {
         Prepared::Plain(p) => match kernels.plain_split(p.ty(), p.n(), m) {
             Some(u) => (p.n(), p.k(), u.max(1)),
-            None => return kernels.matmul_prepared(w, x, m),
+            None => return kernels.matmul_prepared_tier(w, x, m, tier_threads),
         },
         Prepared::Repacked(r) => (r.n(), r.k(), 8),
     };
@@ -32,7 +34,7 @@ pub fn matmul_parallel(
     let threads = threads.max(1);
     let units = n / unit;
     if threads == 1 || units <= 1 {
-        return kernels.matmul_prepared(w, x, m);
+        return kernels.matmul_prepared_tier(w, x, m, tier_threads);
     }
     // Contiguous ranges of whole units, as even as possible.
     let per = units.div_ceil(threads);
@@ -49,7 +51,7 @@ pub fn matmul_parallel(
                         Prepared::Plain(p) => Prepared::Plain(p.rows(a, b)?),
                         Prepared::Repacked(r) => Prepared::Repacked(r.rows(a, b)?),
                     };
-                    kernels.matmul_prepared(&sub, x, m)
+                    kernels.matmul_prepared_tier(&sub, x, m, tier_threads)
                 })
             })
             .collect();

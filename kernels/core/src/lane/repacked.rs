@@ -171,6 +171,16 @@ impl Kernels for RepackedLane {
         self.plain.matmul_quantized(w, act, m)
     }
 
+    fn matmul_quantized_tier(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+        tier_threads: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        self.plain.matmul_quantized_tier(w, act, m, tier_threads)
+    }
+
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
         self.plain.plain_path(wtype, m)
     }

@@ -6,16 +6,20 @@
 //! - the plain matmul ([`ARM_I8MM_NRC2`]): the i8mm build's type traits give Q4_0,
 //!   Q8_0, Q4_K and Q6_K `nrows = 2`, so `ggml_compute_forward_mul_mat` calls their
 //!   vec_dot on 2x2 tiles (two weight rows by two activation rows, `smmla`,
-//!   [`vec_dot2`]) when the weight row count and the activation row count are both even,
-//!   and one pair at a time (`nrc == 1`) otherwise. The tiles are rows (2a, 2a + 1) by
-//!   activation rows (2b, 2b + 1);
+//!   [`vec_dot2`]) when the weight row count and the activation row count are both even
+//!   and the chunk of ggml's thread plan the output lies in has even spans in both
+//!   ([`ChunkPlan`]), and one pair at a time (`nrc == 1`) otherwise. The tiles are rows
+//!   (2a, 2a + 1) by activation rows (2b, 2b + 1);
 //! - the decoder's elementwise loops: NEON, with llamafile compiled out
 //!   ([`crate::elem::ElemFlavour::NeonNoLlamafile`]).
 //!
-//! ggml also falls back to `nrc == 1` for a thread's chunk whose row span is odd, which
-//! happens only when it re-chunks by thread (few 16-row chunks) and the thread count does
-//! not split the rows evenly. The lane reproduces one thread, and every thread count
-//! whose chunks have even spans (the oracle runs llama.cpp with one or two threads).
+//! The chunk plan is `ggml_compute_forward_mul_mat`'s: chunks of 16 rows (64 when either
+//! side has one row), `ceil(rows / chunks)` rows each, so 88 activation rows make six
+//! chunks of 15 (odd: no tiles) where 600 make chunks of 16; and when that gives fewer
+//! than four chunks per thread, one chunk per thread along the longer side (the plan
+//! then depends on the tier's thread count, which the lane takes as
+//! [`crate::Kernels::matmul_quantized_tier`]'s `tier_threads`). ggml also re-chunks by
+//! thread on NUMA systems; the lane does not (a NUMA host's run is not reproduced).
 
 pub mod vec_dot2;
 
@@ -92,8 +96,50 @@ pub static AARCH64_I8MM: Lane = Lane {
 #[derive(Debug, Default)]
 pub struct I8mmTwin;
 
+/// `ggml_compute_forward_mul_mat`'s chunk plan for `nr0` weight rows (output columns) by
+/// `nr1` activation rows on `nth` threads (no NUMA): chunks of `dr0` x `dr1`, the last of
+/// each side shorter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkPlan {
+    /// Weight rows per chunk.
+    pub dr0: usize,
+    /// Activation rows per chunk.
+    pub dr1: usize,
+}
+
+impl ChunkPlan {
+    /// The plan: chunk size 16, or 64 when either side is one row; `ceil(nr / size)`
+    /// chunks per side; fewer than `4 * nth` chunks in all re-chunks by thread (`nth`
+    /// chunks along the weight rows when they outnumber the activation rows, else along
+    /// the activation rows); `dr = ceil(nr / chunks)`.
+    pub fn new(nr0: usize, nr1: usize, nth: usize) -> ChunkPlan {
+        let nth = nth.max(1);
+        let size = if nr0 == 1 || nr1 == 1 { 64 } else { 16 };
+        let (mut c0, mut c1) = (nr0.div_ceil(size).max(1), nr1.div_ceil(size).max(1));
+        if c0 * c1 < nth * 4 {
+            (c0, c1) = if nr0 > nr1 { (nth, 1) } else { (1, nth) };
+        }
+        ChunkPlan { dr0: nr0.div_ceil(c0).max(1), dr1: nr1.div_ceil(c1).max(1) }
+    }
+
+    /// The span of the chunk holding index `i` of a side of `nr` with chunk size `dr`.
+    fn span(i: usize, dr: usize, nr: usize) -> usize {
+        let start = i / dr * dr;
+        (start + dr).min(nr) - start
+    }
+
+    /// Whether the output of weight row `j` and activation row `i` lies in a chunk of
+    /// even spans on both sides (of `nr0` x `nr1`): ggml's condition for `nrc == 2`
+    /// besides both row counts being even.
+    pub fn even(&self, j: usize, i: usize, nr0: usize, nr1: usize) -> bool {
+        Self::span(j, self.dr0, nr0).is_multiple_of(2)
+            && Self::span(i, self.dr1, nr1).is_multiple_of(2)
+    }
+}
+
 /// Whether ggml's i8mm build multiplies `n` plain rows of `ty` by `m` activation rows on
-/// 2x2 tiles (`nrc == 2`).
+/// 2x2 tiles (`nrc == 2`) anywhere (chunks with odd spans still go one pair at a time:
+/// [`ChunkPlan`]).
 pub fn nrc2_applies(ty: GgmlType, n: usize, m: usize) -> bool {
     matches!(ty, GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K)
         && n.is_multiple_of(2)
@@ -101,15 +147,14 @@ pub fn nrc2_applies(ty: GgmlType, n: usize, m: usize) -> bool {
 }
 
 /// How `n` plain rows may be split between threads without changing the tile decision
-/// ([`Kernels::plain_split`]): in pairs when `n` is even; whole when `n` is odd and `m`
-/// even (a chunk of even size would take the tiles that ggml, deciding on all `n` rows,
-/// does not); freely when `m` is odd (no tiles at all).
+/// ([`Kernels::plain_split`]): freely when no tile applies (`m` odd, or a type without
+/// tiles); whole otherwise (the tile decision follows ggml's chunk plan over all `n`
+/// rows, [`ChunkPlan`], which a part of the rows would not see).
 pub fn nrc2_split(ty: GgmlType, n: usize, m: usize) -> Option<usize> {
     if !nrc2_applies(ty, 2, m) {
         Some(1)
-    } else if n.is_multiple_of(2) {
-        Some(2)
     } else {
+        let _ = n;
         None
     }
 }
@@ -147,13 +192,16 @@ pub fn tile(
     })
 }
 
-/// ggml's plain matmul on the i8mm build ([`ARM_I8MM_NRC2`]) over `kernels`' activation
-/// format, with `tile` as the 2x2 kernel (twin or native): `out[i * n + j]`.
+/// ggml's plain matmul on the i8mm build ([`ARM_I8MM_NRC2`]) with `tier_threads` threads
+/// over `kernels`' activation format, with `tile` as the 2x2 kernel (twin or native):
+/// `out[i * n + j]`; the outputs of chunks with an odd span ([`ChunkPlan`]) by
+/// `kernels`' `vec_dot`, one pair at a time.
 pub fn matmul_nrc2<K: Kernels + ?Sized>(
     kernels: &K,
     w: &WeightMatrix<'_>,
     act: &[u8],
     m: usize,
+    tier_threads: usize,
     tile: impl Fn(GgmlType, GgmlType, [&[u8]; 2], [&[u8]; 2]) -> Result<Tile, KernelError>,
 ) -> Result<Vec<f32>, KernelError> {
     let n = w.n();
@@ -165,9 +213,19 @@ pub fn matmul_nrc2<K: Kernels + ?Sized>(
     if let Some(a) = rows.first() {
         check_pair(w.ty(), w.row(0), atype, a)?;
     }
+    let plan = ChunkPlan::new(n, m, tier_threads);
     let mut out = vec![0.0f32; m * n];
     for i in (0..m).step_by(2) {
         for j in (0..n).step_by(2) {
+            // With both row counts even, a chunk of even span starts at an even row (an odd
+            // start would leave the rest of the side odd), so a pair lies in one chunk
+            // and its first element decides for all four outputs.
+            if !plan.even(j, i, n, m) {
+                for (ii, jj) in [(i, j), (i, j + 1), (i + 1, j), (i + 1, j + 1)] {
+                    out[ii * n + jj] = kernels.vec_dot(w.ty(), w.row(jj), rows[ii])?;
+                }
+                continue;
+            }
             let t = tile(w.ty(), atype, [w.row(j), w.row(j + 1)], [rows[i], rows[i + 1]])?;
             out[i * n + j] = t[0][0];
             out[i * n + j + 1] = t[0][1];
@@ -197,7 +255,17 @@ impl Kernels for I8mmTwin {
         act: &[u8],
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, tile)
+        matmul_nrc2(self, w, act, m, 1, tile)
+    }
+
+    fn matmul_quantized_tier(
+        &self,
+        w: &WeightMatrix<'_>,
+        act: &[u8],
+        m: usize,
+        tier_threads: usize,
+    ) -> Result<Vec<f32>, KernelError> {
+        matmul_nrc2(self, w, act, m, tier_threads, tile)
     }
 
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
