@@ -385,13 +385,14 @@ int main(int argc, char **argv) {
     }
     for (int step = 0; step < n_steps + steps; step++) {
         const int32_t *inp;
+        int32_t fed = next; // a greedy step's input: the previous step's choice
         int n;
         if (step < n_steps) {
             n = prompt ? n_ids : 1;
             inp = prompt ? ids : &ids[step];
         } else {
             n = 1;
-            inp = &next;
+            inp = &fed;
         }
         for (int i = 0; i < n; i++) {
             if (inp[i] < 0 || inp[i] >= n_vocab) {

@@ -44,6 +44,10 @@ pub struct CandidateResult {
     pub imp: String,
     /// Its attention setting.
     pub attention: String,
+    /// The tier thread counts it stands for, when the trace records none (empty: the
+    /// trace's own count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tier_threads: Vec<usize>,
     /// Taps reproduced bitwise before the first mismatch.
     pub reproduced: usize,
     /// The first mismatch: step, tap, relative L2 (none: every tap reproduced).
@@ -125,6 +129,58 @@ pub struct IdentifyOptions {
     pub dump: ImportOptions,
     /// Threads per matmul of the candidates' decoders (results do not depend on it).
     pub threads: usize,
+}
+
+/// Thread counts `identify` tries when a trace does not record its own: every count up
+/// to 16 and the usual larger pool sizes, one per class of counts that give the same
+/// arithmetic ([`thread_classes`]).
+pub const THREAD_CANDIDATES: [usize; 22] =
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128];
+
+/// The thread counts of [`THREAD_CANDIDATES`] grouped by what they decide for `t`'s run
+/// on `model` in a context of `n_ctx` cells: the split-KV chunk size of every one-row
+/// step attending 512 cells or more (flash attention), and, for a lane whose plain
+/// matmul follows ggml's chunk plan (`chunk_plan`: the i8mm builds' tiles), the plan of
+/// every weight shape against every graph's row count. Counts in one class give the lane
+/// the same bits; the first of each class stands for it.
+pub fn thread_classes(t: &Trace, model: &Model, n_ctx: usize, chunk_plan: bool) -> Vec<Vec<usize>> {
+    let hp = &model.hp;
+    let widths =
+        [hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim, hp.n_embd, hp.n_ff, hp.n_vocab];
+    let mut rows = std::collections::BTreeSet::new();
+    let mut cells = std::collections::BTreeSet::new();
+    for rec in &t.steps {
+        for g in graphs(rec) {
+            rows.insert(g.rows);
+            rows.insert(g.outputs.len());
+            if g.rows == 1 {
+                let used = rec.positions[g.start] + 1;
+                cells.insert(tiercheck_model::attention::padded_n_kv(used, n_ctx));
+            }
+        }
+    }
+    rows.remove(&0);
+    let mut classes: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+    for &nth in &THREAD_CANDIDATES {
+        let mut sig: Vec<usize> = cells
+            .iter()
+            .filter(|&&c| c >= tiercheck_model::attention::FA_SPLIT_KV_MIN)
+            .map(|&c| c.div_ceil(nth))
+            .collect();
+        if chunk_plan {
+            for &m in &rows {
+                for &n in &widths {
+                    let p = tiercheck_core::arch::aarch64::i8mm::ChunkPlan::new(n, m, nth);
+                    sig.extend([p.dr0, p.dr1]);
+                }
+            }
+        }
+        match classes.iter_mut().find(|(s, _)| *s == sig) {
+            Some((_, counts)) => counts.push(nth),
+            None => classes.push((sig, vec![nth])),
+        }
+    }
+    classes.into_iter().map(|(_, c)| c).collect()
 }
 
 /// The attention settings to try: the trace's where it records them, else all four.
@@ -264,9 +320,21 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
     let mut candidates = Vec::new();
     let mut per: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
     let mut best: Option<(usize, usize, Chosen, DeltaOptions)> = None;
+    // Without a recorded thread count, every class of counts that changes the arithmetic
+    // is a candidate of its own.
+    let recorded = t.meta.contains_key("tier_threads") || t.meta.contains_key("threads");
     for lane in lanes_list {
         let c = lanes::choose(lane, o.imp).map_err(anyhow::Error::msg)?;
-        for attn in attentions(&t) {
+        let plan = lane.recipe.plain_gemm == tiercheck_core::arch::aarch64::i8mm::ARM_I8MM_NRC2;
+        let classes =
+            if recorded { vec![Vec::new()] } else { thread_classes(&t, model, o.n_ctx, plan) };
+        for (attn, counts) in
+            attentions(&t).into_iter().flat_map(|a| classes.iter().map(move |cl| (a, cl.clone())))
+        {
+            let attn = match counts.first() {
+                Some(&n) => Attention { tier_threads: n, ..attn },
+                None => attn,
+            };
             let opts = DeltaOptions {
                 ids: prompt.clone(),
                 steps: generated.len(),
@@ -281,7 +349,11 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
                 threads: o.threads,
             };
             let (matched, first) = replay(model, &c, &opts, &t)?;
-            let name = format!("{} ({})", lane.name, attn.label());
+            let name = if counts.is_empty() {
+                format!("{} ({})", lane.name, attn.label())
+            } else {
+                format!("{} ({} threads={})", lane.name, attn.label(), list(&counts))
+            };
             for key in &matched {
                 per.entry(key.clone()).or_default().push(name.clone());
             }
@@ -294,6 +366,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
                 lane: lane.name.into(),
                 imp: c.impl_name().into(),
                 attention: attn.label(),
+                tier_threads: counts,
                 reproduced: matched.len(),
                 first_mismatch: first,
             });
@@ -401,4 +474,25 @@ pub fn render(r: &IdentifyReport) -> String {
         s += &format!("  {:<48} {:>6}  {stop}\n", format!("{} [{}]", c.name, c.imp), c.reproduced);
     }
     s
+}
+
+/// `1,2,5-8` style list of ascending counts.
+fn list(counts: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < counts.len() {
+        let mut j = i;
+        while j + 1 < counts.len() && counts[j + 1] == counts[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i + 1 {
+            format!("{}-{}", counts[i], counts[j])
+        } else if j == i + 1 {
+            format!("{},{}", counts[i], counts[j])
+        } else {
+            counts[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(",")
 }

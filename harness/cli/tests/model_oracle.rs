@@ -1028,10 +1028,25 @@ fn llama_cli(
         forced: Vec::new(),
     };
     let mine = ours_spec(&model, arith, &spec, a, cli.ctx, &dir.path().join("ours.st"))?;
-    let tokens = |t: &Trace| t.steps.iter().map(|s| s.emitted).collect::<Vec<_>>();
-    if tokens(&mine) != tokens(&theirs) {
+    // The same steps: positions, ids fed, graphs, output rows and greedy choices.
+    let shape = |t: &Trace| {
+        t.steps
+            .iter()
+            .map(|s| {
+                (
+                    s.positions.clone(),
+                    s.input_ids.clone(),
+                    s.ubatch_rows(),
+                    s.output_rows(),
+                    s.emitted,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    if shape(&mine) != shape(&theirs) {
+        let tokens = |t: &Trace| t.steps.iter().map(|s| s.emitted).collect::<Vec<_>>();
         return Err(format!(
-            "{what}: greedy tokens {:?}, llama.cpp's {:?}",
+            "{what}: the steps differ (greedy tokens {:?}, llama.cpp's {:?})",
             tokens(&mine),
             tokens(&theirs)
         ));
@@ -1454,6 +1469,76 @@ fn llama_identify() -> Result<(), String> {
     Ok(())
 }
 
+/// `identify` on runs made as llama-cli makes them (ubatches, the last row's logits,
+/// greedy steps) with their thread count removed from the metadata, as an engine's dump
+/// would come: the i8mm build with repack off at 3 threads (CLI_THREADS, where the chunk
+/// plan differs from one thread's) must be explained by `aarch64-i8mm` with a class of
+/// counts holding 3 and not 1; haswell with repack on at 3 threads at llama-cli's sizes
+/// (split-KV steps) by `x86_64-avx2-repack` with a class holding 3 and not 1 or 2.
+fn llama_identify_cli() -> Result<(), String> {
+    use tiercheck_analysis::identify::{identify, IdentifyOptions};
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let default = attn(KvType::F16, FlashAttn::On);
+    for (build, repack, cli, lanes, wrong) in [
+        (
+            Build::ArmI8mm,
+            false,
+            CliRun { threads: 3, ..CLI_THREADS },
+            vec!["aarch64-i8mm", "aarch64-neon"],
+            vec![1],
+        ),
+        (
+            Build::Haswell,
+            true,
+            CliRun { threads: 3, ..CLI_DEFAULTS },
+            vec!["x86_64-avx2-repack"],
+            vec![1, 2],
+        ),
+    ] {
+        let a = Attention { tier_threads: cli.threads, ..default };
+        let mut t = (*cli_trace(build, repack, a, cli)?).clone();
+        t.meta.remove("threads");
+        t.meta.remove("tier_threads");
+        let path = dir.path().join(format!("{}.safetensors", build.name()));
+        tiercheck_model::import::write(&path, &t).map_err(|e| e.to_string())?;
+        let opts = IdentifyOptions {
+            lanes: Some(lanes.iter().map(|l| lanes::find(l)).collect::<Result<_, _>>()?),
+            imp: Impl::Auto,
+            residual: Residual::F32,
+            n_ctx: cli.ctx,
+            floor_seeds: 0,
+            dump: Default::default(),
+            threads: 2,
+        };
+        let r = identify(&model, &path, &opts).map_err(|e| format!("{e:#}"))?;
+        let lane = build.lane(repack);
+        let best: Vec<_> = r.candidates.iter().filter(|c| r.best_lanes.contains(&c.name)).collect();
+        // Every equally good candidate is the build's lane with counts other than the
+        // wrong ones, and one of them holds 3.
+        let ok = r.explained
+            && best.iter().any(|c| c.tier_threads.contains(&3))
+            && best
+                .iter()
+                .all(|c| c.lane == lane && wrong.iter().all(|w| !c.tier_threads.contains(w)));
+        if !ok {
+            return Err(format!(
+                "{} at 3 threads without its count: {}; best {:?}",
+                build.name(),
+                r.verdict,
+                r.best_lanes
+            ));
+        }
+        eprintln!(
+            "{} at 3 threads: {} (of {} candidates)",
+            build.name(),
+            r.verdict,
+            r.candidates.len()
+        );
+    }
+    Ok(())
+}
+
 /// The trace cache's premise: llama.cpp run again on the same build, model and
 /// arguments writes the same trace. One cached run (the i8mm build under qemu, prompt
 /// mode, repack on, llama.cpp's default attention: one of the trials' own runs) is run
@@ -1511,6 +1596,7 @@ fn main() -> ExitCode {
         trial("llama_cpp/trace_cache/recomputes_bitwise", trace_cache_recomputes_bitwise),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
         trial("llama_cpp/identify", llama_identify),
+        trial("llama_cpp/identify_cli_threads", llama_identify_cli),
         trial("llama_cpp/capture_llama_cpp_python", capture_from_llama_cpp_python),
         trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
         trial("llama_cpp/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Haswell, true)),
@@ -1651,25 +1737,25 @@ fn main() -> ExitCode {
             trials.push(trial(&name, move || llama_cli(build, repack, a, CLI_DEFAULTS, false)));
         }
     }
-    // Thread counts 1, 3, 8 and 14: on haswell at llama-cli's sizes (600 ids, then greedy
-    // steps attending 600+ cells: split-KV flash attention, one part per thread), and on
-    // the i8mm and SVE builds with repack off (CLI_THREADS: ggml's chunk plan, re-chunked
-    // by thread, decides the 2x2 tiles).
+    // Thread counts 1, 3, 8 and 14 on every build with repack off and on (CLI_THREADS:
+    // ggml's chunk plan, re-chunked by thread, decides the i8mm and SVE builds' 2x2
+    // tiles): `llama_cpp[/<build>]/threads/<n>/<repack|no_repack>/end_to_end`; and on
+    // haswell at llama-cli's sizes (600 ids, then greedy steps attending 600+ cells:
+    // split-KV flash attention, one part per thread): `llama_cpp/threads_split_kv/<n>/...`.
     for threads in [1, 3, 8, 14] {
-        for (build, repack, cli) in [
-            (Build::Haswell, true, CLI_DEFAULTS),
-            (Build::ArmI8mm, false, CLI_THREADS),
-            (Build::ArmSve128, false, CLI_THREADS),
-            (Build::ArmSve256, false, CLI_THREADS),
-        ] {
+        for (build, repack) in builds {
             let r = if repack { "repack" } else { "no_repack" };
             let name = match build {
                 Build::Haswell => format!("llama_cpp/threads/{threads}/{r}/end_to_end"),
+                Build::Zen4 => format!("llama_cpp/zen4/threads/{threads}/{r}/end_to_end"),
                 _ => format!("llama_cpp/{}/threads/{threads}/{r}/end_to_end", build.name()),
             };
-            let cli = CliRun { threads, ..cli };
+            let cli = CliRun { threads, ..CLI_THREADS };
             trials.push(trial(&name, move || llama_cli(build, repack, default, cli, false)));
         }
+        let name = format!("llama_cpp/threads_split_kv/{threads}/repack/end_to_end");
+        let cli = CliRun { threads, ..CLI_DEFAULTS };
+        trials.push(trial(&name, move || llama_cli(Build::Haswell, true, default, cli, false)));
     }
     // ... and the count matters there: at 3 threads, the lane given one tier thread differs
     // (split-KV on haswell, the chunk plan on the i8mm build).

@@ -221,7 +221,7 @@ impl KvCache {
 }
 
 /// llama.cpp's padded KV length for `used` filled cells in a cache of `n_ctx`.
-pub(crate) fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
+pub fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
     let pad = used.div_ceil(256) * 256;
     n_ctx.min(pad.max(256))
 }

@@ -895,6 +895,9 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                 if st["emitted"] != emitted:
                     raise OracleError(f"step {step}: the driver picked {emitted}, "
                                       f"argmax is {st['emitted']}")
+                if step >= n_prompt_steps and st["input_ids"] != [steps[-1]["emitted"]]:
+                    raise OracleError(f"step {step}: the driver fed {st['input_ids']}, not the "
+                                      f"previous step's choice {steps[-1]['emitted']}")
                 steps.append(st)
                 for k, v in seen.items():
                     info["seen"][k] = info["seen"].get(k, 0) + v

@@ -60,15 +60,20 @@ pub enum Level {
     DecoderDecode,
     /// The whole decoder with the prompt as one batch (prompt mode), every tap bitwise.
     DecoderPrompt,
+    /// The whole decoder run the way llama-cli and llama-server run llama.cpp: the
+    /// prompt in batches and ubatches, only its last row's logits (the last layer
+    /// pruned to it), greedy steps after it, several thread counts; every tap bitwise.
+    DecoderCli,
 }
 
 impl Level {
-    /// Short name (`kernel`, `decode`, `prompt`).
+    /// Short name (`kernel`, `decode`, `prompt`, `cli`).
     pub fn name(self) -> &'static str {
         match self {
             Level::Kernel => "kernel",
             Level::DecoderDecode => "decode",
             Level::DecoderPrompt => "prompt",
+            Level::DecoderCli => "cli",
         }
     }
 }

@@ -88,6 +88,22 @@ pub static AARCH64_I8MM: Lane = Lane {
                 "llama_cpp/arm-i8mm/f32_off/no_repack/prompt/layer_local",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; F16 KV cache with flash attention and F32 without",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-i8mm/cli/no_repack/end_to_end",
+                "llama_cpp/arm-i8mm/cli/no_repack/layer_local",
+                "llama_cpp/arm-i8mm/cli/f32_off/no_repack/end_to_end",
+                "llama_cpp/arm-i8mm/threads/1/no_repack/end_to_end",
+                "llama_cpp/arm-i8mm/threads/3/no_repack/end_to_end",
+                "llama_cpp/arm-i8mm/threads/8/no_repack/end_to_end",
+                "llama_cpp/arm-i8mm/threads/14/no_repack/end_to_end",
+                "llama_cpp/arm-i8mm/cli_defaults/no_repack/end_to_end",
+            ],
+        },
     ]),
     portable: &I8mmTwin,
 };

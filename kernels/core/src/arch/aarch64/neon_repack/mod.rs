@@ -66,6 +66,21 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
                 "llama_cpp/arm-dotprod/f32_off/repack/prompt/layer_local",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; F16 KV cache with flash attention and F32 without",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/arm-dotprod/cli/repack/end_to_end",
+                "llama_cpp/arm-dotprod/cli/repack/layer_local",
+                "llama_cpp/arm-dotprod/cli/f32_off/repack/end_to_end",
+                "llama_cpp/arm-dotprod/threads/1/repack/end_to_end",
+                "llama_cpp/arm-dotprod/threads/3/repack/end_to_end",
+                "llama_cpp/arm-dotprod/threads/8/repack/end_to_end",
+                "llama_cpp/arm-dotprod/threads/14/repack/end_to_end",
+            ],
+        },
     ]),
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,

@@ -80,6 +80,23 @@ pub static X86_64_AVX2: Lane = Lane {
                 "llama_cpp/f32_off/no_repack/prompt/layer_local",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp haswell, repack off, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; F16 KV cache with flash attention and F32 without",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/cli/no_repack/end_to_end",
+                "llama_cpp/cli/no_repack/layer_local",
+                "llama_cpp/cli/f32_off/no_repack/end_to_end",
+                "llama_cpp/threads/1/no_repack/end_to_end",
+                "llama_cpp/threads/3/no_repack/end_to_end",
+                "llama_cpp/threads/8/no_repack/end_to_end",
+                "llama_cpp/threads/14/no_repack/end_to_end",
+                "llama_cpp/cli_defaults/no_repack/end_to_end",
+                "llama_cpp/cli_defaults/f32_off/no_repack/end_to_end",
+            ],
+        },
     ]),
     portable: &Avx2Twin,
 };

@@ -56,6 +56,21 @@ pub static X86_64_AVX512: Lane = Lane {
                 "llama_cpp/zen4/f32_off/no_repack/prompt/layer_local",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp zen4, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; F16 KV cache with flash attention and F32 without",
+            only: "",
+            test: "model_oracle",
+            trials: &[
+                "llama_cpp/zen4/cli/no_repack/end_to_end",
+                "llama_cpp/zen4/cli/no_repack/layer_local",
+                "llama_cpp/zen4/cli/f32_off/no_repack/end_to_end",
+                "llama_cpp/zen4/threads/1/no_repack/end_to_end",
+                "llama_cpp/zen4/threads/3/no_repack/end_to_end",
+                "llama_cpp/zen4/threads/8/no_repack/end_to_end",
+                "llama_cpp/zen4/threads/14/no_repack/end_to_end",
+            ],
+        },
     ]),
     portable: &Avx2Twin,
 };
