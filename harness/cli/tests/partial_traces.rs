@@ -286,6 +286,27 @@ fn bad_dumps_are_errors_naming_the_file_and_the_array() {
     let w = t.taps[&(0, "l_out-0".to_string())].shape[1];
     let e = import(&write("l_out-0", vec![2, w]), &["--mode", "decode"]);
     assert!(e.contains("no result_output"), "{e}");
+    // A prompt dump whose pruned taps disagree: the last layer's l_out holds the last row
+    // only while its ffn_out holds both (llama.cpp prunes them alike).
+    let n_layer = t.taps.keys().filter(|(s, n)| *s == 0 && n.starts_with("l_out-")).count();
+    let last = format!("l_out-{}", n_layer - 1);
+    let ffn = last.replace("l_out", "ffn_out");
+    let (a, b, c) = (vec![0u8; 4 * 2 * w], vec![0u8; 4 * w], vec![0u8; 4 * 3072]);
+    let ids: Vec<u8> = [1i64, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let views = vec![
+        (ffn.clone(), TensorView::new(Dtype::F32, vec![2, w], &a).unwrap()),
+        (last.clone(), TensorView::new(Dtype::F32, vec![1, w], &b).unwrap()),
+        ("result_output".to_string(), TensorView::new(Dtype::F32, vec![1, 3072], &c).unwrap()),
+        ("ids".to_string(), TensorView::new(Dtype::I64, vec![2], &ids).unwrap()),
+    ];
+    let mixed = dir.path().join("mixed.safetensors");
+    std::fs::write(&mixed, safetensors::serialize(views, &None).unwrap()).unwrap();
+    let e = import(&mixed, &["--mode", "prompt"]);
+    assert!(
+        e.contains(&mixed.display().to_string())
+            && e.contains(&format!("'{last}' holds the last row only but '{ffn}' holds every row")),
+        "{e}"
+    );
 }
 
 fn identify_json(path: &Path, extra: &[&str]) -> serde_json::Value {
