@@ -56,13 +56,15 @@ fn proven_lanes_name_proofs_and_labels_are_truthful() {
     }
     let avx512 = tiercheck_core::lane("x86_64-avx512").unwrap();
     assert!(matches!(avx512.status, Status::Proven(_)));
-    // The one whole-decoder claim today.
-    let repack = tiercheck_core::lane("x86_64-avx2-repack").unwrap();
-    assert_eq!(
-        repack.status.best_level(),
-        Some(tiercheck_core::lane::Level::DecoderPrompt),
-        "x86_64-avx2-repack"
-    );
+    // Every CPU lane is proven up to runs as llama-cli makes them.
+    for lane in LANES.iter().filter(|l| l.arch.cpu_target_arch().is_some()) {
+        assert_eq!(
+            lane.status.best_level(),
+            Some(tiercheck_core::lane::Level::DecoderCli),
+            "{}",
+            lane.name
+        );
+    }
 }
 
 #[test]
@@ -88,13 +90,13 @@ fn tiercheck_lanes_prints_every_lanes_status() {
 #[test]
 fn status_tags_name_the_unqualified_level() {
     let tag = |name: &str| tiercheck_core::lane(name).unwrap().status.tag();
-    assert_eq!(tag("x86_64-avx2-repack"), "proven:prompt");
-    assert_eq!(tag("x86_64-avx2"), "proven:prompt");
-    assert_eq!(tag("aarch64-neon"), "proven:prompt");
-    assert_eq!(tag("aarch64-neon-repack"), "proven:prompt");
-    assert_eq!(tag("aarch64-i8mm-repack"), "proven:prompt");
-    assert_eq!(tag("x86_64-avx512"), "proven:prompt");
-    assert_eq!(tag("aarch64-i8mm"), "proven:prompt");
+    assert_eq!(tag("x86_64-avx2-repack"), "proven:cli");
+    assert_eq!(tag("x86_64-avx2"), "proven:cli");
+    assert_eq!(tag("aarch64-neon"), "proven:cli");
+    assert_eq!(tag("aarch64-neon-repack"), "proven:cli");
+    assert_eq!(tag("aarch64-i8mm-repack"), "proven:cli");
+    assert_eq!(tag("x86_64-avx512"), "proven:cli");
+    assert_eq!(tag("aarch64-i8mm"), "proven:cli");
     assert_eq!(tag("hip-wave32"), "modelled");
     // A proof that holds only under a stated setting does not raise the plain level: the
     // tag names the unqualified one and says more is proven with `+`.

@@ -1040,3 +1040,78 @@ fn elem_flavour_is_the_tier_the_lane_names() {
         );
     }
 }
+
+/// ggml's chunk plan (`ggml_compute_forward_mul_mat`), worked by hand: chunks of 16 (64
+/// with a one-row side), `ceil(rows / chunks)` rows each, re-chunked by thread (along the
+/// weight rows when they outnumber the activation rows) below four chunks per thread.
+#[test]
+fn i8mm_chunk_plan_by_hand() {
+    use tiercheck_core::arch::aarch64::i8mm::ChunkPlan;
+    let plan = |n, m, nth| {
+        let p = ChunkPlan::new(n, m, nth);
+        (p.dr0, p.dr1)
+    };
+    // 88 rows: 6 chunks of 15; 600 rows: 38 chunks of 16.
+    assert_eq!(plan(128, 88, 1), (16, 15));
+    assert_eq!(plan(128, 600, 2), (16, 16));
+    // 8 x 1 chunks: kept for 1 and 2 threads, by thread from 3 (43, 43, 42 rows).
+    assert_eq!(plan(128, 16, 2), (16, 16));
+    assert_eq!(plan(128, 16, 3), (43, 16));
+    assert_eq!(plan(128, 16, 14), (10, 16));
+    // One activation row: chunks of 64, two of them, one thread takes the whole.
+    assert_eq!(plan(128, 1, 1), (128, 1));
+    // A tie goes along the activation rows.
+    assert_eq!(plan(32, 32, 8), (32, 4));
+    let p = ChunkPlan::new(128, 16, 3);
+    assert!(!p.even(0, 0, 128, 16) && !p.even(85, 15, 128, 16) && p.even(86, 0, 128, 16));
+    assert!((0..88).all(|i| !ChunkPlan::new(128, 88, 1).even(0, i, 128, 88)));
+}
+
+/// The i8mm-family lanes' plain matmul follows the chunk plan for the tier's thread
+/// count: outputs of chunks with an odd span are the lane's vec_dot, one pair at a time
+/// (the per-row product), the others the 2x2 tiles (written out independently above);
+/// with 88 activation rows no output takes a tile, with 3 tier threads only the last
+/// chunk of 42 weight rows does.
+#[test]
+fn i8mm_tiles_follow_the_chunk_plan_of_the_tier_threads() {
+    const KS: usize = 256;
+    for lane in LANES.iter().filter(|l| l.recipe.plain_gemm == ARM_I8MM_NRC2) {
+        let r = &lane.recipe;
+        let fused = r.contraction == GCC_AARCH64_SVE;
+        for ty in [GgmlType::Q4_K, GgmlType::Q8_0] {
+            for (n, m, nth, tiled_from) in
+                [(128usize, 16usize, 3usize, 86usize), (16, 88, 1, 16), (128, 16, 2, 0)]
+            {
+                let bytes = weight_rows_k(91 + n as u64, ty, n, KS);
+                let wm = WeightMatrix::new(ty, n, KS, &bytes).unwrap();
+                let x = act_rows_k(17 + m as u64, 0, m, KS);
+                let act: Vec<u8> = x
+                    .chunks(KS)
+                    .flat_map(|xi| lane.portable.quantize_act(ty, xi).unwrap())
+                    .collect();
+                let got = lane.portable.matmul_quantized_tier(&wm, &act, m, nth).unwrap();
+                let tiles = arm_nrc2_matmul(&wm, &x, recipe_rule(lane, ty), fused);
+                let row = act.len() / m;
+                let mut differs = false;
+                for i in 0..m {
+                    for j in 0..n {
+                        let one = lane
+                            .portable
+                            .vec_dot(ty, wm.row(j), &act[i * row..(i + 1) * row])
+                            .unwrap();
+                        let want = if j >= tiled_from { tiles[i * n + j] } else { one };
+                        differs |= tiles[i * n + j].to_bits() != one.to_bits();
+                        assert_eq!(
+                            got[i * n + j].to_bits(),
+                            want.to_bits(),
+                            "{} {} n={n} m={m} nth={nth}: output ({i}, {j})",
+                            lane.name,
+                            ty.name()
+                        );
+                    }
+                }
+                assert!(differs, "{} {}: tiles and vec_dot agree everywhere", lane.name, ty.name());
+            }
+        }
+    }
+}
