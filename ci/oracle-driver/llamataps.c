@@ -10,9 +10,10 @@
 //             [KV FA [CTX BATCH UBATCH LOGITS]]
 //   llamataps info
 //
-// Context as tiercheck-capture sets it: one sequence, n_ctx CTX (default 512), n_batch
-// BATCH and n_ubatch UBATCH (default 512 each; llama.cpp caps n_batch at n_ctx and
-// n_ubatch at n_batch), K and V cache of type KV (f32 or f16; default f32), flash
+// Context as tiercheck-capture sets it (its threads in a threadpool that sleeps between
+// graphs instead of spinning: the same values, far less time under qemu): one sequence,
+// n_ctx CTX (default 512), n_batch BATCH and n_ubatch UBATCH (default 512 each;
+// llama.cpp caps n_batch at n_ctx and n_ubatch at n_batch), K and V cache of type KV (f32 or f16; default f32), flash
 // attention FA (0 or 1; default 0). In prompt mode the ids go to llama_decode in batches
 // of n_batch, as llama-server submits a prompt; LOGITS `all` (default) asks for every
 // row's logits, `last` for the prompt's last row only (llama-cli's and llama-server's
@@ -372,6 +373,16 @@ int main(int argc, char **argv) {
     if (!ctx) {
         die("%s", "llama_init_from_model failed");
     }
+    // The threadpool of THREADS threads, sleeping instead of spinning between graphs
+    // (poll 0): which thread computes which chunk never changes a value, and under qemu
+    // on fewer cores than threads, spinning threads make a run dozens of times slower.
+    struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
+    tpp.poll = 0;
+    struct ggml_threadpool *pool = ggml_threadpool_new(&tpp);
+    if (!pool) {
+        die("%s", "ggml_threadpool_new failed");
+    }
+    llama_attach_threadpool(ctx, pool, pool);
 
     // The batch size llama.cpp runs with (capped at n_ctx): a prompt step goes to
     // llama_decode in pieces of this many ids.
@@ -463,7 +474,9 @@ int main(int argc, char **argv) {
     }
     free(last);
     free(ids);
+    llama_detach_threadpool(ctx);
     llama_free(ctx);
+    ggml_threadpool_free(pool);
     llama_model_free(model);
     llama_backend_free();
     put_u8('E');
