@@ -7,7 +7,7 @@
 // (--dump-from) turns into a trace with the same checks as its in-process path.
 //
 //   llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump
-//             [KV FA [CTX BATCH UBATCH LOGITS]]
+//             [KV FA [CTX BATCH UBATCH LOGITS [STATE_IN STATE_OUT]]]
 //   llamataps info
 //
 // Context as tiercheck-capture sets it (its threads in a threadpool that sleeps between
@@ -18,13 +18,20 @@
 // of n_batch, as llama-server submits a prompt; LOGITS `all` (default) asks for every
 // row's logits, `last` for the prompt's last row only (llama-cli's and llama-server's
 // way: llama.cpp then prunes the last layer to that row). Greedy steps always ask for
-// their one row. Tap selection, the
+// their one row. STATE_IN (or `-`) names a sequence state file
+// (llama_state_seq_save_file's format) loaded into the sequence before the ids, which
+// then continue after its cells; STATE_OUT (or `-`) is where the sequence's state is
+// saved after the last step (written to STATE_OUT.tmp and renamed). IDS may be `@FILE`:
+// the comma-separated ids read from FILE (a long prompt exceeds one argument's limit).
+// Tap selection, the
 // llama.cpp node names and the "last node of a name wins" rule are the script's (the
 // lists are passed by the script in TAPS_LAYER and TAPS_GLOBAL, so the two cannot drift
-// apart).
+// apart; `-` in both captures no tap).
 //
 // Dump format (little-endian), a sequence of records, each a one-byte tag:
 //   'I' u32 n_layer, u32 n_embd, u32 n_vocab, str desc
+//   'P' u32 cells, u32 tokens                                       STATE_IN was loaded:
+//                                                                   its cells and tokens
 //   'S' u32 step, u32 n, n x (i32 id, i32 pos), i32 emitted       one step (the prompt
 //                                                                   step may be several
 //                                                                   llama_decode calls)
@@ -113,6 +120,9 @@ static int parse_list(const char *var, char **dst) {
     if (!list || !*list) {
         fprintf(stderr, "llamataps: %s is not set\n", var);
         exit(2);
+    }
+    if (strcmp(list, "-") == 0) {
+        return 0;
     }
     int n = 0;
     char *copy = strdup(list);
@@ -234,7 +244,7 @@ static int parse_int(const char *s, const char *what, long lo, long hi) {
 static int usage(void) {
     fprintf(stderr,
             "usage: llamataps MODEL.gguf decode|prompt IDS THREADS REPACK(0|1) STEPS OUT.dump "
-            "[KV(f32|f16) FA(0|1) [CTX BATCH UBATCH LOGITS(all|last)]]\n"
+            "[KV(f32|f16) FA(0|1) [CTX BATCH UBATCH LOGITS(all|last) [STATE_IN|- STATE_OUT|-]]]\n"
             "       llamataps info\n"
             "TAPS_LAYER, TAPS_GLOBAL (environment): comma-separated node names to capture\n"
             "(per layer, captured as NAME-L, and whole-model)\n");
@@ -251,12 +261,17 @@ int main(int argc, char **argv) {
                ggml_cpu_has_llamafile());
         return 0;
     }
-    if (argc != 8 && argc != 10 && argc != 14) {
+    if (argc != 8 && argc != 10 && argc != 14 && argc != 16) {
         return usage();
+    }
+    const char *state_in = NULL, *state_out = NULL;
+    if (argc == 16) {
+        state_in = strcmp(argv[14], "-") == 0 ? NULL : argv[14];
+        state_out = strcmp(argv[15], "-") == 0 ? NULL : argv[15];
     }
     int n_ctx = 512, n_batch = 512, n_ubatch = 512;
     bool logits_all = true;
-    if (argc == 14) {
+    if (argc >= 14) {
         n_ctx = parse_int(argv[10], "CTX", 1, MAX_CTX);
         n_batch = parse_int(argv[11], "BATCH", 1, MAX_CTX);
         n_ubatch = parse_int(argv[12], "UBATCH", 1, MAX_CTX);
@@ -298,7 +313,34 @@ int main(int argc, char **argv) {
     }
     int n_ids = 0;
     {
-        char *copy = strdup(argv[3]);
+        char *copy;
+        if (argv[3][0] == '@') {
+            FILE *f = fopen(argv[3] + 1, "rb");
+            if (!f) {
+                fprintf(stderr, "llamataps: cannot open %s: %s\n", argv[3] + 1, strerror(errno));
+                return 2;
+            }
+            size_t cap = 1 << 16, len = 0;
+            copy = malloc(cap + 1);
+            size_t got;
+            while (copy && (got = fread(copy + len, 1, cap - len, f)) > 0) {
+                len += got;
+                if (len == cap) {
+                    cap *= 2;
+                    copy = realloc(copy, cap + 1);
+                }
+            }
+            fclose(f);
+            if (!copy) {
+                die("%s", "out of memory");
+            }
+            copy[len] = 0;
+            while (len > 0 && (copy[len - 1] == '\n' || copy[len - 1] == '\r')) {
+                copy[--len] = 0;
+            }
+        } else {
+            copy = strdup(argv[3]);
+        }
         for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
             if (n_ids == n_ctx) {
                 fprintf(stderr, "llamataps: more than %d ids (n_ctx)\n", n_ctx);
@@ -384,11 +426,36 @@ int main(int argc, char **argv) {
     }
     llama_attach_threadpool(ctx, pool, pool);
 
+    // The tokens of the sequence so far (a loaded state's, then every id fed), for
+    // STATE_OUT.
+    int32_t *seq_tokens = malloc(sizeof(int32_t) * ((size_t)n_ctx + 1));
+    if (!seq_tokens) {
+        die("%s", "out of memory");
+    }
+    size_t n_seq_tokens = 0;
+    int n_past = 0;
+    if (state_in) {
+        size_t n_tok = 0;
+        if (llama_state_seq_load_file(ctx, state_in, 0, seq_tokens, (size_t)n_ctx, &n_tok) == 0) {
+            fprintf(stderr, "llamataps: loading the sequence state %s failed\n", state_in);
+            return 1;
+        }
+        n_seq_tokens = n_tok;
+        n_past = (int)llama_memory_seq_pos_max(llama_get_memory(ctx), 0) + 1;
+        put_u8('P');
+        put_u32((uint32_t)n_past);
+        put_u32((uint32_t)n_tok);
+    }
+    if (n_past + n_ids + steps > n_ctx) {
+        fprintf(stderr, "llamataps: %d saved cells, %d ids and %d steps exceed n_ctx %d\n", n_past,
+                n_ids, steps, n_ctx);
+        return 2;
+    }
+
     // The batch size llama.cpp runs with (capped at n_ctx): a prompt step goes to
     // llama_decode in pieces of this many ids.
     int chunk = (int)llama_n_batch(ctx);
     int n_steps = prompt ? 1 : n_ids;
-    int n_past = 0;
     int32_t next = -1;
     float *last = malloc(sizeof(float) * (size_t)n_vocab);
     if (!last) {
@@ -471,8 +538,25 @@ int main(int argc, char **argv) {
         }
         put_i32(next);
         n_past += n;
+        for (int i = 0; i < n; i++) {
+            seq_tokens[n_seq_tokens++] = inp[i];
+        }
     }
     free(last);
+    if (state_out) {
+        char tmp_state[4096];
+        snprintf(tmp_state, sizeof(tmp_state), "%s.tmp", state_out);
+        if (llama_state_seq_save_file(ctx, tmp_state, 0, seq_tokens, n_seq_tokens) == 0) {
+            fprintf(stderr, "llamataps: saving the sequence state to %s failed\n", tmp_state);
+            return 1;
+        }
+        if (rename(tmp_state, state_out) != 0) {
+            fprintf(stderr, "llamataps: renaming %s to %s failed: %s\n", tmp_state, state_out,
+                    strerror(errno));
+            return 1;
+        }
+    }
+    free(seq_tokens);
     free(ids);
     llama_detach_threadpool(ctx);
     llama_free(ctx);

@@ -227,7 +227,7 @@ pub(crate) fn replay(
     let dec = decoder(model, c, o)?;
     let hp = &model.hp;
     let n_layer = hp.n_layer;
-    let mut cache = dec.new_cache();
+    let mut cache = dec.new_cache()?;
     let mut sink = TapSink::new(true, false);
     let mut matched = Vec::new();
     // Compare what the candidate produced since the last check (one graph's rows of each

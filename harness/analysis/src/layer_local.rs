@@ -194,7 +194,7 @@ pub(crate) fn layer_local_on(
         }
     }
     let mut sink = TapSink::new(true, false);
-    let mut cache = dec.new_cache();
+    let mut cache = dec.new_cache()?;
     // A tap's rows of one graph (ubatch) of a step, checked to be whole.
     let rows_of = |step: usize, name: &str, g: &Graph| -> anyhow::Result<&[f32]> {
         let t = get(step, name)?;

@@ -4,6 +4,7 @@
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use clap::builder::{PossibleValue, TypedValueParser};
@@ -13,6 +14,7 @@ use clap::Args;
 use tiercheck_core::Lane;
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::runner::{PromptIds, RunOptions};
+use tiercheck_model::state::KvState;
 use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Logits, Mode, Model, Residual};
 
 /// The lane named `name`, or clap's error naming the known lanes.
@@ -137,6 +139,12 @@ pub struct Setup {
     /// tool).
     #[arg(long, value_enum, default_value_t = Logits::Last)]
     pub logits: Logits,
+    /// Start from the K/V cache llama.cpp saved in this file (a sequence state, as
+    /// `llama_state_seq_save_file` and llama-server's slot save write it, or a session,
+    /// as `llama_state_save_file` writes it): the ids continue after its cells. Its
+    /// cache type and flash attention setting must be `--kv` and `--fa`.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
 }
 
 /// `--threads`: the decoder's threads per matmul.
@@ -249,8 +257,8 @@ impl Setup {
         steps: usize,
         traces: Option<PathBuf>,
         jobs: usize,
-    ) -> RunOptions {
-        RunOptions {
+    ) -> Result<RunOptions> {
+        Ok(RunOptions {
             steps,
             mode: self.mode(),
             batching: self.batching(),
@@ -259,6 +267,16 @@ impl Setup {
             n_ctx: self.n_ctx,
             attn: self.attention(),
             traces,
+            state: self.state()?,
+        })
+    }
+
+    /// The saved K/V cache of `--state`, read and checked on its own (against the model
+    /// and the run when a decoder takes it).
+    pub fn state(&self) -> Result<Option<Arc<KvState>>> {
+        match &self.state {
+            None => Ok(None),
+            Some(p) => Ok(Some(Arc::new(KvState::read(p)?))),
         }
     }
 

@@ -151,6 +151,12 @@ pub fn run_under_qemu(
     cmd.args(["--ctx", &opts.n_ctx.to_string()]);
     cmd.args(["--kv", opts.attn.kv.name(), "--fa", opts.attn.fa.name()]);
     cmd.args(["--tier-threads", &opts.attn.tier_threads.to_string()]);
+    cmd.args(["--batch", &opts.batching.n_batch.to_string()]);
+    cmd.args(["--ubatch", &opts.batching.n_ubatch.to_string()]);
+    cmd.args(["--logits", opts.batching.logits.name()]);
+    if let Some(s) = &opts.state {
+        cmd.arg("--state").arg(&s.path);
+    }
     if let Some(name) = only {
         cmd.args(["--prompt", name]);
         if let Some(dir) = &opts.traces {

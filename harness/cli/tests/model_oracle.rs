@@ -846,7 +846,7 @@ fn layer_local_diffs(dec: &Decoder<'_>, theirs: &Trace) -> Result<Vec<TapDiff>, 
                 } else {
                     rows_of(step, &format!("l_out-{}", il - 1), &g)?
                 };
-                let mut cache = dec.new_cache();
+                let mut cache = dec.new_cache().map_err(|e| e.to_string())?;
                 for earlier in 0..=step {
                     let k = get(earlier, &format!("Kcur-{il}"))?;
                     let v = get(earlier, &format!("Vcur-{il}"))?;

@@ -83,6 +83,7 @@ pub fn compute(
         n_ctx: 512,
         attn: Attention::LLAMA_DEFAULT,
         traces: None,
+        state: None,
     };
     let r = runner::run_lane(model, chosen, prompts, &opts, |_| {})?;
     let mut prov = r.provenance.clone();

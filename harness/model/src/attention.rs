@@ -70,6 +70,8 @@ use tiercheck_core::fp16;
 use tiercheck_core::gpu::MmvfAcc;
 
 use super::hparams::HParams;
+use super::state::KvState;
+use super::ModelError;
 
 /// Element type of the K/V cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -160,19 +162,56 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// An empty (zeroed) cache for `n_ctx` positions.
-    pub fn new(hp: &HParams, n_ctx: usize, attn: Attention) -> KvCache {
+    /// An empty (zeroed) cache for `n_ctx` positions; an error naming the size when the
+    /// memory for it cannot be had.
+    pub fn new(hp: &HParams, n_ctx: usize, attn: Attention) -> Result<KvCache, ModelError> {
         let kv_dim = hp.n_head_kv * hp.head_dim;
-        KvCache {
-            k: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
-            v: vec![vec![0.0; n_ctx * kv_dim]; hp.n_layer],
+        let per_layer = n_ctx.checked_mul(kv_dim);
+        let too_big = || {
+            let gib = (n_ctx as f64) * (kv_dim as f64) * (hp.n_layer as f64) * 8.0 / f64::from(1u32 << 30);
+            ModelError::Request(format!(
+                "a context of {n_ctx} cells needs {gib:.1} GiB for the K/V cache ({} layers of {kv_dim} K and V values per cell, held as f32), more than this process can allocate",
+                hp.n_layer
+            ))
+        };
+        let zeroed = || -> Result<Vec<f32>, ModelError> {
+            let n = per_layer.ok_or_else(too_big)?;
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| too_big())?;
+            v.resize(n, 0.0);
+            Ok(v)
+        };
+        let mut k = Vec::with_capacity(hp.n_layer);
+        let mut v = Vec::with_capacity(hp.n_layer);
+        for _ in 0..hp.n_layer {
+            k.push(zeroed()?);
+            v.push(zeroed()?);
+        }
+        Ok(KvCache {
+            k,
+            v,
             kv_dim,
             head_dim: hp.head_dim,
             n_ctx,
             used: 0,
             attn,
             fault: None,
+        })
+    }
+
+    /// Fill the first cells with a saved cache (checked against the run by
+    /// [`KvState::check`]), each cell stored as a computed one is: llama.cpp loads a
+    /// saved cache into cells `0..n` bit for bit, and flash attention reads an F32
+    /// cache rounded to F16 either way.
+    pub fn load(&mut self, s: &KvState) {
+        let d = self.kv_dim;
+        for il in 0..s.n_layer {
+            for c in 0..s.cells {
+                let (k, v) = (&s.k[il][c * d..(c + 1) * d], &s.v[il][c * d..(c + 1) * d]);
+                self.store(il, c, k, v);
+            }
         }
+        self.used = s.cells;
     }
 
     /// Positions filled so far.

@@ -34,7 +34,7 @@
 //! backend keeps it in f32 ([`Residual::F32`], the default).
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tiercheck_core::elem::{self, ElemFlavour, ElemOps};
 use tiercheck_core::lane::parallel::matmul_parallel;
@@ -44,6 +44,7 @@ use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 
 use super::attention::{Attention, KvCache, Step};
 use super::hparams::HParams;
+use super::state::KvState;
 use super::taps::TapSink;
 use super::{Model, ModelError};
 
@@ -120,6 +121,7 @@ pub struct Decoder<'m> {
     paths: Mutex<BTreeSet<String>>,
     dither: Option<u64>,
     fault: Option<tiercheck_core::lane::PlantedFault>,
+    state: Option<Arc<KvState>>,
 }
 
 fn kerr(what: impl Into<String>) -> impl FnOnce(tiercheck_core::KernelError) -> ModelError {
@@ -258,6 +260,7 @@ impl<'m> Decoder<'m> {
                 Arith::Lane { kernels, .. } => kernels.planted_fault(),
                 Arith::DequantF32 => None,
             },
+            state: None,
         })
     }
 
@@ -310,11 +313,30 @@ impl<'m> Decoder<'m> {
             .any(|w| matches!(w, Linear::Lane(Prepared::Repacked(_))))
     }
 
-    /// A fresh KV cache for this decoder.
-    pub fn new_cache(&self) -> KvCache {
-        let mut c = KvCache::new(self.hp, self.n_ctx, self.attn);
+    /// Start every run from a cache llama.cpp saved (`None`: from an empty cache),
+    /// checked against the model, the attention options and the context.
+    pub fn set_state(&mut self, state: Option<Arc<KvState>>) -> Result<(), ModelError> {
+        if let Some(s) = &state {
+            s.check(self.hp, &self.attn, self.n_ctx)?;
+        }
+        self.state = state;
+        Ok(())
+    }
+
+    /// The saved cache runs start from, if any.
+    pub fn state(&self) -> Option<&Arc<KvState>> {
+        self.state.as_ref()
+    }
+
+    /// A fresh KV cache for this decoder: empty, or holding the saved cells runs start
+    /// from ([`Decoder::set_state`]).
+    pub fn new_cache(&self) -> Result<KvCache, ModelError> {
+        let mut c = KvCache::new(self.hp, self.n_ctx, self.attn)?;
         c.fault = self.fault;
-        c
+        if let Some(s) = &self.state {
+            c.load(s);
+        }
+        Ok(c)
     }
 
     /// The attention options.

@@ -13,6 +13,7 @@
 //! - [`shaped`]: large models of real Qwen3 shapes, written directly as random quantized
 //!   blocks;
 //! - [`model_quant`]: quantizing a model's weights with the reference quantizers;
+//! - [`state`]: llama.cpp's saved K/V cache, to start a run from;
 //! - [`gen`]: the seeded generator;
 //! - [`repo`]: where the golden folder is, and whether it may be rewritten here.
 //!
@@ -35,6 +36,7 @@ pub mod repo;
 pub mod run;
 pub mod runner;
 pub mod shaped;
+pub mod state;
 pub mod tapdiff;
 pub mod taps;
 

@@ -283,10 +283,13 @@ pub fn run(dec: &Decoder<'_>, spec: &RunSpec, mut sink: TapSink) -> Result<RunOu
     if spec.ids.is_empty() {
         return Err(ModelError::Request("the prompt has no ids".into()));
     }
-    let total = spec.ids.len() + spec.steps.saturating_sub(1);
+    // A run from a saved cache continues after its cells.
+    let start = dec.state().map_or(0, |s| s.cells);
+    let total = start + spec.ids.len() + spec.steps.saturating_sub(1);
     if total > dec.n_ctx() {
+        let saved = if start > 0 { format!("{start} saved cells + ") } else { String::new() };
         return Err(ModelError::Request(format!(
-            "{} prompt ids + {} greedy steps need {total} positions; the context has {}",
+            "{saved}{} prompt ids + {} greedy steps need {total} positions; the context has {}",
             spec.ids.len(),
             spec.steps,
             dec.n_ctx()
@@ -294,9 +297,9 @@ pub fn run(dec: &Decoder<'_>, spec: &RunSpec, mut sink: TapSink) -> Result<RunOu
     }
     spec.batching.validate()?;
     let nv = dec.hp.n_vocab;
-    let mut cache = dec.new_cache();
+    let mut cache = dec.new_cache()?;
     let mut steps = Vec::new();
-    let mut pos = 0usize;
+    let mut pos = start;
     let chunks: Vec<&[u32]> = match spec.mode {
         Mode::Prompt => vec![&spec.ids[..]],
         Mode::Decode => spec.ids.chunks(1).collect(),

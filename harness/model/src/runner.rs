@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_lanes::{self as lanes, provenance, Chosen};
 
 use crate::run::{self, RunSpec, StepRecord};
+use crate::state::KvState;
 use crate::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
 /// One named sequence of ids.
@@ -40,6 +42,8 @@ pub struct RunOptions {
     pub attn: Attention,
     /// Write one trace per prompt here (a file for one prompt, else a folder).
     pub traces: Option<PathBuf>,
+    /// Start every prompt from this saved K/V cache (llama.cpp's sequence state).
+    pub state: Option<Arc<KvState>>,
 }
 
 /// The result of one prompt on one lane.
@@ -99,6 +103,9 @@ pub(crate) fn provenance_for(
     insert_attention(&mut m, &opts.attn);
     m.insert("model_sha256".into(), model.sha256.clone());
     m.insert("model_path".into(), model.path.display().to_string());
+    if let Some(s) = dec.state() {
+        s.provenance(&mut m);
+    }
     m
 }
 
@@ -133,7 +140,8 @@ pub fn run_lane(
         elem: lanes::elem_ops(chosen),
         threads: opts.threads.max(1),
     };
-    let dec = Decoder::new(model, arith, opts.residual, opts.n_ctx, opts.attn)?;
+    let mut dec = Decoder::new(model, arith, opts.residual, opts.n_ctx, opts.attn)?;
+    dec.set_state(opts.state.clone())?;
     let mut results = Vec::with_capacity(prompts.len());
     let mut traces = Vec::new();
     for (i, p) in prompts.iter().enumerate() {

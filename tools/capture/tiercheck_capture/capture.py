@@ -349,6 +349,13 @@ class Llama:
         self.llama_get_logits_ith = fn("llama_get_logits_ith", C.POINTER(C.c_float), vp, C.c_int32)
         self.llama_n_batch = fn("llama_n_batch", C.c_uint32, vp)
         self.llama_n_ubatch = fn("llama_n_ubatch", C.c_uint32, vp)
+        self.llama_get_memory = fn("llama_get_memory", vp, vp)
+        self.llama_memory_seq_pos_max = fn("llama_memory_seq_pos_max", C.c_int32, vp, C.c_int32)
+        self.llama_state_seq_load_file = fn("llama_state_seq_load_file", C.c_size_t, vp, C.c_char_p,
+                                            C.c_int32, C.POINTER(C.c_int32), C.c_size_t,
+                                            C.POINTER(C.c_size_t))
+        self.llama_state_seq_save_file = fn("llama_state_seq_save_file", C.c_size_t, vp, C.c_char_p,
+                                            C.c_int32, C.POINTER(C.c_int32), C.c_size_t)
         self.llama_model_quantize = fn("llama_model_quantize", C.c_uint32, C.c_char_p, C.c_char_p,
                                        C.POINTER(LlamaModelQuantizeParams))
         self.ggml_backend_tensor_get = fn("ggml_backend_tensor_get", None, C.POINTER(GgmlTensor),
@@ -587,12 +594,37 @@ class Session:
             raise OracleError("llama_init_from_model failed")
         self.n_past = 0
         self.n_ctx = n_ctx
+        self.tokens = []  # the sequence's tokens: a loaded state's, then every id fed
         # The sizes llama.cpp runs with (it caps n_batch at n_ctx, n_ubatch at n_batch).
         self.n_batch = int(L.llama_n_batch(self.ctx))
         self.n_ubatch = int(L.llama_n_ubatch(self.ctx))
         if (self.n_batch, self.n_ubatch) != (min(n_batch, n_ctx), min(n_ubatch, n_batch, n_ctx)):
             raise OracleError(f"llama.cpp runs n_batch {self.n_batch}, n_ubatch {self.n_ubatch}, "
                               f"not the capped sizes of {n_batch}, {n_ubatch} in n_ctx {n_ctx}")
+
+    def load_state(self, path):
+        """Loads a sequence state file (llama_state_seq_save_file's format) into sequence
+        0; the next ids continue after its cells. Returns the cell count."""
+        L = self.llama
+        cap = self.n_ctx
+        toks = (C.c_int32 * cap)()
+        n_tok = C.c_size_t(0)
+        if L.llama_state_seq_load_file(self.ctx, os.fsencode(path), 0, toks, cap,
+                                       C.byref(n_tok)) == 0:
+            raise OracleError(f"loading the sequence state {path} failed")
+        self.tokens = [int(toks[i]) for i in range(n_tok.value)]
+        self.n_past = int(L.llama_memory_seq_pos_max(L.llama_get_memory(self.ctx), 0)) + 1
+        return self.n_past
+
+    def save_state(self, path):
+        """Saves sequence 0's state (llama_state_seq_save_file) to `path`, written whole
+        under a temporary name and renamed."""
+        L = self.llama
+        toks = (C.c_int32 * max(1, len(self.tokens)))(*self.tokens)
+        tmp = path + ".tmp"
+        if L.llama_state_seq_save_file(self.ctx, os.fsencode(tmp), 0, toks, len(self.tokens)) == 0:
+            raise OracleError(f"saving the sequence state to {tmp} failed")
+        os.replace(tmp, path)
 
     def close(self):
         if self.ctx:
@@ -647,6 +679,7 @@ class Session:
                     raise OracleError(f"llama_get_logits_ith({i}) returned NULL")
                 rows_out.append(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy())
         self.n_past += n
+        self.tokens += [int(t) for t in ids]
         logits = np.stack(rows_out).astype(np.float32)
         graphs = ubatches(n, self.n_batch, self.n_ubatch)
         taps = None
@@ -730,15 +763,21 @@ def step_record(i, positions, inp, logits, taps, graphs, outputs):
 
 def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True,
         kv="f32", fa=False, gpu_layers=0, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX,
-        logits="all"):
+        logits="all", state_in=None, state_out=None):
     """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps, with a K/V
     cache of type `kv` and flash attention `fa`, in a context of `n_ctx` with batch and
     ubatch sizes `n_batch`, `n_ubatch`, the logits of every prompt row or (`last`) of its
-    last. Returns (session info dict, steps) with steps as trace_io.write_trace wants
-    them (`taps` empty when capture is False)."""
+    last; starting from the sequence state `state_in` (a file) when given, and saving
+    the sequence's state to `state_out` after the last step when given. Returns (session
+    info dict, steps) with steps as trace_io.write_trace wants them (`taps` empty when
+    capture is False)."""
     sess = Session(llama, model_path, threads, repack, capture, kv, fa, gpu_layers,
                    n_ctx, n_batch, n_ubatch)
     try:
+        cells = sess.load_state(state_in) if state_in else 0
+        if cells + len(ids) + n_greedy > n_ctx:
+            raise OracleError(f"{cells} saved cells, {len(ids)} ids and {n_greedy} steps "
+                              f"exceed n_ctx {n_ctx}")
         batches = [[t] for t in ids] if mode == "decode" else [list(ids)]
         steps = []
         nxt = None
@@ -748,7 +787,9 @@ def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, captur
             positions, lg, taps, graphs, outputs = sess.decode(inp, every)
             steps.append(step_record(i, positions, inp, lg, taps, graphs, outputs))
             nxt = steps[-1]["emitted"]
-        info = {"n_layer": sess.n_layer, "n_embd": sess.n_embd, "n_vocab": sess.n_vocab,
+        if state_out:
+            sess.save_state(state_out)
+        info = {"state_cells": cells, "n_layer": sess.n_layer, "n_embd": sess.n_embd, "n_vocab": sess.n_vocab,
                 "desc": sess.desc, "n_batch": sess.n_batch, "n_ubatch": sess.n_ubatch,
                 "n_kv": sorted(sess.capture.n_kv) if sess.capture else [],
                 "noncontig": sorted(sess.capture.noncontig) if sess.capture else [],
@@ -799,7 +840,8 @@ class Dump:
 
 
 def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greedy, kv="f32",
-               fa=False, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX, logits="all"):
+               fa=False, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX, logits="all",
+               capture=True, state_in=None, state_out=None):
     """Runs a llama.cpp driver (the aarch64 one under qemu-aarch64 with CPU model
     `qemu_cpu` unless this host is aarch64; with an empty `qemu_cpu`, directly: a driver
     built for this host) and returns (info, steps, repacked) as run() and main() build
@@ -810,11 +852,20 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
     want = node_names(MAX_LAYERS)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "taps.dump")
-        cmd = [driver, model_path, mode, ",".join(str(i) for i in ids), str(threads),
+        # The ids through a file: a long prompt exceeds the limit of one argument.
+        ids_path = os.path.join(tmp, "ids.txt")
+        with open(ids_path, "w") as f:
+            f.write(",".join(str(i) for i in ids))
+        cmd = [driver, model_path, mode, "@" + ids_path, str(threads),
                "1" if repack else "0", str(n_greedy), out, kv, "1" if fa else "0",
-               str(n_ctx), str(n_batch), str(n_ubatch), logits]
+               str(n_ctx), str(n_batch), str(n_ubatch), logits,
+               state_in or "-", state_out or "-"]
         globals_ = [n for n in node_names(0)]
-        env = dict(os.environ, TAPS_LAYER=",".join(LAYER_TAPS), TAPS_GLOBAL=",".join(globals_))
+        if capture:
+            env = dict(os.environ, TAPS_LAYER=",".join(LAYER_TAPS),
+                       TAPS_GLOBAL=",".join(globals_))
+        else:
+            env = dict(os.environ, TAPS_LAYER="-", TAPS_GLOBAL="-")
         env.pop("GGML_CPU_TILED_MM", None)
         if qemu_cpu and platform.machine() != "aarch64":
             cmd = ["qemu-aarch64"] + cmd
@@ -828,7 +879,7 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
         eff_batch = min(n_batch, n_ctx)
         eff_ubatch = min(n_ubatch, eff_batch)
         info = {"n_kv": set(), "noncontig": [], "seen": {}, "n_batch": eff_batch,
-                "n_ubatch": eff_ubatch}
+                "n_ubatch": eff_ubatch, "state_cells": 0}
         # The driver's view of the CPU (`llamataps info`: `name=0|1`, `sve_cnt=N` bytes).
         icmd = cmd[:-len(cmd) + (2 if cmd[0] == "qemu-aarch64" else 1)] + ["info"]
         ires = subprocess.run(icmd, env=env, capture_output=True)
@@ -855,6 +906,9 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                 info["desc"] = d.str()
             elif tag == b"K":
                 info["n_kv"].add(d.u32())
+            elif tag == b"P":
+                info["state_cells"] = d.u32()
+                d.u32()  # the state's token count
             elif tag == b"R":
                 name = d.str()
                 repacked[name] = d.str()
@@ -889,7 +943,8 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                 if captured:
                     graphs.append(captured)
                 rows_g = ubatches(n, eff_batch, eff_ubatch)
-                taps = assemble_taps(graphs, info["n_layer"], rows_g, outputs, lg)
+                taps = (assemble_taps(graphs, info["n_layer"], rows_g, outputs, lg)
+                        if capture else [])
                 st = step_record(step, [p for _, p in pairs], [t for t, _ in pairs], lg, taps,
                                  rows_g, outputs)
                 if st["emitted"] != emitted:
@@ -980,6 +1035,15 @@ def main(argv=None):
     ap.add_argument("--logits", choices=["all", "last"], default="all",
                     help="which prompt rows get logits: all (default, the perplexity tool's "
                          "way) or last (llama-cli's and llama-server's)")
+    ap.add_argument("--state-in", default=None,
+                    help="start from this sequence state file (llama_state_seq_save_file's "
+                         "format, e.g. a llama-server slot save): the ids continue after its cells")
+    ap.add_argument("--state-out", default=None,
+                    help="save the sequence's state here after the last step "
+                         "(llama_state_seq_save_file)")
+    ap.add_argument("--no-taps", action="store_true",
+                    help="capture no tap: the trace holds the steps and their choices only "
+                         "(for a run that only fills a --state-out)")
     ap.add_argument("--gpu-layers", type=int, default=0,
                     help="layers offloaded to a GPU backend (llama.cpp's -ngl; 0: CPU only)")
     ap.add_argument("--verbose", action="store_true", help="pass llama.cpp's whole log to stderr")
@@ -991,7 +1055,15 @@ def main(argv=None):
     if a.driver and a.gpu_layers:
         raise SystemExit("--gpu-layers: the aarch64 driver runs on the CPU only")
     fa = a.fa == "on"
+    if a.ids.startswith("@"):
+        try:
+            with open(a.ids[1:]) as f:
+                a.ids = f.read().strip()
+        except OSError as e:
+            raise SystemExit(f"--ids {a.ids}: {e}")
     ids = parse_ids(a.ids)
+    if a.state_in and not os.path.isfile(a.state_in):
+        raise SystemExit(f"--state-in {a.state_in}: no such file")
     if a.threads < 1:
         raise SystemExit("--threads must be at least 1")
     for name, v in (("--ctx", a.ctx), ("--batch", a.batch), ("--ubatch", a.ubatch)):
@@ -1000,16 +1072,20 @@ def main(argv=None):
     n_rows = len(ids) + a.steps
     if n_rows > a.ctx:
         raise SystemExit(f"{len(ids)} ids and {a.steps} steps exceed --ctx {a.ctx}")
+    if a.state_out and a.gpu_layers:
+        raise SystemExit("--state-out: the state of a run with GPU layers is not checked here")
     try:
         if a.driver:
             info, steps, repacked = run_driver(a.driver, a.qemu_cpu, a.model, ids, a.mode,
                                                a.threads, not a.no_repack, a.steps, a.kv, fa,
-                                               a.ctx, a.batch, a.ubatch, a.logits)
+                                               a.ctx, a.batch, a.ubatch, a.logits,
+                                               not a.no_taps, a.state_in, a.state_out)
         else:
             llama = Llama(a.lib, verbose=a.verbose)
             info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps,
-                              kv=a.kv, fa=fa, gpu_layers=a.gpu_layers, n_ctx=a.ctx,
-                              n_batch=a.batch, n_ubatch=a.ubatch, logits=a.logits)
+                              capture=not a.no_taps, kv=a.kv, fa=fa, gpu_layers=a.gpu_layers,
+                              n_ctx=a.ctx, n_batch=a.batch, n_ubatch=a.ubatch, logits=a.logits,
+                              state_in=a.state_in, state_out=a.state_out)
             info["cpu_features"] = llama.cpu_features()
             # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per
             # repacked weight.
@@ -1044,6 +1120,12 @@ def main(argv=None):
     }
     if under_qemu:
         meta["qemu_cpu"] = a.qemu_cpu
+    if a.state_in:
+        meta["state_sha256"] = sha256_file(a.state_in)
+        meta["state_cells"] = str(info["state_cells"])
+        meta["state_path"] = os.path.abspath(a.state_in)
+    if a.no_taps:
+        meta["taps"] = "none"
     if info.get("cpu_features") is not None:
         meta["cpu_features"] = ",".join(info["cpu_features"])
     if a.gpu_layers:

@@ -100,7 +100,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
             }
         }
         let traces = a.traces.as_ref().map(|d| d.join(lane.name));
-        let opts = a.setup.run_options(&a.exec, steps, traces, usize::from(a.jobs));
+        let opts = a.setup.run_options(&a.exec, steps, traces, usize::from(a.jobs))?;
         if let Ok(b) = bar.lock() {
             b.show(&format!("{} ...", lane.name));
         }

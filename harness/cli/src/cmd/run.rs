@@ -78,7 +78,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             );
         }
     }
-    let opts = a.setup.run_options(&a.exec, steps, a.out.clone(), 1);
+    let opts = a.setup.run_options(&a.exec, steps, a.out.clone(), 1)?;
     let mut bar = Progress::new(prompts.len(), a.exec.quiet || a.exec.json);
     bar.show(&format!("{} ({})", lane.name, chosen.impl_name()));
     let result = runner::run_lane(&model, &chosen, &prompts, &opts, |i| {
