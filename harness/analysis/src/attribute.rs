@@ -330,6 +330,8 @@ pub struct AttributeOptions {
     pub layers: Option<Vec<usize>>,
     /// Threads per matmul of the composites' decoders (results do not depend on it).
     pub threads: usize,
+    /// The saved K/V cache the runs start from.
+    pub state: Option<std::sync::Arc<tiercheck_model::state::KvState>>,
 }
 
 /// Most layers [`flag_layers`] picks.
@@ -414,6 +416,7 @@ pub fn attribute(
         attn,
         layers: None,
         threads: 1,
+        state: None,
     };
     attribute_with(model, a, b, &o)
 }
@@ -463,13 +466,15 @@ pub fn attribute_observed(
     };
     let decoder =
         |kernels: &'static dyn Kernels, e: &'static dyn ElemOps| -> anyhow::Result<Decoder<'_>> {
-            Ok(Decoder::new(
+            let mut dec = Decoder::new(
                 model,
                 Arith::Lane { kernels, elem: e, threads: o.threads.max(1) },
                 o.residual,
                 o.n_ctx,
                 o.attn,
-            )?)
+            )?;
+            dec.set_state(o.state.clone())?;
+            Ok(dec)
         };
     let run_with = |kernels: &'static dyn Kernels,
                     e: &'static dyn ElemOps,

@@ -129,6 +129,9 @@ pub struct IdentifyOptions {
     pub dump: ImportOptions,
     /// Threads per matmul of the candidates' decoders (results do not depend on it).
     pub threads: usize,
+    /// The saved K/V cache the trace's run continued from (its cache type and attention
+    /// setting are then the only candidates).
+    pub state: Option<std::sync::Arc<tiercheck_model::state::KvState>>,
 }
 
 /// Thread counts `identify` tries when a trace does not record its own: every count up
@@ -311,6 +314,7 @@ pub(crate) fn replay(
 /// Identify `path` (a trace or a plain dump) among the lanes (module doc).
 pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Result<IdentifyReport> {
     let t = tiercheck_model::import::load(model, path, &o.dump)?;
+    crate::check_trace_state(path, &t, o.state.as_deref())?;
     let (prompt, mode, generated) = trace_shape(path, &t)?;
     let batching = crate::trace_batching(path, &t, Batching::LLAMA_CLI, model.hp.n_layer)?;
     let lanes_list: Vec<&'static tiercheck_core::Lane> = match &o.lanes {
@@ -328,9 +332,11 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         let plan = lane.recipe.plain_gemm == tiercheck_core::arch::aarch64::i8mm::ARM_I8MM_NRC2;
         let classes =
             if recorded { vec![Vec::new()] } else { thread_classes(&t, model, o.n_ctx, plan) };
-        for (attn, counts) in
-            attentions(&t).into_iter().flat_map(|a| classes.iter().map(move |cl| (a, cl.clone())))
-        {
+        // A saved cache fixes the cache type and the attention path.
+        let settings = attentions(&t)
+            .into_iter()
+            .filter(|a| o.state.as_ref().is_none_or(|s| (s.kv, s.fa()) == (a.kv, a.fa)));
+        for (attn, counts) in settings.flat_map(|a| classes.iter().map(move |cl| (a, cl.clone()))) {
             let attn = match counts.first() {
                 Some(&n) => Attention { tier_threads: n, ..attn },
                 None => attn,
@@ -347,6 +353,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
                 floor_seeds: o.floor_seeds,
                 dump: o.dump.clone(),
                 threads: o.threads,
+                state: o.state.clone(),
             };
             let (matched, first) = replay(model, &c, &opts, &t)?;
             let name = if counts.is_empty() {

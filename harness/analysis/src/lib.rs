@@ -47,6 +47,7 @@ use reuse::{Costs, Ctx, Run};
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::run::{self, RunOutput, RunSpec, Trace};
+use tiercheck_model::state::KvState;
 use tiercheck_model::{
     Arith, Attention, Batching, Decoder, FlashAttn, KvType, Logits, Mode, Model, Residual, TapSink,
 };
@@ -124,6 +125,45 @@ pub struct DeltaOptions {
     /// How a trace side that is a plain dump (no tiercheck metadata) is imported: its
     /// ids and mode where the file does not say them.
     pub dump: tiercheck_model::import::ImportOptions,
+    /// The saved K/V cache the runs start from (a trace side that continued from one
+    /// needs it: [`check_trace_state`]).
+    pub state: Option<Arc<KvState>>,
+}
+
+/// A trace and the saved cache a replay of it starts from agree: a trace that records
+/// `state_sha256` needs that very file; a trace that records none starts where the given
+/// cache ends (at position 0 without one).
+pub fn check_trace_state(path: &Path, t: &Trace, state: Option<&KvState>) -> anyhow::Result<()> {
+    let first = t.steps.first().and_then(|s| s.positions.first()).copied().unwrap_or(0);
+    let p = path.display();
+    match (t.meta.get("state_sha256"), state) {
+        (Some(want), Some(s)) if *want != s.sha256 => anyhow::bail!(
+            "{p} continued from a saved cache with sha256 {want}; {} has sha256 {}",
+            s.path.display(),
+            s.sha256
+        ),
+        (Some(want), None) => {
+            let cells = t.meta.get("state_cells").map_or("?", String::as_str);
+            anyhow::bail!(
+                "{p} continued from a saved cache of {cells} cells (sha256 {want}{}): pass it with --state",
+                t.meta.get("state_path").map(|q| format!(", saved as {q}")).unwrap_or_default()
+            )
+        }
+        _ => {}
+    }
+    let start = state.map_or(0, |s| s.cells);
+    if first != start {
+        match state {
+            Some(s) => anyhow::bail!(
+                "{p} starts at position {first}; the saved cache {} ends at {start}",
+                s.path.display()
+            ),
+            None => anyhow::bail!(
+                "{p} starts at position {first}: pass the saved cache it continued with --state"
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// A side's run: its trace, prompt, mode and greedy tokens.
@@ -143,7 +183,7 @@ impl SideRun {
 }
 
 /// Convert a run into the in-memory form of a trace.
-pub(crate) fn trace_of(out: RunOutput) -> Trace {
+pub fn trace_of(out: RunOutput) -> Trace {
     let mut taps = BTreeMap::new();
     for t in out.taps {
         let width = t.data.len() / t.rows.max(1);
@@ -167,7 +207,9 @@ pub(crate) fn decoder<'m>(
 ) -> anyhow::Result<Decoder<'m>> {
     let threads = o.threads.max(1);
     let arith = Arith::Lane { kernels: c.kernels, elem: lanes::elem_ops(c), threads };
-    Ok(Decoder::new(model, arith, o.residual, o.n_ctx, o.attn)?)
+    let mut dec = Decoder::new(model, arith, o.residual, o.n_ctx, o.attn)?;
+    dec.set_state(o.state.clone())?;
+    Ok(dec)
 }
 
 /// Run `spec` keeping every tap.
@@ -215,6 +257,7 @@ fn side_run(
         }
         Source::Trace(p) => {
             let trace = tiercheck_model::import::load(model, p, &o.dump)?;
+            check_trace_state(p, &trace, o.state.as_deref())?;
             let (prompt, mode, generated) = trace_shape(p, &trace)?;
             let run = Arc::new(Run { trace, generated: generated.clone() });
             Ok(SideRun { run, prompt, mode, generated, key: None })

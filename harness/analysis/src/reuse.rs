@@ -173,7 +173,7 @@ impl Cache {
 pub(crate) fn lane_key(c: &Chosen, o: &DeltaOptions) -> String {
     let elem = tiercheck_lanes::elem_ops(c) as *const dyn tiercheck_core::elem::ElemOps;
     format!(
-        "{}|{}|{:p}|{:p}|{:p}|{:?}|{}|{:?}|{:?}",
+        "{}|{}|{:p}|{:p}|{:p}|{:?}|{}|{:?}|{:?}|{}",
         c.lane.name,
         c.impl_name(),
         c.lane as *const _,
@@ -182,7 +182,8 @@ pub(crate) fn lane_key(c: &Chosen, o: &DeltaOptions) -> String {
         o.residual,
         o.n_ctx,
         o.attn,
-        o.batching
+        o.batching,
+        o.state.as_ref().map_or("", |s| s.sha256.as_str())
     )
 }
 

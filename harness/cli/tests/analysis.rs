@@ -34,6 +34,7 @@ fn opts(steps: usize, floor_seeds: u64) -> DeltaOptions {
         threshold: 0.2,
         floor_seeds,
         threads: 1,
+        state: None,
     }
 }
 
@@ -274,6 +275,7 @@ fn attr_opts(steps: usize, layers: Option<Vec<usize>>) -> AttributeOptions {
         attn: Attention::F32_OFF,
         layers,
         threads: 1,
+        state: None,
     }
 }
 
@@ -559,6 +561,7 @@ fn attention_and_layout_faults_in_a_dump_are_discrepancies_at_their_tap() {
         floor_seeds: 0,
         dump: Default::default(),
         threads: 1,
+        state: None,
     };
     let id = tiercheck_analysis::identify::identify(&m, &lay, &o).unwrap();
     let u = id.first_unexplained.expect("unexplained");

@@ -46,6 +46,7 @@ use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::run::{self, graphs, read_trace, Graph, RunSpec, Trace};
+use tiercheck_model::state::KvState;
 use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{
     Arith, Attention, Batching, Decoder, FlashAttn, KvType, Logits, Mode, Model, Residual, TapSink,
@@ -318,6 +319,8 @@ struct LlamaRun {
     /// llama.cpp's threads (`--threads`), which the lane is given as its tier thread
     /// count.
     threads: usize,
+    /// A sequence state to start from (`--state-in`).
+    state_in: Option<PathBuf>,
 }
 
 /// The capture tool's arguments after the build's for `run` on `model` (all but `--out`).
@@ -342,7 +345,33 @@ fn run_args(model: &Path, ids: &[u32], run: &LlamaRun) -> Vec<String> {
     if !run.repack {
         args.push("--no-repack".into());
     }
+    if let Some(p) = &run.state_in {
+        args.push("--state-in".into());
+        args.push(p.display().to_string());
+    }
     args
+}
+
+/// The capture tool's command for `build` running `run` on `ids` (passed through a file
+/// in `dir`: a long prompt exceeds the limit of one argument), all but `--out`.
+fn capture_cmd(
+    build: Build,
+    model: &Path,
+    ids: &[u32],
+    run: &LlamaRun,
+    dir: &Path,
+) -> Result<Command, String> {
+    let py = python()?;
+    let ids_file = dir.join("ids.txt");
+    let text: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    std::fs::write(&ids_file, text.join(","))
+        .map_err(|e| format!("{}: {e}", ids_file.display()))?;
+    let mut args = run_args(model, ids, run);
+    let at = args.iter().position(|a| a == "--ids").expect("run_args passes --ids") + 1;
+    args[at] = format!("@{}", ids_file.display());
+    let mut cmd = capture(&py);
+    cmd.args(build_args(build)?).args(args).env_remove("GGML_CPU_TILED_MM");
+    Ok(cmd)
 }
 
 /// llama.cpp's taps for `ids` (teacher-forced) on `build` as `run` says, computed now:
@@ -484,9 +513,14 @@ fn trace_cache_entry(
     key += &format!("python {}\n", python()?.display());
     key += &tree_digest(&repo_root().join("tools/capture"))?;
     key += &format!("model {}\n", file_digest(model)?);
-    // The model by its bytes (above), not its path: a temporary folder's name differs.
+    // The model by its bytes (above), not its path: a temporary folder's name differs;
+    // so is a state to start from.
     let mut rest = run_args(model, ids, run);
     rest.drain(..2);
+    if let Some(p) = &run.state_in {
+        let at = rest.iter().position(|a| a == "--state-in").expect("run_args passes it") + 1;
+        rest[at] = format!("sha256:{}", file_digest(p)?);
+    }
     key += &rest.join(" ");
     let digest: String =
         Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
@@ -513,14 +547,10 @@ fn llama_trace_fresh(
     run: LlamaRun,
     out: &Path,
 ) -> Result<Trace, String> {
-    let py = python()?;
-    let mut cmd = capture(&py);
-    cmd.args(build_args(build)?)
-        .args(run_args(model, ids, &run))
-        .arg("--out")
-        .arg(out)
-        .env_remove("GGML_CPU_TILED_MM");
-    let res = cmd.output().map_err(|e| format!("{}: {e}", py.display()))?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut cmd = capture_cmd(build, model, ids, &run, dir.path())?;
+    cmd.arg("--out").arg(out);
+    let res = cmd.output().map_err(|e| format!("tiercheck-capture: {e}"))?;
     if !res.status.success() {
         return Err(format!("tiercheck-capture failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
@@ -574,6 +604,7 @@ fn forced_trace(
                 batching: Batching::EVERY_ROW,
                 ctx: 512,
                 threads: LLAMA_THREADS,
+                state_in: None,
             },
             &path,
         )
@@ -663,6 +694,7 @@ fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(
             batching: Batching::EVERY_ROW,
             ctx: 512,
             threads: LLAMA_THREADS,
+            state_in: None,
         },
         &dir.path().join("llama.safetensors"),
     )?;
@@ -728,6 +760,7 @@ fn llama_tiled(build: Build, repack: bool) -> Result<(), String> {
         batching: Batching::EVERY_ROW,
         ctx: 512,
         threads: LLAMA_THREADS,
+        state_in: None,
     };
     let theirs = llama_trace(build, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(build.lane(repack))?;
@@ -768,6 +801,7 @@ fn llama_split_kv() -> Result<(), String> {
         batching: Batching::EVERY_ROW,
         ctx: 512,
         threads: LLAMA_THREADS,
+        state_in: None,
     };
     let theirs = llama_trace(Build::Haswell, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(Build::Haswell.lane(true))?;
@@ -956,6 +990,7 @@ fn cli_trace(build: Build, repack: bool, a: Attention, cli: CliRun) -> Result<Ar
             batching: cli.batching,
             ctx: cli.ctx,
             threads: cli.threads,
+            state_in: None,
         };
         let t = llama_trace(
             build,
@@ -1103,6 +1138,315 @@ fn llama_threads_matter(
     }
 }
 
+/// The context of the long-context trials: the largest llama-cli users set (`-c 32768`).
+const LONG_CTX: usize = 32768;
+
+/// Cells of the long-context trials' saved caches: a decode step attends 4097 to 4099
+/// cells (n_kv 4352) or 16385 to 16387 (n_kv 16640).
+const LONG_CELLS: [usize; 2] = [4096, 16384];
+
+/// llama.cpp's haswell build (repack on, llama-cli's batch sizes, the last row's logits,
+/// two threads) after a prompt of `cells` ids in a context of [`LONG_CTX`], with the
+/// cache type and flash attention of `a`: the sequence state it saves
+/// (`tiercheck-capture --no-taps --state-out`), read back. Made once (about 35 s for
+/// 16384 cells with flash attention, 80 s without) and kept under
+/// `<cache>/oracle-states/`, keyed as the trace cache keys a run; computed once per
+/// test process.
+fn long_state(a: Attention, cells: usize) -> Result<(PathBuf, Arc<KvState>), String> {
+    type Cell = Arc<OnceLock<Result<(PathBuf, Arc<KvState>), String>>>;
+    static CELLS: OnceLock<Mutex<HashMap<(KvType, FlashAttn, usize), Cell>>> = OnceLock::new();
+    let cell: Cell = {
+        let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
+        Arc::clone(map.entry((a.kv, a.fa, cells)).or_default())
+    };
+    cell.get_or_init(|| {
+        let model = embedded_model()?;
+        let run = LlamaRun {
+            mode: Mode::Prompt,
+            repack: true,
+            steps: 0,
+            attn: attn(a.kv, a.fa),
+            batching: Batching::LLAMA_CLI,
+            ctx: LONG_CTX,
+            threads: LLAMA_THREADS,
+            state_in: None,
+        };
+        let ids = forced_ids(cells);
+        let traces = trace_cache_entry(Build::Haswell, &model.path, &ids, &run)?;
+        let name = traces.file_stem().and_then(|n| n.to_str()).ok_or("cache entry name")?;
+        let dir = embedded::default_cache_dir().map_err(|e| e.to_string())?.join("oracle-states");
+        let entry = dir.join(format!("{name}.state"));
+        let off = std::env::var("TIERCHECK_ORACLE_CACHE").is_ok_and(|v| v == "off");
+        if off || !entry.is_file() {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let tmp = tempfile::tempdir_in(&dir).map_err(|e| e.to_string())?;
+            let state = tmp.path().join("state");
+            let mut cmd = capture_cmd(Build::Haswell, &model.path, &ids, &run, tmp.path())?;
+            cmd.arg("--no-taps").arg("--state-out").arg(&state);
+            cmd.arg("--out").arg(tmp.path().join("steps.safetensors"));
+            let res = cmd.output().map_err(|e| format!("tiercheck-capture: {e}"))?;
+            if !res.status.success() {
+                return Err(format!(
+                    "tiercheck-capture (filling {cells} cells) failed: {}",
+                    String::from_utf8_lossy(&res.stderr)
+                ));
+            }
+            std::fs::rename(&state, &entry)
+                .map_err(|e| format!("{} -> {}: {e}", state.display(), entry.display()))?;
+        }
+        let s = KvState::read(&entry).map_err(|e| e.to_string())?;
+        if s.cells != cells || s.kv != a.kv || s.fa() != a.fa || s.tokens != ids {
+            return Err(format!(
+                "{}: {} cells of {} (fa {}), expected {cells} of {} (fa {}) holding the prompt's ids",
+                entry.display(),
+                s.cells,
+                s.kv.name(),
+                s.fa().name(),
+                a.kv.name(),
+                a.fa.name()
+            ));
+        }
+        Ok((entry, Arc::new(s)))
+    })
+    .clone()
+}
+
+/// The id fed after a long state, then two greedy steps.
+fn long_ids(cells: usize) -> Vec<u32> {
+    forced_ids(cells + 1)[cells..].to_vec()
+}
+
+/// llama.cpp's trace on `build` (repack `repack`, `a.tier_threads` threads) of three
+/// decode steps after the [`long_state`] of `cells` cells: one teacher-forced id, two
+/// greedy tokens (through the trace cache; once per test process).
+fn long_trace(
+    build: Build,
+    repack: bool,
+    a: Attention,
+    cells: usize,
+) -> Result<Arc<Trace>, String> {
+    type Cell = Arc<OnceLock<Result<Arc<Trace>, String>>>;
+    type Key = (Build, bool, Attention, usize);
+    static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
+    let cell: Cell = {
+        let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
+        Arc::clone(map.entry((build, repack, a, cells)).or_default())
+    };
+    cell.get_or_init(|| {
+        let model = embedded_model()?;
+        let (state, _) = long_state(a, cells)?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let run = LlamaRun {
+            mode: Mode::Decode,
+            repack,
+            steps: 2,
+            attn: a,
+            batching: Batching::LLAMA_CLI,
+            ctx: LONG_CTX,
+            threads: a.tier_threads,
+            state_in: Some(state),
+        };
+        let t = llama_trace(build, &model.path, &long_ids(cells), run, &dir.path().join("l.st"))?;
+        let positions: Vec<Vec<usize>> = t.steps.iter().map(|s| s.positions.clone()).collect();
+        let want = vec![vec![cells], vec![cells + 1], vec![cells + 2]];
+        if positions != want || t.meta.get("state_cells") != Some(&cells.to_string()) {
+            return Err(format!(
+                "llama.cpp's trace after {cells} saved cells has positions {positions:?}, state_cells {:?}",
+                t.meta.get("state_cells")
+            ));
+        }
+        Ok(Arc::new(t))
+    })
+    .clone()
+}
+
+/// Our lane against llama.cpp's `build` decoding after the saved cache of `cells` cells
+/// in a context of [`LONG_CTX`]: whole run (the same greedy tokens, every tap of every
+/// step bitwise) or layer-local.
+fn llama_long(
+    build: Build,
+    repack: bool,
+    a: Attention,
+    cells: usize,
+    local: bool,
+) -> Result<(), String> {
+    let model = embedded_model()?;
+    let theirs = long_trace(build, repack, a, cells)?;
+    let (_, state) = long_state(a, cells)?;
+    let arith = lane_arith(build.lane(repack))?;
+    let mut dec =
+        Decoder::new(&model, arith, Residual::F32, LONG_CTX, a).map_err(|e| e.to_string())?;
+    dec.set_state(Some(state)).map_err(|e| e.to_string())?;
+    let what = format!(
+        "{} vs llama.cpp {} decoding after {cells} saved cells (ctx {LONG_CTX}, {} threads, repack {repack}, {})",
+        build.lane(repack),
+        build.name(),
+        a.tier_threads,
+        a.label()
+    );
+    if local {
+        return judge(&format!("{what} layer-local"), &layer_local_diffs(&dec, &theirs)?);
+    }
+    let spec = RunSpec {
+        ids: long_ids(cells),
+        steps: 3,
+        mode: Mode::Decode,
+        batching: Batching::LLAMA_CLI,
+        forced: Vec::new(),
+    };
+    let out = run::run(&dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
+    let mine = tiercheck_analysis::trace_of(out);
+    let steps = |t: &Trace| {
+        t.steps
+            .iter()
+            .map(|s| (s.positions.clone(), s.input_ids.clone(), s.emitted))
+            .collect::<Vec<_>>()
+    };
+    if steps(&mine) != steps(&theirs) {
+        return Err(format!(
+            "{what}: the steps differ: {:?}, llama.cpp's {:?}",
+            steps(&mine),
+            steps(&theirs)
+        ));
+    }
+    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    judge(&format!("{what} end to end"), &diffs)
+}
+
+/// At 16384 saved cells the tier's thread count matters: our lane given one tier thread
+/// does not reproduce llama.cpp's haswell build at 14 (split-KV flash attention: 14
+/// parts of 1189 cells against one of 16640).
+fn llama_long_count_matters() -> Result<(), String> {
+    let model = embedded_model()?;
+    let a = Attention { tier_threads: 14, ..attn(KvType::F16, FlashAttn::On) };
+    let theirs = long_trace(Build::Haswell, true, a, 16384)?;
+    let (_, state) = long_state(a, 16384)?;
+    let one = Attention { tier_threads: 1, ..a };
+    let mut dec =
+        Decoder::new(&model, lane_arith(Build::Haswell.lane(true))?, Residual::F32, LONG_CTX, one)
+            .map_err(|e| e.to_string())?;
+    dec.set_state(Some(state)).map_err(|e| e.to_string())?;
+    let spec = RunSpec {
+        ids: long_ids(16384),
+        steps: 3,
+        mode: Mode::Decode,
+        batching: Batching::LLAMA_CLI,
+        forced: Vec::new(),
+    };
+    let out = run::run(&dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
+    let (diffs, _) = tapdiff::compare(&tiercheck_analysis::trace_of(out), &theirs);
+    match diffs.iter().find(|d| !d.bitwise()) {
+        None => Err("one tier thread reproduces llama.cpp at 14 after 16384 cells: the trials do not exercise the count".into()),
+        Some(d) => {
+            eprintln!("one tier thread against 14 first differs at step {} tap {}", d.step, d.name);
+            Ok(())
+        }
+    }
+}
+
+/// The reader of saved caches against llama.cpp's writers: the haswell build (repack on)
+/// evaluates 40 ids as llama-cli does and saves the sequence (`llama_state_seq_save_file`)
+/// and the session (`llama_state_save_file`); both files read back as the same cache, and
+/// it is the K and V our lane computes for those ids (its `Kcur`/`Vcur` taps, rounded to
+/// the cache type), cell by cell, layer by layer: the layouts (V transposed without flash
+/// attention) are read as llama.cpp writes them. Then a lane started from the session
+/// emits what it emits started from the sequence state.
+fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ids = forced_ids(40);
+    let run = LlamaRun {
+        mode: Mode::Prompt,
+        repack: true,
+        steps: 0,
+        attn: a,
+        batching: Batching::LLAMA_CLI,
+        ctx: 512,
+        threads: LLAMA_THREADS,
+        state_in: None,
+    };
+    let (seq, sess) = (dir.path().join("seq.state"), dir.path().join("session.bin"));
+    let mut cmd = capture_cmd(Build::Haswell, &model.path, &ids, &run, dir.path())?;
+    cmd.arg("--no-taps").arg("--state-out").arg(&seq).arg("--session-out").arg(&sess);
+    cmd.arg("--out").arg(dir.path().join("steps.safetensors"));
+    let res = cmd.output().map_err(|e| format!("tiercheck-capture: {e}"))?;
+    if !res.status.success() {
+        return Err(format!("tiercheck-capture failed: {}", String::from_utf8_lossy(&res.stderr)));
+    }
+    let s = KvState::read(&seq).map_err(|e| e.to_string())?;
+    let t = KvState::read(&sess).map_err(|e| e.to_string())?;
+    use tiercheck_model::state::StateFile;
+    if s.file != StateFile::Sequence || t.file != (StateFile::Session { arch: "qwen3".into() }) {
+        return Err(format!("file kinds {:?} and {:?}", s.file, t.file));
+    }
+    if (s.cells, &s.tokens, s.kv, s.fa()) != (40, &ids, a.kv, a.fa)
+        || (t.cells, &t.tokens, t.k != s.k, t.v != s.v) != (40, &ids, false, false)
+    {
+        return Err("the sequence state and the session differ, or not as saved".into());
+    }
+    // Our lane's K and V for the same ids, as stored in a cache of this type.
+    let spec = RunSpec {
+        ids: ids.clone(),
+        steps: 0,
+        mode: Mode::Prompt,
+        batching: Batching::LLAMA_CLI,
+        forced: Vec::new(),
+    };
+    let mine = ours_spec(
+        &model,
+        lane_arith(Build::Haswell.lane(true))?,
+        &spec,
+        a,
+        512,
+        &dir.path().join("ours.st"),
+    )?;
+    let stored = |x: f32| match (a.kv, a.fa) {
+        (KvType::F32, FlashAttn::Off) => x,
+        _ => tiercheck_core::fp16::f16_bits_to_f32(tiercheck_core::fp16::f32_to_f16_bits_hw(x)),
+    };
+    for il in 0..model.hp.n_layer {
+        for (tap, got) in [("Kcur", &s.k[il]), ("Vcur", &s.v[il])] {
+            let t = mine.taps.get(&(0, format!("{tap}-{il}"))).ok_or("our trace lacks a tap")?;
+            let want: Vec<f32> = t.data.iter().map(|&x| stored(x)).collect();
+            if want.len() != got.len()
+                || want.iter().zip(got).any(|(x, y)| x.to_bits() != y.to_bits())
+            {
+                return Err(format!(
+                    "layer {il}: the saved {tap} is not our lane's {tap} as stored"
+                ));
+            }
+        }
+    }
+    // A run from either file is the same run.
+    let from = |st: KvState| -> Result<Vec<u32>, String> {
+        let mut dec =
+            Decoder::new(&model, lane_arith(Build::Haswell.lane(true))?, Residual::F32, 512, a)
+                .map_err(|e| e.to_string())?;
+        dec.set_state(Some(Arc::new(st))).map_err(|e| e.to_string())?;
+        let spec = RunSpec {
+            ids: vec![7],
+            steps: 4,
+            mode: Mode::Decode,
+            batching: Batching::LLAMA_CLI,
+            forced: Vec::new(),
+        };
+        let out = run::run(&dec, &spec, TapSink::new(false, false)).map_err(|e| e.to_string())?;
+        Ok(out.generated)
+    };
+    let (x, y) = (from(s)?, from(t)?);
+    if x != y {
+        return Err(format!("from the sequence state {x:?}, from the session {y:?}"));
+    }
+    eprintln!(
+        "{}: both files hold our lane's K and V of 40 ids; greedy from them {x:?}",
+        a.label()
+    );
+    Ok(())
+}
+
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied
 /// variant): the decoder loads it and its f32 forward matches the numpy one.
 fn gguf_py_model(tied: bool) -> Result<(), String> {
@@ -1194,6 +1538,7 @@ fn llama_delta() -> Result<(), String> {
         batching: Batching::EVERY_ROW,
         ctx: 512,
         threads: LLAMA_THREADS,
+        state_in: None,
     };
     llama_trace(Build::Haswell, &model.path, &ids, run, &out)?;
     let a = tiercheck_analysis::Source::parse(Build::Haswell.lane(true), Impl::Auto)
@@ -1211,6 +1556,7 @@ fn llama_delta() -> Result<(), String> {
         threshold: 0.2,
         floor_seeds: 0,
         threads: 2,
+        state: None,
     };
     let r = tiercheck_analysis::delta(&model, &a, &b, &opts).map_err(|e| format!("{e:#}"))?;
     if r.tokens_a != r.tokens_b || r.tokens_a.len() != 13 {
@@ -1281,6 +1627,7 @@ fn driver_matches_in_process() -> Result<(), String> {
             batching: Batching::EVERY_ROW,
             ctx: 512,
             threads: LLAMA_THREADS,
+            state_in: None,
         };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
@@ -1349,6 +1696,7 @@ fn capture_from_llama_cpp_python() -> Result<(), String> {
             batching: Batching::EVERY_ROW,
             ctx: 512,
             threads: LLAMA_THREADS,
+            state_in: None,
         };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
         let b = dir.path().join(format!("package-{}.safetensors", mode.name()));
@@ -1417,6 +1765,7 @@ fn llama_identify() -> Result<(), String> {
         floor_seeds: 1,
         dump: Default::default(),
         threads: 2,
+        state: None,
     };
     let builds = [
         (Build::Haswell, true),
@@ -1436,6 +1785,7 @@ fn llama_identify() -> Result<(), String> {
             batching: Batching::EVERY_ROW,
             ctx: 512,
             threads: LLAMA_THREADS,
+            state_in: None,
         };
         llama_trace(build, &model.path, &ids, run, &out)?;
         let r = identify(&model, &out, &opts).map_err(|e| format!("{e:#}"))?;
@@ -1510,6 +1860,7 @@ fn llama_identify_cli() -> Result<(), String> {
             floor_seeds: 0,
             dump: Default::default(),
             threads: 2,
+            state: None,
         };
         let r = identify(&model, &path, &opts).map_err(|e| format!("{e:#}"))?;
         let lane = build.lane(repack);
@@ -1539,6 +1890,62 @@ fn llama_identify_cli() -> Result<(), String> {
     Ok(())
 }
 
+/// `identify` on llama.cpp's trace of decode steps after 16384 saved cells at 14 threads,
+/// its thread count removed: given the saved cache (`--state`), the haswell lane explains
+/// it with a class of counts that holds 14 and none of 1, 2 or 3 (split-KV parts of 16640
+/// cells); without the cache, or with the other attention setting's, it refuses with the
+/// reason.
+fn llama_identify_long() -> Result<(), String> {
+    use tiercheck_analysis::identify::{identify, IdentifyOptions};
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let a = Attention { tier_threads: 14, ..attn(KvType::F16, FlashAttn::On) };
+    let mut t = (*long_trace(Build::Haswell, true, a, 16384)?).clone();
+    t.meta.remove("threads");
+    t.meta.remove("tier_threads");
+    let path = dir.path().join("long.safetensors");
+    tiercheck_model::import::write(&path, &t).map_err(|e| e.to_string())?;
+    let (_, state) = long_state(a, 16384)?;
+    let opts = |state| -> Result<IdentifyOptions, String> {
+        Ok(IdentifyOptions {
+            lanes: Some(vec![lanes::find("x86_64-avx2-repack")?]),
+            imp: Impl::Auto,
+            residual: Residual::F32,
+            n_ctx: LONG_CTX,
+            floor_seeds: 0,
+            dump: Default::default(),
+            threads: 2,
+            state,
+        })
+    };
+    let r = identify(&model, &path, &opts(Some(state))?).map_err(|e| format!("{e:#}"))?;
+    let best: Vec<_> = r.candidates.iter().filter(|c| r.best_lanes.contains(&c.name)).collect();
+    let ok = r.explained
+        && best.iter().any(|c| c.tier_threads.contains(&14))
+        && best.iter().all(|c| [1, 2, 3].iter().all(|w| !c.tier_threads.contains(w)));
+    if !ok {
+        return Err(format!(
+            "after 16384 cells at 14 threads: {}; best {:?}",
+            r.verdict, r.best_lanes
+        ));
+    }
+    eprintln!(
+        "after 16384 cells at 14 threads: {} (of {} candidates)",
+        r.verdict,
+        r.candidates.len()
+    );
+    let e = identify(&model, &path, &opts(None)?).map(|_| ()).unwrap_err().to_string();
+    if !e.contains("pass it with --state") {
+        return Err(format!("without the saved cache: {e}"));
+    }
+    let (_, other) = long_state(attn(KvType::F32, FlashAttn::Off), 16384)?;
+    let e = identify(&model, &path, &opts(Some(other))?).map(|_| ()).unwrap_err().to_string();
+    if !e.contains("sha256") {
+        return Err(format!("with another saved cache: {e}"));
+    }
+    Ok(())
+}
+
 /// The trace cache's premise: llama.cpp run again on the same build, model and
 /// arguments writes the same trace. One cached run (the i8mm build under qemu, prompt
 /// mode, repack on, llama.cpp's default attention: one of the trials' own runs) is run
@@ -1557,6 +1964,7 @@ fn trace_cache_recomputes_bitwise() -> Result<(), String> {
         batching: Batching::EVERY_ROW,
         ctx: 512,
         threads: LLAMA_THREADS,
+        state_in: None,
     };
     let build = Build::ArmI8mm;
     let cached = llama_trace(build, &model.path, &ids, run(), &dir.path().join("cached.st"))?;
@@ -1774,6 +2182,68 @@ fn main() -> ExitCode {
     }));
     trials.push(trial("llama_cpp/arm-i8mm/threads/3/no_repack/count_matters", || {
         llama_threads_matter(Build::ArmI8mm, false, CliRun { threads: 3, ..CLI_THREADS }, 1)
+    }));
+    // Long contexts: three decode steps after a cache of 4096 and 16384 cells that
+    // llama.cpp's haswell build filled and saved, in a context of 32768, on every build
+    // with repack off and on, both attention settings:
+    // `llama_cpp[/<build>]/long/<cells>/[f32_off/]<repack|no_repack>/end_to_end`; layer-
+    // local on haswell (repack) and the i8mm build (no repack); and thread counts 1, 3, 8
+    // and 14 at 16384 cells (split-KV flash attention, one part per thread) on haswell,
+    // zen4 and the i8mm and SVE-256 builds: `.../long/16384/threads/<n>/...`.
+    for (build, repack) in builds {
+        for cells in LONG_CELLS {
+            for (a, tag) in [(default, ""), (f32_off, "f32_off/")] {
+                let r = if repack { "repack" } else { "no_repack" };
+                let prefix = match build {
+                    Build::Haswell => format!("llama_cpp/long/{cells}/{tag}{r}/"),
+                    Build::Zen4 => format!("llama_cpp/zen4/long/{cells}/{tag}{r}/"),
+                    _ => format!("llama_cpp/{}/long/{cells}/{tag}{r}/", build.name()),
+                };
+                trials.push(trial(&format!("{prefix}end_to_end"), move || {
+                    llama_long(build, repack, a, cells, false)
+                }));
+                let local = cells == 16384
+                    && matches!((build, repack), (Build::Haswell, true) | (Build::ArmI8mm, false));
+                if local {
+                    trials.push(trial(&format!("{prefix}layer_local"), move || {
+                        llama_long(build, repack, a, cells, true)
+                    }));
+                }
+            }
+        }
+    }
+    for threads in [1, 3, 8, 14] {
+        for (build, repack) in [
+            (Build::Haswell, true),
+            (Build::Zen4, false),
+            (Build::ArmI8mm, false),
+            (Build::ArmSve256, false),
+        ] {
+            let r = if repack { "repack" } else { "no_repack" };
+            let name = match build {
+                Build::Haswell => format!("llama_cpp/long/16384/threads/{threads}/{r}/end_to_end"),
+                Build::Zen4 => {
+                    format!("llama_cpp/zen4/long/16384/threads/{threads}/{r}/end_to_end")
+                }
+                _ => format!(
+                    "llama_cpp/{}/long/16384/threads/{threads}/{r}/end_to_end",
+                    build.name()
+                ),
+            };
+            let a = Attention { tier_threads: threads, ..default };
+            trials.push(trial(&name, move || llama_long(build, repack, a, 16384, false)));
+        }
+    }
+    trials.push(trial(
+        "llama_cpp/long/16384/threads/14/repack/count_matters",
+        llama_long_count_matters,
+    ));
+    trials.push(trial("llama_cpp/long/identify", llama_identify_long));
+    trials.push(trial("llama_cpp/state/files_hold_the_cache", || {
+        state_files_hold_the_cache(attn(KvType::F16, FlashAttn::On))
+    }));
+    trials.push(trial("llama_cpp/state/f32_off/files_hold_the_cache", || {
+        state_files_hold_the_cache(attn(KvType::F32, FlashAttn::Off))
     }));
     for (name, verdict) in tiercheck_golden::claims::claim_checks(
         "model_oracle",

@@ -168,7 +168,8 @@ impl KvCache {
         let kv_dim = hp.n_head_kv * hp.head_dim;
         let per_layer = n_ctx.checked_mul(kv_dim);
         let too_big = || {
-            let gib = (n_ctx as f64) * (kv_dim as f64) * (hp.n_layer as f64) * 8.0 / f64::from(1u32 << 30);
+            let gib = (n_ctx as f64) * (kv_dim as f64) * (hp.n_layer as f64) * 8.0
+                / f64::from(1u32 << 30);
             ModelError::Request(format!(
                 "a context of {n_ctx} cells needs {gib:.1} GiB for the K/V cache ({} layers of {kv_dim} K and V values per cell, held as f32), more than this process can allocate",
                 hp.n_layer
@@ -187,16 +188,7 @@ impl KvCache {
             k.push(zeroed()?);
             v.push(zeroed()?);
         }
-        Ok(KvCache {
-            k,
-            v,
-            kv_dim,
-            head_dim: hp.head_dim,
-            n_ctx,
-            used: 0,
-            attn,
-            fault: None,
-        })
+        Ok(KvCache { k, v, kv_dim, head_dim: hp.head_dim, n_ctx, used: 0, attn, fault: None })
     }
 
     /// Fill the first cells with a saved cache (checked against the run by

@@ -11,7 +11,7 @@
 #   tiercheck-capture --lib DIR|FILE --model FILE.gguf --ids 1,2,3 --mode decode|prompt \
 #       --out TRACE.safetensors [--threads N] [--no-repack] [--steps N] [--kv f32|f16]
 #       [--fa on|off] [--ctx N] [--batch N] [--ubatch N] [--logits all|last]
-#       [--gpu-layers N] [--verbose]
+#       [--state-in FILE] [--state-out FILE] [--no-taps] [--gpu-layers N] [--verbose]
 #   tiercheck-capture --llama-cpp-python --model ... (the libllama of the installed package)
 #   tiercheck-capture --driver BIN [--qemu-cpu MODEL] --model ... (the same options)
 #
@@ -70,6 +70,11 @@
 #     before `ffn_inp`: that layer's `ffn_inp`, `ffn_norm`, `ffn_swiglu`, `ffn_out`,
 #     `l_out` and `result_norm`, `result_output` hold the output rows only (every row
 #     with --logits all; a graph without an output row contributes none).
+#   - Saved caches: --state-in loads a sequence state (llama_state_seq_load_file) before
+#     the ids, which continue after its cells (llama_memory_seq_pos_max + 1); --state-out
+#     saves the sequence (llama_state_seq_save_file: the loaded tokens and every id fed)
+#     after the last step, written to FILE.tmp and renamed; --no-taps asks for no node
+#     (a run that only fills a cache). --ids @FILE reads the ids from a file.
 #   - Teacher forcing: mode `decode` calls llama_decode once per id (positions 0..n-1, one
 #     row each); mode `prompt` calls it once with all ids (one step, n rows). --steps N then
 #     continues greedily with N single-token steps (argmax of the last logits row, ties to
@@ -356,6 +361,8 @@ class Llama:
                                             C.POINTER(C.c_size_t))
         self.llama_state_seq_save_file = fn("llama_state_seq_save_file", C.c_size_t, vp, C.c_char_p,
                                             C.c_int32, C.POINTER(C.c_int32), C.c_size_t)
+        self.llama_state_save_file = fn("llama_state_save_file", C.c_bool, vp, C.c_char_p,
+                                        C.POINTER(C.c_int32), C.c_size_t)
         self.llama_model_quantize = fn("llama_model_quantize", C.c_uint32, C.c_char_p, C.c_char_p,
                                        C.POINTER(LlamaModelQuantizeParams))
         self.ggml_backend_tensor_get = fn("ggml_backend_tensor_get", None, C.POINTER(GgmlTensor),
@@ -616,14 +623,21 @@ class Session:
         self.n_past = int(L.llama_memory_seq_pos_max(L.llama_get_memory(self.ctx), 0)) + 1
         return self.n_past
 
-    def save_state(self, path):
-        """Saves sequence 0's state (llama_state_seq_save_file) to `path`, written whole
-        under a temporary name and renamed."""
+    def save_state(self, path, session=False):
+        """Saves sequence 0's state (llama_state_seq_save_file), or with `session` the
+        whole context's (llama_state_save_file, llama-cli's prompt cache), to `path`,
+        written whole under a temporary name and renamed."""
         L = self.llama
         toks = (C.c_int32 * max(1, len(self.tokens)))(*self.tokens)
         tmp = path + ".tmp"
-        if L.llama_state_seq_save_file(self.ctx, os.fsencode(tmp), 0, toks, len(self.tokens)) == 0:
-            raise OracleError(f"saving the sequence state to {tmp} failed")
+        if session:
+            ok = L.llama_state_save_file(self.ctx, os.fsencode(tmp), toks, len(self.tokens))
+        else:
+            ok = L.llama_state_seq_save_file(self.ctx, os.fsencode(tmp), 0, toks,
+                                             len(self.tokens)) != 0
+        if not ok:
+            raise OracleError(f"saving the {'session' if session else 'sequence state'} "
+                              f"to {tmp} failed")
         os.replace(tmp, path)
 
     def close(self):
@@ -763,7 +777,7 @@ def step_record(i, positions, inp, logits, taps, graphs, outputs):
 
 def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True,
         kv="f32", fa=False, gpu_layers=0, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX,
-        logits="all", state_in=None, state_out=None):
+        logits="all", state_in=None, state_out=None, session_out=None):
     """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps, with a K/V
     cache of type `kv` and flash attention `fa`, in a context of `n_ctx` with batch and
     ubatch sizes `n_batch`, `n_ubatch`, the logits of every prompt row or (`last`) of its
@@ -789,6 +803,8 @@ def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, captur
             nxt = steps[-1]["emitted"]
         if state_out:
             sess.save_state(state_out)
+        if session_out:
+            sess.save_state(session_out, session=True)
         info = {"state_cells": cells, "n_layer": sess.n_layer, "n_embd": sess.n_embd, "n_vocab": sess.n_vocab,
                 "desc": sess.desc, "n_batch": sess.n_batch, "n_ubatch": sess.n_ubatch,
                 "n_kv": sorted(sess.capture.n_kv) if sess.capture else [],
@@ -1041,6 +1057,9 @@ def main(argv=None):
     ap.add_argument("--state-out", default=None,
                     help="save the sequence's state here after the last step "
                          "(llama_state_seq_save_file)")
+    ap.add_argument("--session-out", default=None,
+                    help="save the whole context as a session file after the last step "
+                         "(llama_state_save_file, llama-cli's prompt cache; in process only)")
     ap.add_argument("--no-taps", action="store_true",
                     help="capture no tap: the trace holds the steps and their choices only "
                          "(for a run that only fills a --state-out)")
@@ -1072,6 +1091,8 @@ def main(argv=None):
     n_rows = len(ids) + a.steps
     if n_rows > a.ctx:
         raise SystemExit(f"{len(ids)} ids and {a.steps} steps exceed --ctx {a.ctx}")
+    if a.session_out and a.driver:
+        raise SystemExit("--session-out: in process only (--lib)")
     if a.state_out and a.gpu_layers:
         raise SystemExit("--state-out: the state of a run with GPU layers is not checked here")
     try:
@@ -1085,7 +1106,8 @@ def main(argv=None):
             info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps,
                               capture=not a.no_taps, kv=a.kv, fa=fa, gpu_layers=a.gpu_layers,
                               n_ctx=a.ctx, n_batch=a.batch, n_ubatch=a.ubatch, logits=a.logits,
-                              state_in=a.state_in, state_out=a.state_out)
+                              state_in=a.state_in, state_out=a.state_out,
+                              session_out=a.session_out)
             info["cpu_features"] = llama.cpu_features()
             # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per
             # repacked weight.

@@ -94,6 +94,7 @@ fn side(
         floor_seeds: 0,
         dump: dump.clone(),
         threads,
+        state: setup.state()?,
     };
     let r = identify::identify(model, p, &o)?;
     if !r.explained {
@@ -160,6 +161,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         attn,
         layers,
         threads,
+        state: a.setup.state()?,
     };
     let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::matrix::Progress::new(
         analysis::attribute::ATTRIBUTE_RUNS,

@@ -363,6 +363,7 @@ pub fn run(a: DeltaArgs) -> Result<()> {
         threshold: a.threshold,
         floor_seeds: a.floor_seeds,
         threads: a.threads.get(1),
+        state: a.setup.state()?,
     };
     let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::matrix::Progress::new(
         analysis::delta_results(&opts),

@@ -44,6 +44,10 @@ pub struct IdentifyArgs {
     /// A plain dump's mode, where the file does not say.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
+    /// The K/V cache llama.cpp saved that the trace's run continued from (a sequence
+    /// state or session file; see `run --state`). A trace that records one needs it.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
     /// Print the report as JSON (`best_lane`, `first_unexplained`, `per_tap`, ...).
     #[arg(long)]
     pub json: bool,
@@ -64,6 +68,10 @@ pub fn run(a: IdentifyArgs) -> Result<()> {
         floor_seeds: a.floor_seeds,
         threads: a.threads.get(1),
         dump: ImportOptions { ids: a.ids.as_deref().map(parse_ids).transpose()?, mode: a.mode },
+        state: match &a.state {
+            Some(p) => Some(std::sync::Arc::new(tiercheck_model::state::KvState::read(p)?)),
+            None => None,
+        },
     };
     let r = identify::identify(&model, &a.trace, &o)?;
     if a.json {

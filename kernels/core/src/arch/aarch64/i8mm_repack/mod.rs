@@ -72,11 +72,15 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/cli/repack/end_to_end",
+                "llama_cpp/arm-i8mm/long/4096/repack/end_to_end",
+                "llama_cpp/arm-i8mm/long/4096/f32_off/repack/end_to_end",
+                "llama_cpp/arm-i8mm/long/16384/repack/end_to_end",
+                "llama_cpp/arm-i8mm/long/16384/f32_off/repack/end_to_end",
                 "llama_cpp/arm-i8mm/cli/repack/layer_local",
                 "llama_cpp/arm-i8mm/cli/f32_off/repack/end_to_end",
                 "llama_cpp/arm-i8mm/threads/3/repack/end_to_end",

@@ -128,11 +128,15 @@ pub static AARCH64_NEON: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/cli/no_repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/4096/no_repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/4096/f32_off/no_repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/16384/no_repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/16384/f32_off/no_repack/end_to_end",
                 "llama_cpp/arm-dotprod/cli/no_repack/layer_local",
                 "llama_cpp/arm-dotprod/cli/f32_off/no_repack/end_to_end",
                 "llama_cpp/arm-dotprod/threads/3/no_repack/end_to_end",

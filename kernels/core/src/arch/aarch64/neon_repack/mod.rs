@@ -68,11 +68,15 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/cli/repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/4096/repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/4096/f32_off/repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/16384/repack/end_to_end",
+                "llama_cpp/arm-dotprod/long/16384/f32_off/repack/end_to_end",
                 "llama_cpp/arm-dotprod/cli/repack/layer_local",
                 "llama_cpp/arm-dotprod/cli/f32_off/repack/end_to_end",
                 "llama_cpp/arm-dotprod/threads/3/repack/end_to_end",

@@ -84,11 +84,15 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/cli/repack/end_to_end",
+                "llama_cpp/arm-sve128/long/4096/repack/end_to_end",
+                "llama_cpp/arm-sve128/long/4096/f32_off/repack/end_to_end",
+                "llama_cpp/arm-sve128/long/16384/repack/end_to_end",
+                "llama_cpp/arm-sve128/long/16384/f32_off/repack/end_to_end",
                 "llama_cpp/arm-sve128/cli/repack/layer_local",
                 "llama_cpp/arm-sve128/cli/f32_off/repack/end_to_end",
                 "llama_cpp/arm-sve128/threads/3/repack/end_to_end",
@@ -162,11 +166,15 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/cli/repack/end_to_end",
+                "llama_cpp/arm-sve256/long/4096/repack/end_to_end",
+                "llama_cpp/arm-sve256/long/4096/f32_off/repack/end_to_end",
+                "llama_cpp/arm-sve256/long/16384/repack/end_to_end",
+                "llama_cpp/arm-sve256/long/16384/f32_off/repack/end_to_end",
                 "llama_cpp/arm-sve256/cli/repack/layer_local",
                 "llama_cpp/arm-sve256/cli/f32_off/repack/end_to_end",
                 "llama_cpp/arm-sve256/threads/3/repack/end_to_end",
