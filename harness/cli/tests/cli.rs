@@ -634,3 +634,40 @@ fn matrix_jobs_change_only_the_wall_times() {
     let e = fails(&["matrix", "--jobs", "0"]);
     assert!(e.contains("--jobs"), "{e}");
 }
+
+/// `--state`: a run continues after the cells of a cache llama.cpp saved (a sequence
+/// state its haswell build wrote for the embedded model: 3 cells, F16, flash attention),
+/// its trace records the file, `identify` needs the same file to replay it, and what does
+/// not fit is refused with the file named.
+#[test]
+fn runs_continue_from_a_saved_cache() {
+    let f = Fixture::new();
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/state/seq-f16-fa-3-cells.state");
+    let seed = seed.to_str().unwrap();
+    let trace = f.p("from-state.safetensors");
+    let run = |extra: &[&str]| {
+        let mut a = vec!["run", "--lane", "ref", "--teacher-force", "5", "--mode", "decode"];
+        a.extend_from_slice(&["--steps", "2", "--state", seed, "--out", &trace]);
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let args = run(&[]);
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let t = tiercheck_model::run::read_trace(Path::new(&trace)).unwrap();
+    assert_eq!(t.meta["state_cells"], "3");
+    assert_eq!(t.steps[0].positions, vec![3]);
+    assert_eq!(t.steps[1].positions, vec![4]);
+    let e = fails(&["identify", &trace, "--lanes", "ref"]);
+    assert!(e.contains("pass it with --state") && e.contains("3 cells"), "{e}");
+    let out = ok(&["identify", &trace, "--lanes", "ref", "--state", seed]);
+    assert!(out.contains("explained"), "{out}");
+    let args = run(&["--kv", "f32", "--fa", "off"]);
+    let e = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(e.contains("seq-f16-fa-3-cells.state") && e.contains("pass --kv f16 --fa on"), "{e}");
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "5", "--state", &f.p("none.state")]);
+    assert!(e.contains("none.state") && e.contains("cannot read"), "{e}");
+    std::fs::write(f.p("junk.state"), b"ggsq").unwrap();
+    let e = fails(&["run", "--lane", "ref", "--teacher-force", "5", "--state", &f.p("junk.state")]);
+    assert!(e.contains("junk.state") && e.contains("truncated"), "{e}");
+}

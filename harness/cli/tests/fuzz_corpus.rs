@@ -53,6 +53,12 @@ fn gguf_inputs() {
 }
 
 #[test]
+fn state_inputs() {
+    let (ok, _) = replay("state", fuzzing::STATE_NAME, fuzzing::state);
+    assert!(ok >= 2, "the state seeds are valid saved caches");
+}
+
+#[test]
 fn trace_inputs() {
     let (ok, _) = replay("trace", fuzzing::TRACE_NAME, fuzzing::trace);
     assert!(ok >= 2, "the trace seeds are valid traces");

@@ -194,3 +194,84 @@ fn malformed_target_tables() {
     let e = table_err(&format!("{head}[[model]]\nqemu_cpu = \"\"\n"));
     assert!(e.contains("name"), "{e}");
 }
+
+// ----------------------------------------------------------------------------- saved caches
+
+/// A sequence state llama.cpp's haswell build wrote (3 cells, F16, flash attention: the
+/// fuzzer's seed).
+fn saved_state() -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/state/seq-f16-fa-3-cells.state");
+    std::fs::read(p).unwrap()
+}
+
+/// The shape of the embedded model (8 layers, 2 KV heads of 64).
+fn tiny_hp() -> tiercheck_model::HParams {
+    tiercheck_model::HParams {
+        arch: "qwen3".into(),
+        n_embd: 512,
+        n_layer: 8,
+        n_head: 8,
+        n_head_kv: 2,
+        head_dim: 64,
+        n_ff: 1536,
+        n_vocab: 3072,
+        n_ctx_train: 512,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    }
+}
+
+#[test]
+fn malformed_saved_caches() {
+    use tiercheck_model::state::KvState;
+    use tiercheck_model::{Attention, FlashAttn, KvType};
+    let file = "user/slot0.bin";
+    let good = saved_state();
+    let s = KvState::parse(Path::new(file), &good).unwrap();
+    assert_eq!((s.cells, s.tokens.clone()), (3, vec![17, 2045, 388]));
+    let hp = tiny_hp();
+    s.check(&hp, &Attention::LLAMA_DEFAULT, 512).unwrap();
+    // What a run cannot start from, each with its reason.
+    let f32_off = Attention { kv: KvType::F32, fa: FlashAttn::Off, tier_threads: 1 };
+    let f16_off = Attention { kv: KvType::F16, fa: FlashAttn::Off, tier_threads: 1 };
+    let cases: Vec<(Result<(), tiercheck_model::ModelError>, &str)> = vec![
+        (s.check(&hp, &f32_off, 512), "pass --kv f16 --fa on"),
+        (s.check(&hp, &f16_off, 512), "V not transposed"),
+        (
+            s.check(
+                &tiercheck_model::HParams { n_layer: 4, ..tiny_hp() },
+                &Attention::LLAMA_DEFAULT,
+                512,
+            ),
+            "the model has 4 of 128",
+        ),
+        (
+            s.check(
+                &tiercheck_model::HParams { head_dim: 128, ..tiny_hp() },
+                &Attention::LLAMA_DEFAULT,
+                512,
+            ),
+            "the model has 8 of 256",
+        ),
+    ];
+    for (r, want) in cases {
+        let e = error_naming(r, file, want);
+        assert!(e.contains(want), "{e}");
+    }
+    // The file itself: a wrong magic, a future version, trailing bytes, a cut.
+    let mut bad = good.clone();
+    bad[..4].copy_from_slice(b"GGUF");
+    let e = error_naming(KvState::parse(Path::new(file), &bad), file, "a GGUF header");
+    assert!(e.contains("not a llama.cpp state file"), "{e}");
+    let mut bad = good.clone();
+    bad[4..8].copy_from_slice(&4u32.to_le_bytes());
+    let e = error_naming(KvState::parse(Path::new(file), &bad), file, "version 4");
+    assert!(e.contains("version 4"), "{e}");
+    let mut bad = good.clone();
+    bad.extend_from_slice(&[0; 3]);
+    let e = error_naming(KvState::parse(Path::new(file), &bad), file, "trailing bytes");
+    assert!(e.contains("3 bytes after the cache"), "{e}");
+    let e = error_naming(KvState::parse(Path::new(file), &good[..good.len() - 1]), file, "a cut");
+    assert!(e.contains("truncated"), "{e}");
+}

@@ -14,6 +14,8 @@ pub const GGUF_NAME: &str = "fuzz-input.gguf";
 pub const TRACE_NAME: &str = "fuzz-input.safetensors";
 /// See [`GGUF_NAME`].
 pub const MANIFEST_NAME: &str = "fuzz-input/manifest.json";
+/// See [`GGUF_NAME`].
+pub const STATE_NAME: &str = "fuzz-input.state";
 
 /// Values dequantized per tensor after a successful parse (bounds the work per input).
 const DEQUANT_MAX: usize = 4096;
@@ -51,6 +53,34 @@ pub fn trace(data: &[u8]) -> Result<(), String> {
         n = n.wrapping_add(tensor.data.len());
     }
     std::hint::black_box(n);
+    Ok(())
+}
+
+/// A saved K/V cache (llama.cpp's sequence state or session file): the reader, then the
+/// checks a run applies against the embedded model's shape (8 layers of 128 K/V values,
+/// F16 cache with flash attention, 512 cells).
+pub fn state(data: &[u8]) -> Result<(), String> {
+    let s = tiercheck_model::state::KvState::parse(Path::new(STATE_NAME), data)
+        .map_err(|e| e.to_string())?;
+    let mut n = 0usize;
+    for (k, v) in s.k.iter().zip(&s.v) {
+        n = n.wrapping_add(k.len()).wrapping_add(v.len());
+    }
+    std::hint::black_box(n);
+    let hp = tiercheck_model::HParams {
+        arch: "qwen3".into(),
+        n_embd: 512,
+        n_layer: 8,
+        n_head: 8,
+        n_head_kv: 2,
+        head_dim: 64,
+        n_ff: 1536,
+        n_vocab: 3072,
+        n_ctx_train: 512,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    };
+    let _ = s.check(&hp, &tiercheck_model::Attention::LLAMA_DEFAULT, 512);
     Ok(())
 }
 

@@ -244,7 +244,8 @@ impl KvState {
             }
             let mut kind: Option<KvType> = None;
             let mut kv_dim = 0usize;
-            let mut k = Vec::with_capacity(n_layer);
+            // (No capacity from the file's counts: each layer's data is taken first.)
+            let mut k = Vec::new();
             for il in 0..n_layer {
                 let ty = r.i32("a layer's K type")?;
                 let (t, el) = cache_type(&r, ty, &format!("layer {il}'s K"))?;
@@ -267,7 +268,7 @@ impl KvState {
                 k.push(widen(t, data).collect::<Vec<f32>>());
             }
             let kind = kind.expect("one layer at least");
-            let mut v = Vec::with_capacity(n_layer);
+            let mut v = Vec::new();
             for il in 0..n_layer {
                 let ty = r.i32("a layer's V type")?;
                 let (t, el) = cache_type(&r, ty, &format!("layer {il}'s V"))?;
@@ -286,7 +287,8 @@ impl KvState {
                             "layer {il}'s V has {width} components of {el_size} bytes, K rows {kv_dim} of {el}"
                         )));
                     }
-                    let data = r.take(el * cells * width, &format!("layer {il}'s V"))?;
+                    let n = el.saturating_mul(cells).saturating_mul(width);
+                    let data = r.take(n, &format!("layer {il}'s V"))?;
                     let t_vals: Vec<f32> = widen(t, data).collect();
                     // Stored component by component over the cells: back to by cell.
                     let mut by_cell = vec![0.0f32; cells * width];
@@ -304,7 +306,7 @@ impl KvState {
                             el * kv_dim
                         )));
                     }
-                    let data = r.take(row * cells, &format!("layer {il}'s V"))?;
+                    let data = r.take(row.saturating_mul(cells), &format!("layer {il}'s V"))?;
                     v.push(widen(t, data).collect());
                 }
             }
