@@ -23,13 +23,17 @@
 // then continue after its cells; STATE_OUT (or `-`) is where the sequence's state is
 // saved after the last step (written to STATE_OUT.tmp and renamed). IDS may be `@FILE`:
 // the comma-separated ids read from FILE (a long prompt exceeds one argument's limit).
-// Tap selection, the
+// LLAMATAPS_NUMA (environment: distribute, isolate or numactl) runs llama_numa_init with
+// that strategy first, as llama-cli's --numa does; ggml is NUMA-aware only where it
+// finds more than one node (recorded in the dump). Tap selection, the
 // llama.cpp node names and the "last node of a name wins" rule are the script's (the
 // lists are passed by the script in TAPS_LAYER and TAPS_GLOBAL, so the two cannot drift
 // apart; `-` in both captures no tap).
 //
 // Dump format (little-endian), a sequence of records, each a one-byte tag:
 //   'I' u32 n_layer, u32 n_embd, u32 n_vocab, str desc
+//   'N' u32 numa                                                    LLAMATAPS_NUMA was set:
+//                                                                   ggml_is_numa() after it
 //   'P' u32 cells, u32 tokens                                       STATE_IN was loaded:
 //                                                                   its cells and tokens
 //   'S' u32 step, u32 n, n x (i32 id, i32 pos), i32 emitted       one step (the prompt
@@ -377,6 +381,24 @@ int main(int argc, char **argv) {
     llama_log_set(log_cb, NULL);
     ggml_log_set(log_cb, NULL);
     llama_backend_init();
+    const char *numa = getenv("LLAMATAPS_NUMA");
+    if (numa && *numa) {
+        enum ggml_numa_strategy s;
+        if (strcmp(numa, "distribute") == 0) {
+            s = GGML_NUMA_STRATEGY_DISTRIBUTE;
+        } else if (strcmp(numa, "isolate") == 0) {
+            s = GGML_NUMA_STRATEGY_ISOLATE;
+        } else if (strcmp(numa, "numactl") == 0) {
+            s = GGML_NUMA_STRATEGY_NUMACTL;
+        } else {
+            fprintf(stderr, "llamataps: LLAMATAPS_NUMA must be distribute, isolate or numactl, got '%s'\n",
+                    numa);
+            return 2;
+        }
+        llama_numa_init(s);
+        put_u8('N');
+        put_u32(ggml_is_numa() ? 1 : 0);
+    }
 
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;

@@ -166,9 +166,9 @@ impl Kernels for Composite {
         w: &WeightMatrix<'_>,
         act: &[u8],
         m: usize,
-        tier_threads: usize,
+        tier: tiercheck_core::lane::TierPool,
     ) -> Result<Vec<f32>, KernelError> {
-        self.kernel.portable.matmul_quantized_tier(w, act, m, tier_threads)
+        self.kernel.portable.matmul_quantized_tier(w, act, m, tier)
     }
 
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {

@@ -207,7 +207,7 @@ fn attentions(t: &Trace) -> Vec<Attention> {
     let mut out = Vec::new();
     for &kv in &kvs {
         for &fa in &fas {
-            out.push(Attention { kv, fa, tier_threads: threads });
+            out.push(Attention { kv, fa, tier_threads: threads, tier_numa: crate::trace_numa(t) });
         }
     }
     out

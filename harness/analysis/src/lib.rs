@@ -265,6 +265,14 @@ fn side_run(
     }
 }
 
+/// Whether a trace's tier ran NUMA-aware: tiercheck's `tier_numa = on`, or the capture
+/// tool's `numa` naming a strategy (`distribute`, `isolate`, `numactl`: ggml found
+/// several nodes; `off` where it found one).
+pub fn trace_numa(t: &Trace) -> bool {
+    t.meta.get("tier_numa").is_some_and(|v| v == "on")
+        || t.meta.get("numa").is_some_and(|v| !v.is_empty() && v != "off")
+}
+
 /// The attention options a trace records (`kv`, `fa`, `tier_threads` metadata; a trace
 /// of llama.cpp records its `threads`), each one it lacks taken from `default`.
 fn trace_attention(path: &Path, t: &Trace, default: Attention) -> anyhow::Result<Attention> {
@@ -293,6 +301,9 @@ fn trace_attention(path: &Path, t: &Trace, default: Attention) -> anyhow::Result
                 anyhow::bail!("{}: metadata threads = '{v}' is not a thread count", path.display())
             }
         };
+    }
+    if t.meta.contains_key("tier_numa") || t.meta.contains_key("numa") {
+        a.tier_numa = trace_numa(t);
     }
     Ok(a)
 }

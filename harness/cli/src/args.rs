@@ -126,6 +126,10 @@ pub struct Setup {
     /// `--threads` never changes a result.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tier_threads: u32,
+    /// The tier's ggml ran NUMA-aware (llama.cpp's `--numa` on a host with several NUMA
+    /// nodes): the i8mm builds' matmul chunk plan then always chunks by thread.
+    #[arg(long)]
+    pub tier_numa: bool,
     /// Tokens per `llama_decode` of the prompt (llama-cli's `-b`; capped at `--ctx`, as
     /// llama.cpp caps it).
     #[arg(long = "batch", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
@@ -291,6 +295,11 @@ impl Setup {
 
     /// The attention options.
     pub fn attention(&self) -> Attention {
-        Attention { kv: self.kv, fa: self.fa, tier_threads: self.tier_threads as usize }
+        Attention {
+            kv: self.kv,
+            fa: self.fa,
+            tier_threads: self.tier_threads as usize,
+            tier_numa: self.tier_numa,
+        }
     }
 }

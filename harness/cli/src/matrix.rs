@@ -151,6 +151,9 @@ pub fn run_under_qemu(
     cmd.args(["--ctx", &opts.n_ctx.to_string()]);
     cmd.args(["--kv", opts.attn.kv.name(), "--fa", opts.attn.fa.name()]);
     cmd.args(["--tier-threads", &opts.attn.tier_threads.to_string()]);
+    if opts.attn.tier_numa {
+        cmd.arg("--tier-numa");
+    }
     cmd.args(["--batch", &opts.batching.n_batch.to_string()]);
     cmd.args(["--ubatch", &opts.batching.n_ubatch.to_string()]);
     cmd.args(["--logits", opts.batching.logits.name()]);

@@ -233,8 +233,10 @@ fn malformed_saved_caches() {
     let hp = tiny_hp();
     s.check(&hp, &Attention::LLAMA_DEFAULT, 512).unwrap();
     // What a run cannot start from, each with its reason.
-    let f32_off = Attention { kv: KvType::F32, fa: FlashAttn::Off, tier_threads: 1 };
-    let f16_off = Attention { kv: KvType::F16, fa: FlashAttn::Off, tier_threads: 1 };
+    let f32_off =
+        Attention { kv: KvType::F32, fa: FlashAttn::Off, tier_threads: 1, tier_numa: false };
+    let f16_off =
+        Attention { kv: KvType::F16, fa: FlashAttn::Off, tier_threads: 1, tier_numa: false };
     let cases: Vec<(Result<(), tiercheck_model::ModelError>, &str)> = vec![
         (s.check(&hp, &f32_off, 512), "pass --kv f16 --fa on"),
         (s.check(&hp, &f16_off, 512), "V not transposed"),

@@ -172,7 +172,7 @@ const LLAMA_THREADS: usize = 2;
 
 /// The attention options of a trial, with the oracle's thread count.
 fn attn(kv: KvType, fa: FlashAttn) -> Attention {
-    Attention { kv, fa, tier_threads: LLAMA_THREADS }
+    Attention { kv, fa, tier_threads: LLAMA_THREADS, tier_numa: false }
 }
 
 fn ours(
@@ -321,6 +321,8 @@ struct LlamaRun {
     threads: usize,
     /// A sequence state to start from (`--state-in`).
     state_in: Option<PathBuf>,
+    /// llama.cpp NUMA-aware (`--numa distribute` on two NUMA nodes: [`fake_numa`]).
+    numa: bool,
 }
 
 /// The capture tool's arguments after the build's for `run` on `model` (all but `--out`).
@@ -349,7 +351,42 @@ fn run_args(model: &Path, ids: &[u32], run: &LlamaRun) -> Vec<String> {
         args.push("--state-in".into());
         args.push(p.display().to_string());
     }
+    if run.numa {
+        args.push("--numa".into());
+        args.push("distribute".into());
+    }
     args
+}
+
+const NO_FAKE_NUMA: &str = "this host cannot show ggml two NUMA nodes: a mount namespace \
+     (`unshare -m`) with a bind mount over /sys/devices/system/node is not permitted here";
+
+/// A folder that, bind-mounted over `/sys/devices/system/node` in a mount namespace of
+/// its own, shows ggml two NUMA nodes (node0 with cpu0, node1 with cpu1): what
+/// `ggml_numa_init` reads, so that llama.cpp's `--numa` makes it NUMA-aware on a
+/// one-node host. Checked once per process; [`NO_FAKE_NUMA`] where the namespace or the
+/// mount is refused.
+fn fake_numa() -> Result<PathBuf, String> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("tiercheck-numa-{}", std::process::id()));
+        for (node, cpu) in [("node0", "cpu0"), ("node1", "cpu1")] {
+            std::fs::create_dir_all(dir.join(node).join(cpu))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let ok = Command::new("unshare")
+            .args(["-m", "sh", "-c"])
+            .arg("mount --bind \"$0\" /sys/devices/system/node && test -d /sys/devices/system/node/node1/cpu1")
+            .arg(&dir)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            Ok(dir)
+        } else {
+            Err(NO_FAKE_NUMA.into())
+        }
+    })
+    .clone()
 }
 
 /// The capture tool's command for `build` running `run` on `ids` (passed through a file
@@ -369,7 +406,16 @@ fn capture_cmd(
     let mut args = run_args(model, ids, run);
     let at = args.iter().position(|a| a == "--ids").expect("run_args passes --ids") + 1;
     args[at] = format!("@{}", ids_file.display());
-    let mut cmd = capture(&py);
+    let mut cmd = if run.numa {
+        // The capture (and the driver it starts) in a mount namespace showing two nodes.
+        let mut c = Command::new("unshare");
+        c.args(["-m", "sh", "-c", "mount --bind \"$0\" /sys/devices/system/node && exec \"$@\""]);
+        c.arg(fake_numa()?).arg(&py).args(["-m", "tiercheck_capture"]);
+        c.env("PYTHONPATH", repo_root().join("tools/capture"));
+        c
+    } else {
+        capture(&py)
+    };
     cmd.args(build_args(build)?).args(args).env_remove("GGML_CPU_TILED_MM");
     Ok(cmd)
 }
@@ -605,6 +651,7 @@ fn forced_trace(
                 ctx: 512,
                 threads: LLAMA_THREADS,
                 state_in: None,
+                numa: false,
             },
             &path,
         )
@@ -695,6 +742,7 @@ fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(
             ctx: 512,
             threads: LLAMA_THREADS,
             state_in: None,
+            numa: false,
         },
         &dir.path().join("llama.safetensors"),
     )?;
@@ -761,6 +809,7 @@ fn llama_tiled(build: Build, repack: bool) -> Result<(), String> {
         ctx: 512,
         threads: LLAMA_THREADS,
         state_in: None,
+        numa: false,
     };
     let theirs = llama_trace(build, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(build.lane(repack))?;
@@ -802,6 +851,7 @@ fn llama_split_kv() -> Result<(), String> {
         ctx: 512,
         threads: LLAMA_THREADS,
         state_in: None,
+        numa: false,
     };
     let theirs = llama_trace(Build::Haswell, &model.path, &ids, run, &dir.path().join("l.st"))?;
     let arith = lane_arith(Build::Haswell.lane(true))?;
@@ -991,6 +1041,7 @@ fn cli_trace(build: Build, repack: bool, a: Attention, cli: CliRun) -> Result<Ar
             ctx: cli.ctx,
             threads: cli.threads,
             state_in: None,
+            numa: a.tier_numa,
         };
         let t = llama_trace(
             build,
@@ -999,6 +1050,11 @@ fn cli_trace(build: Build, repack: bool, a: Attention, cli: CliRun) -> Result<Ar
             run,
             &dir.path().join("l.st"),
         )?;
+        // NUMA-aware exactly when asked (the capture tool records what ggml found).
+        let numa = t.meta.get("numa").map(String::as_str);
+        if numa != a.tier_numa.then_some("distribute") {
+            return Err(format!("llama.cpp's trace says numa {numa:?}, asked {}", a.tier_numa));
+        }
         // llama.cpp ran the graphs and outputs this run means (the capture tool checked
         // each graph's rows against them).
         let b = cli.batching.effective(cli.ctx);
@@ -1170,6 +1226,7 @@ fn long_state(a: Attention, cells: usize) -> Result<(PathBuf, Arc<KvState>), Str
             ctx: LONG_CTX,
             threads: LLAMA_THREADS,
             state_in: None,
+            numa: false,
         };
         let ids = forced_ids(cells);
         let traces = trace_cache_entry(Build::Haswell, &model.path, &ids, &run)?;
@@ -1245,6 +1302,7 @@ fn long_trace(
             ctx: LONG_CTX,
             threads: a.tier_threads,
             state_in: Some(state),
+            numa: false,
         };
         let t = llama_trace(build, &model.path, &long_ids(cells), run, &dir.path().join("l.st"))?;
         let positions: Vec<Vec<usize>> = t.steps.iter().map(|s| s.positions.clone()).collect();
@@ -1367,6 +1425,7 @@ fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
         ctx: 512,
         threads: LLAMA_THREADS,
         state_in: None,
+        numa: false,
     };
     let (seq, sess) = (dir.path().join("seq.state"), dir.path().join("session.bin"));
     let mut cmd = capture_cmd(Build::Haswell, &model.path, &ids, &run, dir.path())?;
@@ -1445,6 +1504,40 @@ fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
         a.label()
     );
     Ok(())
+}
+
+/// NUMA matters: our lane not told that llama.cpp ran NUMA-aware (`tier_numa` off) does
+/// not reproduce its NUMA-aware trace of `cli` with plain weights.
+fn llama_numa_matters(build: Build, cli: CliRun) -> Result<(), String> {
+    let model = embedded_model()?;
+    let a = Attention {
+        tier_threads: cli.threads,
+        tier_numa: true,
+        ..attn(KvType::F16, FlashAttn::On)
+    };
+    let theirs = cli_trace(build, false, a, cli)?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let spec = RunSpec {
+        ids: forced_ids(cli.prompt),
+        steps: cli.steps + 1,
+        mode: Mode::Prompt,
+        batching: cli.batching,
+        forced: Vec::new(),
+    };
+    let plain = Attention { tier_numa: false, ..a };
+    let arith = lane_arith(build.lane(false))?;
+    let mine = ours_spec(&model, arith, &spec, plain, cli.ctx, &dir.path().join("ours.st"))?;
+    let (diffs, _) = tapdiff::compare(&mine, &theirs);
+    match diffs.iter().find(|d| !d.bitwise()) {
+        None => Err(format!(
+            "{} without NUMA reproduces llama.cpp's NUMA-aware run: the trial does not exercise it",
+            build.lane(false)
+        )),
+        Some(d) => {
+            eprintln!("without NUMA the lane first differs at step {} tap {}", d.step, d.name);
+            Ok(())
+        }
+    }
 }
 
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied
@@ -1539,6 +1632,7 @@ fn llama_delta() -> Result<(), String> {
         ctx: 512,
         threads: LLAMA_THREADS,
         state_in: None,
+        numa: false,
     };
     llama_trace(Build::Haswell, &model.path, &ids, run, &out)?;
     let a = tiercheck_analysis::Source::parse(Build::Haswell.lane(true), Impl::Auto)
@@ -1628,6 +1722,7 @@ fn driver_matches_in_process() -> Result<(), String> {
             ctx: 512,
             threads: LLAMA_THREADS,
             state_in: None,
+            numa: false,
         };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(10), run, &a)?;
         let b = dir.path().join(format!("driver-{}.safetensors", mode.name()));
@@ -1697,6 +1792,7 @@ fn capture_from_llama_cpp_python() -> Result<(), String> {
             ctx: 512,
             threads: LLAMA_THREADS,
             state_in: None,
+            numa: false,
         };
         let theirs = llama_trace_fresh(Build::Haswell, &model.path, &forced_ids(6), run, &a)?;
         let b = dir.path().join(format!("package-{}.safetensors", mode.name()));
@@ -1740,7 +1836,7 @@ fn host_has_avx512() -> bool {
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
     Trial::ignorable_test(name, move || match f() {
         Ok(()) => Ok(Completion::Completed),
-        Err(e) if e == HOST_LACKS_AVX512 => Ok(Completion::ignored_with(e)),
+        Err(e) if e == HOST_LACKS_AVX512 || e == NO_FAKE_NUMA => Ok(Completion::ignored_with(e)),
         Err(e) if e.contains("oracle not built") && !require_oracle() => {
             Ok(Completion::ignored_with(e))
         }
@@ -1786,6 +1882,7 @@ fn llama_identify() -> Result<(), String> {
             ctx: 512,
             threads: LLAMA_THREADS,
             state_in: None,
+            numa: false,
         };
         llama_trace(build, &model.path, &ids, run, &out)?;
         let r = identify(&model, &out, &opts).map_err(|e| format!("{e:#}"))?;
@@ -1965,6 +2062,7 @@ fn trace_cache_recomputes_bitwise() -> Result<(), String> {
         ctx: 512,
         threads: LLAMA_THREADS,
         state_in: None,
+        numa: false,
     };
     let build = Build::ArmI8mm;
     let cached = llama_trace(build, &model.path, &ids, run(), &dir.path().join("cached.st"))?;
@@ -2238,6 +2336,29 @@ fn main() -> ExitCode {
         "llama_cpp/long/16384/threads/14/repack/count_matters",
         llama_long_count_matters,
     ));
+    // NUMA-aware llama.cpp (`--numa distribute`, two nodes shown to ggml in a mount
+    // namespace): 157 ids in ubatches of 64 at 3 threads, where ggml's chunk plan keeps
+    // chunks of 16 without NUMA and chunks by thread with it (the i8mm and SVE builds'
+    // tiles with plain weights), and on haswell (whose lanes do not read the plan);
+    // `numa_matters`: the lane not told of NUMA differs.
+    let numa = Attention { tier_numa: true, ..default };
+    for (build, repack) in [
+        (Build::Haswell, true),
+        (Build::ArmI8mm, false),
+        (Build::ArmSve128, false),
+        (Build::ArmSve256, false),
+    ] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name = match build {
+            Build::Haswell => format!("llama_cpp/numa/3/{r}/end_to_end"),
+            _ => format!("llama_cpp/{}/numa/3/{r}/end_to_end", build.name()),
+        };
+        let cli = CliRun { threads: 3, ..CLI_SMALL };
+        trials.push(trial(&name, move || llama_cli(build, repack, numa, cli, false)));
+    }
+    trials.push(trial("llama_cpp/arm-i8mm/numa/3/no_repack/numa_matters", move || {
+        llama_numa_matters(Build::ArmI8mm, CliRun { threads: 3, ..CLI_SMALL })
+    }));
     trials.push(trial("llama_cpp/long/identify", llama_identify_long));
     trials.push(trial("llama_cpp/state/files_hold_the_cache", || {
         state_files_hold_the_cache(attn(KvType::F16, FlashAttn::On))

@@ -53,7 +53,14 @@ fn check(lane: &Lane, kernels: &dyn Kernels) -> Result<(), libtest_mimic::Failed
             let prepared = kernels.prepare(wm, Target::Cpu)?;
             let one = kernels.matmul(&wm, &x, m)?;
             for threads in [1, 2, 3] {
-                let got = matmul_parallel(kernels, &prepared, &x, m, threads, 1)?;
+                let got = matmul_parallel(
+                    kernels,
+                    &prepared,
+                    &x,
+                    m,
+                    threads,
+                    tiercheck_core::lane::TierPool::threads(1),
+                )?;
                 if got.iter().zip(&one).any(|(a, b)| a.to_bits() != b.to_bits())
                     || got.len() != one.len()
                 {

@@ -128,18 +128,26 @@ pub struct Attention {
     pub kv: KvType,
     /// Flash attention.
     pub fa: FlashAttn,
-    /// Threads of the tier's own thread pool (llama.cpp's `-t`): only ggml's split-KV
-    /// flash attention depends on it.
+    /// Threads of the tier's own thread pool (llama.cpp's `-t`): ggml's split-KV flash
+    /// attention and the i8mm builds' matmul chunk plan depend on it.
     pub tier_threads: usize,
+    /// Whether the tier's ggml runs NUMA-aware (llama.cpp's `--numa` on a host with
+    /// several NUMA nodes): the i8mm builds' chunk plan then always chunks by thread.
+    pub tier_numa: bool,
 }
 
 impl Attention {
     /// llama.cpp's defaults: F16 cache, flash attention on, one tier thread.
     pub const LLAMA_DEFAULT: Attention =
-        Attention { kv: KvType::F16, fa: FlashAttn::On, tier_threads: 1 };
+        Attention { kv: KvType::F16, fa: FlashAttn::On, tier_threads: 1, tier_numa: false };
     /// The F32 cache without flash attention.
     pub const F32_OFF: Attention =
-        Attention { kv: KvType::F32, fa: FlashAttn::Off, tier_threads: 1 };
+        Attention { kv: KvType::F32, fa: FlashAttn::Off, tier_threads: 1, tier_numa: false };
+
+    /// The tier's thread pool as its matmuls read it.
+    pub fn pool(&self) -> tiercheck_core::lane::TierPool {
+        tiercheck_core::lane::TierPool { threads: self.tier_threads, numa: self.tier_numa }
+    }
 
     /// `kv=f16 fa=on`, as provenance and reports write it.
     pub fn label(&self) -> String {

@@ -379,8 +379,7 @@ impl<'m> Decoder<'m> {
                     ),
                 };
                 self.note_path(ty, layout, m, path);
-                matmul_parallel(kernels, p, x, m, threads, self.attn.tier_threads)
-                    .map_err(kerr(what))
+                matmul_parallel(kernels, p, x, m, threads, self.attn.pool()).map_err(kerr(what))
             }
         }
     }

@@ -115,6 +115,7 @@ pub fn insert_attention(m: &mut BTreeMap<String, String>, a: &Attention) {
     m.insert("kv".into(), a.kv.name().into());
     m.insert("fa".into(), a.fa.name().into());
     m.insert("tier_threads".into(), a.tier_threads.to_string());
+    m.insert("tier_numa".into(), if a.tier_numa { "on" } else { "off" }.into());
 }
 
 /// Record the batching in provenance: `n_batch`, `n_ubatch` (as llama.cpp runs them:

@@ -1065,13 +1065,24 @@ fn i8mm_chunk_plan_by_hand() {
     let p = ChunkPlan::new(128, 16, 3);
     assert!(!p.even(0, 0, 128, 16) && !p.even(85, 15, 128, 16) && p.even(86, 0, 128, 16));
     assert!((0..88).all(|i| !ChunkPlan::new(128, 88, 1).even(0, i, 128, 88)));
+    // NUMA-aware ggml chunks by thread however many chunks there are: 8 x 4 chunks of 16
+    // for 128 x 64 rows on 3 threads, but 43, 43 and 42 weight rows under NUMA.
+    use tiercheck_core::lane::TierPool;
+    let numa = |n, m, threads| {
+        let p = ChunkPlan::with_pool(n, m, TierPool { threads, numa: true });
+        (p.dr0, p.dr1)
+    };
+    assert_eq!(plan(128, 64, 3), (16, 16));
+    assert_eq!(numa(128, 64, 3), (43, 64));
+    assert_eq!(numa(16, 88, 4), (16, 22));
+    assert_eq!(ChunkPlan::with_pool(128, 64, TierPool::threads(3)), ChunkPlan::new(128, 64, 3));
 }
 
 /// The i8mm-family lanes' plain matmul follows the chunk plan for the tier's thread
 /// count: outputs of chunks with an odd span are the lane's vec_dot, one pair at a time
 /// (the per-row product), the others the 2x2 tiles (written out independently above);
 /// with 88 activation rows no output takes a tile, with 3 tier threads only the last
-/// chunk of 42 weight rows does.
+/// chunk of 42 weight rows does (and with 64 activation rows, only under NUMA).
 #[test]
 fn i8mm_tiles_follow_the_chunk_plan_of_the_tier_threads() {
     const KS: usize = 256;
@@ -1079,9 +1090,15 @@ fn i8mm_tiles_follow_the_chunk_plan_of_the_tier_threads() {
         let r = &lane.recipe;
         let fused = r.contraction == GCC_AARCH64_SVE;
         for ty in [GgmlType::Q4_K, GgmlType::Q8_0] {
-            for (n, m, nth, tiled_from) in
-                [(128usize, 16usize, 3usize, 86usize), (16, 88, 1, 16), (128, 16, 2, 0)]
-            {
+            use tiercheck_core::lane::TierPool;
+            let numa3 = TierPool { threads: 3, numa: true };
+            for (n, m, nth, tiled_from) in [
+                (128usize, 16usize, TierPool::threads(3), 86usize),
+                (16, 88, TierPool::threads(1), 16),
+                (128, 16, TierPool::threads(2), 0),
+                (128, 64, TierPool::threads(3), 0),
+                (128, 64, numa3, 86),
+            ] {
                 let bytes = weight_rows_k(91 + n as u64, ty, n, KS);
                 let wm = WeightMatrix::new(ty, n, KS, &bytes).unwrap();
                 let x = act_rows_k(17 + m as u64, 0, m, KS);
@@ -1104,7 +1121,7 @@ fn i8mm_tiles_follow_the_chunk_plan_of_the_tier_threads() {
                         assert_eq!(
                             got[i * n + j].to_bits(),
                             want.to_bits(),
-                            "{} {} n={n} m={m} nth={nth}: output ({i}, {j})",
+                            "{} {} n={n} m={m} {nth:?}: output ({i}, {j})",
                             lane.name,
                             ty.name()
                         );

@@ -115,6 +115,8 @@ CPU_FEATURES = ["sse3", "ssse3", "avx", "avx_vnni", "avx2", "bmi2", "f16c", "fma
                 "fp16_va", "dotprod", "matmul_int8", "sve", "sme", "riscv_v", "vsx"]
 N_CTX = 512
 MAX_CTX = 32768
+# llama_numa_init's strategies (enum ggml_numa_strategy), as llama-cli's --numa names them.
+NUMA_STRATEGIES = {"distribute": 1, "isolate": 2, "numactl": 3}
 
 # Per-layer taps (llama.cpp eval-callback names, suffixed -L) and global taps, in the
 # order they are written to the trace.
@@ -354,6 +356,8 @@ class Llama:
         self.llama_get_logits_ith = fn("llama_get_logits_ith", C.POINTER(C.c_float), vp, C.c_int32)
         self.llama_n_batch = fn("llama_n_batch", C.c_uint32, vp)
         self.llama_n_ubatch = fn("llama_n_ubatch", C.c_uint32, vp)
+        self.llama_numa_init = fn("llama_numa_init", None, C.c_int)
+        self.ggml_is_numa = fn("ggml_is_numa", C.c_bool)
         self.llama_get_memory = fn("llama_get_memory", vp, vp)
         self.llama_memory_seq_pos_max = fn("llama_memory_seq_pos_max", C.c_int32, vp, C.c_int32)
         self.llama_state_seq_load_file = fn("llama_state_seq_load_file", C.c_size_t, vp, C.c_char_p,
@@ -777,7 +781,7 @@ def step_record(i, positions, inp, logits, taps, graphs, outputs):
 
 def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, capture=True,
         kv="f32", fa=False, gpu_layers=0, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX,
-        logits="all", state_in=None, state_out=None, session_out=None):
+        logits="all", state_in=None, state_out=None, session_out=None, numa=None):
     """Evaluates `ids` teacher-forced in `mode`, then `n_greedy` greedy steps, with a K/V
     cache of type `kv` and flash attention `fa`, in a context of `n_ctx` with batch and
     ubatch sizes `n_batch`, `n_ubatch`, the logits of every prompt row or (`last`) of its
@@ -785,6 +789,12 @@ def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, captur
     the sequence's state to `state_out` after the last step when given. Returns (session
     info dict, steps) with steps as trace_io.write_trace wants them (`taps` empty when
     capture is False)."""
+    numa_on = None
+    if numa:
+        # As llama-cli's --numa: before the model is loaded. ggml is NUMA-aware only where
+        # it finds more than one node.
+        llama.llama_numa_init(NUMA_STRATEGIES[numa])
+        numa_on = bool(llama.ggml_is_numa())
     sess = Session(llama, model_path, threads, repack, capture, kv, fa, gpu_layers,
                    n_ctx, n_batch, n_ubatch)
     try:
@@ -805,7 +815,7 @@ def run(llama, model_path, ids, mode, threads=2, repack=True, n_greedy=0, captur
             sess.save_state(state_out)
         if session_out:
             sess.save_state(session_out, session=True)
-        info = {"state_cells": cells, "n_layer": sess.n_layer, "n_embd": sess.n_embd, "n_vocab": sess.n_vocab,
+        info = {"numa_on": numa_on, "state_cells": cells, "n_layer": sess.n_layer, "n_embd": sess.n_embd, "n_vocab": sess.n_vocab,
                 "desc": sess.desc, "n_batch": sess.n_batch, "n_ubatch": sess.n_ubatch,
                 "n_kv": sorted(sess.capture.n_kv) if sess.capture else [],
                 "noncontig": sorted(sess.capture.noncontig) if sess.capture else [],
@@ -857,7 +867,7 @@ class Dump:
 
 def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greedy, kv="f32",
                fa=False, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX, logits="all",
-               capture=True, state_in=None, state_out=None):
+               capture=True, state_in=None, state_out=None, numa=None):
     """Runs a llama.cpp driver (the aarch64 one under qemu-aarch64 with CPU model
     `qemu_cpu` unless this host is aarch64; with an empty `qemu_cpu`, directly: a driver
     built for this host) and returns (info, steps, repacked) as run() and main() build
@@ -883,6 +893,9 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
         else:
             env = dict(os.environ, TAPS_LAYER="-", TAPS_GLOBAL="-")
         env.pop("GGML_CPU_TILED_MM", None)
+        env.pop("LLAMATAPS_NUMA", None)
+        if numa:
+            env["LLAMATAPS_NUMA"] = numa
         if qemu_cpu and platform.machine() != "aarch64":
             cmd = ["qemu-aarch64"] + cmd
             env["QEMU_CPU"] = qemu_cpu
@@ -895,7 +908,7 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
         eff_batch = min(n_batch, n_ctx)
         eff_ubatch = min(n_ubatch, eff_batch)
         info = {"n_kv": set(), "noncontig": [], "seen": {}, "n_batch": eff_batch,
-                "n_ubatch": eff_ubatch, "state_cells": 0}
+                "n_ubatch": eff_ubatch, "state_cells": 0, "numa_on": None}
         # The driver's view of the CPU (`llamataps info`: `name=0|1`, `sve_cnt=N` bytes).
         icmd = cmd[:-len(cmd) + (2 if cmd[0] == "qemu-aarch64" else 1)] + ["info"]
         ires = subprocess.run(icmd, env=env, capture_output=True)
@@ -922,6 +935,8 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                 info["desc"] = d.str()
             elif tag == b"K":
                 info["n_kv"].add(d.u32())
+            elif tag == b"N":
+                info["numa_on"] = d.u32() == 1
             elif tag == b"P":
                 info["state_cells"] = d.u32()
                 d.u32()  # the state's token count
@@ -1060,6 +1075,10 @@ def main(argv=None):
     ap.add_argument("--session-out", default=None,
                     help="save the whole context as a session file after the last step "
                          "(llama_state_save_file, llama-cli's prompt cache; in process only)")
+    ap.add_argument("--numa", choices=sorted(NUMA_STRATEGIES), default=None,
+                    help="llama_numa_init with this strategy first, as llama-cli's --numa "
+                         "(ggml is NUMA-aware only on a host with several NUMA nodes; the "
+                         "trace records `numa` as the strategy, or `off` where ggml found one)")
     ap.add_argument("--no-taps", action="store_true",
                     help="capture no tap: the trace holds the steps and their choices only "
                          "(for a run that only fills a --state-out)")
@@ -1100,14 +1119,15 @@ def main(argv=None):
             info, steps, repacked = run_driver(a.driver, a.qemu_cpu, a.model, ids, a.mode,
                                                a.threads, not a.no_repack, a.steps, a.kv, fa,
                                                a.ctx, a.batch, a.ubatch, a.logits,
-                                               not a.no_taps, a.state_in, a.state_out)
+                                               not a.no_taps, a.state_in, a.state_out,
+                                               a.numa)
         else:
             llama = Llama(a.lib, verbose=a.verbose)
             info, steps = run(llama, a.model, ids, a.mode, a.threads, not a.no_repack, a.steps,
                               capture=not a.no_taps, kv=a.kv, fa=fa, gpu_layers=a.gpu_layers,
                               n_ctx=a.ctx, n_batch=a.batch, n_ubatch=a.ubatch, logits=a.logits,
                               state_in=a.state_in, state_out=a.state_out,
-                              session_out=a.session_out)
+                              session_out=a.session_out, numa=a.numa)
             info["cpu_features"] = llama.cpu_features()
             # ggml-cpu logs (debug level) "repack: repack tensor NAME with LAYOUT" per
             # repacked weight.
@@ -1148,6 +1168,11 @@ def main(argv=None):
         meta["state_path"] = os.path.abspath(a.state_in)
     if a.no_taps:
         meta["taps"] = "none"
+    if a.numa:
+        if not info["numa_on"]:
+            print(f"tiercheck-capture: --numa {a.numa}: ggml found one NUMA node, so it ran "
+                  "as without --numa (metadata numa = off)", file=sys.stderr)
+        meta["numa"] = a.numa if info["numa_on"] else "off"
     if info.get("cpu_features") is not None:
         meta["cpu_features"] = ",".join(info["cpu_features"])
     if a.gpu_layers:

@@ -41,6 +41,10 @@ pub struct MatmulArgs {
     /// tiles follow ggml's chunk plan for that many threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tier_threads: u32,
+    /// The tier's ggml ran NUMA-aware (llama.cpp's `--numa` on a host with several NUMA
+    /// nodes): its chunk plan then always chunks by thread.
+    #[arg(long)]
+    pub tier_numa: bool,
 }
 
 /// `tiercheck matmul`.
@@ -53,7 +57,7 @@ pub fn run(a: MatmulArgs) -> Result<()> {
         &a.input,
         &a.out,
         a.threads,
-        a.tier_threads as usize,
+        tiercheck_core::lane::TierPool { threads: a.tier_threads as usize, numa: a.tier_numa },
     )
 }
 
@@ -66,7 +70,7 @@ fn cmd_matmul(
     input: &Path,
     out: &Path,
     threads: usize,
-    tier_threads: usize,
+    tier: tiercheck_core::lane::TierPool,
 ) -> Result<()> {
     let chosen = lanes::choose(lane, imp).map_err(anyhow::Error::msg)?;
     let f = GgufFile::open(gguf)?;
@@ -118,7 +122,7 @@ fn cmd_matmul(
         &x.data,
         m,
         threads,
-        tier_threads,
+        tier,
     )?;
     let mut meta = provenance::base();
     meta.insert("lane".into(), lane.name.to_string());
@@ -130,7 +134,8 @@ fn cmd_matmul(
     meta.insert("path".into(), if m == 1 { "gemv" } else { "gemm" }.to_string());
     meta.insert("weight_layout".into(), layout);
     meta.insert("threads".into(), threads.to_string());
-    meta.insert("tier_threads".into(), tier_threads.to_string());
+    meta.insert("tier_threads".into(), tier.threads.to_string());
+    meta.insert("tier_numa".into(), if tier.numa { "on" } else { "off" }.into());
     tensorfile::write(out, &[Tensor { name: "output".into(), shape: vec![m, n], data: y }], &meta)?;
     eprintln!("wrote {}", out.display());
     Ok(())

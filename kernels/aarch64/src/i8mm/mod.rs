@@ -98,7 +98,7 @@ impl Kernels for I8mmNative {
         act: &[u8],
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, 1, tile)
+        matmul_nrc2(self, w, act, m, tiercheck_core::lane::TierPool::threads(1), tile)
     }
 
     fn matmul_quantized_tier(
@@ -106,9 +106,9 @@ impl Kernels for I8mmNative {
         w: &WeightMatrix<'_>,
         act: &[u8],
         m: usize,
-        tier_threads: usize,
+        tier: tiercheck_core::lane::TierPool,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, tier_threads, tile)
+        matmul_nrc2(self, w, act, m, tier, tile)
     }
 
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {

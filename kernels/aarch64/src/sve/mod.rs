@@ -195,7 +195,7 @@ impl Kernels for SveNative {
         act: &[u8],
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, 1, tile)
+        matmul_nrc2(self, w, act, m, tiercheck_core::lane::TierPool::threads(1), tile)
     }
 
     fn matmul_quantized_tier(
@@ -203,9 +203,9 @@ impl Kernels for SveNative {
         w: &WeightMatrix<'_>,
         act: &[u8],
         m: usize,
-        tier_threads: usize,
+        tier: tiercheck_core::lane::TierPool,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, tier_threads, tile)
+        matmul_nrc2(self, w, act, m, tier, tile)
     }
 
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {

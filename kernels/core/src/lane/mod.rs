@@ -69,6 +69,24 @@ use crate::matrix::{check_activations, WeightMatrix};
 use crate::quant::ActRule;
 use crate::GgmlType;
 
+/// The tier's own thread pool, as far as its arithmetic can read it: llama.cpp's thread
+/// count (`-t`) and whether ggml runs NUMA-aware (`--numa` on a machine ggml finds more
+/// than one NUMA node on: `ggml_is_numa`, which makes `mul_mat` chunk by thread always).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TierPool {
+    /// Threads.
+    pub threads: usize,
+    /// NUMA-aware.
+    pub numa: bool,
+}
+
+impl TierPool {
+    /// `threads` threads, not NUMA-aware.
+    pub const fn threads(threads: usize) -> TierPool {
+        TierPool { threads, numa: false }
+    }
+}
+
 /// One implementation (portable or native) of a lane's kernels.
 ///
 /// Activations are quantized per row with the lane's rule for the weight type, then
@@ -152,23 +170,23 @@ pub trait Kernels: Sync + Send {
         dispatch::vec_dot_rows(self, w, act, m)
     }
 
-    /// [`Kernels::matmul_quantized`] as the tier computes it with `tier_threads` threads
-    /// of its own (llama.cpp's `-t`): where ggml chooses a kernel per chunk of its thread
-    /// plan (the i8mm build's 2x2 tiles need chunks of even spans,
-    /// [`crate::arch::aarch64::i8mm::ChunkPlan`]), the result depends on it. The default
-    /// ignores it: the lane's outputs do not depend on the chunking.
+    /// [`Kernels::matmul_quantized`] as the tier computes it with its own thread pool
+    /// `tier` (llama.cpp's `-t`, and whether ggml runs NUMA-aware): where ggml chooses a
+    /// kernel per chunk of its thread plan (the i8mm build's 2x2 tiles need chunks of even
+    /// spans, [`crate::arch::aarch64::i8mm::ChunkPlan`]), the result depends on it. The
+    /// default ignores it: the lane's outputs do not depend on the chunking.
     fn matmul_quantized_tier(
         &self,
         w: &WeightMatrix<'_>,
         act: &[u8],
         m: usize,
-        tier_threads: usize,
+        tier: TierPool,
     ) -> Result<Vec<f32>, KernelError> {
-        let _ = tier_threads;
+        let _ = tier;
         self.matmul_quantized(w, act, m)
     }
 
-    /// [`Kernels::matmul_prepared`] as the tier computes it with `tier_threads` threads:
+    /// [`Kernels::matmul_prepared`] as the tier computes it with its thread pool `tier`:
     /// plain weights quantized by [`Kernels::quantize_act`] and multiplied by
     /// [`Kernels::matmul_quantized_tier`]; repacked weights by
     /// [`Kernels::matmul_prepared`] (the repacked gemv/gemm do not depend on it).
@@ -177,7 +195,7 @@ pub trait Kernels: Sync + Send {
         w: &crate::repack::Prepared<'_>,
         x: &[f32],
         m: usize,
-        tier_threads: usize,
+        tier: TierPool,
     ) -> Result<Vec<f32>, KernelError> {
         match w {
             crate::repack::Prepared::Plain(w) => {
@@ -189,7 +207,7 @@ pub trait Kernels: Sync + Send {
                 for xi in x.chunks_exact(w.k()) {
                     act.extend_from_slice(&self.quantize_act(w.ty(), xi)?);
                 }
-                self.matmul_quantized_tier(w, &act, m, tier_threads)
+                self.matmul_quantized_tier(w, &act, m, tier)
             }
             crate::repack::Prepared::Repacked(_) => self.matmul_prepared(w, x, m),
         }

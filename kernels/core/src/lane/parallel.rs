@@ -8,12 +8,12 @@
 //! whole run on one thread. Each thread quantizes the activation rows itself
 //! (deterministic, so every thread sees the same codes).
 
-use super::Kernels;
+use super::{Kernels, TierPool};
 use crate::error::KernelError;
 use crate::matrix::check_activations;
 use crate::repack::Prepared;
 
-/// `kernels.matmul_prepared_tier(w, x, m, tier_threads)` on `threads` threads (1 = the
+/// `kernels.matmul_prepared_tier(w, x, m, tier)` on `threads` threads (1 = the
 /// calling thread).
 pub fn matmul_parallel(
     kernels: &dyn Kernels,
@@ -21,12 +21,12 @@ pub fn matmul_parallel(
     x: &[f32],
     m: usize,
     threads: usize,
-    tier_threads: usize,
+    tier: TierPool,
 ) -> Result<Vec<f32>, KernelError> {
     let (n, k, unit) = match w {
         Prepared::Plain(p) => match kernels.plain_split(p.ty(), p.n(), m) {
             Some(u) => (p.n(), p.k(), u.max(1)),
-            None => return kernels.matmul_prepared_tier(w, x, m, tier_threads),
+            None => return kernels.matmul_prepared_tier(w, x, m, tier),
         },
         Prepared::Repacked(r) => (r.n(), r.k(), 8),
     };
@@ -34,7 +34,7 @@ pub fn matmul_parallel(
     let threads = threads.max(1);
     let units = n / unit;
     if threads == 1 || units <= 1 {
-        return kernels.matmul_prepared_tier(w, x, m, tier_threads);
+        return kernels.matmul_prepared_tier(w, x, m, tier);
     }
     // Contiguous ranges of whole units, as even as possible.
     let per = units.div_ceil(threads);
@@ -51,7 +51,7 @@ pub fn matmul_parallel(
                         Prepared::Plain(p) => Prepared::Plain(p.rows(a, b)?),
                         Prepared::Repacked(r) => Prepared::Repacked(r.rows(a, b)?),
                     };
-                    kernels.matmul_prepared_tier(&sub, x, m, tier_threads)
+                    kernels.matmul_prepared_tier(&sub, x, m, tier)
                 })
             })
             .collect();

@@ -176,9 +176,9 @@ impl Kernels for RepackedLane {
         w: &WeightMatrix<'_>,
         act: &[u8],
         m: usize,
-        tier_threads: usize,
+        tier: crate::lane::TierPool,
     ) -> Result<Vec<f32>, KernelError> {
-        self.plain.matmul_quantized_tier(w, act, m, tier_threads)
+        self.plain.matmul_quantized_tier(w, act, m, tier)
     }
 
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {

@@ -18,8 +18,9 @@
 //! chunks of 15 (odd: no tiles) where 600 make chunks of 16; and when that gives fewer
 //! than four chunks per thread, one chunk per thread along the longer side (the plan
 //! then depends on the tier's thread count, which the lane takes as
-//! [`crate::Kernels::matmul_quantized_tier`]'s `tier_threads`). ggml also re-chunks by
-//! thread on NUMA systems; the lane does not (a NUMA host's run is not reproduced).
+//! [`crate::Kernels::matmul_quantized_tier`]'s `tier`). NUMA-aware ggml (`--numa` on a
+//! host ggml finds several NUMA nodes on) re-chunks by thread always
+//! ([`ChunkPlan::with_pool`]).
 
 pub mod vec_dot2;
 
@@ -90,11 +91,12 @@ pub static AARCH64_I8MM: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack off, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/cli/no_repack/end_to_end",
+                "llama_cpp/arm-i8mm/numa/3/no_repack/end_to_end",
                 "llama_cpp/arm-i8mm/long/4096/no_repack/end_to_end",
                 "llama_cpp/arm-i8mm/long/4096/f32_off/no_repack/end_to_end",
                 "llama_cpp/arm-i8mm/long/16384/no_repack/end_to_end",
@@ -123,8 +125,8 @@ pub static AARCH64_I8MM: Lane = Lane {
 pub struct I8mmTwin;
 
 /// `ggml_compute_forward_mul_mat`'s chunk plan for `nr0` weight rows (output columns) by
-/// `nr1` activation rows on `nth` threads (no NUMA): chunks of `dr0` x `dr1`, the last of
-/// each side shorter.
+/// `nr1` activation rows on `nth` threads: chunks of `dr0` x `dr1`, the last of each side
+/// shorter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkPlan {
     /// Weight rows per chunk.
@@ -145,6 +147,18 @@ impl ChunkPlan {
         if c0 * c1 < nth * 4 {
             (c0, c1) = if nr0 > nr1 { (nth, 1) } else { (1, nth) };
         }
+        ChunkPlan { dr0: nr0.div_ceil(c0).max(1), dr1: nr1.div_ceil(c1).max(1) }
+    }
+
+    /// The plan on the tier's pool: [`ChunkPlan::new`], except that NUMA-aware ggml
+    /// (`ggml_is_numa`) always re-chunks by thread (`nchunk0 * nchunk1 < nth * 4 ||
+    /// ggml_is_numa()` in `ggml_compute_forward_mul_mat`).
+    pub fn with_pool(nr0: usize, nr1: usize, tier: crate::lane::TierPool) -> ChunkPlan {
+        if !tier.numa {
+            return ChunkPlan::new(nr0, nr1, tier.threads);
+        }
+        let nth = tier.threads.max(1);
+        let (c0, c1) = if nr0 > nr1 { (nth, 1) } else { (1, nth) };
         ChunkPlan { dr0: nr0.div_ceil(c0).max(1), dr1: nr1.div_ceil(c1).max(1) }
     }
 
@@ -218,7 +232,7 @@ pub fn tile(
     })
 }
 
-/// ggml's plain matmul on the i8mm build ([`ARM_I8MM_NRC2`]) with `tier_threads` threads
+/// ggml's plain matmul on the i8mm build ([`ARM_I8MM_NRC2`]) on the tier's pool `tier`
 /// over `kernels`' activation format, with `tile` as the 2x2 kernel (twin or native):
 /// `out[i * n + j]`; the outputs of chunks with an odd span ([`ChunkPlan`]) by
 /// `kernels`' `vec_dot`, one pair at a time.
@@ -227,7 +241,7 @@ pub fn matmul_nrc2<K: Kernels + ?Sized>(
     w: &WeightMatrix<'_>,
     act: &[u8],
     m: usize,
-    tier_threads: usize,
+    tier: crate::lane::TierPool,
     tile: impl Fn(GgmlType, GgmlType, [&[u8]; 2], [&[u8]; 2]) -> Result<Tile, KernelError>,
 ) -> Result<Vec<f32>, KernelError> {
     let n = w.n();
@@ -239,7 +253,7 @@ pub fn matmul_nrc2<K: Kernels + ?Sized>(
     if let Some(a) = rows.first() {
         check_pair(w.ty(), w.row(0), atype, a)?;
     }
-    let plan = ChunkPlan::new(n, m, tier_threads);
+    let plan = ChunkPlan::with_pool(n, m, tier);
     let mut out = vec![0.0f32; m * n];
     for i in (0..m).step_by(2) {
         for j in (0..n).step_by(2) {
@@ -281,7 +295,7 @@ impl Kernels for I8mmTwin {
         act: &[u8],
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, 1, tile)
+        matmul_nrc2(self, w, act, m, crate::lane::TierPool::threads(1), tile)
     }
 
     fn matmul_quantized_tier(
@@ -289,9 +303,9 @@ impl Kernels for I8mmTwin {
         w: &WeightMatrix<'_>,
         act: &[u8],
         m: usize,
-        tier_threads: usize,
+        tier: crate::lane::TierPool,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, tier_threads, tile)
+        matmul_nrc2(self, w, act, m, tier, tile)
     }
 
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {

@@ -99,11 +99,12 @@ pub static AARCH64_SVE128: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/cli/no_repack/end_to_end",
+                "llama_cpp/arm-sve128/numa/3/no_repack/end_to_end",
                 "llama_cpp/arm-sve128/long/4096/no_repack/end_to_end",
                 "llama_cpp/arm-sve128/long/4096/f32_off/no_repack/end_to_end",
                 "llama_cpp/arm-sve128/long/16384/no_repack/end_to_end",
@@ -198,7 +199,7 @@ impl Kernels for SveTwin {
         act: &[u8],
         m: usize,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, 1, tile)
+        matmul_nrc2(self, w, act, m, crate::lane::TierPool::threads(1), tile)
     }
 
     fn matmul_quantized_tier(
@@ -206,9 +207,9 @@ impl Kernels for SveTwin {
         w: &WeightMatrix<'_>,
         act: &[u8],
         m: usize,
-        tier_threads: usize,
+        tier: crate::lane::TierPool,
     ) -> Result<Vec<f32>, KernelError> {
-        matmul_nrc2(self, w, act, m, tier_threads, tile)
+        matmul_nrc2(self, w, act, m, tier, tile)
     }
 
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
@@ -281,11 +282,12 @@ pub static AARCH64_SVE256: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/cli/no_repack/end_to_end",
+                "llama_cpp/arm-sve256/numa/3/no_repack/end_to_end",
                 "llama_cpp/arm-sve256/long/4096/no_repack/end_to_end",
                 "llama_cpp/arm-sve256/long/4096/f32_off/no_repack/end_to_end",
                 "llama_cpp/arm-sve256/long/16384/no_repack/end_to_end",

@@ -65,11 +65,12 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp haswell, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp haswell, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             test: "model_oracle",
             trials: &[
                 "llama_cpp/cli/repack/end_to_end",
+                "llama_cpp/numa/3/repack/end_to_end",
                 "llama_cpp/long/4096/repack/end_to_end",
                 "llama_cpp/long/4096/f32_off/repack/end_to_end",
                 "llama_cpp/long/16384/repack/end_to_end",
