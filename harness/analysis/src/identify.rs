@@ -96,12 +96,27 @@ pub struct IdentifyReport {
     pub steps: usize,
     /// Taps the trace holds (over all steps).
     pub taps: usize,
-    /// The best candidate (`lane (kv=.. fa=..)`).
+    /// The best candidate's lane, exactly as `tiercheck lanes` names it.
     pub best_lane: String,
+    /// The best candidate (`lane (kv=.. fa=..[ threads=..])`).
+    pub best_candidate: String,
+    /// Its K/V cache type (`f16`, `f32`).
+    pub best_kv: String,
+    /// Its flash attention setting (`on`, `off`).
+    pub best_fa: String,
+    /// The tier thread counts it stands for (empty: the trace's own count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub best_tier_threads: Vec<usize>,
     /// Every candidate that reproduces as many taps as the best.
     pub best_lanes: Vec<String>,
     /// Whether the best candidate reproduces every tap.
     pub explained: bool,
+    /// Whether several candidates (lanes, attention settings or thread counts) reproduce
+    /// every tap: the trace does not tell them apart ([`IdentifyReport::ambiguity`]).
+    pub ambiguous: bool,
+    /// Why the tied candidates coincide on this trace, where that is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ambiguity: Option<String>,
     /// The first tap no candidate reproduces.
     pub first_unexplained: Option<Unexplained>,
     /// The verdict in words.
@@ -432,7 +447,17 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
             })
         }
     };
+    let tied: Vec<&CandidateResult> =
+        candidates.iter().filter(|c| explained && c.reproduced == best_n).collect();
+    let ambiguous = tied.len() > 1;
+    let ambiguity = ambiguous.then(|| ambiguity_reason(&tied, &t));
     let verdict = match &first_unexplained {
+        None if ambiguous => format!(
+            "explained, ambiguously: {} candidates reproduce every tap bitwise ({}): {}",
+            tied.len(),
+            tied.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+            ambiguity.as_deref().unwrap_or("")
+        ),
         None => format!("explained: {} reproduces every tap bitwise", best_cand.name),
         Some(u) => format!(
             "unexplained from step {} tap {}: no lane reproduces it (best: {}, {} taps before it); {}",
@@ -447,14 +472,83 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         model_sha256: model.sha256.clone(),
         steps: t.steps.len(),
         taps: t.taps.len(),
-        best_lane: best_cand.name.clone(),
+        best_lane: best_cand.lane.clone(),
+        best_candidate: best_cand.name.clone(),
+        best_kv: best_o.attn.kv.name().into(),
+        best_fa: best_o.attn.fa.name().into(),
+        best_tier_threads: best_cand.tier_threads.clone(),
         best_lanes,
         explained,
+        ambiguous,
+        ambiguity,
         first_unexplained,
         verdict,
         candidates,
         per_tap,
     })
+}
+
+/// Why the `tied` candidates (each reproducing every tap of `t`) coincide: the lanes'
+/// recipes differ only in the batched matmul where every step has one row; the settings
+/// (attention, thread count) the trace does not record give the same bits on it.
+fn ambiguity_reason(tied: &[&CandidateResult], t: &Trace) -> String {
+    let mut lanes: Vec<&str> = Vec::new();
+    for c in tied {
+        if !lanes.contains(&c.lane.as_str()) {
+            lanes.push(&c.lane);
+        }
+    }
+    let mut attn: Vec<&str> = tied.iter().map(|c| c.attention.as_str()).collect();
+    attn.sort();
+    attn.dedup();
+    let mut parts = Vec::new();
+    if lanes.len() > 1 {
+        // The recipe components in which the tied lanes differ, by name.
+        let recipes: Vec<tiercheck_core::lane::Recipe> =
+            lanes.iter().filter_map(|l| lanes::find(l).ok()).map(|l| l.recipe).collect();
+        let mut differ = Vec::new();
+        for w in recipes.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            for (name, d) in [
+                ("activation quantizers", a.act_k != b.act_k || a.act_legacy != b.act_legacy),
+                ("accumulation", a.accumulation != b.accumulation),
+                ("contraction", a.contraction != b.contraction),
+                ("weight layout", a.layout != b.layout),
+                ("matmul path", a.matmul != b.matmul),
+                ("plain gemm (several rows by plain weights)", a.plain_gemm != b.plain_gemm),
+                ("elementwise flavour", a.elem != b.elem),
+            ] {
+                if d && !differ.contains(&name) {
+                    differ.push(name);
+                }
+            }
+        }
+        let one_row = t.steps.iter().all(|s| s.rows() == 1);
+        let rows = if one_row { " (every step of the trace has one row)" } else { "" };
+        parts.push(if differ.is_empty() {
+            format!("{} have the same recipe", lanes.join(" and "))
+        } else {
+            format!(
+                "{} differ in {}, where this trace does not tell them apart{rows}",
+                lanes.join(" and "),
+                differ.join(", ")
+            )
+        });
+    }
+    if attn.len() > 1 {
+        parts.push(format!(
+            "the trace does not record its K/V cache type and flash attention, and {} give the same bits on it",
+            attn.join(" and ")
+        ));
+    }
+    let classes = tied.iter().filter(|c| !c.tier_threads.is_empty()).count();
+    if classes > 1 {
+        parts.push(
+            "the trace does not record its thread count, and the classes of counts listed give the same bits on it"
+                .into(),
+        );
+    }
+    parts.join("; ")
 }
 
 /// The report as text.
@@ -467,7 +561,7 @@ pub fn render(r: &IdentifyReport) -> String {
         &r.model_sha256[..12]
     );
     s += &format!("verdict: {}\n", r.verdict);
-    if r.best_lanes.len() > 1 {
+    if r.best_lanes.len() > 1 && !r.ambiguous {
         s += &format!("equally good: {}\n", r.best_lanes.join(", "));
     }
     s += "candidates (taps reproduced before the first mismatch):\n";

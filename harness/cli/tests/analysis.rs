@@ -571,7 +571,9 @@ fn attention_and_layout_faults_in_a_dump_are_discrepancies_at_their_tap() {
         "{}",
         id.verdict
     );
-    assert_eq!(id.best_lane, "x86_64-avx2 (kv=f32 fa=off)");
+    assert_eq!(id.best_lane, "x86_64-avx2");
+    assert_eq!(id.best_candidate, "x86_64-avx2 (kv=f32 fa=off)");
+    assert_eq!((id.best_kv.as_str(), id.best_fa.as_str()), ("f32", "off"));
 }
 
 /// `x86_64-avx2`'s twin with a stale K row planted in its decoder: layer 3 never

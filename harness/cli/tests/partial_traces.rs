@@ -360,6 +360,47 @@ fn identify_names_the_lane_of_full_traces_and_of_partial_plain_dumps() {
     let cands = j["candidates"].as_array().unwrap();
     assert_eq!(cands.len(), 12, "3 lanes x 4 attention settings x one thread class");
     assert!(cands.iter().all(|c| c["tier_threads"].as_array().unwrap().len() == 22));
+    // Flash attention reads an F32 cache rounded to F16: those two settings coincide, and
+    // the report says so.
+    assert_eq!(j["ambiguous"], serde_json::json!(true), "{}", j["verdict"]);
+    let why = j["ambiguity"].as_str().unwrap();
+    assert!(why.contains("does not record its K/V cache type"), "{why}");
+    assert_eq!(j["best_lane"], serde_json::json!("aarch64-neon"));
+}
+
+/// A decode-mode trace of the dotprod lane is reproduced as well by the i8mm lane, whose
+/// 2x2 tiles need two rows: `identify` reports the tie and why, `best_lane` is a lane
+/// name and the settings have fields of their own; a trace that tells them apart is not
+/// ambiguous.
+#[test]
+fn identify_reports_ambiguity_and_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("neon.safetensors");
+    one_step_trace("aarch64-neon", "decode", &full);
+    let j = identify_json(&full, &["--lanes", "aarch64-neon,aarch64-i8mm,ref"]);
+    assert_eq!(j["explained"], serde_json::json!(true), "{}", j["verdict"]);
+    assert_eq!(j["ambiguous"], serde_json::json!(true), "{}", j["verdict"]);
+    let best = names(&j["best_lanes"]);
+    assert_eq!(best, vec!["aarch64-neon (kv=f16 fa=on)", "aarch64-i8mm (kv=f16 fa=on)"]);
+    let why = j["ambiguity"].as_str().unwrap();
+    assert!(why.contains("aarch64-neon and aarch64-i8mm differ in"), "{why}");
+    assert!(
+        why.contains("plain gemm") && why.contains("every step of the trace has one row"),
+        "{why}"
+    );
+    assert!(
+        j["verdict"].as_str().unwrap().contains("ambiguously: 2 candidates"),
+        "{}",
+        j["verdict"]
+    );
+    assert_eq!(j["best_lane"], serde_json::json!("aarch64-neon"));
+    assert_eq!((j["best_kv"].as_str(), j["best_fa"].as_str()), (Some("f16"), Some("on")));
+    let full = dir.path().join("i8mm.safetensors");
+    one_step_trace("aarch64-i8mm", "prompt", &full);
+    let j = identify_json(&full, &["--lanes", "aarch64-neon,aarch64-i8mm,ref"]);
+    assert_eq!(j["ambiguous"], serde_json::json!(false), "{}", j["verdict"]);
+    assert!(j["ambiguity"].is_null());
+    assert_eq!(j["best_lane"], serde_json::json!("aarch64-i8mm"));
 }
 
 #[test]
@@ -376,7 +417,8 @@ fn identify_reports_a_planted_value_as_the_first_unexplained_tap() {
     // ffn_out is the output of ffn_down, whose input (ffn_swiglu) this partial trace lacks.
     assert_eq!(u["kind"], serde_json::json!("input-missing"), "{u}");
     assert!(u["ratio"].as_f64().unwrap() > 4.0, "{u}");
-    assert_eq!(j["best_lane"], serde_json::json!("aarch64-neon-repack (kv=f16 fa=on)"));
+    assert_eq!(j["best_lane"], serde_json::json!("aarch64-neon-repack"));
+    assert_eq!(j["best_candidate"], serde_json::json!("aarch64-neon-repack (kv=f16 fa=on)"));
     let v = j["verdict"].as_str().unwrap();
     assert!(v.starts_with("unexplained from step 2 tap ffn_out-5"), "{v}");
 }

@@ -103,7 +103,7 @@ fn side(
     let best = r
         .candidates
         .iter()
-        .find(|c| c.name == r.best_lane)
+        .find(|c| c.name == r.best_candidate)
         .expect("the best candidate is a candidate");
     let lane = tiercheck_lanes::find(&best.lane).map_err(anyhow::Error::msg)?;
     let t = tiercheck_model::import::load(model, p, dump)?;
