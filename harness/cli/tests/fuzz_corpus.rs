@@ -53,6 +53,12 @@ fn gguf_inputs() {
 }
 
 #[test]
+fn npz_inputs() {
+    let (ok, _) = replay("npz", fuzzing::NPZ_NAME, fuzzing::npz);
+    assert!(ok >= 7, "the npz seeds are valid dumps");
+}
+
+#[test]
 fn state_inputs() {
     let (ok, _) = replay("state", fuzzing::STATE_NAME, fuzzing::state);
     assert!(ok >= 2, "the state seeds are valid saved caches");

@@ -1210,7 +1210,8 @@ const LONG_CELLS: [usize; 2] = [4096, 16384];
 /// test process.
 fn long_state(a: Attention, cells: usize) -> Result<(PathBuf, Arc<KvState>), String> {
     type Cell = Arc<OnceLock<Result<(PathBuf, Arc<KvState>), String>>>;
-    static CELLS: OnceLock<Mutex<HashMap<(KvType, FlashAttn, usize), Cell>>> = OnceLock::new();
+    type Key = (KvType, FlashAttn, usize);
+    static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
     let cell: Cell = {
         let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
         Arc::clone(map.entry((a.kv, a.fa, cells)).or_default())

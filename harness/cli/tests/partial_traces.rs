@@ -277,7 +277,11 @@ fn bad_dumps_are_errors_naming_the_file_and_the_array() {
     assert!(e.contains("array 'l_out-0' is 7 wide"), "{e}");
     let e = import(&write("l_out-99", vec![2, 7]), &["--mode", "decode"]);
     assert!(e.contains("array 'l_out-99'") && e.contains("past the model's"), "{e}");
+    // An array that is no tap is ignored (then the logits are missing here), refused
+    // with --strict.
     let e = import(&write("hidden", vec![2, 7]), &["--mode", "decode"]);
+    assert!(e.contains("no result_output"), "{e}");
+    let e = import(&write("hidden", vec![2, 7]), &["--mode", "decode", "--strict"]);
     assert!(e.contains("array 'hidden': not a tap name"), "{e}");
     let e = import(&write("result_norm", vec![3, 1]), &["--mode", "decode"]);
     assert!(e.contains("array 'result_norm'"), "{e}");
@@ -470,4 +474,63 @@ fn delta_on_a_trace_never_reads_the_prompts_file_so_any_vocabulary_works() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("prompts.toml"), "{e}");
+}
+
+/// One dump saved the ways engines save numpy archives (`fuzz/corpus/npz/`, written by
+/// `ci/py/npz_variants.py` from a `ref` trace of two decode steps): `logits` for
+/// `result_output`, `tokens` or `input_ids` for the ids, `savez_compressed`, big-endian
+/// and Fortran-order arrays, and extra arrays of an engine's own. Each imports as the
+/// same trace as the plain archive, bitwise; the extra arrays are listed as ignored,
+/// and `--strict` refuses them.
+#[test]
+fn dumps_as_engines_write_them_import_alike() {
+    use tiercheck_model::import::{load, ImportOptions};
+    let model = tiercheck_model::Model::open(
+        &tiercheck_model::embedded::ensure_model(None).expect("the embedded model"),
+    )
+    .unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/npz");
+    let opts = ImportOptions { mode: Some(tiercheck_model::Mode::Decode), ..Default::default() };
+    let plain = load(&model, &dir.join("plain.npz"), &opts).unwrap();
+    assert_eq!(plain.steps.len(), 2);
+    assert_eq!(plain.taps.len(), 4, "attn_norm-0 and result_output of two steps");
+    for v in ["logits", "input_ids", "compressed", "big_endian", "fortran", "extra"] {
+        let t = load(&model, &dir.join(format!("{v}.npz")), &opts).unwrap();
+        assert_eq!(t.steps, plain.steps, "{v}");
+        assert_eq!(t.taps.len(), plain.taps.len(), "{v}");
+        for (k, a) in &plain.taps {
+            let b = &t.taps[k];
+            assert_eq!(a.shape, b.shape, "{v} {k:?}");
+            assert!(
+                a.data.iter().zip(&b.data).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{v} {k:?}"
+            );
+        }
+        let ignored = t.meta.get("tiercheck.ignored_arrays").map(String::as_str);
+        let want = (v == "extra").then_some(r#"["engine_scale","rope_cache"]"#);
+        assert_eq!(ignored, want, "{v}");
+    }
+    let strict = ImportOptions { strict: true, ..opts };
+    let e = load(&model, &dir.join("extra.npz"), &strict).unwrap_err().to_string();
+    assert!(
+        e.contains("extra.npz") && e.contains("'engine_scale'") && e.contains("not a tap name"),
+        "{e}"
+    );
+    // The CLI: one warning naming the ignored arrays; `--strict` refuses.
+    let out = tempfile::tempdir().unwrap();
+    let run = |strict: bool| {
+        let mut c = bin();
+        c.args(["trace", "import"]).arg(dir.join("extra.npz"));
+        c.args(["--mode", "decode", "--out"]).arg(out.path().join("t.safetensors"));
+        if strict {
+            c.arg("--strict");
+        }
+        c.output().unwrap()
+    };
+    let o = run(false);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("warning:").count(), 1, "{err}");
+    assert!(err.contains("rope_cache") && err.contains("--strict"), "{err}");
+    assert!(!run(true).status.success());
 }

@@ -16,6 +16,25 @@ pub const TRACE_NAME: &str = "fuzz-input.safetensors";
 pub const MANIFEST_NAME: &str = "fuzz-input/manifest.json";
 /// See [`GGUF_NAME`].
 pub const STATE_NAME: &str = "fuzz-input.state";
+/// See [`GGUF_NAME`].
+pub const NPZ_NAME: &str = "fuzz-input.npz";
+
+/// A plain dump as engines write them (npz: stored or deflated members, either byte
+/// order, C or Fortran order): the reader, then every array's values.
+pub fn npz(data: &[u8]) -> Result<(), String> {
+    let d =
+        tiercheck_gguf::dump::read_bytes(Path::new(NPZ_NAME), data).map_err(|e| e.to_string())?;
+    let mut n = 0usize;
+    for a in d.arrays.values() {
+        n = n.wrapping_add(match &a.values {
+            tiercheck_gguf::dump::Values::Float(v) => v.len(),
+            tiercheck_gguf::dump::Values::Int(v) => v.len(),
+            tiercheck_gguf::dump::Values::Other(d) => d.len(),
+        });
+    }
+    std::hint::black_box(n);
+    Ok(())
+}
 
 /// Values dequantized per tensor after a successful parse (bounds the work per input).
 const DEQUANT_MAX: usize = 4096;

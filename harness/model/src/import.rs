@@ -14,8 +14,13 @@
 //!   llama-server ask for the last row's logits, and llama.cpp then computes those taps
 //!   for that row alone. The prompt's graphs are llama.cpp's ubatches of the metadata's
 //!   `n_batch` and `n_ubatch` (default 2048 and 512, llama-cli's).
-//! - **Token ids**: `--ids`, else an integer array `ids` (or `token_ids`, `tokens`), else a
-//!   metadata entry `ids` / `prompt_ids` (a JSON list); given twice they must agree.
+//! - **Token ids**: `--ids`, else an integer array `ids` (or `token_ids`, `tokens`,
+//!   `input_ids`), else a metadata entry `ids` / `prompt_ids` (a JSON list); given twice
+//!   they must agree.
+//! - **Logits** may be named `logits` (as engines save them) instead of `result_output`;
+//!   with both, they must be equal bitwise.
+//! - **Other arrays** (an engine's own debug tensors) are ignored and listed in the
+//!   metadata `tiercheck.ignored_arrays` and one warning; `--strict` refuses them.
 //! - **Mode**: `--mode`, else the metadata entry `mode` (`decode` / `prompt`); a dump that
 //!   says neither is an error (the two modes have the same shapes).
 //!
@@ -34,7 +39,10 @@ use crate::taps::{is_pruned, LAYER_TAPS};
 use crate::Model;
 
 /// The names under which a dump may hold its token ids.
-const ID_ARRAYS: [&str; 3] = ["ids", "token_ids", "tokens"];
+const ID_ARRAYS: [&str; 4] = ["ids", "token_ids", "tokens", "input_ids"];
+
+/// The name under which engines save the logits: `result_output`'s rows.
+const LOGITS_ARRAY: &str = "logits";
 
 /// What the user says about a dump (each `None`: from the file).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -43,6 +51,9 @@ pub struct ImportOptions {
     pub ids: Option<Vec<u32>>,
     /// The batching mode.
     pub mode: Option<Mode>,
+    /// Refuse arrays that are neither taps nor ids (by default they are listed as
+    /// ignored in the trace's metadata and one warning).
+    pub strict: bool,
 }
 
 /// The width of tap `name` for `model`, or why the name is not a tap.
@@ -155,13 +166,36 @@ pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Res
     let mut taps: BTreeMap<(usize, String), Tensor> = BTreeMap::new();
     // Pruned taps holding the last row only, and holding every row.
     let (mut last_rows, mut all_rows) = (Vec::new(), Vec::new());
+    let mut ignored = Vec::new();
+    if let (Some(a), Some(b)) = (d.arrays.get(LOGITS_ARRAY), d.arrays.get("result_output")) {
+        if a != b {
+            bail!("{p}: arrays 'logits' and 'result_output' both hold logits, and they differ");
+        }
+    }
     for (name, a) in &d.arrays {
         if ID_ARRAYS.contains(&name.as_str()) {
             continue;
         }
-        let width = tap_width(model, name).map_err(|why| anyhow!("{p}: array '{name}': {why}"))?;
-        let Values::Float(data) = &a.values else {
-            bail!("{p}: array '{name}' holds integers; a tap holds floats");
+        if name == LOGITS_ARRAY && d.arrays.contains_key("result_output") {
+            continue;
+        }
+        let name = if name == LOGITS_ARRAY { &"result_output".to_string() } else { name };
+        let width = match tap_width(model, name) {
+            Ok(w) => w,
+            Err(why) if opts.strict || !why.starts_with("not a tap name") => {
+                bail!("{p}: array '{name}': {why}")
+            }
+            Err(_) => {
+                ignored.push(name.clone());
+                continue;
+            }
+        };
+        let data = match &a.values {
+            Values::Float(data) => data,
+            Values::Int(_) => bail!("{p}: array '{name}' holds integers; a tap holds floats"),
+            Values::Other(dtype) => bail!(
+                "{p}: array '{name}' is of dtype {dtype}; a tap is f32, f16 or bf16 (npz: f4, f2)"
+            ),
         };
         let (rows, w) = match a.shape.as_slice() {
             [r, w] => (*r, *w),
@@ -250,6 +284,12 @@ pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Res
     meta.insert("mode".into(), mode.name().into());
     meta.insert("prompt_ids".into(), serde_json::to_string(&ids).expect("ids serialize"));
     meta.insert("tiercheck.imported_from".into(), path.display().to_string());
+    if !ignored.is_empty() {
+        meta.insert(
+            "tiercheck.ignored_arrays".into(),
+            serde_json::to_string(&ignored).expect("names serialize"),
+        );
+    }
     Ok(Trace { taps, steps, meta })
 }
 
@@ -262,7 +302,14 @@ pub fn load(model: &Model, path: &Path, opts: &ImportOptions) -> Result<Trace> {
         }
     }
     let d = dump::read(path)?;
-    import(model, path, &d, opts)
+    let t = import(model, path, &d, opts)?;
+    if let Some(list) = t.meta.get("tiercheck.ignored_arrays") {
+        eprintln!(
+            "warning: {}: arrays that are neither taps nor token ids were ignored: {list} (--strict refuses them)",
+            path.display()
+        );
+    }
+    Ok(t)
 }
 
 /// Write a trace (taps, step records, metadata) as a tiercheck trace file, atomically.

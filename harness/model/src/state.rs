@@ -85,6 +85,9 @@ pub struct KvState {
     pub v: Vec<Vec<f32>>,
 }
 
+/// One stream's cache: cells, V transposed, element type, K/V width, K and V per layer.
+type Stream = (usize, bool, KvType, usize, Vec<Vec<f32>>, Vec<Vec<f32>>);
+
 /// A cursor over a state file's bytes that names the file and the field in its errors.
 struct Reader<'a> {
     path: &'a Path,
@@ -200,7 +203,7 @@ impl KvState {
         if n_stream == 0 {
             return Err(r.err("the cache has no stream"));
         }
-        let mut found: Option<(usize, bool, KvType, usize, Vec<Vec<f32>>, Vec<Vec<f32>>)> = None;
+        let mut found: Option<Stream> = None;
         for s in 0..n_stream {
             let cells = r.u32("a stream's cell count")? as usize;
             if cells == 0 {
@@ -250,7 +253,7 @@ impl KvState {
                 let ty = r.i32("a layer's K type")?;
                 let (t, el) = cache_type(&r, ty, &format!("layer {il}'s K"))?;
                 let row = r.u64("a layer's K row size")? as usize;
-                if row == 0 || row % el != 0 {
+                if row == 0 || !row.is_multiple_of(el) {
                     return Err(r.err(format!("layer {il}'s K rows are {row} bytes")));
                 }
                 if il == 0 {

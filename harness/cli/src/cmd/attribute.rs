@@ -30,6 +30,10 @@ pub struct AttributeArgs {
     /// A plain dump's token ids, where the file holds none (comma-separated).
     #[arg(long, value_name = "IDS")]
     pub ids: Option<String>,
+    /// Refuse a plain dump's arrays that are neither taps nor token ids (by default they
+    /// are ignored, with one warning).
+    #[arg(long)]
+    pub strict: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -130,6 +134,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
     let dump = ImportOptions {
         ids: a.ids.as_deref().map(crate::cmd::delta::parse_ids).transpose()?,
         mode: a.setup.mode,
+        strict: a.strict,
     };
     let threads = a.threads.get(1);
     let sa = side(&a.a, &model, &dump, &a.setup, threads)?;

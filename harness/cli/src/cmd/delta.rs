@@ -47,6 +47,10 @@ pub struct DeltaArgs {
     /// file holds none (comma-separated).
     #[arg(long, value_name = "IDS")]
     pub ids: Option<String>,
+    /// Refuse a plain dump's arrays that are neither taps nor token ids (by default they
+    /// are ignored, with one warning).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// `--ids 1,2,3`.
@@ -350,6 +354,7 @@ pub fn run(a: DeltaArgs) -> Result<()> {
     let dump = tiercheck_model::import::ImportOptions {
         ids: a.ids.as_deref().map(parse_ids).transpose()?,
         mode: a.setup.mode,
+        strict: a.strict,
     };
     let opts = DeltaOptions {
         dump,

@@ -41,6 +41,10 @@ pub struct IdentifyArgs {
     /// A plain dump's token ids, where the file holds none (comma-separated).
     #[arg(long, value_name = "IDS")]
     pub ids: Option<String>,
+    /// Refuse a plain dump's arrays that are neither taps nor token ids (by default they
+    /// are ignored, with one warning).
+    #[arg(long)]
+    pub strict: bool,
     /// A plain dump's mode, where the file does not say.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
@@ -67,7 +71,11 @@ pub fn run(a: IdentifyArgs) -> Result<()> {
         n_ctx: a.n_ctx,
         floor_seeds: a.floor_seeds,
         threads: a.threads.get(1),
-        dump: ImportOptions { ids: a.ids.as_deref().map(parse_ids).transpose()?, mode: a.mode },
+        dump: ImportOptions {
+            ids: a.ids.as_deref().map(parse_ids).transpose()?,
+            mode: a.mode,
+            strict: a.strict,
+        },
         state: match &a.state {
             Some(p) => Some(std::sync::Arc::new(tiercheck_model::state::KvState::read(p)?)),
             None => None,

@@ -32,19 +32,24 @@ pub enum TraceCommand {
         /// The trace to write (atomically).
         #[arg(long)]
         out: PathBuf,
+        /// Refuse arrays that are neither taps nor token ids (by default they are
+        /// ignored, with one warning).
+        #[arg(long)]
+        strict: bool,
     },
 }
 
 /// `tiercheck trace`.
 pub fn run(c: TraceCommand) -> Result<()> {
     match c {
-        TraceCommand::Import { dump, model, ids, mode, out } => {
+        TraceCommand::Import { dump, model, ids, mode, out, strict } => {
             let path = match model {
                 Some(p) => p,
                 None => tiercheck_model::embedded::ensure_model(None)?,
             };
             let model = Model::open(&path)?;
-            let opts = ImportOptions { ids: ids.as_deref().map(parse_ids).transpose()?, mode };
+            let opts =
+                ImportOptions { ids: ids.as_deref().map(parse_ids).transpose()?, mode, strict };
             let t = import::load(&model, &dump, &opts)?;
             import::write(&out, &t)?;
             let names: std::collections::BTreeSet<&str> =
