@@ -1,6 +1,7 @@
 //! The lanes' status claims point at real proofs: every test a [`Proof`] names is an
 //! integration test of this package that checks its claims
-//! (`tiercheck_golden::claims::claim_checks`, which fails a claim whose trials are missing), a
+//! (`tiercheck_golden::claims::claim_trials` over trials made by `claims::tracked`: a
+//! claim fails whose trials are missing, filtered out or failed in the same run), a
 //! proven lane names at least one proof with trials, and the labels that no device has
 //! checked hold (`hip-*` and `cuda-sm90` modelled; `x86_64-avx512` proven against ggml's
 //! zen4 build).
@@ -31,9 +32,9 @@ fn every_named_proof_test_exists_and_checks_its_claims() {
             let text = std::fs::read_to_string(&src)
                 .unwrap_or_else(|e| panic!("{}: {}: {e}", lane.name, src.display()));
             assert!(
-                text.contains(&format!("claim_checks(\n        \"{}\"", proof.test))
-                    || text.contains(&format!("claim_checks(\"{}\"", proof.test)),
-                "{}: {} does not check its claims with claim_checks(\"{}\", ..)",
+                text.contains(&format!("claim_trials(\"{}\", &args, &trials)", proof.test))
+                    && text.contains("claims::tracked("),
+                "{}: {} does not check its claims with claim_trials(\"{}\", ..) over tracked trials",
                 lane.name,
                 src.display(),
                 proof.test
@@ -111,4 +112,64 @@ fn status_tags_name_the_unqualified_level() {
     });
     assert_eq!(Status::Proven(proofs).tag(), "proven:decode+");
     assert_eq!(Status::Proven(&proofs[..1]).tag(), "proven:decode");
+}
+
+/// A claim holds only where its proving trials ran and passed in the same run: the claim
+/// trials of `oracle_x86_lanes` (`x86_64-avx2` by `matmul-plain`, `x86_64-avx2-repack` by
+/// `matmul-repack`) over stand-in proving trials pass when their trial passes, fail when
+/// it fails or is skipped, and are ignored with its reason when it is ignored because the
+/// host cannot run it (and fail where the lane is required: `TIERCHECK_REQUIRE_LANES`).
+#[test]
+fn claims_follow_the_outcomes_of_their_trials_in_the_same_run() {
+    use libtest_mimic::{Arguments, Completion, Trial};
+    use tiercheck_golden::claims::{claim_trials, tracked};
+    // (what the matmul-plain stand-in does, skip it?): passed, failed, ignored in all
+    // (stand-ins and claims).
+    let cases = [
+        ("pass", false, (4, 0, 0)),
+        ("fail", false, (2, 2, 0)),
+        ("ignore", false, (2, 0, 2)),
+        ("pass", true, (2, 1, 0)),
+    ];
+    for (k, (plain, skip, want)) in cases.into_iter().enumerate() {
+        let mut trials: Vec<Trial> = ["matmul-plain", "matmul-repack"]
+            .into_iter()
+            .map(|p| {
+                let what = if p == "matmul-plain" { plain } else { "pass" };
+                tracked(format!("oracle/haswell/{p}/case{k}"), move || match what {
+                    "fail" => Err("a planted failure".into()),
+                    "ignore" => Ok(Completion::ignored_with("this host lacks the tier's CPU")),
+                    _ => Ok(Completion::Completed),
+                })
+            })
+            .collect();
+        let mut argv = vec!["t".to_string(), "--test-threads".into(), "2".into()];
+        if skip {
+            argv.extend(["--skip".to_string(), "matmul-plain".into()]);
+        }
+        let args = Arguments::from_iter(argv);
+        let claims = claim_trials("oracle_x86_lanes", &args, &trials);
+        assert_eq!(claims.len(), 2);
+        trials.extend(claims);
+        let c = libtest_mimic::run(&args, trials);
+        assert_eq!(
+            (c.num_passed, c.num_failed, c.num_ignored),
+            want,
+            "case {k}: {plain}, skip {skip}"
+        );
+    }
+    // Where the lane is required, an ignored proving trial fails its claim.
+    std::env::set_var("TIERCHECK_REQUIRE_LANES", "x86_64-avx2");
+    let trials = vec![tracked("oracle/haswell/matmul-plain/required", || {
+        Ok(Completion::ignored_with("this host lacks the tier's CPU"))
+    })];
+    let args = Arguments::from_iter(["t", "--test-threads", "1", "--skip", "matmul-repack"]);
+    let mut all = trials;
+    let claims = claim_trials("oracle_x86_lanes", &args, &all);
+    all.extend(claims);
+    let c = libtest_mimic::run(&args, all);
+    std::env::remove_var("TIERCHECK_REQUIRE_LANES");
+    // The stand-in ignored; x86_64-avx2's claim failed; x86_64-avx2-repack's claim
+    // failed too (its trial is missing from this list).
+    assert_eq!((c.num_passed, c.num_failed, c.num_ignored), (0, 2, 1));
 }

@@ -1835,7 +1835,7 @@ fn host_has_avx512() -> bool {
 }
 
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
-    Trial::ignorable_test(name, move || match f() {
+    tiercheck_golden::claims::tracked(name, move || match f() {
         Ok(()) => Ok(Completion::Completed),
         Err(e) if e == HOST_LACKS_AVX512 || e == NO_FAKE_NUMA => Ok(Completion::ignored_with(e)),
         Err(e) if e.contains("oracle not built") && !require_oracle() => {
@@ -2367,11 +2367,7 @@ fn main() -> ExitCode {
     trials.push(trial("llama_cpp/state/f32_off/files_hold_the_cache", || {
         state_files_hold_the_cache(attn(KvType::F32, FlashAttn::Off))
     }));
-    for (name, verdict) in tiercheck_golden::claims::claim_checks(
-        "model_oracle",
-        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
-    ) {
-        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
-    }
+    let claims = tiercheck_golden::claims::claim_trials("model_oracle", &args, &trials);
+    trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -173,12 +173,8 @@ fn main() -> ExitCode {
         }));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    for (name, verdict) in tiercheck_golden::claims::claim_checks(
-        "oracle_arm_lanes",
-        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
-    ) {
-        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
-    }
+    let claims = tiercheck_golden::claims::claim_trials("oracle_arm_lanes", &args, &trials);
+    trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }
 
@@ -206,7 +202,7 @@ fn trial_on(
     name: String,
     f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    Trial::ignorable_test(name, move || {
+    tiercheck_golden::claims::tracked(name, move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
         let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), tier) {
             Ok(d) => d,

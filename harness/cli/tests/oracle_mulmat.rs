@@ -79,7 +79,7 @@ fn main() -> ExitCode {
     let mut trials: Vec<Trial> = tests
         .into_iter()
         .map(|(name, check)| {
-            Trial::ignorable_test(format!("oracle/mulmat/{name}"), move || {
+            tiercheck_golden::claims::tracked(format!("oracle/mulmat/{name}"), move || {
                 let drivers = match Drivers::from_env() {
                     Ok(d) => d,
                     Err(why) => return unavailable(why),
@@ -89,12 +89,8 @@ fn main() -> ExitCode {
             })
         })
         .collect();
-    for (name, verdict) in tiercheck_golden::claims::claim_checks(
-        "oracle_mulmat",
-        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
-    ) {
-        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
-    }
+    let claims = tiercheck_golden::claims::claim_trials("oracle_mulmat", &args, &trials);
+    trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }
 

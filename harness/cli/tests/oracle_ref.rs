@@ -80,12 +80,8 @@ fn main() -> ExitCode {
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    for (name, verdict) in tiercheck_golden::claims::claim_checks(
-        "oracle_ref",
-        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
-    ) {
-        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
-    }
+    let claims = tiercheck_golden::claims::claim_trials("oracle_ref", &args, &trials);
+    trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }
 
@@ -115,7 +111,7 @@ fn tier_trial(
     name: String,
     check: impl FnOnce(&GgmlLib) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    Trial::ignorable_test(name, move || {
+    tiercheck_golden::claims::tracked(name, move || {
         let cfg = OracleConfig::from_env();
         if tier == Tier::Haswell && !tiercheck_lanes::host::x86_has("avx2") {
             let why = "cpu lacks avx2: the haswell tier cannot run here";
@@ -140,7 +136,7 @@ fn python_trial(
     name: &str,
     check: impl FnOnce(&std::path::Path) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    Trial::ignorable_test(name, move || {
+    tiercheck_golden::claims::tracked(name, move || {
         let cfg = OracleConfig::from_env();
         let py = match cfg.require_python() {
             Ok(p) => p.to_owned(),

@@ -48,12 +48,8 @@ fn main() -> ExitCode {
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    for (name, verdict) in tiercheck_golden::claims::claim_checks(
-        "oracle_x86_lanes",
-        &trials.iter().map(|t| t.name()).collect::<Vec<_>>(),
-    ) {
-        trials.push(Trial::test(name, move || verdict.map_err(Into::into)));
-    }
+    let claims = tiercheck_golden::claims::claim_trials("oracle_x86_lanes", &args, &trials);
+    trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }
 
@@ -61,7 +57,7 @@ fn trial(
     name: String,
     f: impl FnOnce(&MulmatDriver) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    Trial::ignorable_test(name, move || {
+    tiercheck_golden::claims::tracked(name, move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
         if !tiercheck_lanes::host::x86_has("avx2") {
             let why = "cpu lacks avx2: the haswell tier cannot run here";

@@ -1,17 +1,162 @@
 //! The checks of the lanes' status claims ([`tiercheck_core::lane::Status`]).
 //!
 //! Every [`tiercheck_core::lane::Proof`] names an integration test of this package and
-//! trial-name prefixes in it. That test calls [`claim_checks`] with its own name and the
-//! names of its trials and adds one trial per claim (`status/<lane>/<level>/<n>`), which
-//! fails when a named prefix matches no trial: a claim can then not outlive the trials
-//! that prove it. The proving trials fail when the lane differs from the real tier, and
-//! under `TIERCHECK_REQUIRE_ORACLE=1` (CI) they cannot be ignored. The test
-//! `lane_status` checks the other direction: every test a claim names exists and calls
-//! this function.
+//! trial-name prefixes in it. That test builds its trials with [`tracked`] (each records
+//! its outcome in this process's ledger) and appends [`claim_trials`]: one trial per
+//! claim (`status/<lane>/<level>/<n>`), queued after every proving trial, which waits for
+//! the trials its proof names and passes only when every one of them ran in this suite
+//! run and passed. A named prefix that matches no trial, a proving trial that was
+//! filtered out, failed or panicked, fails the claim; proving trials ignored because
+//! this host cannot run them (the reason is theirs) make the claim ignored with "proven
+//! against <build>; not checked on this host: <reason>", and a failure where the lane is
+//! required (`TIERCHECK_REQUIRE_LANES`). A claim can then not outlive the trials that
+//! prove it, nor pass where they did not run. The test `lane_status` checks the other
+//! direction: every test a claim names exists and calls [`claim_trials`].
 
+use std::collections::HashMap;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Condvar, Mutex, OnceLock};
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tiercheck_core::LANES;
 
-/// One check per claim naming `test`: the trial name and its verdict.
+/// What became of a trial of this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran and passed.
+    Passed,
+    /// It was ignored, with this reason.
+    Ignored(String),
+    /// It failed or panicked.
+    Failed,
+}
+
+struct Ledger {
+    done: Mutex<HashMap<String, Outcome>>,
+    changed: Condvar,
+}
+
+fn ledger() -> &'static Ledger {
+    static LEDGER: OnceLock<Ledger> = OnceLock::new();
+    LEDGER.get_or_init(|| Ledger { done: Mutex::new(HashMap::new()), changed: Condvar::new() })
+}
+
+/// Record `name`'s outcome (what [`tracked`] does when its trial ends).
+pub fn record(name: &str, outcome: Outcome) {
+    let l = ledger();
+    l.done.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), outcome);
+    l.changed.notify_all();
+}
+
+/// A trial as `Trial::ignorable_test` makes it, whose outcome (a panic included) goes to
+/// this process's ledger for the claim checks.
+pub fn tracked(
+    name: impl Into<String>,
+    f: impl FnOnce() -> Result<Completion, Failed> + Send + 'static,
+) -> Trial {
+    let name = name.into();
+    let key = name.clone();
+    Trial::ignorable_test(name, move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        let outcome = match &r {
+            Ok(Ok(Completion::Completed)) => Outcome::Passed,
+            Ok(Ok(Completion::Ignored { reason })) => {
+                Outcome::Ignored(reason.clone().unwrap_or_else(|| "no reason given".into()))
+            }
+            _ => Outcome::Failed,
+        };
+        record(&key, outcome);
+        match r {
+            Ok(x) => x,
+            Err(p) => resume_unwind(p),
+        }
+    })
+}
+
+/// Wait until every trial in `names` has an outcome; return them in order.
+fn wait_for(names: &[String]) -> Vec<Outcome> {
+    let l = ledger();
+    let mut done = l.done.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if names.iter().all(|n| done.contains_key(n)) {
+            return names.iter().map(|n| done[n].clone()).collect();
+        }
+        done = l.changed.wait(done).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// The claim trials of `test` (module doc), to be appended after `trials`, the test's
+/// whole list as `libtest_mimic::run` gets it with `args` (its filters decide which
+/// proving trials run).
+pub fn claim_trials(test: &str, args: &Arguments, trials: &[Trial]) -> Vec<Trial> {
+    let required = tiercheck_core::require::required_lanes().unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, verdict) in claim_checks(test, &trials.iter().map(|t| t.name()).collect::<Vec<_>>())
+    {
+        let Some((lane, proof)) = proof_of(&name) else { continue };
+        if let Err(e) = verdict {
+            out.push(Trial::test(name, move || Err(e.into())));
+            continue;
+        }
+        let mut run = Vec::new();
+        let mut filtered = Vec::new();
+        for t in trials.iter().filter(|t| proof.trials.iter().any(|p| t.name().starts_with(p))) {
+            if args.is_filtered_out(t) || args.is_ignored(t) {
+                filtered.push(t.name().to_string());
+            } else {
+                run.push(t.name().to_string());
+            }
+        }
+        let must = required.iter().any(|r| r == lane);
+        out.push(Trial::ignorable_test(name, move || {
+            if let Some(f) = filtered.first() {
+                return Err(format!(
+                    "`{lane}` claims {} against {}, but its trial {f} did not run in this suite run (filtered out){}",
+                    proof.level.name(),
+                    proof.against,
+                    if filtered.len() > 1 { format!(", nor {} more", filtered.len() - 1) } else { String::new() }
+                )
+                .into());
+            }
+            let outcomes = wait_for(&run);
+            if let Some((t, _)) = run.iter().zip(&outcomes).find(|(_, o)| **o == Outcome::Failed) {
+                return Err(format!(
+                    "`{lane}` claims {} against {}, but its trial {t} failed",
+                    proof.level.name(),
+                    proof.against
+                )
+                .into());
+            }
+            if let Some((t, Outcome::Ignored(why))) =
+                run.iter().zip(&outcomes).find(|(_, o)| matches!(o, Outcome::Ignored(_)))
+            {
+                let what = format!(
+                    "proven against {}; not checked on this host: {why} ({t} ignored)",
+                    proof.against
+                );
+                if must {
+                    return Err(format!("`{lane}` is required here, but {what}").into());
+                }
+                return Ok(Completion::ignored_with(what));
+            }
+            Ok(Completion::Completed)
+        }));
+    }
+    out
+}
+
+/// The lane and proof a claim check's name (`status/<lane>/<level>/<n>`) stands for.
+fn proof_of(name: &str) -> Option<(&'static str, &'static tiercheck_core::lane::Proof)> {
+    let mut parts = name.strip_prefix("status/")?.rsplitn(3, '/');
+    let i: usize = parts.next()?.parse().ok()?;
+    let _level = parts.next()?;
+    let lane = parts.next()?;
+    let l = LANES.iter().find(|l| l.name == lane)?;
+    Some((l.name, l.status.proofs().get(i)?))
+}
+
+/// One check per claim naming `test`: the trial name and whether every trial-name prefix
+/// its proof names matches a trial of `trial_names`.
 pub fn claim_checks(test: &str, trial_names: &[&str]) -> Vec<(String, Result<(), String>)> {
     let mut out = Vec::new();
     for lane in LANES {

@@ -3,7 +3,39 @@
 
 use anyhow::Result;
 
+use tiercheck_core::lane::Status;
+use tiercheck_core::Lane;
 use tiercheck_lanes::{self as lanes, host};
+
+/// Why a proven lane's proofs cannot run on this host, if they cannot: the x86 lanes'
+/// proofs run the tier's own build in this process, so they need its CPU features; the
+/// aarch64 lanes' run its build under qemu-aarch64 (or natively on an aarch64 host with
+/// the lane's features).
+fn not_checkable_here(lane: &Lane) -> Option<String> {
+    if !matches!(lane.status, Status::Proven(_)) {
+        return None;
+    }
+    let arch = lane.arch.cpu_target_arch()?;
+    let here = std::env::consts::ARCH;
+    match (arch, here) {
+        ("x86_64", "x86_64") => lanes::native(lane)
+            .err()
+            .map(|why| format!("its proofs run the tier's build on this CPU, and {why}")),
+        ("x86_64", _) => {
+            Some("its proofs run the tier's x86-64 build, and this host is not x86-64".into())
+        }
+        ("aarch64", "aarch64") => lanes::native(lane)
+            .err()
+            .map(|why| format!("its proofs run the tier's build on this CPU, and {why}")),
+        ("aarch64", _) => {
+            let on_path = std::env::var_os("PATH").is_some_and(|p| {
+                std::env::split_paths(&p).any(|d| d.join("qemu-aarch64").is_file())
+            });
+            (!on_path).then(|| "its proofs run the tier's aarch64 build under qemu-aarch64, which is not installed".into())
+        }
+        _ => None,
+    }
+}
 
 /// `tiercheck lanes` (`--names`: the names alone, one per line).
 pub fn run(names: bool) -> Result<()> {
@@ -30,6 +62,9 @@ pub fn run(names: bool) -> Result<()> {
         };
         println!("  {:<22} {}", lane.name, lane.summary);
         println!("  {:<22} arch: {}; status: {}", "", lane.arch.name(), lane.status);
+        if let Some(why) = not_checkable_here(lane) {
+            println!("  {:<22} not checked on this host: {why}", "");
+        }
         println!("  {:<22} {native}; portable twin: yes", "");
         let recipe: Vec<String> =
             lane.recipe.components().iter().map(|(k, v)| format!("{k}={v}")).collect();
