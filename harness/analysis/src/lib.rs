@@ -433,8 +433,13 @@ pub struct DeltaReport {
     pub prompt: Vec<u32>,
     /// Mode.
     pub mode: Mode,
-    /// The lanes' attention options (`kv=f16 fa=on`; a trace side's when there is one).
+    /// The lanes' attention options (`kv=f16 fa=on`; a trace side's when there is one,
+    /// as identified when it does not record them; `unknown` when neither).
     pub attention: String,
+    /// How each trace side was matched to a lane (its provenance, or `identify`), or why
+    /// it was not: the lanes the layer-local comparison and the floor ran with.
+    #[serde(default)]
+    pub sides: Vec<String>,
     /// Near-tie threshold.
     pub threshold: f32,
     /// A's greedy tokens.
@@ -705,9 +710,100 @@ pub fn delta_cached(
     // as its trace.
     let prov_a = verify_provenance(model, a, &ra, o)?;
     let prov_b = verify_provenance(model, b, &rb, o)?;
-    let ea = prov_a.0.map(Source::Lane).unwrap_or_else(|| a.clone());
-    let eb = prov_b.0.map(Source::Lane).unwrap_or_else(|| b.clone());
     let (label_a, label_b) = (a.label(), b.label());
+    let mut sides = Vec::new();
+    let mut recorded = true;
+    for (side, src, prov) in [("A", a, &prov_a), ("B", b, &prov_b)] {
+        if let (Source::Trace(p), Some(c)) = (src, &prov.0) {
+            sides.push(format!(
+                "{side} ({}): its provenance lane {}, which reproduces it bitwise",
+                p.display(),
+                c.lane.name
+            ));
+        }
+        if let Source::Trace(_) = src {
+            let t = if side == "A" { ra.trace() } else { rb.trace() };
+            recorded &= t.meta.contains_key("kv") && t.meta.contains_key("fa");
+        }
+    }
+    // Two trace sides: each one with no lane of its own (no provenance, as an engine's
+    // dump) is the lane `identify` finds for it, with the attention setting and thread
+    // count it found (with a lane side, that lane measures the floor and replays the
+    // trace's layers itself).
+    let both_traces = matches!((a, b), (Source::Trace(_), Source::Trace(_)));
+    let mut identified = Vec::new();
+    for (side, src, prov) in [("A", a, &prov_a), ("B", b, &prov_b)] {
+        let Source::Trace(p) = src else {
+            identified.push(None);
+            continue;
+        };
+        if !both_traces {
+            identified.push(None);
+            continue;
+        }
+        if prov.0.is_some() || prov.1.is_some() {
+            identified.push(None);
+            continue;
+        }
+        let io = identify::IdentifyOptions {
+            lanes: None,
+            imp: Impl::Auto,
+            residual: o.residual,
+            n_ctx: o.n_ctx,
+            floor_seeds: 0,
+            dump: o.dump.clone(),
+            threads: o.threads,
+            state: o.state.clone(),
+        };
+        let r = identify::identify(model, p, &io)?;
+        if r.explained {
+            let lane = lanes::find(&r.best_lane).map_err(anyhow::Error::msg)?;
+            let c = lanes::choose(lane, Impl::Auto).map_err(anyhow::Error::msg)?;
+            let ambiguous = if r.ambiguous {
+                format!(" (ambiguously: {})", r.best_lanes.join(", "))
+            } else {
+                String::new()
+            };
+            sides.push(format!(
+                "{side} ({}): identified as {}{ambiguous}",
+                p.display(),
+                r.best_candidate
+            ));
+            let kv = if r.best_kv == "f32" { KvType::F32 } else { KvType::F16 };
+            let fa = if r.best_fa == "off" { FlashAttn::Off } else { FlashAttn::On };
+            let threads = r.best_tier_threads.first().copied();
+            identified.push(Some((c, kv, fa, threads)));
+        } else {
+            sides.push(format!(
+                "{side} ({}): no lane reproduces it ({}): no layer-local comparison or floor with it",
+                p.display(),
+                r.verdict
+            ));
+            identified.push(None);
+        }
+    }
+    // The identified settings stand for a trace's unrecorded ones (both sides ran the
+    // same settings if both are dumps of one comparison; the first identified wins).
+    if !recorded {
+        if let Some((_, kv, fa, threads)) = identified.iter().flatten().next() {
+            own.attn.kv = *kv;
+            own.attn.fa = *fa;
+            if let Some(n) = threads {
+                own.attn.tier_threads = *n;
+            }
+        }
+    }
+    let o = &own;
+    let side_of = |prov: &(Option<Chosen>, Option<NotLane>),
+                   id: &Option<(Chosen, KvType, FlashAttn, Option<usize>)>,
+                   src: &Source| {
+        prov.0.or(id.as_ref().map(|x| x.0)).map(Source::Lane).unwrap_or_else(|| src.clone())
+    };
+    let ea = side_of(&prov_a, &identified[0], a);
+    let eb = side_of(&prov_b, &identified[1], b);
+    let attention_known = recorded
+        || identified.iter().flatten().next().is_some()
+        || matches!((a, b), (Source::Lane(_), _) | (_, Source::Lane(_)));
     let (a, b) = (&ea, &eb);
     costs.stage(&ctx, "provenance", None);
 
@@ -762,6 +858,7 @@ pub fn delta_cached(
         }
         None => (None, Some("no lane side to measure it with".to_string())),
     };
+    let floor_skip_reason = floor_skipped.clone();
     costs.stage(&ctx, "floor", floor_skipped);
     let fmap = floor.as_ref().map(|f| &f.per_tap);
     let llmap = floor.as_ref().map(|f| &f.layer_local);
@@ -794,13 +891,25 @@ pub fn delta_cached(
         (None, Some((l, st, tap))) => Some(("B".to_string(), l.clone(), *st, tap.clone())),
         _ => None,
     };
-    let headline = headline(&Parts {
+    let mut headline = headline(&Parts {
         free: &free,
         free_verdict: &free_verdict,
         teacher: teacher.as_ref(),
         layer_verdicts: &layer_verdicts,
         not_lane,
     });
+    // A verdict that leans on a floor needs one that was measured.
+    if floor.is_none() && matches!(headline.kind.as_str(), "noise" | "flips") {
+        let why = floor_skip_reason.clone().unwrap_or_default();
+        headline = Headline {
+            kind: "not-judged".into(),
+            text: format!(
+                "not judged: the sides differ (first at step {} tap {}), and no floor was measured ({why}) to tell reduction-order noise from a wrong tier",
+                free.first_step.map_or("?".into(), |s| s.to_string()),
+                free.first_tap.clone().unwrap_or_else(|| "?".into())
+            ),
+        };
+    }
     let taps_only_a = taps_lacking(ra.trace(), rb.trace());
     let taps_only_b = taps_lacking(rb.trace(), ra.trace());
     costs.stage(&ctx, "verdicts", None);
@@ -809,7 +918,8 @@ pub fn delta_cached(
         headline,
         taps_only_a,
         taps_only_b,
-        attention: o.attn.label(),
+        attention: if attention_known { o.attn.label() } else { "unknown".into() },
+        sides,
         layer_verdicts,
         a: label_a,
         b: label_b,

@@ -1674,6 +1674,95 @@ fn llama_delta() -> Result<(), String> {
     Ok(())
 }
 
+/// `delta` on two plain dumps of llama.cpp's haswell build (repack on and off, the F32
+/// cache without flash attention, decode mode; no metadata but the mode and ids given):
+/// it identifies each side's lane and attention setting, measures its floor with them,
+/// compares layer-locally, and reports the setting it identified; the activation flip
+/// between the two builds' plain and repacked matmuls is named.
+fn llama_delta_two_dumps() -> Result<(), String> {
+    let model = embedded_model()?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ids = [17, 2045, 388, 901, 55, 1200];
+    let mut dumps = Vec::new();
+    for repack in [true, false] {
+        let out = dir.path().join(format!("llama-{repack}.safetensors"));
+        let run = LlamaRun {
+            mode: Mode::Decode,
+            repack,
+            steps: 2,
+            attn: attn(KvType::F32, FlashAttn::Off),
+            batching: Batching::EVERY_ROW,
+            ctx: 512,
+            threads: LLAMA_THREADS,
+            state_in: None,
+            numa: false,
+        };
+        let t = llama_trace(Build::Haswell, &model.path, &ids, run, &out)?;
+        // The taps as an engine dumps them: one array per tap, rows = steps, nothing else.
+        let mut names: Vec<String> = t.taps.keys().map(|(_, n)| n.clone()).collect();
+        names.sort();
+        names.dedup();
+        let tensors: Vec<tiercheck_gguf::tensorfile::Tensor> = names
+            .iter()
+            .map(|n| {
+                let rows: Vec<f32> =
+                    (0..t.steps.len()).flat_map(|s| t.taps[&(s, n.clone())].data.clone()).collect();
+                let w = rows.len() / t.steps.len();
+                tiercheck_gguf::tensorfile::Tensor {
+                    name: n.clone(),
+                    shape: vec![t.steps.len(), w],
+                    data: rows,
+                }
+            })
+            .collect();
+        let fed: Vec<u32> = t.steps.iter().map(|s| s.input_ids[0]).collect();
+        let path = dir.path().join(format!("dump-{repack}.safetensors"));
+        tiercheck_gguf::tensorfile::write(&path, &tensors, &Default::default())
+            .map_err(|e| e.to_string())?;
+        dumps.push((path, fed));
+    }
+    let opts = tiercheck_analysis::DeltaOptions {
+        dump: tiercheck_model::import::ImportOptions {
+            ids: Some(dumps[0].1.clone()),
+            mode: Some(Mode::Decode),
+            strict: false,
+        },
+        ids: Vec::new(),
+        steps: 0,
+        mode: Mode::Decode,
+        batching: Batching::LLAMA_CLI,
+        residual: Residual::F32,
+        n_ctx: 512,
+        // tiercheck's defaults: the dumps say otherwise, as identified.
+        attn: attn(KvType::F16, FlashAttn::On),
+        threshold: 0.2,
+        floor_seeds: 1,
+        threads: 2,
+        state: None,
+    };
+    let a = tiercheck_analysis::Source::Trace(dumps[0].0.clone());
+    let b = tiercheck_analysis::Source::Trace(dumps[1].0.clone());
+    let r = tiercheck_analysis::delta(&model, &a, &b, &opts).map_err(|e| format!("{e:#}"))?;
+    let want_sides = [
+        "identified as x86_64-avx2-repack (kv=f32 fa=off",
+        "identified as x86_64-avx2 (kv=f32 fa=off",
+    ];
+    let sides_ok = r.sides.len() == 2 && r.sides.iter().zip(want_sides).all(|(s, w)| s.contains(w));
+    let flips: Vec<usize> =
+        r.layer_verdicts.iter().filter(|v| v.verdict == "flip").map(|v| v.layer).collect();
+    if !sides_ok || r.attention != "kv=f32 fa=off" || r.floor.is_none() || flips.is_empty() {
+        return Err(format!(
+            "sides {:?}, attention {}, floor {}, flips at layers {flips:?}; verdict {}",
+            r.sides,
+            r.attention,
+            r.floor.is_some(),
+            r.headline.text
+        ));
+    }
+    eprintln!("two llama.cpp dumps: {:?}; {}", r.sides, r.headline.text);
+    Ok(())
+}
+
 /// Run `cmd` (a capture writing `out`) and compare its trace with `theirs`: the same
 /// taps, shapes and step count, every tap bitwise (`judge`); `what` names the path.
 fn captured_matches(
@@ -2100,6 +2189,7 @@ fn main() -> ExitCode {
         trial("gguf_py_model/untied", || gguf_py_model(false)),
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/delta_greedy", llama_delta),
+        trial("llama_cpp/delta_two_dumps", llama_delta_two_dumps),
         trial("llama_cpp/trace_cache/recomputes_bitwise", trace_cache_recomputes_bitwise),
         trial("llama_cpp/driver_matches_in_process", driver_matches_in_process),
         trial("llama_cpp/identify", llama_identify),

@@ -534,3 +534,24 @@ fn dumps_as_engines_write_them_import_alike() {
     assert!(err.contains("rope_cache") && err.contains("--strict"), "{err}");
     assert!(!run(true).status.success());
 }
+
+/// Two trace sides without a lane of their own (no provenance) that no lane reproduces:
+/// `delta` says so for each side, measures no floor (there is no lane to measure it
+/// with), and therefore does not call their difference noise: "not judged".
+#[test]
+fn delta_does_not_judge_without_a_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.safetensors");
+    full_trace("aarch64-neon-repack", &full);
+    let (a, b) = (dir.path().join("a.safetensors"), dir.path().join("b.safetensors"));
+    partial(&full, &a, Some((1, "ffn_out-2")));
+    partial(&full, &b, Some((2, "ffn_out-5")));
+    let j = delta_json(&a, b.to_str().unwrap());
+    let sides: Vec<String> = serde_json::from_value(j["sides"].clone()).unwrap();
+    assert_eq!(sides.len(), 2, "{sides:?}");
+    assert!(sides.iter().all(|s| s.contains("no lane reproduces it")), "{sides:?}");
+    assert!(j["floor"].is_null());
+    assert_eq!(j["headline"]["kind"], serde_json::json!("not-judged"), "{}", j["headline"]);
+    let text = j["headline"]["text"].as_str().unwrap();
+    assert!(text.contains("no floor was measured") && !text.contains("within"), "{text}");
+}

@@ -116,6 +116,9 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
         r.attention,
         r.threshold
     );
+    for side in &r.sides {
+        s += &format!("side {side}\n");
+    }
     if let Some(f) = &r.floor {
         s += &format!("floor: {} teacher-forced, {} steps, one-ulp dither after layer 0, max over {} seeds; cells below read `rel_l2 xRATIO` (ratio to the floor, layer-local floor for the layer-local table; <= 4: reduction-order noise)\n", f.lane, f.steps, f.seeds);
     } else if let Some(why) =
