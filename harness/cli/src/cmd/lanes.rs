@@ -11,7 +11,7 @@ use tiercheck_lanes::{self as lanes, host};
 /// proofs run the tier's own build in this process, so they need its CPU features; the
 /// aarch64 lanes' run its build under qemu-aarch64 (or natively on an aarch64 host with
 /// the lane's features).
-fn not_checkable_here(lane: &Lane) -> Option<String> {
+pub fn not_checkable_here(lane: &Lane) -> Option<String> {
     if !matches!(lane.status, Status::Proven(_)) {
         return None;
     }

@@ -197,6 +197,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
                 serde_json::json!({
                     "lane": r.lane,
                     "status": lanes::find(&r.lane).map(|l| l.status.to_string()).unwrap_or_default(),
+                    "not_checked_here": lanes::find(&r.lane).ok().and_then(crate::cmd::lanes::not_checkable_here),
                     "how": r.how,
                     "note": note,
                     "wall_s": r.wall_s,
@@ -255,7 +256,12 @@ fn print_table(
     for (r, note) in results {
         let agree = matrix::agreement(reference, r);
         let how = truncate(&r.how, 40);
-        let status = lanes::find(&r.lane).map(|l| l.status.tag()).unwrap_or_default();
+        let lane = lanes::find(&r.lane).ok();
+        let mut status = lane.map(|l| l.status.tag()).unwrap_or_default();
+        let unchecked = lane.and_then(crate::cmd::lanes::not_checkable_here);
+        if unchecked.is_some() {
+            status += "*";
+        }
         let mut line = format!("{:<22} {status:<14} {:<40}", r.lane, how);
         for p in prompts {
             let cell = match agree.iter().find(|x| x.name == p.name) {
@@ -271,6 +277,9 @@ fn print_table(
         println!("{line}");
         if !note.is_empty() && r.lane != "ref" {
             println!("{:<22} ({note})", "");
+        }
+        if let Some(why) = unchecked {
+            println!("{:<22} (*: proven, but not checked on this host: {why})", "");
         }
     }
 }
