@@ -207,19 +207,7 @@ fn saved_state() -> Vec<u8> {
 
 /// The shape of the embedded model (8 layers, 2 KV heads of 64).
 fn tiny_hp() -> tiercheck_model::HParams {
-    tiercheck_model::HParams {
-        arch: "qwen3".into(),
-        n_embd: 512,
-        n_layer: 8,
-        n_head: 8,
-        n_head_kv: 2,
-        head_dim: 64,
-        n_ff: 1536,
-        n_vocab: 3072,
-        n_ctx_train: 512,
-        rope_base: 1e6,
-        rms_eps: 1e-6,
-    }
+    tiercheck_golden::fuzzing::embedded_shape()
 }
 
 #[test]

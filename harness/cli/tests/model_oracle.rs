@@ -682,6 +682,19 @@ fn judge(what: &str, diffs: &[TapDiff]) -> Result<(), String> {
     }
 }
 
+/// `mine` must differ from llama.cpp's `theirs` somewhere (the trial exercises what
+/// `what` names: a thread count, NUMA); prints the first tap that differs.
+fn must_differ(mine: &Trace, theirs: &Trace, what: &str) -> Result<(), String> {
+    let (diffs, _) = tapdiff::compare(mine, theirs);
+    match diffs.iter().find(|d| !d.bitwise()) {
+        None => Err(format!("{what} reproduces llama.cpp's run: the trial does not exercise it")),
+        Some(d) => {
+            eprintln!("{what} first differs from llama.cpp at step {} tap {}", d.step, d.name);
+            Ok(())
+        }
+    }
+}
+
 fn embedded_model() -> Result<Model, String> {
     let path = embedded::ensure_model(None).map_err(|e| e.to_string())?;
     Model::open(&path).map_err(|e| e.to_string())
@@ -1149,18 +1162,20 @@ fn llama_cli(
     judge(&format!("{what} end to end"), &diffs)
 }
 
-/// The thread count matters: our lane given `wrong` tier threads does not reproduce
-/// llama.cpp's trace of `cli` (so the trials at `cli.threads` check the thread-dependent
-/// plan, not a path every count shares). Prints the first tap that differs.
-fn llama_threads_matter(
+/// A setting of the tier matters: our lane given `ours` (a wrong thread count, NUMA
+/// untold) does not reproduce llama.cpp's trace of `cli` run with `theirs` (so the trials
+/// with the right setting check the setting's plan, not a path every setting shares).
+/// Prints the first tap that differs.
+fn llama_setting_matters(
     build: Build,
     repack: bool,
     cli: CliRun,
-    wrong: usize,
+    theirs: Attention,
+    ours: Attention,
+    what: &str,
 ) -> Result<(), String> {
     let model = embedded_model()?;
-    let a = Attention { tier_threads: cli.threads, ..attn(KvType::F16, FlashAttn::On) };
-    let theirs = cli_trace(build, repack, a, cli)?;
+    let trace = cli_trace(build, repack, theirs, cli)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let spec = RunSpec {
         ids: forced_ids(cli.prompt),
@@ -1169,29 +1184,22 @@ fn llama_threads_matter(
         batching: cli.batching,
         forced: Vec::new(),
     };
-    let other = Attention { tier_threads: wrong, ..a };
     let arith = lane_arith(build.lane(repack))?;
-    let mine = ours_spec(&model, arith, &spec, other, cli.ctx, &dir.path().join("ours.st"))?;
-    let (diffs, _) = tapdiff::compare(&mine, &theirs);
-    match diffs.iter().find(|d| !d.bitwise()) {
-        None => Err(format!(
-            "{} with {wrong} tier threads reproduces llama.cpp {} at {} threads: the trial does not exercise the thread count",
-            build.lane(repack),
-            build.name(),
-            cli.threads
-        )),
-        Some(d) => {
-            eprintln!(
-                "{} with {wrong} tier threads first differs from llama.cpp {} at {} threads at step {} tap {}",
-                build.lane(repack),
-                build.name(),
-                cli.threads,
-                d.step,
-                d.name
-            );
-            Ok(())
-        }
-    }
+    let mine = ours_spec(&model, arith, &spec, ours, cli.ctx, &dir.path().join("ours.st"))?;
+    must_differ(&mine, &trace, &format!("{} {what}", build.lane(repack)))
+}
+
+/// The thread count matters: our lane given `wrong` tier threads does not reproduce
+/// llama.cpp at `cli.threads`.
+fn llama_threads_matter(
+    build: Build,
+    repack: bool,
+    cli: CliRun,
+    wrong: usize,
+) -> Result<(), String> {
+    let a = Attention { tier_threads: cli.threads, ..attn(KvType::F16, FlashAttn::On) };
+    let what = format!("with {wrong} tier threads (llama.cpp ran {})", cli.threads);
+    llama_setting_matters(build, repack, cli, a, Attention { tier_threads: wrong, ..a }, &what)
 }
 
 /// The context of the long-context trials: the largest llama-cli users set (`-c 32768`).
@@ -1331,11 +1339,7 @@ fn llama_long(
 ) -> Result<(), String> {
     let model = embedded_model()?;
     let theirs = long_trace(build, repack, a, cells)?;
-    let (_, state) = long_state(a, cells)?;
-    let arith = lane_arith(build.lane(repack))?;
-    let mut dec =
-        Decoder::new(&model, arith, Residual::F32, LONG_CTX, a).map_err(|e| e.to_string())?;
-    dec.set_state(Some(state)).map_err(|e| e.to_string())?;
+    let dec = long_decoder(&model, build.lane(repack), a, cells)?;
     let what = format!(
         "{} vs llama.cpp {} decoding after {cells} saved cells (ctx {LONG_CTX}, {} threads, repack {repack}, {})",
         build.lane(repack),
@@ -1346,15 +1350,7 @@ fn llama_long(
     if local {
         return judge(&format!("{what} layer-local"), &layer_local_diffs(&dec, &theirs)?);
     }
-    let spec = RunSpec {
-        ids: long_ids(cells),
-        steps: 3,
-        mode: Mode::Decode,
-        batching: Batching::LLAMA_CLI,
-        forced: Vec::new(),
-    };
-    let out = run::run(&dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
-    let mine = tiercheck_analysis::trace_of(out);
+    let mine = long_run(&dec, cells)?;
     let steps = |t: &Trace| {
         t.steps
             .iter()
@@ -1382,28 +1378,39 @@ fn llama_long_count_matters() -> Result<(), String> {
     let model = embedded_model()?;
     let a = Attention { tier_threads: 14, ..attn(KvType::F16, FlashAttn::On) };
     let theirs = long_trace(Build::Haswell, true, a, 16384)?;
-    let (_, state) = long_state(a, 16384)?;
     let one = Attention { tier_threads: 1, ..a };
-    let mut dec =
-        Decoder::new(&model, lane_arith(Build::Haswell.lane(true))?, Residual::F32, LONG_CTX, one)
-            .map_err(|e| e.to_string())?;
+    let dec = long_decoder(&model, Build::Haswell.lane(true), one, 16384)?;
+    let what = "x86_64-avx2-repack with 1 tier thread (llama.cpp ran 14)";
+    must_differ(&long_run(&dec, 16384)?, &theirs, what)
+}
+
+/// `lane`'s decoder in a context of [`LONG_CTX`] started from the [`long_state`] of
+/// `cells` cells saved with `a`'s cache type and attention.
+fn long_decoder<'m>(
+    model: &'m Model,
+    lane: &str,
+    a: Attention,
+    cells: usize,
+) -> Result<Decoder<'m>, String> {
+    let (_, state) = long_state(a, cells)?;
+    let mut dec = Decoder::new(model, lane_arith(lane)?, Residual::F32, LONG_CTX, a)
+        .map_err(|e| e.to_string())?;
     dec.set_state(Some(state)).map_err(|e| e.to_string())?;
+    Ok(dec)
+}
+
+/// The three decode steps of the long-context trials on `dec` (one forced id, two
+/// greedy tokens), every tap kept.
+fn long_run(dec: &Decoder<'_>, cells: usize) -> Result<Trace, String> {
     let spec = RunSpec {
-        ids: long_ids(16384),
+        ids: long_ids(cells),
         steps: 3,
         mode: Mode::Decode,
         batching: Batching::LLAMA_CLI,
         forced: Vec::new(),
     };
-    let out = run::run(&dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
-    let (diffs, _) = tapdiff::compare(&tiercheck_analysis::trace_of(out), &theirs);
-    match diffs.iter().find(|d| !d.bitwise()) {
-        None => Err("one tier thread reproduces llama.cpp at 14 after 16384 cells: the trials do not exercise the count".into()),
-        Some(d) => {
-            eprintln!("one tier thread against 14 first differs at step {} tap {}", d.step, d.name);
-            Ok(())
-        }
-    }
+    let out = run::run(dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
+    Ok(tiercheck_analysis::trace_of(out))
 }
 
 /// The reader of saved caches against llama.cpp's writers: the haswell build (repack on)
@@ -1510,35 +1517,13 @@ fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
 /// NUMA matters: our lane not told that llama.cpp ran NUMA-aware (`tier_numa` off) does
 /// not reproduce its NUMA-aware trace of `cli` with plain weights.
 fn llama_numa_matters(build: Build, cli: CliRun) -> Result<(), String> {
-    let model = embedded_model()?;
     let a = Attention {
         tier_threads: cli.threads,
         tier_numa: true,
         ..attn(KvType::F16, FlashAttn::On)
     };
-    let theirs = cli_trace(build, false, a, cli)?;
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let spec = RunSpec {
-        ids: forced_ids(cli.prompt),
-        steps: cli.steps + 1,
-        mode: Mode::Prompt,
-        batching: cli.batching,
-        forced: Vec::new(),
-    };
     let plain = Attention { tier_numa: false, ..a };
-    let arith = lane_arith(build.lane(false))?;
-    let mine = ours_spec(&model, arith, &spec, plain, cli.ctx, &dir.path().join("ours.st"))?;
-    let (diffs, _) = tapdiff::compare(&mine, &theirs);
-    match diffs.iter().find(|d| !d.bitwise()) {
-        None => Err(format!(
-            "{} without NUMA reproduces llama.cpp's NUMA-aware run: the trial does not exercise it",
-            build.lane(false)
-        )),
-        Some(d) => {
-            eprintln!("without NUMA the lane first differs at step {} tap {}", d.step, d.name);
-            Ok(())
-        }
-    }
+    llama_setting_matters(build, false, cli, a, plain, "not told of NUMA")
 }
 
 /// A qwen3 GGUF written by gguf-py itself (F32 and Q8_0 weights, a tied and an untied

@@ -86,7 +86,15 @@ pub fn state(data: &[u8]) -> Result<(), String> {
         n = n.wrapping_add(k.len()).wrapping_add(v.len());
     }
     std::hint::black_box(n);
-    let hp = tiercheck_model::HParams {
+    let hp = embedded_shape();
+    let _ = s.check(&hp, &tiercheck_model::Attention::LLAMA_DEFAULT, 512);
+    Ok(())
+}
+
+/// The hyper-parameters of the embedded model's shape (`golden/model/recipe.toml`): 8
+/// layers of 8 heads, 2 KV heads of 64, n_embd 512, n_ff 1536, 3072 tokens.
+pub fn embedded_shape() -> tiercheck_model::HParams {
+    tiercheck_model::HParams {
         arch: "qwen3".into(),
         n_embd: 512,
         n_layer: 8,
@@ -98,9 +106,7 @@ pub fn state(data: &[u8]) -> Result<(), String> {
         n_ctx_train: 512,
         rope_base: 1e6,
         rms_eps: 1e-6,
-    };
-    let _ = s.check(&hp, &tiercheck_model::Attention::LLAMA_DEFAULT, 512);
-    Ok(())
+    }
 }
 
 /// A golden lane manifest: the parser and validation `load_lane` applies, then every
