@@ -1667,14 +1667,14 @@ fn llama_delta() -> Result<(), String> {
 fn llama_delta_two_dumps() -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let ids = [17, 2045, 388, 901, 55, 1200];
+    let ids = [17, 2045, 388, 901, 55, 1200, 7, 300];
     let mut dumps = Vec::new();
     for repack in [true, false] {
         let out = dir.path().join(format!("llama-{repack}.safetensors"));
         let run = LlamaRun {
             mode: Mode::Decode,
             repack,
-            steps: 2,
+            steps: 4,
             attn: attn(KvType::F32, FlashAttn::Off),
             batching: Batching::EVERY_ROW,
             ctx: 512,
