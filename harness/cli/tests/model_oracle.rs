@@ -486,8 +486,9 @@ fn file_digest(path: &Path) -> Result<String, String> {
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The digests of the regular files under `dir` (recursively, sorted by path, caches of
-/// Python bytecode left out), one `path digest` line each, computed once per process.
+/// The digests of the regular files under `dir` (recursively, sorted by path; Python's
+/// bytecode caches and pip's build leftovers left out), one `path digest` line each,
+/// computed once per process.
 fn tree_digest(dir: &Path) -> Result<String, String> {
     static DONE: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
     let done = DONE.get_or_init(Default::default);
@@ -499,7 +500,13 @@ fn tree_digest(dir: &Path) -> Result<String, String> {
     while let Some(d) = todo.pop() {
         for e in std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
             let p = e.map_err(|e| format!("{}: {e}", d.display()))?.path();
-            if p.file_name().is_some_and(|n| n == "__pycache__") {
+            // Not the tool's: Python's bytecode caches, and what `pip install` leaves in
+            // a source folder it builds from (`build/`, `*.egg-info/`).
+            let skip = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n == "__pycache__" || n == "build" || n.ends_with(".egg-info"));
+            if skip {
                 continue;
             }
             let m = std::fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
