@@ -10,7 +10,7 @@
 //! - a **sequence state** (`llama_state_seq_save_file`; llama-server's slot save; the
 //!   capture tool's `--state-out`): `u32` magic `ggsq` (0x67677371), `u32` version 3,
 //!   `u32` token count and that many `i32` tokens, then the cache of one sequence;
-//! - a **session** (`llama_state_save_file`; llama-cli's prompt cache): `u32` magic
+//! - a **session** (`llama_state_save_file`; llama-completion's --prompt-cache): `u32` magic
 //!   `ggsn` (0x6767736e), `u32` version 10, the tokens as above, the architecture name
 //!   (`u32` length and bytes), then the cache of every sequence.
 //!

@@ -629,7 +629,7 @@ class Session:
 
     def save_state(self, path, session=False):
         """Saves sequence 0's state (llama_state_seq_save_file), or with `session` the
-        whole context's (llama_state_save_file, llama-cli's prompt cache), to `path`,
+        whole context's (llama_state_save_file, llama-completion's --prompt-cache), to `path`,
         written whole under a temporary name and renamed."""
         L = self.llama
         toks = (C.c_int32 * max(1, len(self.tokens)))(*self.tokens)
@@ -1074,7 +1074,7 @@ def main(argv=None):
                          "(llama_state_seq_save_file)")
     ap.add_argument("--session-out", default=None,
                     help="save the whole context as a session file after the last step "
-                         "(llama_state_save_file, llama-cli's prompt cache; in process only)")
+                         "(llama_state_save_file, llama-completion's --prompt-cache; in process only)")
     ap.add_argument("--numa", choices=sorted(NUMA_STRATEGIES), default=None,
                     help="llama_numa_init with this strategy first, as llama-cli's --numa "
                          "(ggml is NUMA-aware only on a host with several NUMA nodes; the "
