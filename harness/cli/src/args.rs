@@ -146,8 +146,8 @@ pub struct Setup {
     /// Start from the K/V cache llama.cpp saved in this file (a sequence state, as
     /// `llama_state_seq_save_file` and llama-server's slot save write it, or a session,
     /// as `llama_state_save_file` and llama-completion's `--prompt-cache` write it): the ids
-    /// continue after its cells. Its
-    /// cache type and flash attention setting must be `--kv` and `--fa`.
+    /// continue after its cells. Its cache type and flash attention setting must be `--kv`
+    /// and `--fa`.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
 }
