@@ -7,8 +7,8 @@
 //! the trials its proof names and passes only when every one of them ran in this suite
 //! run and passed. A named prefix that matches no trial, a proving trial that was
 //! filtered out, failed or panicked, fails the claim; proving trials ignored because
-//! this host cannot run them (the reason is theirs) make the claim ignored with "proven
-//! against <build>; not checked on this host: <reason>", and a failure where the lane is
+//! this host cannot run them (the reason is theirs) make the claim ignored with `proven
+//! against <build>; not checked on this host: <reason>`, and a failure where the lane is
 //! required (`TIERCHECK_REQUIRE_LANES`). A claim can then not outlive the trials that
 //! prove it, nor pass where they did not run. The test `lane_status` checks the other
 //! direction: every test a claim names exists and calls [`claim_trials`].
