@@ -733,7 +733,7 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool, a: Attention) -> Res
 /// --vocab 4096`: the real widths, head counts and Q4_K_M mix, random blocks): llama.cpp
 /// loads it and our lane reproduces `build` at every tap, with llama.cpp's default
 /// attention. The tied 0.6B shape takes its output from the Q6_K embedding; the 8B
-/// shape's 4096-wide rows and 12288-wide feed-forward are the seed model's widths.
+/// shape's 4096-wide rows and 12288-wide feed-forward are Qwen3 8B's widths.
 fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let opts = tiercheck_model::shaped::ShapeOptions {
@@ -1422,11 +1422,11 @@ fn long_run(dec: &Decoder<'_>, cells: usize) -> Result<Trace, String> {
 
 /// The reader of saved caches against llama.cpp's writers: the haswell build (repack on)
 /// evaluates 40 ids as llama-cli does and saves the sequence (`llama_state_seq_save_file`)
-/// and the session (`llama_state_save_file`); both files read back as the same cache, and
+/// and the whole context (`llama_state_save_file`); both files read back as the same cache, and
 /// it is the K and V our lane computes for those ids (its `Kcur`/`Vcur` taps, rounded to
 /// the cache type), cell by cell, layer by layer: the layouts (V transposed without flash
-/// attention) are read as llama.cpp writes them. Then a lane started from the session
-/// emits what it emits started from the sequence state.
+/// attention) are read as llama.cpp writes them. Then a lane started from the context
+/// file emits what it emits started from the sequence state.
 fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -1459,7 +1459,7 @@ fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
     if (s.cells, &s.tokens, s.kv, s.fa()) != (40, &ids, a.kv, a.fa)
         || (t.cells, &t.tokens, t.k != s.k, t.v != s.v) != (40, &ids, false, false)
     {
-        return Err("the sequence state and the session differ, or not as saved".into());
+        return Err("the sequence state and the context file differ, or not as saved".into());
     }
     // Our lane's K and V for the same ids, as stored in a cache of this type.
     let spec = RunSpec {
