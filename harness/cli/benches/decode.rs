@@ -229,6 +229,7 @@ fn time_command(cmd: &str, model: &Path, o: &Opts, vocab: usize) -> Result<(f64,
 }
 
 fn main() {
+    tiercheck_lanes::install_accelerated();
     let o = match parse_args() {
         Ok(o) => o,
         Err(e) => {

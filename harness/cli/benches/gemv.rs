@@ -541,6 +541,7 @@ fn to_json(cells: &[Cell], probe: &Probe, opts: &Opts, llc: usize) -> serde_json
 }
 
 fn main() {
+    tiercheck_lanes::install_accelerated();
     let opts = match parse_args() {
         Ok(o) => o,
         Err(e) => {

@@ -82,6 +82,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

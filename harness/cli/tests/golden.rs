@@ -45,6 +45,7 @@ use tiercheck_golden::{catalogue, verify, GoldenDir, GoldenError, Inputs, LaneGo
 use tiercheck_lanes as lanes;
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let dir = GoldenDir::from_env();
     if std::env::var("TIERCHECK_BLESS").is_ok_and(|v| v == "1") {

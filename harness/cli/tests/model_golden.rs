@@ -34,6 +34,7 @@ fn required_lanes() -> Vec<String> {
 }
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let dir = GoldenDir::from_env();
     let limit: usize = std::env::var("TIERCHECK_MODEL_PROMPTS")

@@ -2174,6 +2174,7 @@ fn trace_cache_recomputes_bitwise() -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let mut trials = vec![
         trial("numpy_f64/decode", || numpy_f64(Mode::Decode)),

@@ -54,6 +54,7 @@ const TYPES: [GgmlType; 4] = [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, Gg
 type Check = Box<dyn FnOnce(&ArmDriver) -> Result<(), String> + Send>;
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let mut tests: Vec<(String, ArmTier, Check)> = Vec::new();
     for tier in ArmTier::ALL {

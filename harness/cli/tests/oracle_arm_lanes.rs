@@ -48,6 +48,7 @@ use tiercheck_model::gen::{edge_blocks, random_blocks, Rng, RowKind};
 use tiercheck_oracle::{ArmDriver, ArmTier, MulmatJob, MulmatMode, OracleConfig, OracleError};
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let mut trials = Vec::new();
     let neon = lanes::find("aarch64-neon").expect("lane");

@@ -43,6 +43,7 @@ const SHAPES: [(usize, usize, usize); 3] = [(256, 8, 1), (512, 16, 4), (512, 16,
 type Check = Box<dyn FnOnce(&Drivers) -> Result<(), String> + Send>;
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let mut tests: Vec<(String, Check)> = Vec::new();
     for ty in TYPES {

@@ -28,6 +28,7 @@ use tiercheck_model::gen::{edge_blocks, random_blocks, Rng, RowKind};
 use tiercheck_oracle::{load_tier, GgmlLib, OracleConfig, Tier};
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let mut trials = Vec::new();
     for (ty, rule) in [

@@ -25,6 +25,7 @@ use tiercheck_model::gen::{Rng, RowKind};
 use tiercheck_oracle::{MulmatDriver, MulmatMode, OracleConfig, OracleError, Tier};
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let mut trials = Vec::new();
     for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {

@@ -15,6 +15,7 @@ use tiercheck_lanes as lanes;
 use tiercheck_model::gen::{Rng, RowKind};
 
 fn main() -> ExitCode {
+    tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
     let required = tiercheck_core::require::required_lanes();
     let mut trials = Vec::new();

@@ -189,7 +189,7 @@ pub fn check_tolerance(
             if !report.is_ok() {
                 return fail("outside the error bound of the exact result", &report);
             }
-            let ref_lane = tiercheck_core::lane("ref").ok_or("no ref lane")?;
+            let ref_lane = tiercheck_lanes::find("ref")?;
             let rule = kernels.act_rule(ty).map_err(|e| e.to_string())?;
             let ref_rule = ref_lane.portable.act_rule(ty).map_err(|e| e.to_string())?;
             // Max-abs bound against ref: both sides are within their rigorous bounds of

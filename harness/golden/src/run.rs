@@ -31,7 +31,7 @@ pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Option<Output>, 
     if matches!(case.op, Op::Elem(kind) if kind.gpu_only()) {
         return Ok(None);
     }
-    let reference = tiercheck_core::lane("ref").ok_or("no ref lane")?;
+    let reference = tiercheck_lanes::find("ref")?;
     if let Op::Quantize(fmt) = case.op {
         if family_for_format(reference, fmt).is_none() {
             let rule = match fmt {

@@ -1,37 +1,30 @@
 //! What this host's CPU can execute, detected at run time.
 
-/// CPU features that matter to some lane, as (name, present) pairs in a fixed order.
+/// The CPU features the host report lists, in this order (the provenance string of
+/// traces; a subset of `tiercheck_core::detect::KNOWN`).
+#[cfg(target_arch = "x86_64")]
+const REPORTED: &[&str] = &[
+    "sse4.2",
+    "avx",
+    "f16c",
+    "fma",
+    "avx2",
+    "bmi2",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512vnni",
+    "avxvnni",
+];
+#[cfg(target_arch = "aarch64")]
+const REPORTED: &[&str] = &["neon", "dotprod", "i8mm", "sve", "fp16"];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const REPORTED: &[&str] = &[];
+
+/// CPU features that matter to some lane, as (name, present) pairs in a fixed order
+/// (detected by `tiercheck_core::detect::cpu_has`).
 pub fn cpu_features() -> Vec<(&'static str, bool)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        vec![
-            ("sse4.2", std::arch::is_x86_feature_detected!("sse4.2")),
-            ("avx", std::arch::is_x86_feature_detected!("avx")),
-            ("f16c", std::arch::is_x86_feature_detected!("f16c")),
-            ("fma", std::arch::is_x86_feature_detected!("fma")),
-            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-            ("bmi2", std::arch::is_x86_feature_detected!("bmi2")),
-            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-            ("avx512bw", std::arch::is_x86_feature_detected!("avx512bw")),
-            ("avx512vl", std::arch::is_x86_feature_detected!("avx512vl")),
-            ("avx512vnni", std::arch::is_x86_feature_detected!("avx512vnni")),
-            ("avxvnni", std::arch::is_x86_feature_detected!("avxvnni")),
-        ]
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        vec![
-            ("neon", std::arch::is_aarch64_feature_detected!("neon")),
-            ("dotprod", std::arch::is_aarch64_feature_detected!("dotprod")),
-            ("i8mm", std::arch::is_aarch64_feature_detected!("i8mm")),
-            ("sve", std::arch::is_aarch64_feature_detected!("sve")),
-            ("fp16", std::arch::is_aarch64_feature_detected!("fp16")),
-        ]
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        Vec::new()
-    }
+    REPORTED.iter().map(|&n| (n, tiercheck_core::detect::cpu_has(n))).collect()
 }
 
 /// The detected features, space-separated (for provenance metadata).

@@ -7,7 +7,9 @@
 //! one contract; this module loops over the tables and never matches lane names. A
 //! native implementation is offered only when the running CPU (or GPU) has every
 //! feature it needs (runtime detection), so nothing here can execute an instruction
-//! the hardware lacks.
+//! the hardware lacks. Every function here that hands out a lane or its kernels first
+//! installs the accelerated forms of the portable twins (`tiercheck_accel::install`,
+//! once per process), so a twin runs at the host's speed wherever it came from.
 
 use tiercheck_core::lane::{native_entry, Arch, NativeElem, NativeLane, Unavailable};
 use tiercheck_core::{Kernels, Lane, LANES};
@@ -61,6 +63,7 @@ pub fn native_tables() -> Vec<&'static [NativeLane]> {
 /// lane has none, a CPU lane of another architecture is not in this build, and
 /// otherwise the lane's entry point decides (runtime detection).
 pub fn native(lane: &Lane) -> Result<&'static dyn Kernels, Unavailable> {
+    tiercheck_accel::install();
     if lane.arch == Arch::Portable {
         return Err(Unavailable::PortableOnly(lane.name));
     }
@@ -86,13 +89,23 @@ pub fn has_native(lane: &Lane) -> bool {
     lane.arch != Arch::Portable
 }
 
+/// Installs the accelerated forms of the portable twins where this CPU serves them
+/// (`tiercheck_accel::install`; once per process). Every function of this module that
+/// hands out a lane calls it; a program that takes twins straight from
+/// `tiercheck_core` calls it first.
+pub fn install_accelerated() {
+    tiercheck_accel::install();
+}
+
 /// All known lanes.
 pub fn all() -> &'static [&'static Lane] {
+    tiercheck_accel::install();
     LANES
 }
 
 /// Look up a lane by name, with a helpful error.
 pub fn find(name: &str) -> Result<&'static Lane, String> {
+    tiercheck_accel::install();
     tiercheck_core::lane(name).ok_or_else(|| {
         let names: Vec<&str> = LANES.iter().map(|l| l.name).collect();
         format!("unknown lane `{name}`; known lanes: {}", names.join(", "))
@@ -101,6 +114,7 @@ pub fn find(name: &str) -> Result<&'static Lane, String> {
 
 /// Choose the implementation of `lane` to run.
 pub fn choose(lane: &'static Lane, imp: Impl) -> Result<Chosen, String> {
+    tiercheck_accel::install();
     match imp {
         Impl::Portable => Ok(Chosen { lane, kernels: lane.portable, native: false }),
         Impl::Native => native(lane)
@@ -117,6 +131,7 @@ pub fn choose(lane: &'static Lane, imp: Impl) -> Result<Chosen, String> {
 /// form of the lane's [`tiercheck_core::elem::ElemFlavour`], or its native SIMD form
 /// where the architecture crate has one and the CPU runs it.
 pub fn elem_ops(chosen: &Chosen) -> &'static dyn tiercheck_core::elem::ElemOps {
+    tiercheck_accel::install();
     let flavour = chosen.lane.recipe.elem;
     if chosen.native {
         if let Some(n) = native_elem(flavour) {
@@ -128,6 +143,7 @@ pub fn elem_ops(chosen: &Chosen) -> &'static dyn tiercheck_core::elem::ElemOps {
 
 /// The native elementwise kernels of `lane`'s flavour, or why this build or CPU has none.
 pub fn native_elem_ops(lane: &Lane) -> Result<&'static dyn tiercheck_core::elem::ElemOps, String> {
+    tiercheck_accel::install();
     let flavour = lane.recipe.elem;
     #[cfg(target_arch = "x86_64")]
     let tables: &[&'static [NativeElem]] = &[tiercheck_x86_64::NATIVE_ELEM];

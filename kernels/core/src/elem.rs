@@ -593,12 +593,13 @@ fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
     }
 }
 
-/// The bodies of the portable kernels (the specification); [`ElemOps`] runs them
-/// compiled with FMA where the CPU has it (`mul_add` is then one instruction instead of
-/// a library call: the same correctly rounded result).
+/// The bodies of the portable kernels (the specification); `tiercheck-accel` installs
+/// them compiled with FMA where the CPU has it ([`slots`]: `mul_add` is then one
+/// instruction instead of a library call: the same correctly rounded result).
 impl PortableElem {
+    /// The body of the [`ElemOps`] method of the same name without `_in`.
     #[inline(always)]
-    fn soft_max_in(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
+    pub fn soft_max_in(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
         let flavour = self.0;
         let w = flavour.width();
         assert_eq!(y.len(), x.len(), "soft_max: lengths differ");
@@ -636,8 +637,9 @@ impl PortableElem {
         sum
     }
 
+    /// The body of the [`ElemOps`] method of the same name without `_in`.
     #[inline(always)]
-    fn swiglu_in(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
+    pub fn swiglu_in(&self, y: &mut [f32], x: &[f32], g: &[f32]) {
         let w = self.0.width();
         assert!(y.len() == x.len() && x.len() == g.len(), "swiglu: lengths differ");
         let n = x.len();
@@ -651,8 +653,9 @@ impl PortableElem {
         }
     }
 
+    /// The body of the [`ElemOps`] method of the same name without `_in`.
     #[inline(always)]
-    fn dot_f32_in(&self, x: &[f32], y: &[f32]) -> f32 {
+    pub fn dot_f32_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f32: lengths differ");
         match self.0.loops() {
             ElemFlavour::X64
@@ -691,8 +694,9 @@ impl PortableElem {
         }
     }
 
+    /// The body of the [`ElemOps`] method of the same name without `_in`.
     #[inline(always)]
-    fn dot_f16_in(&self, x: &[f32], y: &[f32]) -> f32 {
+    pub fn dot_f16_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f16: lengths differ");
         match self.0 {
             ElemFlavour::Sve128 => dot_f16_sve::<4>(x, y),
@@ -709,8 +713,9 @@ impl PortableElem {
         }
     }
 
+    /// The body of the [`ElemOps`] method of the same name without `_in`.
     #[inline(always)]
-    fn sgemm_dot_in(&self, a: &[f32], b: &[f32]) -> f32 {
+    pub fn sgemm_dot_in(&self, a: &[f32], b: &[f32]) -> f32 {
         assert_eq!(a.len(), b.len(), "sgemm_dot: lengths differ");
         let w = self.0.width();
         assert!(a.len().is_multiple_of(w), "sgemm_dot: length not a multiple of {w}");
@@ -738,11 +743,7 @@ impl ElemOps for PortableElem {
     }
 
     fn soft_max(&self, y: &mut [f32], x: &[f32], max: f32) -> f64 {
-        #[cfg(target_arch = "x86_64")]
-        if fma::available() {
-            // SAFETY: this CPU has FMA (detected just above).
-            return unsafe { fma::soft_max(self, y, x, max) };
-        }
+        crate::accelerated!(slots::SOFT_MAX, (self, y, x, max));
         self.soft_max_in(y, x, max)
     }
 
@@ -750,78 +751,23 @@ impl ElemOps for PortableElem {
         if let Some(math) = self.0.gpu_math() {
             return crate::gpu::elem::swiglu(math, y, x, g);
         }
-        #[cfg(target_arch = "x86_64")]
-        if fma::available() {
-            // SAFETY: this CPU has FMA (detected just above).
-            return unsafe { fma::swiglu(self, y, x, g) };
-        }
+        crate::accelerated!(slots::SWIGLU, (self, y, x, g));
         self.swiglu_in(y, x, g)
     }
 
     fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if fma::available() {
-            // SAFETY: this CPU has FMA (detected just above).
-            return unsafe { fma::dot_f32(self, x, y) };
-        }
+        crate::accelerated!(slots::DOT_F32, (self, x, y));
         self.dot_f32_in(x, y)
     }
 
     fn dot_f16(&self, x: &[f32], y: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if fma::available() {
-            // SAFETY: this CPU has FMA (detected just above).
-            return unsafe { fma::dot_f16(self, x, y) };
-        }
+        crate::accelerated!(slots::DOT_F16, (self, x, y));
         self.dot_f16_in(x, y)
     }
 
     fn sgemm_dot(&self, a: &[f32], b: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if fma::available() {
-            // SAFETY: this CPU has FMA (detected just above).
-            return unsafe { fma::sgemm_dot(self, a, b) };
-        }
+        crate::accelerated!(slots::SGEMM_DOT, (self, a, b));
         self.sgemm_dot_in(a, b)
-    }
-}
-
-/// The portable kernels compiled a second time with FMA enabled: the same Rust, so the
-/// same float operations in the same order (Rust neither contracts nor reassociates),
-/// only `f32::mul_add` becomes one instruction. Off under
-/// [`crate::accel::with_scalar`], like the other accelerated forms.
-#[cfg(target_arch = "x86_64")]
-mod fma {
-    use super::PortableElem;
-
-    #[inline]
-    pub(super) fn available() -> bool {
-        crate::accel::x86_avx2()
-    }
-
-    #[target_feature(enable = "fma")]
-    pub(super) fn soft_max(e: &PortableElem, y: &mut [f32], x: &[f32], max: f32) -> f64 {
-        e.soft_max_in(y, x, max)
-    }
-
-    #[target_feature(enable = "fma")]
-    pub(super) fn swiglu(e: &PortableElem, y: &mut [f32], x: &[f32], g: &[f32]) {
-        e.swiglu_in(y, x, g)
-    }
-
-    #[target_feature(enable = "fma")]
-    pub(super) fn dot_f32(e: &PortableElem, x: &[f32], y: &[f32]) -> f32 {
-        e.dot_f32_in(x, y)
-    }
-
-    #[target_feature(enable = "fma")]
-    pub(super) fn dot_f16(e: &PortableElem, x: &[f32], y: &[f32]) -> f32 {
-        e.dot_f16_in(x, y)
-    }
-
-    #[target_feature(enable = "fma")]
-    pub(super) fn sgemm_dot(e: &PortableElem, a: &[f32], b: &[f32]) -> f32 {
-        e.sgemm_dot_in(a, b)
     }
 }
 
@@ -1008,6 +954,27 @@ pub fn rope_neox(x: &mut [f32], cache: &[[f32; 2]], rotation: RopeRotation) {
 /// NaN quieted), for a bf16 residual stream.
 pub fn round_bf16(x: f32) -> f32 {
     fp16::bf16_bits_to_f32(fp16::f32_to_bf16_bits(x))
+}
+
+/// The slots of the portable kernels (see [`crate::accel`]), filled by `tiercheck-accel`
+/// (its `src/elem.rs`: the same bodies compiled with FMA).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
+    use super::*;
+    use crate::accel::Slot;
+
+    /// [`ElemOps::soft_max`] of [`PortableElem`].
+    pub static SOFT_MAX: Slot<fn(&PortableElem, &mut [f32], &[f32], f32) -> f64> = Slot::new();
+    /// [`ElemOps::swiglu`] of [`PortableElem`] (CPU flavours).
+    pub static SWIGLU: Slot<fn(&PortableElem, &mut [f32], &[f32], &[f32])> = Slot::new();
+    /// [`ElemOps::dot_f32`] of [`PortableElem`].
+    pub static DOT_F32: Slot<fn(&PortableElem, &[f32], &[f32]) -> f32> = Slot::new();
+    /// [`ElemOps::dot_f16`] of [`PortableElem`].
+    pub static DOT_F16: Slot<fn(&PortableElem, &[f32], &[f32]) -> f32> = Slot::new();
+    /// [`ElemOps::sgemm_dot`] of [`PortableElem`].
+    pub static SGEMM_DOT: Slot<fn(&PortableElem, &[f32], &[f32]) -> f32> = Slot::new();
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Writes the vectors file that `device/ggml_gpu_check.cu` (ggml's own CUDA kernels)
-//! checks an NVIDIA GPU against: [`tiercheck_hip::ggml_cases`].
+//! checks an NVIDIA GPU against: [`tiercheck_gpu_testkit::ggml_cases`].
 //!
 //! ```text
 //! cargo run -p tiercheck-hip --example ggml_vectors -- OUT.bin
@@ -13,8 +13,8 @@ fn main() {
         eprintln!("usage: ggml_vectors OUT.bin");
         std::process::exit(2);
     };
-    let file = tiercheck_hip::ggml_cases::vectors();
-    if let Err(e) = tiercheck_hip::inputs::write_atomically(out_path, &file) {
+    let file = tiercheck_gpu_testkit::ggml_cases::vectors();
+    if let Err(e) = tiercheck_gpu_testkit::inputs::write_atomically(out_path, &file) {
         eprintln!("ggml_vectors: cannot write {out_path}: {e}");
         std::process::exit(1);
     }

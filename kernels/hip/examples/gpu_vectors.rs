@@ -16,7 +16,7 @@
 
 use tiercheck_core::gpu::{mmvq_gemv, quantize_q8_1_mmvq};
 use tiercheck_core::GgmlType;
-use tiercheck_hip::inputs::Rng;
+use tiercheck_gpu_testkit::inputs::Rng;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -24,7 +24,7 @@ fn main() {
         eprintln!("usage: gpu_vectors OUT.bin");
         std::process::exit(2);
     };
-    let variants = tiercheck_hip::ggml_cases::contractions();
+    let variants = tiercheck_gpu_testkit::ggml_cases::contractions();
     let types = [(GgmlType::Q4_K, 0u32), (GgmlType::Q6_K, 1), (GgmlType::Q8_0, 2)];
     let shapes = [(256usize, 1usize), (512, 7), (4352, 33), (5120, 3)];
     let nwarps_set = [1usize, 4];
@@ -67,7 +67,7 @@ fn main() {
         head.extend_from_slice(&n);
     }
     head.extend_from_slice(&body);
-    if let Err(e) = tiercheck_hip::inputs::write_atomically(out_path, &head) {
+    if let Err(e) = tiercheck_gpu_testkit::inputs::write_atomically(out_path, &head) {
         eprintln!("gpu_vectors: cannot write {out_path}: {e}");
         std::process::exit(1);
     }

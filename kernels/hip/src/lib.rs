@@ -21,7 +21,7 @@
 //!   and `libamdhip64`.
 //!
 //! # ggml's own CUDA kernels on a device
-//! [`ggml_cases`] builds the cases `device/ggml_gpu_check.cu` (linked by
+//! `tiercheck_gpu_testkit::ggml_cases` (a dev-dependency) builds the cases `device/ggml_gpu_check.cu` (linked by
 //! `ci/ggml-gpu-driver` with ggml's unchanged CUDA units) runs on an NVIDIA GPU: the
 //! inputs and the `cuda-sm90` twin's outputs, compared there bit for bit.
 //!
@@ -39,12 +39,6 @@ use tiercheck_core::Kernels;
 
 #[cfg(feature = "hip")]
 mod device;
-mod elf;
-pub mod ggml_cases;
-pub mod inputs;
-pub mod isa;
-
-pub use elf::{inspect, mach_of, ElfInfo};
 
 /// One embedded code object.
 #[derive(Clone, Copy, Debug)]

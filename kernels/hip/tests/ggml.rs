@@ -8,7 +8,7 @@
 //! same way: RDNA's recipe with its own warp table, [`WAVE32_RDNA3_0`], no lane) the
 //! trials disassemble ggml's kernels
 //! (`llvm-objdump`), evaluate their float operations as trees
-//! ([`tiercheck_hip::isa`]) and compare them with the trees the lane's recipe
+//! ([`tiercheck_gpu_testkit::isa`]) and compare them with the trees the lane's recipe
 //! describes (its [`MmvqConfig`]: warp size, warps per block, [`Contraction`]):
 //!
 //! - `ggml <target> mmvq <type>`: for `mul_mat_vec_q<type, ncols_dst = 1>` (no fusion,
@@ -52,7 +52,7 @@
 //!
 //! On AMD, `ggml <target> rope executes`: HIP's `rope_neox` inlines the device
 //! library's branching `powf`/`sinf`/`cosf`, so it is not read as trees but executed
-//! ([`tiercheck_hip::isa::exec`]) for 2,940 threads, each of whose two stores must equal
+//! ([`tiercheck_gpu_testkit::isa::exec`]) for 2,940 threads, each of whose two stores must equal
 //! [`tiercheck_core::gpu::ocml::rope_pair_hip`] bit for bit; the other rotation forms
 //! and the CPU's angles must each differ from ggml's outputs somewhere. And
 //! `ggml <target> swiglu executes`: SwiGLU executed for 2,030 elements (the device
@@ -73,7 +73,7 @@ use tiercheck_core::gpu::{
     MMVF_RDNA2, MMVF_RDNA3, WAVE32, WAVE32_RDNA3_0, WAVE64,
 };
 use tiercheck_core::GgmlType;
-use tiercheck_hip::isa::{self, Exprs, Id};
+use tiercheck_gpu_testkit::isa::{self, Exprs, Id};
 
 mod common;
 use common::{butterfly, reduction, step, step_matches};

@@ -4,7 +4,7 @@
 //! `quantize.cu`, `norm.cu`, `unary.cu`, `rope.cu` and `softmax.cu` (unchanged, ggml's
 //! CUDA flags) into `<TIERCHECK_GGML_GPU>/driver/ggml_gpu_check` (or
 //! `TIERCHECK_GGML_DRIVER` names the binary). The trial `ggml device cuda-sm90` writes
-//! the cases of [`tiercheck_hip::ggml_cases`] (inputs and the twin's outputs) and runs
+//! the cases of [`tiercheck_gpu_testkit::ggml_cases`] (inputs and the twin's outputs) and runs
 //! the binary on them: every op through ggml's own host entry point, every output equal
 //! to the twin's bit for bit.
 //!
@@ -54,7 +54,7 @@ fn run_driver(bin: &PathBuf) -> Result<Completion, Failed> {
     let dir = std::env::temp_dir().join(format!("tiercheck-ggml-device-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let vectors = dir.join("ggml_vectors.bin");
-    std::fs::write(&vectors, tiercheck_hip::ggml_cases::vectors())
+    std::fs::write(&vectors, tiercheck_gpu_testkit::ggml_cases::vectors())
         .map_err(|e| format!("{}: {e}", vectors.display()))?;
     let out = Command::new(bin).arg(&vectors).output();
     let _ = std::fs::remove_dir_all(&dir);
@@ -99,7 +99,7 @@ fn truncated_file(bin: &PathBuf) -> Result<(), Failed> {
     let dir = std::env::temp_dir().join(format!("tiercheck-ggml-truncated-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let file = dir.join("cut.bin");
-    let whole = tiercheck_hip::ggml_cases::vectors();
+    let whole = tiercheck_gpu_testkit::ggml_cases::vectors();
     std::fs::write(&file, &whole[..1000]).map_err(|e| format!("{}: {e}", file.display()))?;
     let out = Command::new(bin).arg(&file).output();
     let _ = std::fs::remove_dir_all(&dir);
@@ -121,7 +121,7 @@ fn replay(bin: &PathBuf) -> Result<(), Failed> {
     let dir = std::env::temp_dir().join(format!("tiercheck-ggml-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let file = dir.join("ggml_vectors.bin");
-    std::fs::write(&file, tiercheck_hip::ggml_cases::vectors())
+    std::fs::write(&file, tiercheck_gpu_testkit::ggml_cases::vectors())
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let out = Command::new(bin).arg("--replay").arg(&file).output();
     let _ = std::fs::remove_dir_all(&dir);

@@ -21,16 +21,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use libtest_mimic::{Arguments, Completion, Trial};
-use tiercheck_hip::isa;
+use tiercheck_gpu_testkit::isa;
 
 mod common;
 use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
 use tiercheck_core::lane::{HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
-use tiercheck_hip::inputs::Rng;
+use tiercheck_gpu_testkit::inputs::Rng;
+use tiercheck_gpu_testkit::inspect;
 use tiercheck_hip::{
-    code_object, inspect, kernel_names, mmvq_kernel, wave_size, BUILD_NOTE, CODE_OBJECTS,
-    CONFIGURED_TARGETS,
+    code_object, kernel_names, mmvq_kernel, wave_size, BUILD_NOTE, CODE_OBJECTS, CONFIGURED_TARGETS,
 };
 
 fn require_hip() -> bool {
@@ -70,7 +70,7 @@ fn code_object_trial(target: &'static str) -> Trial {
     Trial::test(name, move || {
         let co = code_object(target).ok_or("configured but not embedded")?;
         let info = inspect(co.bytes).map_err(|e| format!("{target}: {e}"))?;
-        if let Some(mach) = tiercheck_hip::mach_of(target) {
+        if let Some(mach) = tiercheck_gpu_testkit::mach_of(target) {
             if info.mach != mach {
                 return Err(
                     format!("{target}: e_flags mach {:#x}, expected {mach:#x}", info.mach).into()
@@ -91,7 +91,7 @@ fn code_object_trial(target: &'static str) -> Trial {
 // Contraction from the disassembly.
 
 fn find_objdump() -> Option<PathBuf> {
-    tiercheck_hip::isa::find_llvm_tool("llvm-objdump")
+    tiercheck_gpu_testkit::isa::find_llvm_tool("llvm-objdump")
 }
 
 /// The f32 arithmetic of one kernel, in program order (one mnemonic per instruction).

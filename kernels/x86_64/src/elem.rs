@@ -43,14 +43,7 @@ use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::Unavailable;
 
 /// AVX2 and FMA, detected once.
-static FEATURES: FeatureSet = FeatureSet::new(features);
-
-fn features() -> Vec<(&'static str, bool)> {
-    vec![
-        ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-        ("fma", std::arch::is_x86_feature_detected!("fma")),
-    ]
-}
+static FEATURES: FeatureSet = FeatureSet::new(&["avx2", "fma"]);
 
 /// Whether this CPU has AVX2 and FMA (detected once).
 pub fn is_available() -> bool {

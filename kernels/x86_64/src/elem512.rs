@@ -37,14 +37,7 @@ use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::Unavailable;
 
 /// AVX-512 F and DQ, detected once.
-static FEATURES: FeatureSet = FeatureSet::new(features);
-
-fn features() -> Vec<(&'static str, bool)> {
-    vec![
-        ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-        ("avx512dq", std::arch::is_x86_feature_detected!("avx512dq")),
-    ]
-}
+static FEATURES: FeatureSet = FeatureSet::new(&["avx512f", "avx512dq"]);
 
 /// The native AVX-512 elementwise kernels. Only [`kernels()`] hands one out, and only
 /// where the CPU has AVX-512 F and DQ, so holding one proves the instructions legal.

@@ -16,13 +16,7 @@ use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, R
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
 /// NEON, dotprod and i8mm, detected once.
-pub(crate) static FEATURES: FeatureSet = FeatureSet::new(|| {
-    vec![
-        ("neon", std::arch::is_aarch64_feature_detected!("neon")),
-        ("dotprod", std::arch::is_aarch64_feature_detected!("dotprod")),
-        ("i8mm", std::arch::is_aarch64_feature_detected!("i8mm")),
-    ]
-});
+pub(crate) static FEATURES: FeatureSet = FeatureSet::new(&["neon", "dotprod", "i8mm"]);
 
 /// Whether this CPU has i8mm (`smmla`) besides NEON and dotprod (detected once).
 pub fn has_i8mm() -> bool {

@@ -13,16 +13,10 @@ use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::Unavailable;
 
 /// NEON, detected once.
-pub(crate) static FEATURES: FeatureSet =
-    FeatureSet::new(|| vec![("neon", std::arch::is_aarch64_feature_detected!("neon"))]);
+pub(crate) static FEATURES: FeatureSet = FeatureSet::new(&["neon"]);
 
 /// NEON and dotprod, detected once.
-pub(crate) static DOTPROD: FeatureSet = FeatureSet::new(|| {
-    vec![
-        ("neon", std::arch::is_aarch64_feature_detected!("neon")),
-        ("dotprod", std::arch::is_aarch64_feature_detected!("dotprod")),
-    ]
-});
+pub(crate) static DOTPROD: FeatureSet = FeatureSet::new(&["neon", "dotprod"]);
 
 /// Whether the CPU has the dotprod extension (detected once).
 pub fn has_dotprod() -> bool {

@@ -38,14 +38,7 @@ use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 use crate::{i8mm, neon};
 
 /// NEON, dotprod, i8mm and SVE, detected once.
-pub(crate) static FEATURES: FeatureSet = FeatureSet::new(|| {
-    vec![
-        ("neon", std::arch::is_aarch64_feature_detected!("neon")),
-        ("dotprod", std::arch::is_aarch64_feature_detected!("dotprod")),
-        ("i8mm", std::arch::is_aarch64_feature_detected!("i8mm")),
-        ("sve", std::arch::is_aarch64_feature_detected!("sve")),
-    ]
-});
+pub(crate) static FEATURES: FeatureSet = FeatureSet::new(&["neon", "dotprod", "i8mm", "sve"]);
 
 /// The SVE vector length in bits (`rdvl`).
 ///
@@ -65,7 +58,7 @@ unsafe fn rdvl_bits() -> usize {
 pub fn vector_bits() -> Option<usize> {
     static BITS: OnceLock<Option<usize>> = OnceLock::new();
     *BITS.get_or_init(|| {
-        if std::arch::is_aarch64_feature_detected!("sve") {
+        if tiercheck_core::detect::cpu_has("sve") {
             // SAFETY: SVE was detected.
             Some(unsafe { rdvl_bits() })
         } else {

@@ -118,7 +118,7 @@
 
 pub mod elem;
 mod mmvf;
-mod mmvq;
+pub mod mmvq;
 pub mod ocml;
 mod quantize;
 mod vecdotq;

@@ -4,7 +4,7 @@
 
 use tiercheck_core::gpu::{Contraction, Q4KCombine};
 use tiercheck_core::GgmlType;
-use tiercheck_hip::isa::{Exprs, Id};
+use tiercheck_gpu_testkit::isa::{Exprs, Id};
 
 /// `acc + a * b`: one fma when `fuse`, else a rounded product and a rounded sum.
 pub fn mad(e: &mut Exprs, fuse: bool, a: Id, b: Id, acc: Id) -> Id {

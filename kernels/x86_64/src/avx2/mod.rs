@@ -15,15 +15,7 @@ use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::Unavailable;
 
 /// AVX2, FMA and F16C, detected once.
-static FEATURES: FeatureSet = FeatureSet::new(features);
-
-fn features() -> Vec<(&'static str, bool)> {
-    vec![
-        ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-        ("fma", std::arch::is_x86_feature_detected!("fma")),
-        ("f16c", std::arch::is_x86_feature_detected!("f16c")),
-    ]
-}
+static FEATURES: FeatureSet = FeatureSet::new(&["avx2", "fma", "f16c"]);
 
 /// Whether this CPU has AVX2, FMA and F16C (detected once).
 pub fn is_available() -> bool {

@@ -11,17 +11,7 @@ use tiercheck_core::lane::Unavailable;
 use tiercheck_core::Kernels;
 
 /// The CPU features of ggml's AVX-512 tier that the lane needs, detected once.
-static FEATURES: FeatureSet = FeatureSet::new(features);
-
-fn features() -> Vec<(&'static str, bool)> {
-    vec![
-        ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-        ("avx512dq", std::arch::is_x86_feature_detected!("avx512dq")),
-        ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-        ("fma", std::arch::is_x86_feature_detected!("fma")),
-        ("f16c", std::arch::is_x86_feature_detected!("f16c")),
-    ]
-}
+static FEATURES: FeatureSet = FeatureSet::new(&["avx512f", "avx512dq", "avx2", "fma", "f16c"]);
 
 /// Whether this CPU has AVX-512 F and DQ, AVX2, FMA and F16C (detected once).
 pub fn is_available() -> bool {

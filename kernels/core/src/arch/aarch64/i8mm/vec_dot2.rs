@@ -29,12 +29,9 @@ use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 /// stores it: `s[0], s[1]` then `s[bs], s[bs + 1]`).
 pub type Tile = [[f32; 2]; 2];
 
-fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 (detected just above).
-        return unsafe { fast::q4_0_isum(x, y) };
-    }
+/// The exact integer dot product of one Q4_0 block (values minus 8) with one Q8_0 block.
+pub fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
+    crate::accelerated!(slots::Q4_0_ISUM, (x, y));
     (0..16)
         .map(|o| {
             ((x.qs[o] & 0xF) as i32 - 8) * y.q(o) as i32
@@ -43,12 +40,9 @@ fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
         .sum()
 }
 
-fn q8_0_isum(x: &BlockQ8_0, y: &BlockQ8_0) -> i32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 (detected just above).
-        return unsafe { fast::q8_0_isum(x, y) };
-    }
+/// The exact integer dot product of two Q8_0 blocks.
+pub fn q8_0_isum(x: &BlockQ8_0, y: &BlockQ8_0) -> i32 {
+    crate::accelerated!(slots::Q8_0_ISUM, (x, y));
     (0..32).map(|o| x.q(o) as i32 * y.q(o) as i32).sum()
 }
 
@@ -82,11 +76,7 @@ pub fn vec_dot2_q8_0_q8_0(x: [&[BlockQ8_0]; 2], y: [&[BlockQ8_0]; 2]) -> Tile {
 
 /// The exact (isum, bias) of one Q4_K superblock against one Q8_K block.
 pub fn q4_k_isum_bias(x: &BlockQ4K, y: &BlockQ8K) -> (i32, i32) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 (detected just above).
-        return unsafe { fast::q4_k_isum_bias(x, y) };
-    }
+    crate::accelerated!(slots::Q4_K_ISUM_BIAS, (x, y));
     let (mut isum, mut bias) = (0i32, 0i32);
     for s in 0..8 {
         let (sc, mn) = scale_min_k4(s, &x.scales);
@@ -101,41 +91,6 @@ pub fn q4_k_isum_bias(x: &BlockQ4K, y: &BlockQ8K) -> (i32, i32) {
         bias += mn as i32 * (y.bsum(2 * s) as i32 + y.bsum(2 * s + 1) as i32);
     }
     (isum, bias)
-}
-
-/// The integer sums above by [`crate::accel::x86`] (exact: the same integers).
-#[cfg(target_arch = "x86_64")]
-mod fast {
-    use super::*;
-    use crate::accel::x86;
-    use core::arch::x86_64::*;
-
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn sum4(v: __m128i) -> i32 {
-        let s = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
-        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
-        let (xl, xh) = x86::q4_0_halves(&x.qs);
-        sum4(x86::sdot_lanes(xl, xh, &y.qs))
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn q8_0_isum(x: &BlockQ8_0, y: &BlockQ8_0) -> i32 {
-        let (xl, xh) = x86::q8_halves(&x.qs);
-        sum4(x86::sdot_lanes(xl, xh, &y.qs))
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn q4_k_isum_bias(x: &BlockQ4K, y: &BlockQ8K) -> (i32, i32) {
-        let (sc, mn) = crate::accel::q4k_scales_mins(&x.scales);
-        let bias =
-            (0..8).map(|s| mn[s] as i32 * (y.bsum(2 * s) as i32 + y.bsum(2 * s + 1) as i32)).sum();
-        (x86::q4k_sumi(&x.qs, &y.qs, &sc), bias)
-    }
 }
 
 /// `ggml_vec_dot_q4_K_q8_K` with `nrc == 2`.
@@ -166,4 +121,21 @@ pub fn vec_dot2_q6_k_q8_k(x: [&[BlockQ6K]; 2], y: [&[BlockQ8K]; 2]) -> Tile {
         }
     }
     t
+}
+
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/aarch64/i8mm/vec_dot2.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
+    use super::*;
+    use crate::accel::Slot;
+
+    /// [`q4_0_isum`].
+    pub static Q4_0_ISUM: Slot<fn(&BlockQ4_0, &BlockQ8_0) -> i32> = Slot::new();
+    /// [`q8_0_isum`].
+    pub static Q8_0_ISUM: Slot<fn(&BlockQ8_0, &BlockQ8_0) -> i32> = Slot::new();
+    /// [`q4_k_isum_bias`].
+    pub static Q4_K_ISUM_BIAS: Slot<fn(&BlockQ4K, &BlockQ8K) -> (i32, i32)> = Slot::new();
 }

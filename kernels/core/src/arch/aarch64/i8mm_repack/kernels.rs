@@ -69,11 +69,7 @@ pub(crate) fn q4_k_bias(x: &BlockQ4Kx8, j: usize, yb: &BlockQ8K) -> i32 {
 
 /// `ggml_gemv_q4_K_8x8_q8_K` for one group of 8 columns.
 pub fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::gemv_q4_k_8x8(blocks, y) };
-    }
+    crate::accelerated!(slots::GEMV_Q4_K_8X8, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         for (j, a) in acc.iter_mut().enumerate() {
@@ -93,11 +89,7 @@ pub fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// `ggml_gemm_q4_K_8x8_q8_K` for one group of 8 columns and one activation row (the
 /// kernel computes four rows at once; each row's arithmetic is independent).
 pub fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::gemm_q4_k_8x8::<false>(blocks, y) };
-    }
+    crate::accelerated!(slots::GEMM_Q4_K_8X8, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         for (j, a) in acc.iter_mut().enumerate() {
@@ -113,74 +105,6 @@ pub fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     acc
 }
 
-/// The accelerated forms (see [`crate::accel`]): integer stages by
-/// [`crate::accel::x86::q4kx8_dots`], the float operations of the scalar kernels (and of
-/// the SVE-256 gemm, `FUSED`) one for one.
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod fast {
-    use super::*;
-
-    /// Per row of the group: the bias `sum_s min_s * S_s` and isum `sum_s sc_s * dot_s`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn ints(x: &BlockQ4Kx8, yb: &BlockQ8K) -> ([[i32; 8]; 8], [[u8; 8]; 8], [i32; 8]) {
-        let dot = crate::accel::x86::q4kx8_dots(&x.qs, &yb.qs, 8);
-        let (sc, mn) = crate::accel::q4kx8_scales_mins(x);
-        let sums: [i32; 8] =
-            core::array::from_fn(|s| yb.bsum(2 * s).wrapping_add(yb.bsum(2 * s + 1)) as i32);
-        let mut bias = [0i32; 8];
-        for s in 0..8 {
-            for j in 0..8 {
-                bias[j] += mn[s][j] as i32 * sums[s];
-            }
-        }
-        (dot, sc, bias)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-        let mut acc = [0.0f32; 8];
-        for (x, yb) in blocks.iter().zip(y) {
-            let (dot, sc, bias) = ints(x, yb);
-            for (j, a) in acc.iter_mut().enumerate() {
-                let scale = f16(x.d[j]) * yb.d();
-                let min = f16(x.dmin[j]) * yb.d();
-                for s in 0..8 {
-                    *a = scale.mul_add((sc[s][j] as i32 * dot[s][j]) as f32, *a);
-                }
-                *a -= bias[j] as f32 * min;
-            }
-        }
-        acc
-    }
-
-    /// `FUSED = false`: the i8mm gemm (`vmlsq_f32`, `vmlaq_f32`, unfused); `true`: the
-    /// SVE-256 gemm (`svmls`, `svmla`, fused).
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) fn gemm_q4_k_8x8<const FUSED: bool>(
-        blocks: &[BlockQ4Kx8],
-        y: &[BlockQ8K],
-    ) -> [f32; 8] {
-        let mut acc = [0.0f32; 8];
-        for (x, yb) in blocks.iter().zip(y) {
-            let (dot, sc, bias) = ints(x, yb);
-            for (j, a) in acc.iter_mut().enumerate() {
-                let isum: i32 = (0..8).map(|s| sc[s][j] as i32 * dot[s][j]).sum();
-                let min = f16(x.dmin[j]) * yb.d();
-                let scale = f16(x.d[j]) * yb.d();
-                if FUSED {
-                    *a = (-(bias[j] as f32)).mul_add(min, *a);
-                    *a = (isum as f32).mul_add(scale, *a);
-                } else {
-                    *a -= bias[j] as f32 * min;
-                    *a += isum as f32 * scale;
-                }
-            }
-        }
-        acc
-    }
-}
-
 /// `ggml_gemv_q4_0_4x8_q8_0` (and, per row, `ggml_gemm_q4_0_4x8_q8_0`) for one group of
 /// 4 columns.
 pub fn gemv_q4_0_4x8(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
@@ -191,4 +115,19 @@ pub fn gemv_q4_0_4x8(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
 /// 4 columns.
 pub fn gemv_q8_0_4x8(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
     crate::arch::aarch64::neon_repack::kernels::gemv_q8_0_4xil(blocks, 8, y)
+}
+
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/aarch64/i8mm_repack/kernels.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
+    use super::*;
+    use crate::accel::Slot;
+
+    /// [`gemv_q4_k_8x8`].
+    pub static GEMV_Q4_K_8X8: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
+    /// [`gemm_q4_k_8x8`].
+    pub static GEMM_Q4_K_8X8: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
 }

@@ -55,11 +55,7 @@ pub(crate) fn q8_halves(b: &BlockQ8_0) -> ([i8; 16], [i8; 16]) {
 
 /// `ggml_vec_dot_q4_0_q8_0`, NEON path, nrc = 1.
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q4_0_q8_0(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q4_0_Q8_0, (x, y));
     let nb = x.len().min(y.len());
     let mut sumv0 = [0.0f32; 4];
     let mut sumv1 = [0.0f32; 4];
@@ -85,7 +81,7 @@ pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 
 /// The scalar tail of `ggml_vec_dot_q4_0_q8_0` (an odd last block).
 #[inline(always)]
-fn q4_0_tail(x: &[BlockQ4_0], y: &[BlockQ8_0], ib: usize, nb: usize, mut sumf: f32) -> f32 {
+pub fn q4_0_tail(x: &[BlockQ4_0], y: &[BlockQ8_0], ib: usize, nb: usize, mut sumf: f32) -> f32 {
     for b in ib..nb {
         let mut sumi = 0i32;
         for j in 0..16 {
@@ -99,11 +95,7 @@ fn q4_0_tail(x: &[BlockQ4_0], y: &[BlockQ8_0], ib: usize, nb: usize, mut sumf: f
 
 /// `ggml_vec_dot_q8_0_q8_0`, NEON path, nrc = 1.
 pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q8_0_q8_0(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q8_0_Q8_0, (x, y));
     let nb = x.len().min(y.len());
     let mut sumv0 = [0.0f32; 4];
     let mut sumv1 = [0.0f32; 4];
@@ -129,7 +121,7 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 
 /// The scalar tail of `ggml_vec_dot_q8_0_q8_0` (an odd last block).
 #[inline(always)]
-fn q8_0_tail(x: &[BlockQ8_0], y: &[BlockQ8_0], ib: usize, nb: usize, mut sumf: f32) -> f32 {
+pub fn q8_0_tail(x: &[BlockQ8_0], y: &[BlockQ8_0], ib: usize, nb: usize, mut sumf: f32) -> f32 {
     for b in ib..nb {
         let sumi: i32 = (0..32).map(|j| x[b].q(j) as i32 * y[b].q(j) as i32).sum();
         sumf = (sumi as f32).mul_add(x[b].d() * y[b].d(), sumf);
@@ -139,11 +131,7 @@ fn q8_0_tail(x: &[BlockQ8_0], y: &[BlockQ8_0], ib: usize, nb: usize, mut sumf: f
 
 /// `ggml_vec_dot_q4_K_q8_K`, NEON path, nrc = 1.
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q4_k_q8_k(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q4_K_Q8_K, (x, y));
     let mut sumf = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();
@@ -172,11 +160,7 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 /// unsigned 6-bit values dotted with the activations, minus `32 * sum_g sc_g * bsum_g`
 /// (every term fits in i32, so the grouping never changes the result).
 pub fn q6_k_isum(xb: &BlockQ6K, yb: &BlockQ8K) -> i32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::q6_k_isum(xb, yb) };
-    }
+    crate::accelerated!(slots::Q6_K_ISUM, (xb, yb));
     let isum_mins: i32 = (0..16).map(|g| yb.bsum(g) as i32 * xb.scale(g) as i32).sum();
     let q = xb.quants();
     let mut isum = 0i32;
@@ -190,11 +174,7 @@ pub fn q6_k_isum(xb: &BlockQ6K, yb: &BlockQ8K) -> i32 {
 
 /// `ggml_vec_dot_q6_K_q8_K`, NEON path, nrc = 1.
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q6_k_q8_k(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q6_K_Q8_K, (x, y));
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         sum = (xb.d() * yb.d()).mul_add(q6_k_isum(xb, yb) as f32, sum);
@@ -202,172 +182,23 @@ pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     sum
 }
 
-/// The accelerated forms (see [`crate::accel`]): the integer stages of
-/// [`crate::accel::x86`], the float operations of the scalar functions above one for one.
-#[cfg(target_arch = "x86_64")]
-mod fast {
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/aarch64/neon/vec_dot.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
     use super::*;
-    use crate::accel::x86;
-    use core::arch::x86_64::*;
+    use crate::accel::Slot;
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn lanes(v: __m128) -> [f32; 4] {
-        let mut a = [0.0f32; 4];
-        // SAFETY: `a` holds four floats; the store is unaligned.
-        unsafe { _mm_storeu_ps(a.as_mut_ptr(), v) };
-        a
-    }
-
-    /// Two blocks at a time on two 4-lane accumulators, `sumv = sumv + float(p) * d`
-    /// (separate multiply and add, as `vmlaq_n_f32`), then `vaddvq(sumv0) +
-    /// vaddvq(sumv1)`; an odd last block by the scalar tail.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn pairs<B>(
-        x: &[B],
-        y: &[BlockQ8_0],
-        halves: impl Fn(&B) -> (__m128i, __m128i),
-        d: impl Fn(&B) -> f32,
-    ) -> (usize, f32) {
-        let nb = x.len().min(y.len());
-        if nb < 2 {
-            return (0, 0.0);
-        }
-        let (mut sumv0, mut sumv1) = (_mm_setzero_ps(), _mm_setzero_ps());
-        let mut ib = 0;
-        while ib + 1 < nb {
-            for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
-                let (xl, xh) = halves(&x[b]);
-                let p = x86::sdot_lanes(xl, xh, &y[b].qs);
-                let db = _mm_set1_ps(d(&x[b]) * y[b].d());
-                *sumv = _mm_add_ps(*sumv, _mm_mul_ps(_mm_cvtepi32_ps(p), db));
-            }
-            ib += 2;
-        }
-        (ib, vaddvq_f32(lanes(sumv0)) + vaddvq_f32(lanes(sumv1)))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        let (ib, sumf) = pairs(x, y, |b| x86::q4_0_halves(&b.qs), |b| b.d());
-        q4_0_tail(x, y, ib, x.len().min(y.len()), sumf)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let (ib, sumf) = pairs(x, y, |b| x86::q8_halves(&b.qs), |b| b.d());
-        q8_0_tail(x, y, ib, x.len().min(y.len()), sumf)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (xb, yb) in x.iter().zip(y) {
-            let d = yb.d() * xb.d();
-            let dmin = yb.d() * xb.dmin();
-            let (sc, mn) = crate::accel::q4k_scales_mins(&xb.scales);
-            let mut minsum = 0i32;
-            for s in 0..8 {
-                minsum += (yb.bsum(2 * s) as i32 + yb.bsum(2 * s + 1) as i32) * mn[s] as i32;
-            }
-            sumf = (-dmin).mul_add(minsum as f32, sumf);
-            sumf = d.mul_add(x86::q4k_sumi(&xb.qs, &yb.qs, &sc) as f32, sumf);
-        }
-        sumf
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn q6_k_isum(xb: &BlockQ6K, yb: &BlockQ8K) -> i32 {
-        x86::q6k_dot(&xb.ql, &xb.qh, &yb.qs, &xb.scales)
-            - 32 * x86::bsums_dot(&yb.bsums, &xb.scales)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        let mut sum = 0.0f32;
-        for (xb, yb) in x.iter().zip(y) {
-            sum = (xb.d() * yb.d()).mul_add(q6_k_isum(xb, yb) as f32, sum);
-        }
-        sum
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::blocks::cast_blocks;
-    use crate::rng::Rng;
-    use crate::GgmlType;
-
-    /// `nb` random blocks of `ty` with finite scales (f16 exponent below all-ones; the
-    /// Q8_K f32 scale a normal number) and every other byte random, so extreme codes
-    /// (-128 in q8 data, 0 and 15 nibbles) occur.
-    pub(crate) fn blocks(rng: &mut Rng, ty: GgmlType, nb: usize, extreme: bool) -> Vec<u8> {
-        let size = ty.type_size();
-        let mut b = vec![0u8; nb * size];
-        rng.fill_bytes(&mut b);
-        if extreme {
-            for (i, v) in b.iter_mut().enumerate() {
-                *v = if i % 3 == 0 {
-                    0x80
-                } else if i % 3 == 1 {
-                    0x7F
-                } else {
-                    0xFF
-                };
-            }
-        }
-        for blk in b.chunks_exact_mut(size) {
-            let f16 = |rng: &mut Rng| (0x3000u16 + rng.below(0x1800) as u16).to_le_bytes();
-            match ty {
-                GgmlType::Q4_0 | GgmlType::Q8_0 => blk[..2].copy_from_slice(&f16(rng)),
-                GgmlType::Q4_K => {
-                    blk[..2].copy_from_slice(&f16(rng));
-                    blk[2..4].copy_from_slice(&f16(rng));
-                }
-                GgmlType::Q6_K => blk[208..210].copy_from_slice(&f16(rng)),
-                GgmlType::Q8_K => {
-                    blk[..4].copy_from_slice(&(rng.range(-2.0, 2.0) * 1e-2).to_le_bytes());
-                }
-                _ => unreachable!(),
-            }
-        }
-        b
-    }
-
-    pub(crate) fn same(what: &str, f: impl Fn() -> f32) {
-        let fast = f();
-        let scalar = crate::accel::with_scalar(&f);
-        assert_eq!(fast.to_bits(), scalar.to_bits(), "{what}: accelerated {fast} scalar {scalar}");
-    }
-
-    #[test]
-    fn accelerated_forms_equal_the_scalar_twin_bitwise() {
-        let mut rng = Rng::new(17);
-        for round in 0..400 {
-            let extreme = round % 10 == 9;
-            let nb = 1 + (round % 9);
-            let (x4, x8, y8) = (
-                blocks(&mut rng, GgmlType::Q4_0, nb, extreme),
-                blocks(&mut rng, GgmlType::Q8_0, nb, extreme),
-                blocks(&mut rng, GgmlType::Q8_0, nb, extreme),
-            );
-            let y8b: &[BlockQ8_0] = cast_blocks(GgmlType::Q8_0, &y8).unwrap();
-            same("q4_0", || vec_dot_q4_0_q8_0(cast_blocks(GgmlType::Q4_0, &x4).unwrap(), y8b));
-            same("q8_0", || vec_dot_q8_0_q8_0(cast_blocks(GgmlType::Q8_0, &x8).unwrap(), y8b));
-            let nk = 1 + round % 4;
-            let (x4k, x6k, yk) = (
-                blocks(&mut rng, GgmlType::Q4_K, nk, extreme),
-                blocks(&mut rng, GgmlType::Q6_K, nk, extreme),
-                blocks(&mut rng, GgmlType::Q8_K, nk, extreme),
-            );
-            let ykb: &[BlockQ8K] = cast_blocks(GgmlType::Q8_K, &yk).unwrap();
-            same("q4_K", || vec_dot_q4_k_q8_k(cast_blocks(GgmlType::Q4_K, &x4k).unwrap(), ykb));
-            same("q6_K", || vec_dot_q6_k_q8_k(cast_blocks(GgmlType::Q6_K, &x6k).unwrap(), ykb));
-            let x6: &[BlockQ6K] = cast_blocks(GgmlType::Q6_K, &x6k).unwrap();
-            let isum = q6_k_isum(&x6[0], &ykb[0]);
-            assert_eq!(isum, crate::accel::with_scalar(|| q6_k_isum(&x6[0], &ykb[0])));
-        }
-    }
+    /// [`vec_dot_q4_0_q8_0`].
+    pub static VEC_DOT_Q4_0_Q8_0: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q8_0_q8_0`].
+    pub static VEC_DOT_Q8_0_Q8_0: Slot<fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q4_k_q8_k`].
+    pub static VEC_DOT_Q4_K_Q8_K: Slot<fn(&[BlockQ4K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`q6_k_isum`].
+    pub static Q6_K_ISUM: Slot<fn(&BlockQ6K, &BlockQ8K) -> i32> = Slot::new();
+    /// [`vec_dot_q6_k_q8_k`].
+    pub static VEC_DOT_Q6_K_Q8_K: Slot<fn(&[BlockQ6K], &[BlockQ8K]) -> f32> = Slot::new();
 }

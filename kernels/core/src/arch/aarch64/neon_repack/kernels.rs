@@ -47,11 +47,7 @@ fn f16(b: [u8; 2]) -> f32 {
 /// `ggml_gemv_q4_K_8x4_q8_K` for one group of 8 columns (and, per activation row,
 /// `ggml_gemm_q4_K_8x4_q8_K`, whose arithmetic per row is the same).
 pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::gemv_q4_k_8x4(blocks, y) };
-    }
+    crate::accelerated!(slots::GEMV_Q4_K_8X4, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let s: [i32; 8] =
@@ -78,39 +74,6 @@ pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     acc
 }
 
-/// The accelerated forms (see [`crate::accel`]): integer stages by
-/// [`crate::accel::x86::q4kx8_dots`], the float operations of the scalar kernels one for
-/// one.
-#[cfg(target_arch = "x86_64")]
-mod fast {
-    use super::*;
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-        let mut acc = [0.0f32; 8];
-        for (x, yb) in blocks.iter().zip(y) {
-            let s: [i32; 8] =
-                core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
-            let dot = crate::accel::x86::q4kx8_dots(&x.qs, &yb.qs, 4);
-            let sm = crate::accel::q4kx8_scales_mins(x);
-            for (j, a) in acc.iter_mut().enumerate() {
-                let scale = f16(x.d[j]) * yb.d();
-                let min = f16(x.dmin[j]) * yb.d();
-                let mut bias = 0i32;
-                for p in 0..4 {
-                    let (sc0, m0) = (sm.0[2 * p][j], sm.1[2 * p][j]);
-                    let (sc1, m1) = (sm.0[2 * p + 1][j], sm.1[2 * p + 1][j]);
-                    let isum = sc0 as i32 * dot[2 * p][j] + sc1 as i32 * dot[2 * p + 1][j];
-                    *a = scale.mul_add(isum as f32, *a);
-                    bias += m0 as i32 * s[2 * p] + m1 as i32 * s[2 * p + 1];
-                }
-                *a -= bias as f32 * min;
-            }
-        }
-        acc
-    }
-}
-
 /// `ggml_gemv_q4_0_4x4_q8_0` (and, per row, `ggml_gemm_q4_0_4x4_q8_0`) for one group of
 /// 4 columns.
 pub fn gemv_q4_0_4x4(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
@@ -118,15 +81,10 @@ pub fn gemv_q4_0_4x4(blocks: &[BlockQ4_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
 }
 
 /// The four rows' exact integer dots of one `block_q4_0x4` (interleave `il`, 4 or 8)
-/// with one Q8_0 block: by [`crate::accel::x86::q4_0x4_isums`] where [`crate::accel`]
-/// allows, else value by value.
+/// with one Q8_0 block (accelerated: [`slots::Q4_0X4_ISUMS`]).
 #[inline]
-pub(crate) fn q4_0x4_isums(x: &BlockQ4_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 4] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 (detected just above); the same exact integers.
-        return unsafe { crate::accel::x86::q4_0x4_isums(&x.qs, il, &yb.qs) };
-    }
+pub fn q4_0x4_isums(x: &BlockQ4_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 4] {
+    crate::accelerated!(slots::Q4_0X4_ISUMS, (x, il, yb));
     core::array::from_fn(|j| {
         let mut isum = 0i32;
         for o in 0..16 {
@@ -139,15 +97,10 @@ pub(crate) fn q4_0x4_isums(x: &BlockQ4_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 
 }
 
 /// The four rows' exact integer dots of one `block_q8_0x4` (interleave `il`, 4 or 8)
-/// with one Q8_0 block: by [`crate::accel::x86::q8_0x4_isums`] where [`crate::accel`]
-/// allows, else value by value.
+/// with one Q8_0 block (accelerated: [`slots::Q8_0X4_ISUMS`]).
 #[inline]
-pub(crate) fn q8_0x4_isums(x: &BlockQ8_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 4] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 (detected just above); the same exact integers.
-        return unsafe { crate::accel::x86::q8_0x4_isums(&x.qs, il, &yb.qs) };
-    }
+pub fn q8_0x4_isums(x: &BlockQ8_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 4] {
+    crate::accelerated!(slots::Q8_0X4_ISUMS, (x, il, yb));
     core::array::from_fn(|j| {
         (0..32)
             .map(|o| if il == 4 { x.q(j, o) } else { x.q_il8(j, o) } as i32 * yb.q(o) as i32)
@@ -157,59 +110,9 @@ pub(crate) fn q8_0x4_isums(x: &BlockQ8_0x4, il: usize, yb: &BlockQ8_0) -> [i32; 
 
 /// The arithmetic of `ggml_gemv_q4_0_4x4_q8_0` (`il` 4) and the i8mm build's
 /// `ggml_gemv_q4_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
-pub(crate) fn gemv_q4_0_4xil(blocks: &[BlockQ4_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
-    #[cfg(target_arch = "x86_64")]
-    if legacy_x4_avx2() {
-        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
-        return unsafe {
-            gemv_legacy_x4_avx2(blocks, y, |x, yb| {
-                (crate::accel::x86::q4_0x4_isums(&x.qs, il, &yb.qs), x.d)
-            })
-        };
-    }
+pub fn gemv_q4_0_4xil(blocks: &[BlockQ4_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
+    crate::accelerated!(slots::GEMV_Q4_0_4XIL, (blocks, il, y));
     gemv_legacy_x4(blocks, y, |x, yb| (q4_0x4_isums(x, il, yb), x.d))
-}
-
-/// Whether [`gemv_legacy_x4_avx2`] runs here: the accelerated forms are allowed
-/// ([`crate::accel::x86_avx2`]: AVX2 and FMA) and the CPU has F16C.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-fn legacy_x4_avx2() -> bool {
-    crate::accel::x86_avx2() && std::arch::is_x86_feature_detected!("f16c")
-}
-
-/// [`gemv_legacy_x4`] with AVX2, FMA and F16C: the four columns in the lanes of one SSE
-/// vector, `d_y * f16(d_j)` one `vmulps` (the four f16 scales converted by
-/// `vcvtph2ps`, exact), the accumulation one `vfmadd` per block (lane j:
-/// `fma(float(isum_j), d_y * d_j, acc_j)`, the scalar form's operations).
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn gemv_legacy_x4_avx2<B>(
-    blocks: &[B],
-    y: &[BlockQ8_0],
-    isums: impl Fn(&B, &BlockQ8_0) -> ([i32; 4], [[u8; 2]; 4]),
-) -> [f32; 4] {
-    use std::arch::x86_64::*;
-    let mut acc = _mm_setzero_ps();
-    for (x, yb) in blocks.iter().zip(y) {
-        let (isum, d) = isums(x, yb);
-        let d = u64::from_le_bytes([
-            d[0][0], d[0][1], d[1][0], d[1][1], d[2][0], d[2][1], d[3][0], d[3][1],
-        ]);
-        let dj = _mm_cvtph_ps(_mm_cvtsi64_si128(d as i64));
-        let dy = _mm_cvtph_ps(_mm_set1_epi16(u16::from_le_bytes(yb.d) as i16));
-        // SAFETY: 16 bytes of `isum`.
-        let fi = _mm_cvtepi32_ps(unsafe { _mm_loadu_si128(isum.as_ptr().cast()) });
-        acc = _mm_fmadd_ps(fi, _mm_mul_ps(dy, dj), acc);
-    }
-    let mut out = [0.0f32; 4];
-    // SAFETY: 16 bytes of `out`.
-    unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
-    out
 }
 
 /// `acc[j] = fma(float(isum[j]), d_y * f16(d[j]), acc[j])` over the blocks, with
@@ -232,16 +135,8 @@ fn gemv_legacy_x4<B>(
 
 /// The arithmetic of `ggml_gemv_q8_0_4x4_q8_0` (`il` 4) and the i8mm build's
 /// `ggml_gemv_q8_0_4x8_q8_0` (`il` 8): `acc = fma(float(isum), d_y * d_j, acc)`.
-pub(crate) fn gemv_q8_0_4xil(blocks: &[BlockQ8_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
-    #[cfg(target_arch = "x86_64")]
-    if legacy_x4_avx2() {
-        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
-        return unsafe {
-            gemv_legacy_x4_avx2(blocks, y, |x, yb| {
-                (crate::accel::x86::q8_0x4_isums(&x.qs, il, &yb.qs), x.d)
-            })
-        };
-    }
+pub fn gemv_q8_0_4xil(blocks: &[BlockQ8_0x4], il: usize, y: &[BlockQ8_0]) -> [f32; 4] {
+    crate::accelerated!(slots::GEMV_Q8_0_4XIL, (blocks, il, y));
     gemv_legacy_x4(blocks, y, |x, yb| (q8_0x4_isums(x, il, yb), x.d))
 }
 
@@ -266,22 +161,15 @@ pub fn gemm_q8_0_4x4(blocks: &[BlockQ8_0x4], y: &[BlockQ8_0]) -> [f32; 4] {
 /// Per-superblock integer sums of the 8 columns of one `block_q6_Kx8` (interleave `il`)
 /// against one Q8_K block.
 pub fn q6_k_x8_isums(x: &BlockQ6Kx8, il: usize, yb: &BlockQ8K) -> [i32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() && (il == 4 || il == 8) {
-        // SAFETY: this CPU has AVX2 (detected just above). The same integers as the
-        // scalar form below (exact sums; `accel::x86::q6kx8_isums`).
-        return unsafe { crate::accel::x86::q6kx8_isums(x, il, &yb.qs, &yb.bsums) };
+    if il == 4 || il == 8 {
+        crate::accelerated!(slots::Q6_K_X8_ISUMS, (x, il, yb));
     }
     core::array::from_fn(|j| q6_k_isum(&x.row(j, il), yb))
 }
 
 /// `ggml_gemv_q6_K_8x4_q8_K` for one group of 8 columns.
 pub fn gemv_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if legacy_x4_avx2() {
-        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
-        return unsafe { q6_k_x8_avx2::<true>(blocks, 4, y) };
-    }
+    crate::accelerated!(slots::GEMV_Q6_K_8X4, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let isum = q6_k_x8_isums(x, 4, yb);
@@ -297,10 +185,8 @@ pub fn gemv_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// arithmetic of the i8mm build's `ggml_gemv_q6_K_8x8_q8_K` and `ggml_gemm_q6_K_8x8_q8_K`
 /// with `il` = 8.
 pub fn gemm_q6_k_8xil(blocks: &[BlockQ6Kx8], il: usize, y: &[BlockQ8K]) -> [f32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if legacy_x4_avx2() && (il == 4 || il == 8) {
-        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
-        return unsafe { q6_k_x8_avx2::<false>(blocks, il, y) };
+    if il == 4 || il == 8 {
+        crate::accelerated!(slots::GEMM_Q6_K_8XIL, (blocks, il, y));
     }
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
@@ -312,46 +198,37 @@ pub fn gemm_q6_k_8xil(blocks: &[BlockQ6Kx8], il: usize, y: &[BlockQ8K]) -> [f32;
     acc
 }
 
-/// [`gemv_q6_k_8x4`] (`FUSED`: `acc = fma(float(isum), f16(d_j) * d_y, acc)`) and
-/// [`gemm_q6_k_8xil`] (not `FUSED`: `acc = acc + round(float(isum) * round(f16(d_j) *
-/// d_y))`) with the eight columns in the lanes of AVX vectors: the exact integer sums
-/// of `accel::x86::q6kx8_isums`, the f16 scales by `vcvtph2ps` (exact), then the
-/// scalar forms' float operations lane by lane.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C; `il` must be 4 or 8.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6_k_x8_avx2<const FUSED: bool>(
-    blocks: &[BlockQ6Kx8],
-    il: usize,
-    y: &[BlockQ8K],
-) -> [f32; 8] {
-    use std::arch::x86_64::*;
-    let mut acc = _mm256_setzero_ps();
-    for (x, yb) in blocks.iter().zip(y) {
-        let isum = crate::accel::x86::q6kx8_isums(x, il, &yb.qs, &yb.bsums);
-        // SAFETY: 8 i32 of `isum`, 16 bytes of eight f16 fields.
-        let (fi, dj) = unsafe {
-            (
-                _mm256_cvtepi32_ps(_mm256_loadu_si256(isum.as_ptr().cast())),
-                _mm256_cvtph_ps(_mm_loadu_si128(x.d.as_ptr().cast())),
-            )
-        };
-        let s = _mm256_mul_ps(dj, _mm256_set1_ps(yb.d()));
-        acc = if FUSED {
-            _mm256_fmadd_ps(fi, s, acc)
-        } else {
-            _mm256_add_ps(acc, _mm256_mul_ps(fi, s))
-        };
-    }
-    let mut out = [0.0f32; 8];
-    // SAFETY: 8 floats of `out`.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
-    out
-}
-
 /// `ggml_gemm_q6_K_8x4_q8_K` (see [`gemm_q6_k_8xil`]).
 pub fn gemm_q6_k_8x4(blocks: &[BlockQ6Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     gemm_q6_k_8xil(blocks, 4, y)
+}
+
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/aarch64/neon_repack/kernels.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
+    use super::*;
+    use crate::accel::Slot;
+
+    /// [`gemv_q4_k_8x4`].
+    pub static GEMV_Q4_K_8X4: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
+    /// [`q4_0x4_isums`].
+    pub static Q4_0X4_ISUMS: Slot<fn(&BlockQ4_0x4, usize, &BlockQ8_0) -> [i32; 4]> = Slot::new();
+    /// [`q8_0x4_isums`].
+    pub static Q8_0X4_ISUMS: Slot<fn(&BlockQ8_0x4, usize, &BlockQ8_0) -> [i32; 4]> = Slot::new();
+    /// [`gemv_q4_0_4xil`].
+    pub static GEMV_Q4_0_4XIL: Slot<fn(&[BlockQ4_0x4], usize, &[BlockQ8_0]) -> [f32; 4]> =
+        Slot::new();
+    /// [`gemv_q8_0_4xil`].
+    pub static GEMV_Q8_0_4XIL: Slot<fn(&[BlockQ8_0x4], usize, &[BlockQ8_0]) -> [f32; 4]> =
+        Slot::new();
+    /// [`q6_k_x8_isums`] (interleave 4 or 8).
+    pub static Q6_K_X8_ISUMS: Slot<fn(&BlockQ6Kx8, usize, &BlockQ8K) -> [i32; 8]> = Slot::new();
+    /// [`gemv_q6_k_8x4`].
+    pub static GEMV_Q6_K_8X4: Slot<fn(&[BlockQ6Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
+    /// [`gemm_q6_k_8xil`] (interleave 4 or 8).
+    pub static GEMM_Q6_K_8XIL: Slot<fn(&[BlockQ6Kx8], usize, &[BlockQ8K]) -> [f32; 8]> =
+        Slot::new();
 }

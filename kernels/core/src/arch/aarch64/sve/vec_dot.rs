@@ -73,11 +73,7 @@ fn lanes8(v: impl Fn(usize) -> i32) -> [i32; 8] {
 
 /// `ggml_vec_dot_q4_0_q8_0`, SVE at 128 bits, nrc = 1.
 pub fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q4_0_q8_0_sve128(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q4_0_Q8_0_SVE128, (x, y));
     let nb = x.len().min(y.len());
     let (ib, mut sumf) = pairs_sve::<4>(
         nb,
@@ -101,11 +97,7 @@ pub fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 
 /// `ggml_vec_dot_q8_0_q8_0`, SVE at 128 bits, nrc = 1.
 pub fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q8_0_q8_0_sve128(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q8_0_Q8_0_SVE128, (x, y));
     let nb = x.len().min(y.len());
     let (ib, mut sumf) = pairs_sve::<4>(
         nb,
@@ -142,11 +134,7 @@ pub fn q8_0_tail(x: &BlockQ8_0, y: &BlockQ8_0, sumf: f32) -> f32 {
 /// `ggml_vec_dot_q4_0_q8_0`, SVE at 256 bits, nrc = 1: the block's 32 values (low
 /// nibbles, then high ones, minus 8) against the 32 activations, eight lanes of four.
 pub fn vec_dot_q4_0_q8_0_sve256(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q4_0_q8_0_sve256(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q4_0_Q8_0_SVE256, (x, y));
     let nb = x.len().min(y.len());
     let q = |b: &BlockQ4_0, i: usize| {
         (if i < 16 { b.qs[i] & 0xF } else { b.qs[i - 16] >> 4 }) as i32 - 8
@@ -161,11 +149,7 @@ pub fn vec_dot_q4_0_q8_0_sve256(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 
 /// `ggml_vec_dot_q8_0_q8_0`, SVE at 256 bits, nrc = 1.
 pub fn vec_dot_q8_0_q8_0_sve256(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q8_0_q8_0_sve256(x, y) };
-    }
+    crate::accelerated!(slots::VEC_DOT_Q8_0_Q8_0_SVE256, (x, y));
     let nb = x.len().min(y.len());
     let (ib, mut sumf) = pairs_sve::<8>(
         nb,
@@ -209,140 +193,21 @@ pub fn vec_dot2_q6_k_q8_k_sve(x: [&[BlockQ6K]; 2], y: [&[BlockQ8K]; 2]) -> Tile 
     t
 }
 
-/// The accelerated forms of the Q4_0/Q8_0 `nrc == 1` twins (see [`crate::accel`]): the
-/// `svdot` lanes of [`crate::accel::x86`], the scalar functions' float operations one for
-/// one (`svmla`'s fused multiply-add as FMA3 on the same lanes).
-#[cfg(target_arch = "x86_64")]
-mod fast {
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/aarch64/sve/vec_dot.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
     use super::*;
-    use crate::accel::x86;
-    use core::arch::x86_64::*;
+    use crate::accel::Slot;
 
-    /// [`pairs_sve`] at 128 bits: `lanes(b)` gives block b's four `svdot` lanes.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn pairs4(
-        nb: usize,
-        lanes: impl Fn(usize) -> __m128i,
-        d: impl Fn(usize) -> f32,
-    ) -> (usize, f32) {
-        let (mut sumv0, mut sumv1) = (_mm_setzero_ps(), _mm_setzero_ps());
-        let mut ib = 0;
-        while ib + 1 < nb {
-            for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
-                let p = _mm_cvtepi32_ps(lanes(b));
-                *sumv = _mm_fmadd_ps(p, _mm_set1_ps(d(b)), *sumv);
-            }
-            ib += 2;
-        }
-        let mut s = [0.0f32; 4];
-        // SAFETY: `s` holds four floats; the store is unaligned.
-        unsafe { _mm_storeu_ps(s.as_mut_ptr(), _mm_add_ps(sumv0, sumv1)) };
-        (ib, faddv(&s))
-    }
-
-    /// [`pairs_sve`] at 256 bits: `lanes(b)` gives block b's eight `svdot` lanes.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn pairs8(
-        nb: usize,
-        lanes: impl Fn(usize) -> __m256i,
-        d: impl Fn(usize) -> f32,
-    ) -> (usize, f32) {
-        let (mut sumv0, mut sumv1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let mut ib = 0;
-        while ib + 1 < nb {
-            for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
-                let p = _mm256_cvtepi32_ps(lanes(b));
-                *sumv = _mm256_fmadd_ps(p, _mm256_set1_ps(d(b)), *sumv);
-            }
-            ib += 2;
-        }
-        let mut s = [0.0f32; 8];
-        // SAFETY: `s` holds eight floats; the store is unaligned.
-        unsafe { _mm256_storeu_ps(s.as_mut_ptr(), _mm256_add_ps(sumv0, sumv1)) };
-        (ib, faddv(&s))
-    }
-
-    /// The pair loop at 128 (`WIDE` false) or 256 bits over blocks whose two 16-value
-    /// halves `halves` gives, scale `d(x) * d(y)`, an odd last block by `tail`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn legacy<B, const WIDE: bool>(
-        x: &[B],
-        y: &[BlockQ8_0],
-        halves: impl Fn(&B) -> (__m128i, __m128i),
-        d: impl Fn(&B) -> f32,
-        tail: impl Fn(&B, &BlockQ8_0, f32) -> f32,
-    ) -> f32 {
-        let nb = x.len().min(y.len());
-        let db = |b: usize| d(&x[b]) * y[b].d();
-        let (ib, mut sumf) = if WIDE {
-            let lanes = |b: usize| {
-                let (xl, xh) = halves(&x[b]);
-                x86::sdot_lanes8(xl, xh, &y[b].qs)
-            };
-            pairs8(nb, lanes, db)
-        } else {
-            let lanes = |b: usize| {
-                let (xl, xh) = halves(&x[b]);
-                x86::sdot_lanes(xl, xh, &y[b].qs)
-            };
-            pairs4(nb, lanes, db)
-        };
-        for b in ib..nb {
-            sumf = tail(&x[b], &y[b], sumf);
-        }
-        sumf
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_0_q8_0_sve128(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        legacy::<_, false>(x, y, |b| x86::q4_0_halves(&b.qs), |b| b.d(), q4_0_tail)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q8_0_q8_0_sve128(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        legacy::<_, false>(x, y, |b| x86::q8_halves(&b.qs), |b| b.d(), q8_0_tail)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_0_q8_0_sve256(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        legacy::<_, true>(x, y, |b| x86::q4_0_halves(&b.qs), |b| b.d(), q4_0_tail)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q8_0_q8_0_sve256(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        legacy::<_, true>(x, y, |b| x86::q8_halves(&b.qs), |b| b.d(), q8_0_tail)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::arch::aarch64::neon::vec_dot::tests::{blocks, same};
-    use crate::blocks::cast_blocks;
-    use crate::rng::Rng;
-    use crate::GgmlType;
-
-    #[test]
-    fn accelerated_forms_equal_the_scalar_twin_bitwise() {
-        let mut rng = Rng::new(29);
-        for round in 0..400 {
-            let extreme = round % 10 == 9;
-            let nb = 1 + (round % 9);
-            let (x4, x8, y8) = (
-                blocks(&mut rng, GgmlType::Q4_0, nb, extreme),
-                blocks(&mut rng, GgmlType::Q8_0, nb, extreme),
-                blocks(&mut rng, GgmlType::Q8_0, nb, extreme),
-            );
-            let x4b: &[BlockQ4_0] = cast_blocks(GgmlType::Q4_0, &x4).unwrap();
-            let x8b: &[BlockQ8_0] = cast_blocks(GgmlType::Q8_0, &x8).unwrap();
-            let y8b: &[BlockQ8_0] = cast_blocks(GgmlType::Q8_0, &y8).unwrap();
-            same("q4_0 sve128", || vec_dot_q4_0_q8_0_sve128(x4b, y8b));
-            same("q8_0 sve128", || vec_dot_q8_0_q8_0_sve128(x8b, y8b));
-            same("q4_0 sve256", || vec_dot_q4_0_q8_0_sve256(x4b, y8b));
-            same("q8_0 sve256", || vec_dot_q8_0_q8_0_sve256(x8b, y8b));
-        }
-    }
+    /// [`vec_dot_q4_0_q8_0_sve128`].
+    pub static VEC_DOT_Q4_0_Q8_0_SVE128: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q8_0_q8_0_sve128`].
+    pub static VEC_DOT_Q8_0_Q8_0_SVE128: Slot<fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q4_0_q8_0_sve256`].
+    pub static VEC_DOT_Q4_0_Q8_0_SVE256: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q8_0_q8_0_sve256`].
+    pub static VEC_DOT_Q8_0_Q8_0_SVE256: Slot<fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32> = Slot::new();
 }

@@ -17,13 +17,7 @@ use crate::repack::BlockQ4Kx8;
 /// `ggml_gemm_q4_K_8x8_q8_K` at 256-bit SVE, one activation row of the gemm, for one
 /// group of 8 columns.
 pub fn gemm_q4_k_8x8_sve256(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe {
-            crate::arch::aarch64::i8mm_repack::kernels::fast::gemm_q4_k_8x8::<true>(blocks, y)
-        };
-    }
+    crate::accelerated!(slots::GEMM_Q4_K_8X8_SVE256, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         for (j, a) in acc.iter_mut().enumerate() {
@@ -37,4 +31,17 @@ pub fn gemm_q4_k_8x8_sve256(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
         }
     }
     acc
+}
+
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/aarch64/sve_repack/kernels.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
+    use super::*;
+    use crate::accel::Slot;
+
+    /// [`gemm_q4_k_8x8_sve256`].
+    pub static GEMM_Q4_K_8X8_SVE256: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
 }

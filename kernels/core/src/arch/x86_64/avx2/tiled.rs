@@ -103,11 +103,7 @@ pub fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, KernelErr
         .iter()
         .map(|a| crate::blocks::cast_blocks(GgmlType::Q8_K, a))
         .collect::<Result<_, _>>()?;
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::matmul(w, &ys) };
-    }
+    crate::accelerated!(slots::MATMUL, (w, &ys));
     let (n, m) = (w.n(), act.len());
     let mut out = vec![0.0f32; m * n];
     match w.ty() {
@@ -165,61 +161,17 @@ pub fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, KernelErr
     Ok(out)
 }
 
-/// The accelerated form (see [`crate::accel`]): `s1` by [`crate::accel::x86`] (the same
-/// exact integers: for Q6_K the unsigned 6-bit dot minus `32 * sum sc_s * bsum_s`, which
-/// is `sum_s sc_s * sum (q - 32) * a`), the float steps above one for one.
-#[cfg(target_arch = "x86_64")]
-mod fast {
-    use super::*;
-    use crate::accel::x86;
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/x86_64/avx2/tiled.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
 
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn matmul(
-        w: &WeightMatrix<'_>,
-        ys: &[&[BlockQ8K]],
-    ) -> Result<Vec<f32>, KernelError> {
-        let (n, m) = (w.n(), ys.len());
-        let mut out = vec![0.0f32; m * n];
-        let mut acc = vec![0.0f32; m];
-        for j in 0..n {
-            acc.iter_mut().for_each(|a| *a = 0.0);
-            match w.ty() {
-                GgmlType::Q4_K => {
-                    let row: &[BlockQ4K] = crate::blocks::cast_blocks(GgmlType::Q4_K, w.row(j))?;
-                    for (b, x) in row.iter().enumerate() {
-                        let (sc, mn) = crate::accel::q4k_scales_mins(&x.scales);
-                        let mins: [i32; 8] = core::array::from_fn(|s| mn[s] as i32);
-                        let (d, dmin) = (x.d(), x.dmin());
-                        for (acc, y) in acc.iter_mut().zip(ys) {
-                            let y = &y[b];
-                            let s1 = x86::q4k_sumi(&x.qs, &y.qs, &sc);
-                            *acc = q4_k_step(*acc, d, dmin, s1, q4_k_s2(&mins, y), y.d());
-                        }
-                    }
-                }
-                GgmlType::Q6_K => {
-                    let row: &[BlockQ6K] = crate::blocks::cast_blocks(GgmlType::Q6_K, w.row(j))?;
-                    for (b, x) in row.iter().enumerate() {
-                        let d = x.d();
-                        for (acc, y) in acc.iter_mut().zip(ys) {
-                            let y = &y[b];
-                            let s1 = x86::q6k_dot(&x.ql, &x.qh, &y.qs, &x.scales)
-                                - 32 * x86::bsums_dot(&y.bsums, &x.scales);
-                            *acc = q6_k_step(*acc, d, s1, y.d());
-                        }
-                    }
-                }
-                other => {
-                    return Err(KernelError::Unsupported {
-                        op: "x86 tiled matmul",
-                        ty: other.name(),
-                    })
-                }
-            }
-            for (i, v) in acc.iter().enumerate() {
-                out[i * n + j] = *v;
-            }
-        }
-        Ok(out)
-    }
+    use super::*;
+    use crate::accel::Slot;
+
+    /// [`matmul`] (the activation rows as Q8_K blocks).
+    pub static MATMUL: Slot<
+        fn(&WeightMatrix<'_>, &[&[BlockQ8K]]) -> Result<Vec<f32>, KernelError>,
+    > = Slot::new();
 }

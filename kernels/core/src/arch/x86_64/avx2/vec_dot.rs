@@ -100,7 +100,7 @@ pub fn fma_lanes<const N: usize>(a: f32, x: &[f32; N], acc: &mut [f32; N]) {
 /// [`fma_lanes`]; with `FUSED`, always `f32::mul_add` (for code compiled with FMA
 /// enabled, where it is one instruction).
 #[inline(always)]
-fn fma_lanes_in<const N: usize, const FUSED: bool>(a: f32, x: &[f32; N], acc: &mut [f32; N]) {
+pub fn fma_lanes_in<const N: usize, const FUSED: bool>(a: f32, x: &[f32; N], acc: &mut [f32; N]) {
     #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
     if !FUSED {
         let r: [f64; N] = core::array::from_fn(|t| a as f64 * x[t] as f64 + acc[t] as f64);
@@ -161,25 +161,12 @@ fn small_u8_i8_products(u: &[u8; 32], s: &[u8; 32]) -> [i16; 32] {
 
 /// `ggml_vec_dot_q4_0_q8_0`, AVX2 path.
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q4_0_q8_0(x, y) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if wide::available() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { wide::vec_dot_q4_0_q8_0(x, y) };
-    }
-    #[cfg(target_arch = "aarch64")]
-    if crate::accel::aarch64_neon() {
-        return neon::vec_dot_q4_0_q8_0(x, y);
-    }
+    crate::accelerated!(slots::VEC_DOT_Q4_0_Q8_0, (x, y));
     vec_dot_q4_0_q8_0_in::<false>(x, y)
 }
 
 #[inline(always)]
-fn vec_dot_q4_0_q8_0_in<const FUSED: bool>(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+pub fn vec_dot_q4_0_q8_0_in<const FUSED: bool>(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = xb.d() * yb.d();
@@ -197,25 +184,12 @@ fn vec_dot_q4_0_q8_0_in<const FUSED: bool>(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> 
 
 /// `ggml_vec_dot_q8_0_q8_0`, AVX2 path.
 pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q8_0_q8_0(x, y) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if wide::available() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { wide::vec_dot_q8_0_q8_0(x, y) };
-    }
-    #[cfg(target_arch = "aarch64")]
-    if crate::accel::aarch64_neon() {
-        return neon::vec_dot_q8_0_q8_0(x, y);
-    }
+    crate::accelerated!(slots::VEC_DOT_Q8_0_Q8_0, (x, y));
     vec_dot_q8_0_q8_0_in::<false>(x, y)
 }
 
 #[inline(always)]
-fn vec_dot_q8_0_q8_0_in<const FUSED: bool>(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+pub fn vec_dot_q8_0_q8_0_in<const FUSED: bool>(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = xb.d() * yb.d();
@@ -229,25 +203,12 @@ fn vec_dot_q8_0_q8_0_in<const FUSED: bool>(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> 
 
 /// `ggml_vec_dot_q4_K_q8_K`, AVX2 path.
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q4_k_q8_k(x, y) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if wide::available() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { wide::vec_dot_q4_k_q8_k(x, y) };
-    }
-    #[cfg(target_arch = "aarch64")]
-    if crate::accel::aarch64_neon() {
-        return neon::vec_dot_q4_k_q8_k(x, y);
-    }
+    crate::accelerated!(slots::VEC_DOT_Q4_K_Q8_K, (x, y));
     vec_dot_q4_k_q8_k_in::<false>(x, y)
 }
 
 #[inline(always)]
-fn vec_dot_q4_k_q8_k_in<const FUSED: bool>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+pub fn vec_dot_q4_k_q8_k_in<const FUSED: bool>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let mut acc = [0.0f32; 8];
     let mut acc_m = [0.0f32; 4];
     for (xb, yb) in x.iter().zip(y) {
@@ -296,25 +257,12 @@ fn vec_dot_q4_k_q8_k_in<const FUSED: bool>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f3
 
 /// `ggml_vec_dot_q6_K_q8_K`, AVX2 path.
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { fast::vec_dot_q6_k_q8_k(x, y) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if wide::available() {
-        // SAFETY: this CPU has AVX2 and FMA (detected just above).
-        return unsafe { wide::vec_dot_q6_k_q8_k(x, y) };
-    }
-    #[cfg(target_arch = "aarch64")]
-    if crate::accel::aarch64_neon() {
-        return neon::vec_dot_q6_k_q8_k(x, y);
-    }
+    crate::accelerated!(slots::VEC_DOT_Q6_K_Q8_K, (x, y));
     vec_dot_q6_k_q8_k_in::<false>(x, y)
 }
 
 #[inline(always)]
-fn vec_dot_q6_k_q8_k_in<const FUSED: bool>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+pub fn vec_dot_q6_k_q8_k_in<const FUSED: bool>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();
@@ -369,229 +317,23 @@ fn vec_dot_q6_k_q8_k_in<const FUSED: bool>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f3
     hsum_float_8(acc)
 }
 
-/// The accelerated forms (see [`crate::accel`]): the integer lanes by the byte
-/// instructions of [`crate::accel::x86`] (exact; for Q4_0/Q8_0 the tier's own `sign` /
-/// `maddubs` / `madd` sequence), the scalar functions' float operations one for one on
-/// the same eight lanes (`fma` as FMA3, [`hsum_float_8`] on the stored lanes).
-#[cfg(target_arch = "x86_64")]
-mod fast {
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/x86_64/avx2/vec_dot.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
     use super::*;
-    use crate::accel::x86;
-    use core::arch::x86_64::*;
+    use crate::accel::Slot;
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn lanes(v: __m256) -> [f32; 8] {
-        let mut a = [0.0f32; 8];
-        // SAFETY: `a` holds eight floats; the store is unaligned.
-        unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
-        a
-    }
-
-    /// The Q4_0/Q8_0 loop over blocks whose 32 signed values `bytes` gives, scale
-    /// `d(x) * d(y)`: `acc = fma(d, float(lanes), acc)` on eight lanes, `hsum_float_8`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn legacy<B>(
-        x: &[B],
-        y: &[BlockQ8_0],
-        bytes: impl Fn(&B) -> __m256i,
-        d: impl Fn(&B) -> f32,
-    ) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        for (xb, yb) in x.iter().zip(y) {
-            let d = _mm256_set1_ps(d(xb) * yb.d());
-            let q = x86::mul_sum_i8_lanes(bytes(xb), x86::q8_0_bytes(&yb.qs));
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc);
-        }
-        hsum_float_8(lanes(acc))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        legacy(x, y, |b| x86::q4_0_bytes(&b.qs), |b| b.d())
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        legacy(x, y, |b| x86::q8_0_bytes(&b.qs), |b| b.d())
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        let mut acc_m = _mm_setzero_ps();
-        for (xb, yb) in x.iter().zip(y) {
-            let d = yb.d() * xb.d();
-            let dmin = -yb.d() * xb.dmin();
-            let (sc, mn) = crate::accel::q4k_scales_mins(&xb.scales);
-            // _mm_hadd_epi16 of the bsums: wrapping i16 pair sums, then madd with mins.
-            let s: [i16; 8] =
-                core::array::from_fn(|j| yb.bsum(2 * j).wrapping_add(yb.bsum(2 * j + 1)));
-            let prod: [f32; 4] = core::array::from_fn(|i| {
-                (mn[2 * i] as i32 * s[2 * i] as i32 + mn[2 * i + 1] as i32 * s[2 * i + 1] as i32)
-                    as f32
-            });
-            // SAFETY: `prod` holds four floats; the load is unaligned.
-            let prod = unsafe { _mm_loadu_ps(prod.as_ptr()) };
-            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), prod, acc_m);
-            let sumi = x86::q4k_lanes(&xb.qs, &yb.qs, &sc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        let mut m = [0.0f32; 4];
-        // SAFETY: `m` holds four floats; the store is unaligned.
-        unsafe { _mm_storeu_ps(m.as_mut_ptr(), acc_m) };
-        let m01 = m[0] + m[2];
-        let m23 = m[1] + m[3];
-        hsum_float_8(lanes(acc)) + (m01 + m23)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        for (xb, yb) in x.iter().zip(y) {
-            let d = _mm256_set1_ps(yb.d() * xb.d());
-            let sub = _mm256_slli_epi32::<5>(x86::bsums_lanes(&yb.bsums, &xb.scales));
-            let q = x86::q6k_lanes(&xb.ql, &xb.qh, &yb.qs, &xb.scales);
-            let l = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, sub));
-            acc = _mm256_fmadd_ps(d, l, acc);
-        }
-        hsum_float_8(lanes(acc))
-    }
-}
-
-/// The accelerated forms on aarch64 hosts: the tier's integer lanes by the NEON
-/// primitives of `accel::neon` (the same exact integers as the AVX2 instructions), the
-/// scalar functions' float operations one for one on the same eight lanes as two
-/// four-float NEON vectors (each `fma` one `fmla`, the products' operands in either
-/// order being the same exact product), [`hsum_float_8`] on the stored lanes.
-#[cfg(target_arch = "aarch64")]
-mod neon {
-    use super::*;
-    use crate::accel::neon as n;
-    use core::arch::aarch64::*;
-
-    /// `acc[t] = fma(d, x[t], acc[t])` on eight lanes.
-    #[inline(always)]
-    fn fma8(d: f32, x: [i32; 8], acc: &mut [float32x4_t; 2]) {
-        // SAFETY: NEON is part of every aarch64 CPU; two loads of four i32 from `x`.
-        unsafe {
-            for (h, a) in acc.iter_mut().enumerate() {
-                let v = vcvtq_f32_s32(vld1q_s32(x.as_ptr().add(4 * h)));
-                *a = vfmaq_n_f32(*a, v, d);
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn stored(acc: [float32x4_t; 2]) -> [f32; 8] {
-        let mut out = [0.0f32; 8];
-        // SAFETY: two stores of four floats into `out`.
-        unsafe {
-            vst1q_f32(out.as_mut_ptr(), acc[0]);
-            vst1q_f32(out.as_mut_ptr().add(4), acc[1]);
-        }
-        out
-    }
-
-    fn zero() -> [float32x4_t; 2] {
-        // SAFETY: NEON is part of every aarch64 CPU.
-        unsafe { [vdupq_n_f32(0.0), vdupq_n_f32(0.0)] }
-    }
-
-    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        let mut acc = zero();
-        for (xb, yb) in x.iter().zip(y) {
-            let d = xb.d() * yb.d();
-            let mut qx = [0u8; 32];
-            for j in 0..16 {
-                qx[j] = ((xb.qs[j] & 0xF) as i8 - 8) as u8;
-                qx[j + 16] = ((xb.qs[j] >> 4) as i8 - 8) as u8;
-            }
-            fma8(d, n::mul_sum_i8_lanes(&qx, &yb.qs), &mut acc);
-        }
-        hsum_float_8(stored(acc))
-    }
-
-    pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let mut acc = zero();
-        for (xb, yb) in x.iter().zip(y) {
-            let d = xb.d() * yb.d();
-            fma8(d, n::mul_sum_i8_lanes(&xb.qs, &yb.qs), &mut acc);
-        }
-        hsum_float_8(stored(acc))
-    }
-
-    pub(super) fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-        let mut acc = zero();
-        let mut acc_m = [0.0f32; 4];
-        for (xb, yb) in x.iter().zip(y) {
-            let d = yb.d() * xb.d();
-            let dmin = -yb.d() * xb.dmin();
-            let (sc, mn) = crate::accel::q4k_scales_mins(&xb.scales);
-            // _mm_hadd_epi16 of the bsums: wrapping i16 pair sums, then madd with mins.
-            let s: [i16; 8] =
-                core::array::from_fn(|j| yb.bsum(2 * j).wrapping_add(yb.bsum(2 * j + 1)));
-            for (i, a) in acc_m.iter_mut().enumerate() {
-                let p =
-                    mn[2 * i] as i32 * s[2 * i] as i32 + mn[2 * i + 1] as i32 * s[2 * i + 1] as i32;
-                *a = dmin.mul_add(p as f32, *a);
-            }
-            fma8(d, n::q4k_lanes(&xb.qs, &yb.qs, &sc), &mut acc);
-        }
-        let m01 = acc_m[0] + acc_m[2];
-        let m23 = acc_m[1] + acc_m[3];
-        hsum_float_8(stored(acc)) + (m01 + m23)
-    }
-
-    pub(super) fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        let mut acc = zero();
-        for (xb, yb) in x.iter().zip(y) {
-            let d = yb.d() * xb.d();
-            let sub = n::bsums_lanes(&yb.bsums, &xb.scales);
-            let q = n::q6k_lanes(&xb.ql, &xb.qh, &yb.qs, &xb.scales);
-            let lanes: [i32; 8] = core::array::from_fn(|t| q[t].wrapping_sub(sub[t] << 5));
-            fma8(d, lanes, &mut acc);
-        }
-        hsum_float_8(stored(acc))
-    }
-}
-
-/// The kernels above compiled a second time with AVX2 and FMA enabled, for CPUs that
-/// have them: the same Rust, so the same float operations in the same order (Rust
-/// neither contracts nor reassociates float arithmetic, whatever the target features),
-/// and `f32::mul_add` is then one instruction instead of the binary64 route. Only the
-/// code generation differs (wider autovectorization of the integer stage). CPUs
-/// without them (and every other architecture) run the baseline build.
-#[cfg(target_arch = "x86_64")]
-mod wide {
-    use super::*;
-
-    /// Whether this CPU has AVX2 and FMA (std caches the detection).
-    #[inline]
-    pub(super) fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        super::vec_dot_q4_0_q8_0_in::<true>(x, y)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        super::vec_dot_q8_0_q8_0_in::<true>(x, y)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-        super::vec_dot_q4_k_q8_k_in::<true>(x, y)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        super::vec_dot_q6_k_q8_k_in::<true>(x, y)
-    }
+    /// [`vec_dot_q4_0_q8_0`].
+    pub static VEC_DOT_Q4_0_Q8_0: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q8_0_q8_0`].
+    pub static VEC_DOT_Q8_0_Q8_0: Slot<fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q4_k_q8_k`].
+    pub static VEC_DOT_Q4_K_Q8_K: Slot<fn(&[BlockQ4K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q6_k_q8_k`].
+    pub static VEC_DOT_Q6_K_Q8_K: Slot<fn(&[BlockQ6K], &[BlockQ8K]) -> f32> = Slot::new();
 }
 
 #[cfg(test)]

@@ -24,12 +24,7 @@ use crate::repack::{BlockQ4Kx8, BlockQ4_0x8};
 /// sub-block s, `dot[j][s]` = sum of q4 * q8 over the sub-block's 32 values.
 #[inline]
 pub fn q4_kx8_dots(x: &BlockQ4Kx8, y: &BlockQ8K) -> [[i32; 8]; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() {
-        // SAFETY: this CPU has AVX2 (detected just above).
-        let by_sub = unsafe { crate::accel::x86::q4kx8_dots(&x.qs, &y.qs, 8) };
-        return core::array::from_fn(|j| core::array::from_fn(|s| by_sub[s][j]));
-    }
+    crate::accelerated!(slots::Q4_KX8_DOTS, (x, y));
     // Integer sums are exact, so the bytes are visited in memory order: interleaved
     // chunk i (8 bytes) is column i % 8, plain bytes [(i/8)*8, (i/8)*8 + 8).
     let mut dot = [[0i32; 8]; 8];
@@ -59,11 +54,7 @@ pub fn sub_block_sums(y: &BlockQ8K) -> [i16; 8] {
 /// `ggml_gemv_q4_K_8x8_q8_K` for one group of 8 columns: `blocks` are the group's
 /// interleaved superblocks, `y` the row's q8_K blocks.
 pub fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-    #[cfg(target_arch = "x86_64")]
-    if crate::accel::x86_avx2() && std::arch::is_x86_feature_detected!("f16c") {
-        // SAFETY: this CPU has AVX2, FMA and F16C (detected just above).
-        return unsafe { gemv_q4_k_8x8_avx2(blocks, y) };
-    }
+    crate::accelerated!(slots::GEMV_Q4_K_8X8, (blocks, y));
     let mut acc = [0.0f32; 8];
     let mut acc_min = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
@@ -84,50 +75,6 @@ pub fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
         }
     }
     core::array::from_fn(|j| acc[j] - acc_min[j])
-}
-
-/// [`gemv_q4_k_8x8`] with the eight columns in the lanes of AVX vectors: the same
-/// exact integers (`isum_j`, `imin_j`; bounds: a sub-block dot at most 32 * 15 * 128, a
-/// scale or min at most 63, eight sub-blocks far inside i32), `f16(d_j) * d_y` one
-/// `vmulps` after `vcvtph2ps` (exact conversions), each accumulation one `vfmadd` per
-/// superblock, the output one `vsubps`: the scalar form's float operations lane by
-/// lane.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn gemv_q4_k_8x8_avx2(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
-    use std::arch::x86_64::*;
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
-    for (x, yb) in blocks.iter().zip(y) {
-        // dot[s][j] and the (scale, min) of row j's sub-block s by sub-block then row.
-        let dot = crate::accel::x86::q4kx8_dots(&x.qs, &yb.qs, 8);
-        let (sc, mn) = crate::accel::q4kx8_scales_mins(x);
-        let s = sub_block_sums(yb);
-        let (mut isum, mut imin) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        for sb in 0..8 {
-            let bytes = |b: [u8; 8]| _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(b)));
-            // SAFETY: 8 i32 of `dot[sb]`.
-            let d = unsafe { _mm256_loadu_si256(dot[sb].as_ptr().cast()) };
-            isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(bytes(sc[sb]), d));
-            let sv = _mm256_set1_epi32(s[sb] as i32);
-            imin = _mm256_add_epi32(imin, _mm256_mullo_epi32(bytes(mn[sb]), sv));
-        }
-        let half8 = |h: &[[u8; 2]; 8]| {
-            // SAFETY: 16 bytes of eight f16 fields.
-            _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
-        };
-        let dy = _mm256_set1_ps(yb.d());
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(half8(&x.d), dy), acc);
-        let dmin = _mm256_mul_ps(half8(&x.dmin), dy);
-        acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dmin, acc_min);
-    }
-    let mut out = [0.0f32; 8];
-    // SAFETY: 8 floats of `out`.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_sub_ps(acc, acc_min)) };
-    out
 }
 
 /// `ggml_gemm_q4_K_8x8_q8_K` for one group of 8 columns and one activation row (the
@@ -175,4 +122,19 @@ pub fn gemv_q4_0_8x8(blocks: &[BlockQ4_0x8], y: &[BlockQ8_0]) -> [f32; 8] {
         }
     }
     acc
+}
+
+/// The slots of this file's entry points (see [`crate::accel`]), filled by
+/// `tiercheck-accel` (its `src/arch/x86_64/avx2_repack/kernels.rs`).
+pub mod slots {
+    // A slot's type is its entry point's signature, spelt out.
+    #![allow(clippy::type_complexity)]
+
+    use super::*;
+    use crate::accel::Slot;
+
+    /// [`q4_kx8_dots`].
+    pub static Q4_KX8_DOTS: Slot<fn(&BlockQ4Kx8, &BlockQ8K) -> [[i32; 8]; 8]> = Slot::new();
+    /// [`gemv_q4_k_8x8`].
+    pub static GEMV_Q4_K_8X8: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
 }

@@ -1,0 +1,3 @@
+//! `tiercheck_core::arch::aarch64::neon`.
+
+pub(crate) mod vec_dot;

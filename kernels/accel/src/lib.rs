@@ -1,0 +1,161 @@
+//! tiercheck-accel: the accelerated forms of tiercheck-core's portable twins — the same
+//! bits, computed with the host's SIMD.
+//!
+//! A twin's contract is its bits, not its scalar code. The scalar twins in tiercheck-core
+//! stay the readable specification; where a twin's cost lies in an exact integer stage
+//! (the byte products and sums of a quantized dot product), this crate computes that
+//! stage with the host's vector instructions and keeps the twin's float operations, in
+//! its order, around it. What makes this exact:
+//!
+//! - **Integer stages**: every sum here is a sum of integer products that fits in i32
+//!   (the bounds are stated per function), so any grouping and order of the additions
+//!   gives the same integer. The byte instructions used cannot saturate or wrap on the
+//!   operands they get: `_mm256_maddubs_epi16` takes 4- or 6-bit unsigned values against
+//!   signed bytes (a pair sum at most 2 * 63 * 128 = 16128 in magnitude), signed-by-signed
+//!   products are widened to i16 first (`_mm256_cvtepi8_epi16`, `_mm256_madd_epi16`).
+//! - **Float stages**: the accelerated functions perform the scalar twin's IEEE
+//!   operations one for one (a separate multiply and add stay separate, a fused one is an
+//!   FMA3 instruction, a lane-wise 4-float accumulation is one SSE register); Rust never
+//!   contracts or reassociates float arithmetic, whatever the target features.
+//!
+//! **Layout.** Each file accelerates the twin file at the same path in tiercheck-core
+//! (`src/arch/x86_64/avx2/vec_dot.rs` here, `kernels/core/src/arch/x86_64/avx2/vec_dot.rs`
+//! there); the shared integer primitives are [`x86`] (AVX2) and `neon` (aarch64).
+//!
+//! **Dispatch.** Every accelerated entry point has one slot in tiercheck-core
+//! (`tiercheck_core::accel::Slot`, read by the twin's first line). [`install`] detects
+//! the CPU's features once ([`Host`]) and fills the slots the host can serve; each file
+//! here has one `install` function that names its slots. Nothing in this crate runs
+//! before [`install`] chose it, so no instruction the CPU lacks is ever executed. The
+//! twins run their scalar code where a slot is empty or the thread is inside
+//! `tiercheck_core::accel::with_scalar`.
+//!
+//! Where the accelerated forms are used:
+//!
+//! - the aarch64 twins' `nrc == 1` vec_dot kernels (`arch::aarch64::neon::vec_dot`,
+//!   which the i8mm and SVE lanes share for their K-quant single-row dots; the SVE
+//!   lanes' own Q4_0/Q8_0 kernels at 128 and 256 bits, `arch::aarch64::sve::vec_dot`)
+//!   and the Q6_K integer sum every aarch64 twin shares (`q6_k_isum`);
+//! - the aarch64 repacked twins' integer stages: Q4_K and Q6_K eight rows at a time
+//!   (`x86::q4kx8_dots`, `x86::q6kx8_isums`), Q8_0 and Q4_0 four rows at a time
+//!   (`x86::q8_0x4_isums`, `x86::q4_0x4_isums`, 4- and 8-byte interleaves), and the
+//!   float sides of their Q4_0/Q8_0 and Q6_K gemv and Q6_K gemm (the rows in SSE/AVX
+//!   lanes, the f16 scales by F16C), as `x86_64-avx2-repack`'s Q4_K 8x8 gemv;
+//! - the x86 lanes' vec_dot twins (`arch::x86_64::avx2::vec_dot`): the tier's own
+//!   integer lanes (for Q4_0/Q8_0 its `sign`/`maddubs`/`madd` sequence,
+//!   `x86::mul_sum_i8_lanes`) and its eight-lane FMA accumulation; on aarch64 hosts the
+//!   same lanes from NEON widening products (`neon::q4k_lanes`, `neon::q6k_lanes`,
+//!   `neon::bsums_lanes`, `neon::mul_sum_i8_lanes`) and the accumulation as two
+//!   four-float `fmla` vectors; with the scalar twins asked for, the same scalar code
+//!   compiled with AVX2 and FMA (the slots' `spec` entry);
+//! - the portable elementwise loops (`elem`): the same Rust compiled with FMA;
+//! - the GPU lanes' MMVQ warp emulation (`gpu::mmvq`: every thread of one weight block
+//!   at once in AVX2 lanes, compiled with FMA so each fused multiply-add is one
+//!   instruction; the warps' additions and the butterfly eight lanes at a time; in a
+//!   matmul, each activation column's scales and group sums once for all rows); on
+//!   aarch64 hosts the same forms with NEON, four threads per vector.
+//!
+//! Those of the forms that read f16 scales directly need F16C as well (every CPU with
+//! AVX2 has it; it is detected all the same, and without it the scalar form runs).
+//! The other twins run their scalar form everywhere (docs/PERFORMANCE.md has the
+//! figures).
+
+// Kernels index with explicit loop counters on purpose: each loop mirrors the twin it
+// accelerates, so a reader can check one against the other line by line.
+#![allow(clippy::needless_range_loop)]
+
+mod arch;
+mod elem;
+mod gpu;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+use std::sync::Once;
+
+/// What this CPU offers the accelerated forms, detected once (the only feature
+/// detection of this crate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// x86-64 AVX2 and FMA.
+    pub avx2_fma: bool,
+    /// x86-64 F16C (with `avx2_fma`: the forms that convert f16 scales by `vcvtph2ps`).
+    pub f16c: bool,
+    /// aarch64 NEON (part of every aarch64 CPU).
+    pub neon: bool,
+}
+
+impl Host {
+    /// This CPU's answer, through tiercheck-core's one detection cache.
+    pub fn detect() -> Host {
+        use tiercheck_core::detect::cpu_has;
+        let x86 = cfg!(target_arch = "x86_64");
+        let arm = cfg!(target_arch = "aarch64");
+        Host {
+            avx2_fma: x86 && cpu_has("avx2") && cpu_has("fma"),
+            f16c: x86 && cpu_has("f16c"),
+            neon: arm && cpu_has("neon"),
+        }
+    }
+}
+
+/// Fills every slot of tiercheck-core this host can serve (once per process; later
+/// calls return at once). Called by `tiercheck-lanes` before it hands out a lane; a
+/// program using tiercheck-core's twins directly calls it itself.
+pub fn install() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let host = Host::detect();
+        arch::install(host);
+        elem::install(host);
+        gpu::install(host);
+        if host.avx2_fma {
+            tiercheck_core::accel::set_description("avx2+fma");
+        }
+    });
+}
+
+/// The eight (scale, min) pairs of a Q4_K superblock's 12 scale bytes at once, as
+/// ggml's kernels unpack them (`utmp` with `kmask1..3`): `scales[j], mins[j]` equal
+/// `tiercheck_core::blocks::q4_k::scale_min_k4(j)` for every j (checked exhaustively
+/// over the bytes that matter in the tests).
+#[inline]
+pub fn q4k_scales_mins(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    const KMASK1: u32 = 0x3f3f_3f3f;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    const KMASK3: u32 = 0x0303_0303;
+    let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (u0, u1, u2) = (w(0), w(1), w(2));
+    let u3 = ((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4);
+    let m_lo = u1 & KMASK1;
+    let s_hi = (u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4);
+    let s_lo = u0 & KMASK1;
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    sc[..4].copy_from_slice(&s_lo.to_le_bytes());
+    sc[4..].copy_from_slice(&s_hi.to_le_bytes());
+    mn[..4].copy_from_slice(&m_lo.to_le_bytes());
+    mn[4..].copy_from_slice(&u3.to_le_bytes());
+    (sc, mn)
+}
+
+/// The (scale, min) pairs of all eight rows of a `block_q4_Kx8`, by sub-block then row:
+/// `.0[s][r], .1[s][r]` equal `BlockQ4Kx8::scale_min(r, s)`.
+#[inline]
+pub fn q4kx8_scales_mins(x: &tiercheck_core::repack::BlockQ4Kx8) -> ([[u8; 8]; 8], [[u8; 8]; 8]) {
+    let mut sc = [[0u8; 8]; 8];
+    let mut mn = [[0u8; 8]; 8];
+    for s in 0..8 {
+        let q: &[u8; 12] = x.scales[12 * s..12 * s + 12].try_into().expect("12 bytes");
+        (sc[s], mn[s]) = q4k_scales_mins(q);
+    }
+    (sc, mn)
+}
+
+#[cfg(test)]
+mod agreement;
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
