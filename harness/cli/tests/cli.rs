@@ -671,3 +671,72 @@ fn runs_continue_from_a_saved_cache() {
     let e = fails(&["run", "--lane", "ref", "--teacher-force", "5", "--state", &f.p("junk.state")]);
     assert!(e.contains("junk.state") && e.contains("truncated"), "{e}");
 }
+
+/// `tiercheck targets --tiers-shell`, evaluated by bash, holds the aarch64 table's oracle
+/// builds as `ci/oracle` reads them; bad arguments and tables give clear errors.
+#[test]
+fn targets_tiers_shell_evaluates_to_the_table() {
+    let table = tiercheck_targets::load_arch("aarch64").unwrap();
+    let shell = ok(&[
+        "targets",
+        "--triple",
+        "aarch64-unknown-linux-gnu",
+        "--tiers-shell",
+        "--prefix",
+        "ARM_",
+    ]);
+    let script = "set -eu\neval \"$1\"\nfor t in \"${ARM_TIERS[@]}\"; do\n\
+                  printf '%s|%s|%s|%s|%s|%s|%s\\n' \"$t\" \"${ARM_MARCH[$t]}\" \
+                  \"${ARM_QEMU_CPU[$t]}\" \"${ARM_INFO[$t]}\" \"${ARM_ENV[$t]}\" \
+                  \"${ARM_LLAMA_ENV[$t]}\" \"${ARM_PROVES[$t]}\"\ndone";
+    let out = Command::new("bash").args(["-c", script, "bash", &shell]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<String> =
+        String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect();
+    let want: Vec<String> = table
+        .tiers
+        .iter()
+        .map(|t| {
+            format!(
+                "{}|{}|{}|{}|{}|{}|{}",
+                t.name,
+                t.march,
+                table.tier_qemu_cpu(t),
+                t.info.join(" "),
+                t.env,
+                t.llama_env,
+                t.proves.join(" ")
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(got.iter().any(|l| l.starts_with("arm-i8mm|armv8.6-a+dotprod+i8mm|max,sve=off|")));
+
+    let e = fails(&["targets", "--triple", "nope-unknown-linux-gnu", "--tiers-shell"]);
+    assert!(e.contains("nope-unknown-linux-gnu.toml"), "{e}");
+    let e = fails(&["targets", "--prefix", "ARM_"]);
+    assert!(e.contains("--tiers-shell"), "{e}");
+    let e = fails(&["targets", "--tiers-shell", "--prefix", "A-"]);
+    assert!(e.contains("cannot start a shell variable name"), "{e}");
+    // A table naming a lane the registry does not know.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        tiercheck_targets::targets_dir().join("aarch64-unknown-linux-gnu.toml"),
+    )
+    .unwrap()
+    .replacen("\"ref\", ", "\"ref\", \"warp-drive\", ", 1);
+    let file = dir.path().join("aarch64-unknown-linux-gnu.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercheck"))
+        .args(["targets", "--triple", "aarch64-unknown-linux-gnu", "--tiers-shell"])
+        .env("TIERCHECK_TARGETS_DIR", dir.path())
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{e}");
+    assert!(
+        e.contains(&file.display().to_string()) && e.contains("unknown lane `warp-drive`"),
+        "{e}"
+    );
+}
