@@ -19,8 +19,6 @@ fn main() {
         .unwrap_or(false);
     let rev = if dirty && rev != "unknown" { format!("{rev}-dirty") } else { rev };
     println!("cargo:rustc-env=TIERCHECK_GIT_REV={rev}");
-    let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".to_string());
-    println!("cargo:rustc-env=TIERCHECK_TARGET={target}");
     println!("cargo:rerun-if-changed=../../.git/HEAD");
     println!("cargo:rerun-if-changed=../../.git/index");
 }

@@ -52,6 +52,11 @@ enum Command {
         /// Print only the lane names, one per line.
         #[arg(long)]
         names: bool,
+        /// Print the lane table of README.md and docs/LANES.md (Markdown, one row per
+        /// lane: name, architecture, summary, status), as it goes between their
+        /// `<!-- lanes:begin -->` and `<!-- lanes:end -->` lines.
+        #[arg(long, conflicts_with = "names")]
+        markdown: bool,
     },
     /// Inspect, dequantize and quantize GGUF files.
     #[command(subcommand)]
@@ -100,7 +105,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Delta(a) => cmd::delta::run(a),
         Command::Attribute(a) => cmd::attribute::run(a),
         Command::Identify(a) => cmd::identify::run(a),
-        Command::Lanes { names } => cmd::lanes::run(names),
+        Command::Lanes { names, markdown } => cmd::lanes::run(names, markdown),
         Command::Gguf(c) => cmd::gguf::run(c),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Golden(c) => cmd::golden::run(c),

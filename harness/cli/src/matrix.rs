@@ -71,7 +71,7 @@ pub fn plan(
     if lane.arch != Arch::Aarch64 || cfg!(target_arch = "aarch64") {
         return Plan::Portable(why.to_string());
     }
-    let table = match tiercheck_lanes::targets::load_arch("aarch64") {
+    let table = match tiercheck_targets::load_arch("aarch64") {
         Ok(t) => t,
         Err(e) => return Plan::Portable(format!("{why}; {e}")),
     };

@@ -671,3 +671,145 @@ fn runs_continue_from_a_saved_cache() {
     let e = fails(&["run", "--lane", "ref", "--teacher-force", "5", "--state", &f.p("junk.state")]);
     assert!(e.contains("junk.state") && e.contains("truncated"), "{e}");
 }
+
+/// `tiercheck targets --tiers-shell`, evaluated by bash, holds the aarch64 table's oracle
+/// builds as `ci/oracle` reads them; bad arguments and tables give clear errors.
+#[test]
+fn targets_tiers_shell_evaluates_to_the_table() {
+    let table = tiercheck_targets::load_arch("aarch64").unwrap();
+    let shell = ok(&[
+        "targets",
+        "--triple",
+        "aarch64-unknown-linux-gnu",
+        "--tiers-shell",
+        "--prefix",
+        "ARM_",
+    ]);
+    let script = "set -eu\neval \"$1\"\nfor t in \"${ARM_TIERS[@]}\"; do\n\
+                  printf '%s|%s|%s|%s|%s|%s|%s\\n' \"$t\" \"${ARM_MARCH[$t]}\" \
+                  \"${ARM_QEMU_CPU[$t]}\" \"${ARM_INFO[$t]}\" \"${ARM_ENV[$t]}\" \
+                  \"${ARM_LLAMA_ENV[$t]}\" \"${ARM_PROVES[$t]}\"\ndone";
+    let out = Command::new("bash").args(["-c", script, "bash", &shell]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<String> =
+        String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect();
+    let want: Vec<String> = table
+        .tiers
+        .iter()
+        .map(|t| {
+            format!(
+                "{}|{}|{}|{}|{}|{}|{}",
+                t.name,
+                t.march,
+                table.tier_qemu_cpu(t),
+                t.info.join(" "),
+                t.env,
+                t.llama_env,
+                t.proves.join(" ")
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(got.iter().any(|l| l.starts_with("arm-i8mm|armv8.6-a+dotprod+i8mm|max,sve=off|")));
+
+    let e = fails(&["targets", "--triple", "nope-unknown-linux-gnu", "--tiers-shell"]);
+    assert!(e.contains("nope-unknown-linux-gnu.toml"), "{e}");
+    let e = fails(&["targets", "--prefix", "ARM_"]);
+    assert!(e.contains("--tiers-shell"), "{e}");
+    let e = fails(&["targets", "--tiers-shell", "--prefix", "A-"]);
+    assert!(e.contains("cannot start a shell variable name"), "{e}");
+    // A table naming a lane the registry does not know.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        tiercheck_targets::targets_dir().join("aarch64-unknown-linux-gnu.toml"),
+    )
+    .unwrap()
+    .replacen("\"ref\", ", "\"ref\", \"warp-drive\", ", 1);
+    let file = dir.path().join("aarch64-unknown-linux-gnu.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercheck"))
+        .args(["targets", "--triple", "aarch64-unknown-linux-gnu", "--tiers-shell"])
+        .env("TIERCHECK_TARGETS_DIR", dir.path())
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{e}");
+    assert!(
+        e.contains(&file.display().to_string()) && e.contains("unknown lane `warp-drive`"),
+        "{e}"
+    );
+}
+
+/// The text of `doc` between its `<!-- lanes:begin ... -->` and `<!-- lanes:end -->`
+/// lines, or what is wrong with the markers.
+fn generated_part(doc: &str) -> Result<String, String> {
+    let lines: Vec<&str> = doc.lines().collect();
+    let begin: Vec<usize> =
+        (0..lines.len()).filter(|&i| lines[i].starts_with("<!-- lanes:begin")).collect();
+    let end: Vec<usize> = (0..lines.len()).filter(|&i| lines[i] == "<!-- lanes:end -->").collect();
+    match (begin.as_slice(), end.as_slice()) {
+        ([b], [e]) if b < e => Ok(lines[b + 1..*e].iter().map(|l| format!("{l}\n")).collect()),
+        _ => Err(format!(
+            "expected one `<!-- lanes:begin ... -->` line before one `<!-- lanes:end -->` \
+             line, found begin at lines {begin:?} and end at {end:?} (0-based)"
+        )),
+    }
+}
+
+/// Where `got` differs from `want`, line by line, as `-want` / `+got` pairs.
+fn line_diff(want: &str, got: &str) -> String {
+    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+    let mut out = String::new();
+    for i in 0..w.len().max(g.len()) {
+        let (a, b) = (w.get(i), g.get(i));
+        if a != b {
+            if let Some(a) = a {
+                out.push_str(&format!("  row {:>2} -generated: {a}\n", i + 1));
+            }
+            if let Some(b) = b {
+                out.push_str(&format!("  row {:>2} +in file:   {b}\n", i + 1));
+            }
+        }
+    }
+    out
+}
+
+/// README.md's and docs/LANES.md's lane tables are the output of `tiercheck lanes
+/// --markdown` (the lanes' summaries and `Status`), so no status is restated by hand.
+#[test]
+fn lane_tables_in_the_docs_are_generated() {
+    let table = ok(&["lanes", "--markdown"]);
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 2 + tiercheck_core::LANES.len(), "{table}");
+    assert!(rows.iter().any(|r| r.starts_with("| `ref` | portable |")), "{table}");
+    for r in &rows[2..] {
+        assert!(r.len() < 400, "a row of {} characters: {r}", r.len());
+    }
+    assert!(table.contains("| **proven**: kernel, decode, prompt, cli |"), "{table}");
+    assert!(table.contains("| **modelled** |"), "{table}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut problems = Vec::new();
+    for doc in ["README.md", "docs/LANES.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        match generated_part(&text) {
+            Ok(part) if part == table => {}
+            Ok(part) => problems.push(format!("{doc}:\n{}", line_diff(&table, &part))),
+            Err(e) => problems.push(format!("{doc}: {e}")),
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the lane tables differ from the lanes' data:\n{}\nregenerate them: run \
+         `cargo run -p tiercheck -- lanes --markdown` and put its output between the \
+         `<!-- lanes:begin ... -->` and `<!-- lanes:end -->` lines of README.md and \
+         docs/LANES.md",
+        problems.join("\n")
+    );
+    // The checks themselves see a changed row and a missing marker.
+    let edited = table.replacen("**proven**", "**modelled**", 1);
+    assert!(line_diff(&table, &edited).contains("row  3 -generated: | `ref`"));
+    assert!(generated_part("<!-- lanes:end -->\n").is_err());
+    let doc = format!("x\n<!-- lanes:begin (generated) -->\n{table}<!-- lanes:end -->\ny\n");
+    assert_eq!(generated_part(&doc).unwrap(), table);
+}

@@ -164,14 +164,15 @@ fn malformed_golden_manifests() {
 
 fn table_err(text: &str) -> String {
     let file = "targets/x86_64-unknown-linux-gnu.toml";
-    error_naming(tiercheck_lanes::targets::parse(Path::new(file), text), file, text)
+    let table = tiercheck_targets::parse(Path::new(file), text);
+    error_naming(table.and_then(|t| tiercheck_lanes::check_target_lanes(&t)), file, text)
 }
 
 #[test]
 fn malformed_target_tables() {
     let head = "triple = \"x86_64-unknown-linux-gnu\"\nlanes = [\"ref\", \"x86_64-avx2\"]\n";
     let model = "[[model]]\nname = \"host\"\nqemu_cpu = \"\"\nrequire = [\"x86_64-avx2\"]\n";
-    tiercheck_lanes::targets::parse(
+    tiercheck_targets::parse(
         Path::new("t/x86_64-unknown-linux-gnu.toml"),
         &format!("{head}{model}"),
     )

@@ -51,7 +51,7 @@ use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{
     Arith, Attention, Batching, Decoder, FlashAttn, KvType, Logits, Mode, Model, Residual, TapSink,
 };
-use tiercheck_oracle::OracleConfig;
+use tiercheck_oracle::{ArmTier, OracleConfig};
 
 /// A llama.cpp build of `ci/oracle`: the haswell one (in process through ctypes) or an
 /// aarch64 one (the static `llamataps` driver under qemu-aarch64 on its tier's CPU model).
@@ -66,14 +66,23 @@ enum Build {
 }
 
 impl Build {
-    fn name(self) -> &'static str {
+    /// The aarch64 build of `ci/oracle` this is, whose facts are its `[[tier]]` entry of
+    /// `targets/aarch64-unknown-linux-gnu.toml`.
+    fn arm(self) -> Option<ArmTier> {
         match self {
-            Build::Haswell => "haswell",
-            Build::Zen4 => "zen4",
-            Build::ArmDotprod => "arm-dotprod",
-            Build::ArmI8mm => "arm-i8mm",
-            Build::ArmSve128 => "arm-sve128",
-            Build::ArmSve256 => "arm-sve256",
+            Build::Haswell | Build::Zen4 => None,
+            Build::ArmDotprod => Some(ArmTier::Dotprod),
+            Build::ArmI8mm => Some(ArmTier::I8mm),
+            Build::ArmSve128 => Some(ArmTier::Sve128),
+            Build::ArmSve256 => Some(ArmTier::Sve256),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match (self, self.arm()) {
+            (_, Some(tier)) => tier.name(),
+            (Build::Zen4, None) => "zen4",
+            (_, None) => "haswell",
         }
     }
 
@@ -96,16 +105,19 @@ impl Build {
         }
     }
 
-    /// The oracle.env key of the build and the qemu CPU model its tier runs on.
-    fn oracle(self) -> (&'static str, &'static str) {
-        match self {
-            Build::Haswell => ("TIERCHECK_ORACLE_LLAMA", ""),
-            Build::Zen4 => ("TIERCHECK_ORACLE_LLAMA_ZEN4", ""),
-            Build::ArmDotprod => ("TIERCHECK_ORACLE_LLAMA_ARM_DOTPROD", "neoverse-n1"),
-            Build::ArmI8mm => ("TIERCHECK_ORACLE_LLAMA_ARM_I8MM", "max,sve=off"),
-            Build::ArmSve128 => ("TIERCHECK_ORACLE_LLAMA_ARM_SVE128", "max,sve128=on"),
-            Build::ArmSve256 => ("TIERCHECK_ORACLE_LLAMA_ARM_SVE256", "max,sve256=on"),
-        }
+    /// The oracle.env key of the build and the qemu CPU model its tier runs on (empty
+    /// for the x86 builds, which run in process).
+    fn oracle(self) -> Result<(&'static str, &'static str), String> {
+        let Some(tier) = self.arm() else {
+            let key = if self == Build::Zen4 {
+                "TIERCHECK_ORACLE_LLAMA_ZEN4"
+            } else {
+                "TIERCHECK_ORACLE_LLAMA"
+            };
+            return Ok((key, ""));
+        };
+        let err = |e: tiercheck_oracle::OracleError| e.to_string();
+        Ok((tier.llama_env_var().map_err(err)?, tier.qemu_cpu().map_err(err)?))
     }
 }
 
@@ -278,7 +290,7 @@ fn capture(py: &Path) -> Command {
 /// The capture tool's arguments that select `build`: `--lib DIR` or `--driver BIN
 /// --qemu-cpu MODEL`; "oracle not built" when `ci/oracle` did not make it.
 fn build_args(build: Build) -> Result<Vec<String>, String> {
-    let (key, cpu) = build.oracle();
+    let (key, cpu) = build.oracle()?;
     let path = OracleConfig::from_env().setting(key).map_err(|e| e.to_string())?;
     if build == Build::Zen4 && !host_has_avx512() {
         return Err(HOST_LACKS_AVX512.into());

@@ -210,11 +210,12 @@ fn trial_on(
             Err(e) if required => {
                 return Err(Failed::from(format!("TIERCHECK_REQUIRE_ORACLE=1 but {e}")))
             }
-            Err(e) => {
+            Err(OracleError::Unavailable(e)) => {
                 return Ok(Completion::ignored_with(format!(
                     "oracle unavailable ({e}); run ci/oracle"
                 )))
             }
+            Err(e) => return Err(Failed::from(format!("{tier}: {e}"))),
         };
         let n = f(&driver)?;
         if n < 200 {

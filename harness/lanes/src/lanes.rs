@@ -112,6 +112,15 @@ pub fn find(name: &str) -> Result<&'static Lane, String> {
     })
 }
 
+/// Checks that every lane a target table names (`lanes`, and through it the models'
+/// `require` and the builds' `proves`, which `tiercheck_targets` keeps within `lanes`) is
+/// a lane of this registry; an unknown one is an error naming the table's file.
+pub fn check_target_lanes(
+    table: &tiercheck_targets::TargetTable,
+) -> Result<(), tiercheck_targets::TargetError> {
+    table.check_lanes(|name| tiercheck_core::lane(name).is_some())
+}
+
 /// Choose the implementation of `lane` to run.
 pub fn choose(lane: &'static Lane, imp: Impl) -> Result<Chosen, String> {
     tiercheck_accel::install();

@@ -5,11 +5,11 @@
 //!   only place that links the architecture crates and the HIP crate;
 //! - [`host`]: the CPU features detected at run time;
 //! - [`provenance`]: the metadata every file tiercheck writes carries;
-//! - [`targets`]: the target tables (`targets/<triple>.toml`).
+//! - [`check_target_lanes`]: the lanes a target table (`tiercheck_targets`) names are in
+//!   the registry.
 
 pub mod host;
 mod lanes;
 pub mod provenance;
-pub mod targets;
 
 pub use lanes::*;

@@ -1,11 +1,12 @@
 //! ggml's aarch64 kernels, through the static `armdriver` program run under qemu-user.
 //!
 //! `ci/oracle` cross-builds ggml's `ggml`, `ggml-base` and `ggml-cpu` as static aarch64
-//! libraries in two flavours ([`ArmTier`]) and links `ci/oracle-driver/armdriver.c` against
-//! each, into `<cache>/ggml-0.3.36/arm-<flavour>/bin/armdriver`; `oracle.env` names the two
-//! programs (`TIERCHECK_ORACLE_ARM_DOTPROD`, `TIERCHECK_ORACLE_ARM_I8MM`). [`ArmDriver`] runs
-//! one of them under `qemu-aarch64 -L /usr/aarch64-linux-gnu` with `QEMU_CPU` set to the
-//! CPU model of its flavour (or directly, when `qemu-aarch64` is absent on an aarch64 host).
+//! libraries once per build of the aarch64 target table's `[[tier]]` list ([`ArmTier`])
+//! and links `ci/oracle-driver/armdriver.c` against each, into
+//! `<cache>/ggml-0.3.36/<tier>/bin/armdriver`; `oracle.env` names each program under its
+//! tier's `env` key (`TIERCHECK_ORACLE_ARM_DOTPROD`, ...). [`ArmDriver`] runs one of them
+//! under `qemu-aarch64 -L /usr/aarch64-linux-gnu` with `QEMU_CPU` set to the CPU model of
+//! its tier (or directly, when `qemu-aarch64` is absent on an aarch64 host).
 //! ggml's ARM feature choices are compile-time only, so the flavour decides which kernels
 //! run, and the qemu CPU model only decides which instructions are legal: a flavour run on
 //! a CPU model without its extensions dies of SIGILL, which comes back as an
@@ -24,10 +25,11 @@ use std::fmt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tiercheck_core::GgmlType;
+use tiercheck_targets::{TargetTable, Tier};
 
 use super::mulmat::parse_report;
 use super::{parse_env_file, MulmatMode, MulmatResult, OracleConfig, OracleError};
@@ -41,31 +43,43 @@ const SYSROOT: &str = "/usr/aarch64-linux-gnu";
 /// What to do when something is missing.
 const HINT: &str = "oracle not built: run ci/oracle";
 
-/// The aarch64 builds of ggml that `ci/oracle` makes.
+/// The aarch64 builds of ggml that `ci/oracle` makes. Their facts (the `-march` of
+/// ggml-cpu, the qemu CPU model, the `oracle.env` keys of the two drivers, the lanes they
+/// prove) are the `[[tier]]` entries of `targets/aarch64-unknown-linux-gnu.toml`, read
+/// through `tiercheck_targets`; the variant only names its entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ArmTier {
-    /// `-march=armv8.2-a+dotprod`: NEON + dotprod kernels, llamafile's `tinyBLAS_Q0_ARM`,
-    /// repack layouts q4_0_4x4, q4_K_8x4, q6_K_8x4, q8_0_4x4.
+    /// NEON + dotprod kernels, llamafile's `tinyBLAS_Q0_ARM`, repack layouts q4_0_4x4,
+    /// q4_K_8x4, q6_K_8x4, q8_0_4x4.
     Dotprod,
-    /// `-march=armv8.6-a+dotprod+i8mm`: adds the i8mm (`smmla`) kernels, two weight rows
-    /// per `vec_dot` call for Q4_0/Q8_0/Q4_K/Q6_K; llamafile compiled out; repack layouts
-    /// q4_0_4x8, q4_K_8x8, q6_K_8x8, q8_0_4x8.
+    /// Adds the i8mm (`smmla`) kernels, two weight rows per `vec_dot` call for
+    /// Q4_0/Q8_0/Q4_K/Q6_K; llamafile compiled out; repack layouts q4_0_4x8, q4_K_8x8,
+    /// q6_K_8x8, q8_0_4x8.
     I8mm,
-    /// ggml's `armv8.6_2` variant, `-march=armv8.6-a+dotprod+fp16+sve+i8mm+sve2`, run at
-    /// a 128-bit SVE vector length (Neoverse V2/V3): SVE vec_dot and elementwise code,
-    /// the i8mm build's repack layouts.
+    /// ggml's `armv8.6_2` variant, run at a 128-bit SVE vector length (Neoverse V2/V3):
+    /// SVE vec_dot and elementwise code, the i8mm build's repack layouts.
     Sve128,
-    /// ggml's `armv8.6_1` variant, `-march=armv8.6-a+dotprod+fp16+sve+i8mm`, run at a
-    /// 256-bit SVE vector length (Neoverse V1): Q4_0 repacked as q4_0_8x8 there.
+    /// ggml's `armv8.6_1` variant, run at a 256-bit SVE vector length (Neoverse V1):
+    /// Q4_0 repacked as q4_0_8x8 there.
     Sve256,
 }
 
+/// The aarch64 target table, read once.
+fn arm_table() -> Result<&'static TargetTable, OracleError> {
+    static TABLE: OnceLock<Result<TargetTable, String>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| tiercheck_targets::load_arch("aarch64").map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| OracleError::TargetTable(e.clone()))
+}
+
 impl ArmTier {
-    /// Both flavours, in build order.
+    /// Every build, in build order (the order of the table's `[[tier]]` entries).
     pub const ALL: [ArmTier; 4] =
         [ArmTier::Dotprod, ArmTier::I8mm, ArmTier::Sve128, ArmTier::Sve256];
 
-    /// The tier's folder name under the cache (`arm-dotprod`, `arm-i8mm`).
+    /// The name of the tier's `[[tier]]` entry, which is also its folder name under the
+    /// cache (`arm-dotprod`, `arm-i8mm`, ...).
     pub fn name(self) -> &'static str {
         match self {
             ArmTier::Dotprod => "arm-dotprod",
@@ -75,35 +89,40 @@ impl ArmTier {
         }
     }
 
+    /// The tier's `[[tier]]` entry of the aarch64 target table.
+    pub fn facts(self) -> Result<&'static Tier, OracleError> {
+        let table = arm_table()?;
+        table.tier(self.name()).ok_or_else(|| {
+            OracleError::TargetTable(format!(
+                "{}: no [[tier]] named `{}`",
+                table.path.display(),
+                self.name()
+            ))
+        })
+    }
+
     /// The `-march` ggml-cpu was compiled with (`GGML_CPU_ARM_ARCH`).
-    pub fn march(self) -> &'static str {
-        match self {
-            ArmTier::Dotprod => "armv8.2-a+dotprod",
-            ArmTier::I8mm => "armv8.6-a+dotprod+i8mm",
-            ArmTier::Sve128 => "armv8.6-a+dotprod+fp16+sve+i8mm+sve2",
-            ArmTier::Sve256 => "armv8.6-a+dotprod+fp16+sve+i8mm",
-        }
+    pub fn march(self) -> Result<&'static str, OracleError> {
+        Ok(&self.facts()?.march)
     }
 
-    /// The `QEMU_CPU` model that has the extensions the flavour uses (SVE only for the
-    /// SVE flavours, at their vector length).
-    pub fn qemu_cpu(self) -> &'static str {
-        match self {
-            ArmTier::Dotprod => "neoverse-n1",
-            ArmTier::I8mm => "max,sve=off",
-            ArmTier::Sve128 => "max,sve128=on",
-            ArmTier::Sve256 => "max,sve256=on",
-        }
+    /// The `QEMU_CPU` model that has the extensions the tier uses (SVE only for the SVE
+    /// tiers, at their vector length): the `qemu_cpu` of the entry's model.
+    pub fn qemu_cpu(self) -> Result<&'static str, OracleError> {
+        let facts = self.facts()?;
+        Ok(arm_table()?.tier_qemu_cpu(facts))
     }
 
-    /// The environment variable (and `oracle.env` key) naming the tier's driver program.
-    pub fn env_var(self) -> &'static str {
-        match self {
-            ArmTier::Dotprod => "TIERCHECK_ORACLE_ARM_DOTPROD",
-            ArmTier::I8mm => "TIERCHECK_ORACLE_ARM_I8MM",
-            ArmTier::Sve128 => "TIERCHECK_ORACLE_ARM_SVE128",
-            ArmTier::Sve256 => "TIERCHECK_ORACLE_ARM_SVE256",
-        }
+    /// The environment variable (and `oracle.env` key) naming the tier's driver program
+    /// (`armdriver`).
+    pub fn env_var(self) -> Result<&'static str, OracleError> {
+        Ok(&self.facts()?.env)
+    }
+
+    /// The environment variable (and `oracle.env` key) naming the tier's llama.cpp driver
+    /// (`llamataps`).
+    pub fn llama_env_var(self) -> Result<&'static str, OracleError> {
+        Ok(&self.facts()?.llama_env)
     }
 }
 
@@ -240,7 +259,7 @@ impl ArmDriver {
     /// Fails with [`OracleError::Unavailable`] when the driver is not built, or when there
     /// is no way to run it (no `qemu-aarch64` on `PATH` and the host is not aarch64).
     pub fn for_tier(config: &OracleConfig, tier: ArmTier) -> Result<ArmDriver, OracleError> {
-        let key = tier.env_var();
+        let key = tier.env_var()?;
         let from_env = std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
         let path = match from_env {
             Some(p) => p,
@@ -281,7 +300,7 @@ impl ArmDriver {
             Some(qemu) => Launcher::Qemu {
                 qemu,
                 sysroot: Some(PathBuf::from(SYSROOT)).filter(|p| p.is_dir()),
-                cpu: tier.qemu_cpu().to_string(),
+                cpu: tier.qemu_cpu()?.to_string(),
             },
             None if cfg!(target_arch = "aarch64") => Launcher::Native,
             None => {
@@ -1239,12 +1258,20 @@ mod tests {
         assert!(f.neon && f.dotprod && !f.i8mm && f.llamafile);
     }
 
+    /// Every variant names an entry of the table, and every entry has a variant, in the
+    /// table's order; the facts come from the entry.
     #[test]
-    fn tiers_name_their_build() {
+    fn tiers_are_the_tables_builds() {
+        let table = arm_table().unwrap();
+        let names: Vec<&str> = table.tiers.iter().map(|t| t.name.as_str()).collect();
+        let ours: Vec<&str> = ArmTier::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(ours, names, "ArmTier::ALL and the [[tier]] entries of {:?}", table.path);
         assert_eq!(ArmTier::Dotprod.name(), "arm-dotprod");
-        assert_eq!(ArmTier::I8mm.qemu_cpu(), "max,sve=off");
-        assert_eq!(ArmTier::I8mm.env_var(), "TIERCHECK_ORACLE_ARM_I8MM");
-        assert_eq!(ArmTier::Dotprod.march(), "armv8.2-a+dotprod");
+        assert_eq!(ArmTier::I8mm.qemu_cpu().unwrap(), "max,sve=off");
+        assert_eq!(ArmTier::I8mm.env_var().unwrap(), "TIERCHECK_ORACLE_ARM_I8MM");
+        assert_eq!(ArmTier::Sve128.llama_env_var().unwrap(), "TIERCHECK_ORACLE_LLAMA_ARM_SVE128");
+        assert_eq!(ArmTier::Dotprod.march().unwrap(), "armv8.2-a+dotprod");
+        assert_eq!(ArmTier::Sve256.facts().unwrap().info_value("sve_cnt"), Some(32));
     }
 
     #[test]

@@ -116,6 +116,11 @@ pub enum OracleError {
         stderr: String,
     },
 
+    /// The target table that describes the oracle's builds
+    /// (`targets/<triple>.toml`, `[[tier]]`) could not be read or lacks an entry.
+    #[error("{0}")]
+    TargetTable(String),
+
     /// An I/O error while reading configuration or library files.
     #[error("{context}: {source}")]
     Io {

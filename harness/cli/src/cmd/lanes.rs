@@ -37,8 +37,44 @@ pub fn not_checkable_here(lane: &Lane) -> Option<String> {
     }
 }
 
-/// `tiercheck lanes` (`--names`: the names alone, one per line).
-pub fn run(names: bool) -> Result<()> {
+/// A lane's status in one line for the Markdown table: the kind in bold, and for a
+/// proven lane the levels proven (with any qualification).
+fn status_line(status: &Status) -> String {
+    match status.short().split_once(": ") {
+        Some((kind, levels)) => format!("**{kind}**: {levels}"),
+        None => format!("**{}**", status.kind()),
+    }
+}
+
+/// One Markdown table cell: `|` escaped, whitespace runs (line continuations) as one
+/// space.
+fn cell(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
+}
+
+/// The lane table of README.md and docs/LANES.md, from the registry: one row per lane
+/// with its name, architecture, summary and status line. Ends with a newline.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| lane | arch | reproduces | status |\n|---|---|---|---|\n");
+    for lane in lanes::all() {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            lane.name,
+            lane.arch.name(),
+            cell(lane.summary),
+            status_line(&lane.status)
+        ));
+    }
+    out
+}
+
+/// `tiercheck lanes` (`--names`: the names alone, one per line; `--markdown`: the
+/// table of [`markdown_table`]).
+pub fn run(names: bool, markdown: bool) -> Result<()> {
+    if markdown {
+        print!("{}", markdown_table());
+        return Ok(());
+    }
     if names {
         for lane in lanes::all() {
             println!("{}", lane.name);
