@@ -179,10 +179,10 @@ fn main() -> ExitCode {
 }
 
 /// The lanes whose native trials must run here: `TIERCHECK_REQUIRE_LANES`, read by
-/// [`tiercheck_core::require::required_lanes`] (a comma list, or `auto`: the `require`
+/// [`tiercheck_testkit::require::required_lanes`] (a comma list, or `auto`: the `require`
 /// list of this target's table for the CPU model in `QEMU_CPU`).
 fn required_lanes() -> HashSet<String> {
-    tiercheck_core::require::required_lanes()
+    tiercheck_testkit::require::required_lanes()
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .collect()

@@ -1,6 +1,6 @@
 //! The lanes' status claims point at real proofs: every test a [`Proof`] names is an
 //! integration test of this package that checks its claims
-//! (`tiercheck_golden::claims::claim_trials` over trials made by `claims::tracked`: a
+//! (`tiercheck_testkit::claims::claim_trials` over trials made by `claims::tracked`: a
 //! claim fails whose trials are missing, filtered out or failed in the same run), a
 //! proven lane names at least one proof with trials, and the labels that no device has
 //! checked hold (`hip-*` and `cuda-sm90` modelled; `x86_64-avx512` proven against ggml's
@@ -122,7 +122,7 @@ fn status_tags_name_the_unqualified_level() {
 #[test]
 fn claims_follow_the_outcomes_of_their_trials_in_the_same_run() {
     use libtest_mimic::{Arguments, Completion, Trial};
-    use tiercheck_golden::claims::{claim_trials, tracked};
+    use tiercheck_testkit::claims::{claim_trials, tracked};
     // No lane required, whatever the suite was started with (restored at the end; no
     // other test of this binary reads it).
     let required = std::env::var_os("TIERCHECK_REQUIRE_LANES");

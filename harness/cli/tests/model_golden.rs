@@ -30,7 +30,7 @@ fn inputs() -> Result<&'static Inputs, String> {
 }
 
 fn required_lanes() -> Vec<String> {
-    tiercheck_core::require::required_lanes().unwrap_or_else(|e| panic!("{e}"))
+    tiercheck_testkit::require::required_lanes().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn main() -> ExitCode {

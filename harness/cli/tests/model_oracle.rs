@@ -1928,7 +1928,7 @@ fn host_has_avx512() -> bool {
 }
 
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
-    tiercheck_golden::claims::tracked(name, move || match f() {
+    tiercheck_testkit::claims::tracked(name, move || match f() {
         Ok(()) => Ok(Completion::Completed),
         Err(e) if e == HOST_LACKS_AVX512 || e == NO_FAKE_NUMA => Ok(Completion::ignored_with(e)),
         Err(e) if e.contains("oracle not built") && !require_oracle() => {
@@ -2462,7 +2462,7 @@ fn main() -> ExitCode {
     trials.push(trial("llama_cpp/state/f32_off/files_hold_the_cache", || {
         state_files_hold_the_cache(attn(KvType::F32, FlashAttn::Off))
     }));
-    let claims = tiercheck_golden::claims::claim_trials("model_oracle", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials("model_oracle", &args, &trials);
     trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }

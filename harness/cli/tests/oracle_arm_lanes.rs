@@ -174,7 +174,7 @@ fn main() -> ExitCode {
         }));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    let claims = tiercheck_golden::claims::claim_trials("oracle_arm_lanes", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials("oracle_arm_lanes", &args, &trials);
     trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }
@@ -203,7 +203,7 @@ fn trial_on(
     name: String,
     f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_golden::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(name, move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
         let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), tier) {
             Ok(d) => d,

@@ -80,7 +80,7 @@ fn main() -> ExitCode {
     let mut trials: Vec<Trial> = tests
         .into_iter()
         .map(|(name, check)| {
-            tiercheck_golden::claims::tracked(format!("oracle/mulmat/{name}"), move || {
+            tiercheck_testkit::claims::tracked(format!("oracle/mulmat/{name}"), move || {
                 let drivers = match Drivers::from_env() {
                     Ok(d) => d,
                     Err(why) => return unavailable(why),
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
             })
         })
         .collect();
-    let claims = tiercheck_golden::claims::claim_trials("oracle_mulmat", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials("oracle_mulmat", &args, &trials);
     trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }

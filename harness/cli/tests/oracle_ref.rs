@@ -81,7 +81,7 @@ fn main() -> ExitCode {
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    let claims = tiercheck_golden::claims::claim_trials("oracle_ref", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials("oracle_ref", &args, &trials);
     trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }
@@ -112,7 +112,7 @@ fn tier_trial(
     name: String,
     check: impl FnOnce(&GgmlLib) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_golden::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(name, move || {
         let cfg = OracleConfig::from_env();
         if tier == Tier::Haswell && !tiercheck_lanes::host::x86_has("avx2") {
             let why = "cpu lacks avx2: the haswell tier cannot run here";
@@ -137,7 +137,7 @@ fn python_trial(
     name: &str,
     check: impl FnOnce(&std::path::Path) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_golden::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(name, move || {
         let cfg = OracleConfig::from_env();
         let py = match cfg.require_python() {
             Ok(p) => p.to_owned(),

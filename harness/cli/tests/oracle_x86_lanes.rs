@@ -49,7 +49,7 @@ fn main() -> ExitCode {
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    let claims = tiercheck_golden::claims::claim_trials("oracle_x86_lanes", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials("oracle_x86_lanes", &args, &trials);
     trials.extend(claims);
     libtest_mimic::run(&args, trials).exit_code()
 }
@@ -58,7 +58,7 @@ fn trial(
     name: String,
     f: impl FnOnce(&MulmatDriver) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_golden::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(name, move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
         if !tiercheck_lanes::host::x86_has("avx2") {
             let why = "cpu lacks avx2: the haswell tier cannot run here";

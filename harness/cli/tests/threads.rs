@@ -2,7 +2,7 @@
 //! output columns only, `tiercheck_core::lane::parallel`) gives bitwise identical
 //! results, for plain and repacked weights, portable and native implementations.
 //! A native trial that cannot run here is ignored with the reason, and fails instead
-//! when `TIERCHECK_REQUIRE_LANES` requires the lane (`tiercheck_core::require`).
+//! when `TIERCHECK_REQUIRE_LANES` requires the lane (`tiercheck_testkit::require`).
 
 use std::process::ExitCode;
 
@@ -17,7 +17,7 @@ use tiercheck_model::gen::{Rng, RowKind};
 fn main() -> ExitCode {
     tiercheck_lanes::install_accelerated();
     let args = Arguments::from_args();
-    let required = tiercheck_core::require::required_lanes();
+    let required = tiercheck_testkit::require::required_lanes();
     let mut trials = Vec::new();
     for lane in lanes::all() {
         trials.push(Trial::test(format!("threads/{}/portable", lane.name), move || {

@@ -15,7 +15,6 @@
 pub mod bless;
 pub mod cases;
 pub mod check;
-pub mod claims;
 pub mod compare;
 pub mod exact;
 pub mod fuzzing;

@@ -5,13 +5,13 @@
 //! scalar tails) with and without a `-inf`-masked suffix, `ggml_vec_dot_f32` of every
 //! length 0..=200 (the leftover loop) and the tinyBLAS dot. Results that are NaN on both
 //! sides count as equal (NaN payloads are not part of the contract). The checks live
-//! in `tiercheck_core::elem_conformance` (shared with the other architecture). On CPUs
+//! in `tiercheck_testkit::elem_conformance` (shared with the other architecture). On CPUs
 //! without NEON each trial is reported ignored with the reason, and fails instead when
 //! `TIERCHECK_REQUIRE_LANES` requires a lane of this flavour. Runs under qemu-user when
 //! cross-built.
 
 #[cfg(target_arch = "aarch64")]
-tiercheck_core::elem_conformance_main!(
+tiercheck_testkit::elem_conformance_main!(
     tiercheck_core::elem::ElemFlavour::Neon,
     tiercheck_aarch64::elem::kernels().map_err(|e| e.to_string())
 );

@@ -4,13 +4,13 @@
 //! length 0..=70 (the predicated last vector), `ggml_vec_dot_f32` of every length
 //! 0..=200 and `ggml_vec_dot_f16` of every length 0..=300 (steps, whole-vector leftovers,
 //! the remainder), and that they differ from every other flavour's twin. The checks live
-//! in `tiercheck_core::elem_conformance`. On a CPU without SVE, or with another vector
+//! in `tiercheck_testkit::elem_conformance`. On a CPU without SVE, or with another vector
 //! length, each trial is ignored with the reason, and fails instead when
 //! `TIERCHECK_REQUIRE_LANES` requires an `aarch64-sve256` lane. Runs under qemu-user
 //! (`QEMU_CPU=max,sve256=on`) when cross-built.
 
 #[cfg(target_arch = "aarch64")]
-tiercheck_core::elem_conformance_main!(
+tiercheck_testkit::elem_conformance_main!(
     tiercheck_core::elem::ElemFlavour::Sve256,
     tiercheck_aarch64::sve::elem::kernels256().map_err(|e| e.to_string())
 );

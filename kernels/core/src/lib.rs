@@ -1,7 +1,9 @@
 //! tiercheck-core: ggml's block formats, the lane model, the `ref` lane and the
 //! portable schedules of every lane.
 //!
-//! - [`accel`]: accelerated forms of the twins (the same bits by the host's SIMD);
+//! - [`accel`]: the slots where the `tiercheck-accel` crate installs the twins'
+//!   accelerated forms (this crate has no host-specific code);
+//! - [`detect`]: the one runtime CPU-feature detection of the workspace;
 //! - [`blocks`]: the quantized block formats, byte for byte, and their dequantizers;
 //! - [`quant`]: activation quantizers (named rules) and weight quantizers;
 //! - [`arch`]: the portable twin of every lane, one folder per tier at the native crates'
@@ -11,7 +13,6 @@
 //! - [`gpu`]: portable twins of ggml's CUDA/HIP MMVQ path (q8_1 activations, wave32/wave64);
 //! - [`elem`]: the decoder's elementwise and attention float kernels per tier;
 //! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them;
-//! - [`require`]: which lanes a test run must run natively (`TIERCHECK_REQUIRE_LANES`).
 //!
 //! See the [`mod@lane`] module for the model that ties these together.
 
@@ -24,7 +25,6 @@ pub mod arch;
 pub mod blocks;
 pub mod detect;
 pub mod elem;
-pub mod elem_conformance;
 pub mod error;
 pub mod fp16;
 pub mod ggml_type;
@@ -34,7 +34,6 @@ pub mod lane;
 pub mod matrix;
 pub mod quant;
 pub mod repack;
-pub mod require;
 pub mod rng;
 
 pub use error::KernelError;

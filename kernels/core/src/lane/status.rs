@@ -2,7 +2,7 @@
 //!
 //! A lane's [`Status`] is a claim the suite checks: every [`Proof`] names the test target
 //! and the trial-name prefixes that establish it. Each such test calls the checker of
-//! its claims (`tiercheck_golden::claims::claim_checks` in the harness), which adds one
+//! its claims (`tiercheck_testkit::claims::claim_checks` in the harness), which adds one
 //! trial per claim that fails when no trial of the named prefixes exists in that test;
 //! the proving trials themselves fail when the lane differs from the real tier, and are
 //! required (not ignorable) under `TIERCHECK_REQUIRE_ORACLE=1`. A meta test checks that

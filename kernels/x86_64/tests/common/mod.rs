@@ -17,7 +17,7 @@ pub fn run_where_available<T>(
         return Ok(Completion::Completed);
     }
     let why = kernels().err().map(|e| e.to_string()).unwrap_or_default();
-    if tiercheck_core::require::lane_required(lane)? {
+    if tiercheck_testkit::require::lane_required(lane)? {
         return Err(format!("TIERCHECK_REQUIRE_LANES requires {lane}: {why}").into());
     }
     Ok(Completion::ignored_with(why))

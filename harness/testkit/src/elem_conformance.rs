@@ -8,14 +8,14 @@
 //! that differs; it returns a one-line summary of what it compared. Results that are
 //! NaN on both sides count as equal (NaN payloads are not part of the contract).
 
-use crate::elem::{portable, ElemFlavour, ElemOps};
+use tiercheck_core::elem::{portable, ElemFlavour, ElemOps};
 
-/// Test inputs from the project's seeded generator ([`crate::rng::Rng`]).
-struct Rng(crate::rng::Rng);
+/// Test inputs from the project's seeded generator ([`tiercheck_core::rng::Rng`]).
+struct Rng(tiercheck_core::rng::Rng);
 
 impl Rng {
     fn seeded(seed: u64) -> Self {
-        Rng(crate::rng::Rng::new(seed))
+        Rng(tiercheck_core::rng::Rng::new(seed))
     }
 
     fn next(&mut self) -> u64 {
@@ -308,7 +308,8 @@ pub fn dot_f32_every_length(native: &dyn ElemOps, flavour: ElemFlavour) -> Strin
 pub fn dot_f16_every_length(native: &dyn ElemOps, flavour: ElemFlavour) -> String {
     let twin = portable(flavour);
     let mut rng = Rng::seeded(0xD07F_1600);
-    let f16 = |v: f32| crate::fp16::f16_bits_to_f32(crate::fp16::f32_to_f16_bits(v));
+    let f16 =
+        |v: f32| tiercheck_core::fp16::f16_bits_to_f32(tiercheck_core::fp16::f32_to_f16_bits(v));
     let mut calls = 0usize;
     for n in 0..=300usize {
         for trial in 0..6 {
@@ -435,7 +436,7 @@ pub enum Verdict {
 /// The lanes whose recipe runs `flavour`'s loops for the decoder's elementwise ops
 /// (a flavour that differs only in its matmul choice shares the loops, [`ElemFlavour::loops`]).
 pub fn lanes_using(flavour: ElemFlavour) -> Vec<&'static str> {
-    crate::LANES
+    tiercheck_core::LANES
         .iter()
         .filter(|l| l.recipe.elem.loops() == flavour.loops())
         .map(|l| l.name)
@@ -485,15 +486,17 @@ macro_rules! elem_conformance_main {
     ($flavour:expr, $native:expr) => {
         fn main() -> ::std::process::ExitCode {
             let args = ::libtest_mimic::Arguments::from_args();
-            let flavour: $crate::elem::ElemFlavour = $flavour;
+            let flavour: ::tiercheck_core::elem::ElemFlavour = $flavour;
             let trials = $crate::elem_conformance::checks_for($flavour)
                 .into_iter()
                 .map(|(name, check)| {
                     ::libtest_mimic::Trial::ignorable_test(
                         format!("elem/{}/{name}", flavour.name()),
                         move || {
-                            let native: Result<&'static dyn $crate::elem::ElemOps, String> =
-                                $native;
+                            let native: Result<
+                                &'static dyn ::tiercheck_core::elem::ElemOps,
+                                String,
+                            > = $native;
                             match $crate::elem_conformance::verdict(flavour, native)? {
                                 $crate::elem_conformance::Verdict::Run(n) => {
                                     check(n, flavour);

@@ -89,7 +89,7 @@ fn wait_for(names: &[String]) -> Vec<Outcome> {
 /// whole list as `libtest_mimic::run` gets it with `args` (its filters decide which
 /// proving trials run).
 pub fn claim_trials(test: &str, args: &Arguments, trials: &[Trial]) -> Vec<Trial> {
-    let required = tiercheck_core::require::required_lanes().unwrap_or_default();
+    let required = crate::require::required_lanes().unwrap_or_default();
     let mut out = Vec::new();
     for (name, verdict) in claim_checks(test, &trials.iter().map(|t| t.name()).collect::<Vec<_>>())
     {
