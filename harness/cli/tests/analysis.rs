@@ -8,7 +8,8 @@ use tiercheck_analysis::attribute::{
     attribute, attribute_with, AttributeOptions, Component, MAX_FLAGGED,
 };
 use tiercheck_analysis::{delta, delta_cached, Cache, DeltaOptions, Source};
-use tiercheck_core::lane::{Kernels, Lane, RefKernels, REF};
+use tiercheck_core::arch::generic::{RefTwin, REF};
+use tiercheck_core::lane::{Kernels, Lane};
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError};
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
@@ -77,16 +78,16 @@ fn q8_k_truncating(x: &[f32]) -> Vec<u8> {
 
 impl Kernels for Planted {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        RefKernels.act_rule(wtype)
+        RefTwin.act_rule(wtype)
     }
     fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
         match wtype {
             GgmlType::Q4_K | GgmlType::Q6_K => Ok(q8_k_truncating(x)),
-            _ => RefKernels.quantize_act(wtype, x),
+            _ => RefTwin.quantize_act(wtype, x),
         }
     }
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        RefKernels.vec_dot(wtype, w_row, act)
+        RefTwin.vec_dot(wtype, w_row, act)
     }
 }
 

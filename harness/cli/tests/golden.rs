@@ -84,6 +84,12 @@ fn main() -> ExitCode {
             }
         }),
     ];
+    // The native tables compiled into this build (this CPU's crate and the GPU lanes')
+    // name registered lanes, one row each: under qemu-aarch64 this checks the aarch64
+    // table, on x86-64 hosts the x86 one.
+    trials.push(Trial::test("golden/native-tables", || {
+        lanes::check_native_tables().map_err(Into::into)
+    }));
     let required = required_lanes();
     trials.push(Trial::test("golden/require-lanes", {
         let required = required.clone();

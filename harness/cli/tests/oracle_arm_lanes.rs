@@ -101,7 +101,13 @@ fn main() -> ExitCode {
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),
-            move |d| check_matmul_repack_i8mm(d, ty, &tiercheck_core::lane::AARCH64_I8MM_REPACK),
+            move |d| {
+                check_matmul_repack_i8mm(
+                    d,
+                    ty,
+                    &tiercheck_core::arch::aarch64::i8mm_repack::AARCH64_I8MM_REPACK,
+                )
+            },
         ));
     }
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
@@ -121,8 +127,16 @@ fn main() -> ExitCode {
     // the K-quants), one plain mul_mat node, and the repack buffer.
     let sve128 = ArmTier::Sve128;
     for (tier, plain, repacked) in [
-        (ArmTier::Sve128, "aarch64-sve128", &tiercheck_core::lane::AARCH64_SVE128_REPACK),
-        (ArmTier::Sve256, "aarch64-sve256", &tiercheck_core::lane::AARCH64_SVE256_REPACK),
+        (
+            ArmTier::Sve128,
+            "aarch64-sve128",
+            &tiercheck_core::arch::aarch64::sve_repack::AARCH64_SVE128_REPACK,
+        ),
+        (
+            ArmTier::Sve256,
+            "aarch64-sve256",
+            &tiercheck_core::arch::aarch64::sve_repack::AARCH64_SVE256_REPACK,
+        ),
     ] {
         for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
             let (t, b) = (ty.name(), tier.name());
@@ -162,7 +176,8 @@ fn main() -> ExitCode {
                 "vec_dot" => check_vec_dot(d, ty, wrong),
                 _ => {
                     let lane = lanes::find(wrong)?;
-                    let layout = tiercheck_core::lane::arm_i8mm_layout(ty).expect("repacked");
+                    let layout = tiercheck_core::arch::aarch64::i8mm_repack::arm_i8mm_layout(ty)
+                        .expect("repacked");
                     check_repack_lane(d, ty, lane, layout, &[1, 2, 3, 4, 5, 7])
                 }
             };
@@ -291,9 +306,16 @@ struct MatmulCase {
 }
 
 fn check_matmul_repack(d: &ArmDriver, ty: GgmlType) -> Result<usize, String> {
-    let layout = tiercheck_core::lane::arm_dotprod_layout(ty).expect("a repacked type");
+    let layout = tiercheck_core::arch::aarch64::neon_repack::arm_dotprod_layout(ty)
+        .expect("a repacked type");
     let plain_ms: &[usize] = &[1, 2, 3, 4, 5, 7];
-    check_repack_lane(d, ty, &tiercheck_core::lane::AARCH64_NEON_REPACK, layout, plain_ms)
+    check_repack_lane(
+        d,
+        ty,
+        &tiercheck_core::arch::aarch64::neon_repack::AARCH64_NEON_REPACK,
+        layout,
+        plain_ms,
+    )
 }
 
 fn check_matmul_repack_i8mm(
@@ -301,7 +323,8 @@ fn check_matmul_repack_i8mm(
     ty: GgmlType,
     lane: &'static tiercheck_core::lane::Lane,
 ) -> Result<usize, String> {
-    let layout = tiercheck_core::lane::arm_i8mm_layout(ty).expect("a repacked type");
+    let layout =
+        tiercheck_core::arch::aarch64::i8mm_repack::arm_i8mm_layout(ty).expect("a repacked type");
     check_repack_lane(d, ty, lane, layout, &[1, 2, 3, 4, 5, 7])
 }
 
@@ -317,7 +340,7 @@ fn check_matmul_repack_sve(
         let main = sve256_layout(ty, 16);
         (main, main.filter(|l| l.cols() == 8).and_then(|_| sve256_layout(ty, 12)))
     } else {
-        (tiercheck_core::lane::arm_i8mm_layout(ty), None)
+        (tiercheck_core::arch::aarch64::i8mm_repack::arm_i8mm_layout(ty), None)
     };
     let layout = layout.expect("a repacked type");
     check_repack_lane_with(d, ty, lane, layout, narrow, &[1, 2, 3, 4, 5, 7])

@@ -59,6 +59,59 @@ pub fn native_tables() -> Vec<&'static [NativeLane]> {
     tables
 }
 
+/// The native tables of this build against the lane registry: every row names a lane of
+/// [`tiercheck_core::LANES`] of the table's architecture, no lane has two rows, and every
+/// registered lane of an architecture compiled into this build (this CPU's, and the GPU
+/// lanes of `tiercheck-hip`) has exactly one. The error lists every mismatch, so a
+/// misspelt row can never turn a lane into "not in build".
+pub fn check_native_tables() -> Result<(), String> {
+    let mut problems = Vec::new();
+    let mut rows: Vec<&'static str> = Vec::new();
+    for table in native_tables() {
+        for row in table {
+            match tiercheck_core::lane(row.lane) {
+                None => {
+                    problems.push(format!("native row `{}` names no registered lane", row.lane))
+                }
+                Some(lane) if lane.arch == Arch::Portable => {
+                    problems.push(format!("native row `{}` names a portable lane", row.lane))
+                }
+                Some(_) => {}
+            }
+            if rows.contains(&row.lane) {
+                problems.push(format!("lane `{}` has two native rows", row.lane));
+            }
+            rows.push(row.lane);
+        }
+    }
+    for lane in LANES {
+        let here = match lane.arch {
+            Arch::Portable => false,
+            Arch::AmdGpu | Arch::NvidiaGpu => true,
+            a => a.cpu_target_arch() == Some(std::env::consts::ARCH),
+        };
+        if here && !rows.contains(&lane.name) {
+            problems.push(format!(
+                "lane `{}` ({}) has no native row in this build's tables",
+                lane.name,
+                lane.arch.name()
+            ));
+        }
+        if !here && rows.contains(&lane.name) {
+            problems.push(format!(
+                "lane `{}` ({}) has a native row in a table of another architecture",
+                lane.name,
+                lane.arch.name()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
 /// The native implementation of `lane` on this host, or why there is none: a portable
 /// lane has none, a CPU lane of another architecture is not in this build, and
 /// otherwise the lane's entry point decides (runtime detection).
@@ -191,4 +244,12 @@ fn native_elem(
     let tables: &[&'static [NativeElem]] = &[];
     let entry = tables.iter().flat_map(|t| t.iter()).find(|e| e.flavour == flavour)?;
     (entry.ops)().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_native_row_names_a_registered_lane_and_every_lane_has_its_row() {
+        super::check_native_tables().unwrap();
+    }
 }

@@ -70,7 +70,6 @@ use tiercheck_core::fp16;
 use tiercheck_core::gpu::MmvfAcc;
 
 use super::hparams::HParams;
-use super::state::KvState;
 use super::ModelError;
 
 /// Element type of the K/V cache.
@@ -199,19 +198,20 @@ impl KvCache {
         Ok(KvCache { k, v, kv_dim, head_dim: hp.head_dim, n_ctx, used: 0, attn, fault: None })
     }
 
-    /// Fill the first cells with a saved cache (checked against the run by
-    /// [`KvState::check`]), each cell stored as a computed one is: llama.cpp loads a
-    /// saved cache into cells `0..n` bit for bit, and flash attention reads an F32
-    /// cache rounded to F16 either way.
-    pub fn load(&mut self, s: &KvState) {
+    /// Fill the first `cells` cells with a saved cache (`k[layer]`, `v[layer]`: the
+    /// cells' rows one after another, as `crate::state::KvState` holds them after its
+    /// checks), each cell stored as a computed one is: llama.cpp loads a saved cache into
+    /// cells `0..n` bit for bit, and flash attention reads an F32 cache rounded to F16
+    /// either way.
+    pub fn load(&mut self, cells: usize, k: &[Vec<f32>], v: &[Vec<f32>]) {
         let d = self.kv_dim;
-        for il in 0..s.n_layer {
-            for c in 0..s.cells {
-                let (k, v) = (&s.k[il][c * d..(c + 1) * d], &s.v[il][c * d..(c + 1) * d]);
-                self.store(il, c, k, v);
+        for (il, (kl, vl)) in k.iter().zip(v).enumerate() {
+            for c in 0..cells {
+                let (kc, vc) = (&kl[c * d..(c + 1) * d], &vl[c * d..(c + 1) * d]);
+                self.store(il, c, kc, vc);
             }
         }
-        self.used = s.cells;
+        self.used = cells;
     }
 
     /// Positions filled so far.

@@ -334,7 +334,7 @@ impl<'m> Decoder<'m> {
         let mut c = KvCache::new(self.hp, self.n_ctx, self.attn)?;
         c.fault = self.fault;
         if let Some(s) = &self.state {
-            c.load(s);
+            c.load(s.cells, &s.k, &s.v);
         }
         Ok(c)
     }

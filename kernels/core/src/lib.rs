@@ -36,7 +36,8 @@ pub mod quant;
 pub mod repack;
 pub mod rng;
 
+pub use arch::{lane, LANES};
 pub use error::KernelError;
 pub use ggml_type::GgmlType;
-pub use lane::{lane, Kernels, Lane, LANES};
+pub use lane::{Kernels, Lane};
 pub use matrix::WeightMatrix;

@@ -29,8 +29,10 @@
 //! Each comparison can fail: the tests first show that the inputs tell every pair of
 //! rules, schedules and fusions apart.
 
+use tiercheck_core::arch::aarch64::i8mm::ARM_I8MM_NRC2;
 use tiercheck_core::arch::aarch64::i8mm_repack::group as i8mm_repack_group;
 use tiercheck_core::arch::aarch64::neon::vec_dot as neon;
+use tiercheck_core::arch::aarch64::neon::ARM_TINYBLAS_Q0;
 use tiercheck_core::arch::aarch64::neon_repack::group as neon_repack_group;
 use tiercheck_core::arch::aarch64::sve::vec_dot as sve;
 use tiercheck_core::arch::aarch64::sve::{
@@ -44,8 +46,7 @@ use tiercheck_core::blocks::{self, cast_blocks, BlockQ8_0, BlockQ8_1};
 use tiercheck_core::elem::{self, ElemOps};
 use tiercheck_core::gpu::{self, MmvqTable};
 use tiercheck_core::lane::{
-    Accumulation, Contraction, MatmulPath, PlainGemm, RowPath, WeightLayout, ARM_I8MM_NRC2,
-    ARM_TINYBLAS_Q0,
+    Accumulation, Contraction, MatmulPath, PlainGemm, RowPath, WeightLayout,
 };
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, Prepared, RepackLayout, Target};

@@ -10,9 +10,9 @@ use std::ffi::{c_void, CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
 use hip_sys::hiprt as hip;
+use tiercheck_core::arch::hip::HipTwin;
 use tiercheck_core::blocks::BlockQ8_1;
-use tiercheck_core::gpu::{MmvqConfig, WAVE32, WAVE64};
-use tiercheck_core::lane::HipTwin;
+use tiercheck_core::gpu::MmvqConfig;
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 
@@ -280,17 +280,25 @@ impl Drop for Runtime {
     }
 }
 
-/// A lane's kernels on the device.
+/// A HIP twin's kernels on the device: the twin's MMVQ configuration run by the device
+/// code, the twin's activation rules.
 #[derive(Debug)]
 pub(crate) struct DeviceLane {
     cfg: MmvqConfig,
     twin: &'static HipTwin,
 }
 
-static DEVICE_WAVE32: DeviceLane =
-    DeviceLane { cfg: WAVE32, twin: &tiercheck_core::lane::HIP_WAVE32_TWIN };
-static DEVICE_WAVE64: DeviceLane =
-    DeviceLane { cfg: WAVE64, twin: &tiercheck_core::lane::HIP_WAVE64_TWIN };
+/// The device lane of `twin`, made once per twin and kept for the process.
+fn device_lane(twin: &'static HipTwin) -> &'static DeviceLane {
+    static MADE: Mutex<Vec<&'static DeviceLane>> = Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = made.iter().find(|d| std::ptr::eq(d.twin, twin)) {
+        return d;
+    }
+    let d: &'static DeviceLane = Box::leak(Box::new(DeviceLane { cfg: twin.0, twin }));
+    made.push(d);
+    d
+}
 
 fn with_device<T>(f: impl FnOnce(&Runtime) -> Result<T, KernelError>) -> Result<T, KernelError> {
     let m = device().map_err(KernelError::Device)?;
@@ -333,19 +341,15 @@ impl Kernels for DeviceLane {
     }
 }
 
-/// The device implementation of a HIP lane, or why there is none.
-pub(crate) fn kernels(lane: &str) -> Result<&'static dyn Kernels, String> {
-    let dl: &'static DeviceLane = match lane {
-        "hip-wave32" => &DEVICE_WAVE32,
-        "hip-wave64" => &DEVICE_WAVE64,
-        other => return Err(format!("`{other}` has no device kernels")),
-    };
+/// The device implementation of `twin`, or why there is none.
+pub(crate) fn kernels(twin: &'static HipTwin) -> Result<&'static dyn Kernels, String> {
+    let dl = device_lane(twin);
     let m = device()?;
     let rt = m.lock().unwrap_or_else(|p| p.into_inner());
     if dl.cfg.warp_size > rt.warp {
         return Err(format!(
-            "`{lane}` needs {}-wide warps; the device ({}) runs {}",
-            dl.cfg.warp_size, rt.target, rt.warp
+            "`{}` needs {}-wide warps; the device ({}) runs {}",
+            dl.cfg.name, dl.cfg.warp_size, rt.target, rt.warp
         ));
     }
     Ok(dl)

@@ -34,6 +34,8 @@
 //! code object in this build, or a 32-wide device asked for the wave64 lane, is
 //! likewise a reason, never a launch.
 
+use tiercheck_core::arch::hip::{HipTwin, HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
+use tiercheck_core::gpu::{MmvqConfig, WAVE32, WAVE64};
 use tiercheck_core::lane::{NativeLane, Unavailable};
 use tiercheck_core::Kernels;
 
@@ -103,23 +105,33 @@ pub fn kernel_names(wave: usize) -> Vec<String> {
     names
 }
 
-/// The device implementation of lane `lane` (`hip-wave32`, `hip-wave64`), or why this
-/// build or this machine has none (no `hip` feature, no code objects, no device, no
-/// code object for the device's ISA, a wavefront too narrow).
-pub fn kernels(lane: &str) -> Result<&'static dyn Kernels, String> {
-    if tiercheck_core::lane(lane).is_none() || !lane.starts_with("hip-") {
-        return Err(format!("`{lane}` is not a HIP lane"));
+/// The MMVQ configurations the device source is built for (`device/tiercheck_mmvq.hip`:
+/// warp 32 and 64, HIP's contraction); a twin of another configuration has no device form.
+pub const DEVICE_CONFIGS: [MmvqConfig; 2] = [WAVE32, WAVE64];
+
+/// The device implementation of the HIP twin `twin` (its MMVQ configuration is the
+/// device description: warp size, warps-per-block table, contraction), or why this
+/// build or this machine has none (a configuration the device source does not build, no
+/// `hip` feature, no code objects, no device, no code object for the device's ISA, a
+/// wavefront too narrow).
+pub fn kernels(twin: &'static HipTwin) -> Result<&'static dyn Kernels, String> {
+    let name = twin.0.name;
+    if !DEVICE_CONFIGS.contains(&twin.0) {
+        return Err(format!("`{name}` has no device form: the device source builds {}", {
+            let names: Vec<&str> = DEVICE_CONFIGS.iter().map(|c| c.name).collect();
+            names.join(" and ")
+        }));
     }
     #[cfg(feature = "hip")]
     {
         if CODE_OBJECTS.is_empty() {
-            return Err(format!("`{lane}` has no device code in this build: {BUILD_NOTE}"));
+            return Err(format!("`{name}` has no device code in this build: {BUILD_NOTE}"));
         }
-        device::kernels(lane)
+        device::kernels(twin)
     }
     #[cfg(not(feature = "hip"))]
     {
-        Err(format!("`{lane}` runs on an AMD GPU: {BUILD_NOTE}"))
+        Err(format!("`{name}` runs on an AMD GPU: {BUILD_NOTE}"))
     }
 }
 
@@ -143,12 +155,12 @@ pub fn cuda_sm90() -> Result<&'static dyn Kernels, Unavailable> {
 
 /// The device implementation of `hip-wave32`, or why there is none here.
 pub fn wave32() -> Result<&'static dyn Kernels, Unavailable> {
-    kernels("hip-wave32").map_err(Unavailable::Device)
+    kernels(&HIP_WAVE32_TWIN).map_err(Unavailable::Device)
 }
 
 /// The device implementation of `hip-wave64`, or why there is none here.
 pub fn wave64() -> Result<&'static dyn Kernels, Unavailable> {
-    kernels("hip-wave64").map_err(Unavailable::Device)
+    kernels(&HIP_WAVE64_TWIN).map_err(Unavailable::Device)
 }
 
 /// What this build can say about the device: its ISA and wavefront, or why there is
@@ -195,10 +207,14 @@ mod tests {
     }
 
     #[test]
-    fn non_hip_lanes_are_refused() {
-        for lane in ["ref", "hip-wave16", "x86_64-avx2"] {
-            let Err(why) = kernels(lane) else { panic!("{lane} accepted") };
-            assert!(why.contains("not a HIP lane"), "{why}");
+    fn a_configuration_the_device_source_does_not_build_is_refused() {
+        let cuda = &tiercheck_core::arch::hip::CUDA_SM90_TWIN;
+        let Err(why) = kernels(cuda) else { panic!("cuda-sm90 accepted") };
+        assert!(why.contains("no device form"), "{why}");
+        for twin in [&HIP_WAVE32_TWIN, &HIP_WAVE64_TWIN] {
+            if let Err(why) = kernels(twin) {
+                assert!(!why.contains("no device form"), "{why}");
+            }
         }
     }
 }

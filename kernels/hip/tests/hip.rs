@@ -24,8 +24,8 @@ use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_gpu_testkit::isa;
 
 mod common;
+use tiercheck_core::arch::hip::{HipTwin, HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
 use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
-use tiercheck_core::lane::{HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 use tiercheck_gpu_testkit::inputs::Rng;
 use tiercheck_gpu_testkit::inspect;
@@ -272,10 +272,11 @@ fn contraction_trial(target: &'static str) -> Trial {
 
 fn device_trial(cfg: MmvqConfig, ty: GgmlType, k: usize, rows: usize) -> Trial {
     let name = format!("device {} {} k={k} rows={rows}", cfg.name, ty.name());
-    let twin: &'static dyn Kernels =
+    let hip_twin: &'static HipTwin =
         if cfg.warp_size == 32 { &HIP_WAVE32_TWIN } else { &HIP_WAVE64_TWIN };
+    let twin: &'static dyn Kernels = hip_twin;
     Trial::ignorable_test(name, move || {
-        let dev = match tiercheck_hip::kernels(cfg.name) {
+        let dev = match tiercheck_hip::kernels(hip_twin) {
             Ok(d) => d,
             Err(why) if required_on_device(cfg.name) => {
                 return Err(format!("TIERCHECK_REQUIRE_DEVICE names {}: {why}", cfg.name).into())

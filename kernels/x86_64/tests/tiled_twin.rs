@@ -14,7 +14,8 @@ mod common;
 mod x86 {
     use libtest_mimic::{Completion, Failed, Trial};
     use tiercheck_core::arch::x86_64::avx2::tiled as twin;
-    use tiercheck_core::lane::{vec_dot_rows, Avx2Twin};
+    use tiercheck_core::arch::x86_64::avx2::Avx2Twin;
+    use tiercheck_core::lane::vec_dot_rows;
     use tiercheck_core::quant::ActRule;
     use tiercheck_core::rng::Rng;
     use tiercheck_core::{GgmlType, Kernels, WeightMatrix};

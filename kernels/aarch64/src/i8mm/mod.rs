@@ -2,18 +2,23 @@
 //! vec_dot tiles ([`vec_dot2`]) where both row counts are even, and the native
 //! `aarch64-neon` kernels for everything else (activations, dequantization, `nrc == 1`).
 //! Needs NEON, dotprod and i8mm: on CPUs without them [`kernels()`] hands out nothing.
-//! Twin: `tiercheck_core::lane::AARCH64_I8MM`.
+//! Twin: `tiercheck_core::arch::aarch64::i8mm::AARCH64_I8MM`.
 
 pub mod vec_dot2;
 
+use tiercheck_core::arch::aarch64::i8mm::I8mmTwin;
 use tiercheck_core::arch::aarch64::i8mm::{matmul_nrc2, Tile};
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::{I8mmTwin, Unavailable};
+use tiercheck_core::lane::Unavailable;
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 
-use crate::i8mm_repack::FEATURES;
 use crate::neon;
+use tiercheck_core::detect::FeatureSet;
+
+/// NEON, dotprod and i8mm (`smmla`), detected once; the repacked i8mm lane needs the
+/// same.
+pub(crate) static FEATURES: FeatureSet = FeatureSet::new(&["neon", "dotprod", "i8mm"]);
 
 /// Native kernels; only [`kernels()`] hands them out, after checking the features.
 #[derive(Debug)]

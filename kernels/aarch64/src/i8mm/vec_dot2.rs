@@ -15,7 +15,23 @@ use tiercheck_core::arch::aarch64::i8mm::Tile;
 use tiercheck_core::blocks::q4_k::scale_min_k4;
 use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 
-use crate::i8mm_repack::kernels::smmla;
+/// `smmla` through inline assembly: acc (2x2, row-major) += a (2x8) * b (2x8)^T.
+#[inline]
+#[target_feature(enable = "neon,i8mm")]
+pub(crate) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    // SAFETY: the caller guarantees i8mm; the instruction only reads/writes registers.
+    unsafe {
+        core::arch::asm!(
+            "smmla {0:v}.4s, {1:v}.16b, {2:v}.16b",
+            inout(vreg) acc,
+            in(vreg) a,
+            in(vreg) b,
+            options(pure, nomem, nostack)
+        );
+    }
+    acc
+}
 
 /// The tile `[x0y0, x0y1, x1y0, x1y1]` as ggml stores it: `[[x0y0, x1y0], [x0y1, x1y1]]`.
 #[inline]

@@ -13,29 +13,12 @@ use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
 use tiercheck_core::fp16::f16_bits_to_f32;
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
 
+use crate::i8mm::vec_dot2::smmla;
 use crate::neon::vec_dot::sdot_asm;
 
 #[inline]
 fn f16(b: [u8; 2]) -> f32 {
     f16_bits_to_f32(u16::from_le_bytes(b))
-}
-
-/// `smmla` through inline assembly: acc (2x2, row-major) += a (2x8) * b (2x8)^T.
-#[inline]
-#[target_feature(enable = "neon,i8mm")]
-pub(crate) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    let mut acc = acc;
-    // SAFETY: the caller guarantees i8mm; the instruction only reads/writes registers.
-    unsafe {
-        core::arch::asm!(
-            "smmla {0:v}.4s, {1:v}.16b, {2:v}.16b",
-            inout(vreg) acc,
-            in(vreg) a,
-            in(vreg) b,
-            options(pure, nomem, nostack)
-        );
-    }
-    acc
 }
 
 fn q4_k_bias(x: &BlockQ4Kx8, yb: &BlockQ8K) -> [i32; 8] {

@@ -4,28 +4,21 @@
 //! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
 //! kernels differ. Needs
 //! dotprod and i8mm (the tier is ggml's i8mm build): on CPUs without them [`kernels()`]
-//! hands out nothing. Twin: `tiercheck_core::lane::AARCH64_I8MM_REPACK`.
+//! hands out nothing. Twin: `tiercheck_core::arch::aarch64::i8mm_repack::AARCH64_I8MM_REPACK`.
 
 pub mod kernels;
 
 use tiercheck_core::arch::aarch64::i8mm_repack::scheme;
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::detect::FeatureSet;
 use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailable};
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
-/// NEON, dotprod and i8mm, detected once.
-pub(crate) static FEATURES: FeatureSet = FeatureSet::new(&["neon", "dotprod", "i8mm"]);
-
-/// Whether this CPU has i8mm (`smmla`) besides NEON and dotprod (detected once).
-pub fn has_i8mm() -> bool {
-    FEATURES.available()
-}
+use crate::i8mm::{self, FEATURES};
 
 /// The native lane: the shared repacked matmul over the native `aarch64-i8mm` kernels,
 /// with the NEON, `sdot` and `smmla` row-group kernels. Only [`kernels()`] hands it out.
-static NATIVE: RepackedLane = RepackedLane { plain: &crate::i8mm::NATIVE, scheme: scheme(group) };
+static NATIVE: RepackedLane = RepackedLane { plain: &i8mm::NATIVE, scheme: scheme(group) };
 
 /// The native kernels, or the CPU features this CPU lacks (NEON, dotprod, i8mm).
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {

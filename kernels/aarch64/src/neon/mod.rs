@@ -1,11 +1,11 @@
-//! The native `aarch64-neon` lane. Twin: `tiercheck_core::lane::AARCH64_NEON`.
+//! The native `aarch64-neon` lane. Twin: `tiercheck_core::arch::aarch64::neon::AARCH64_NEON`.
 
 pub mod tinyblas;
 pub mod vec_dot;
 
 use tiercheck_core::arch::aarch64::neon::matmul_tinyblas;
+use tiercheck_core::arch::aarch64::neon::NeonTwin;
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::NeonTwin;
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 

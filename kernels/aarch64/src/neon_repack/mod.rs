@@ -4,7 +4,7 @@
 //! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
 //! kernels differ. Needs dotprod
 //! (the tier is ggml's dotprod build): on CPUs without it [`kernels()`] hands out
-//! nothing. Twin: `tiercheck_core::lane::AARCH64_NEON_REPACK`.
+//! nothing. Twin: `tiercheck_core::arch::aarch64::neon_repack::AARCH64_NEON_REPACK`.
 
 pub mod kernels;
 

@@ -1,6 +1,6 @@
 //! The native `aarch64-sve128` and `aarch64-sve256` lanes: ggml's aarch64 `armv8.6_2` /
 //! `armv8.6_1` variants on a CPU with 128-bit / 256-bit SVE vectors, repack off. Twins:
-//! `tiercheck_core::lane::AARCH64_SVE128` / `AARCH64_SVE256`.
+//! `tiercheck_core::arch::aarch64::sve::AARCH64_SVE128` / `AARCH64_SVE256`.
 //!
 //! What runs in which instruction set, and why:
 //!
@@ -29,9 +29,10 @@ pub mod vec_dot;
 use std::sync::OnceLock;
 
 use tiercheck_core::arch::aarch64::i8mm::{matmul_nrc2, Tile};
+use tiercheck_core::arch::aarch64::sve::{SveTwin, AARCH64_SVE128, AARCH64_SVE256};
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::detect::FeatureSet;
-use tiercheck_core::lane::{SveTwin, Unavailable, AARCH64_SVE128, AARCH64_SVE256};
+use tiercheck_core::lane::Unavailable;
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 

@@ -1,7 +1,7 @@
 //! The native `aarch64-sve128-repack` and `aarch64-sve256-repack` lanes: the shared
 //! repacked matmul ([`RepackedLane`]) over the native SVE lanes' plain kernels
 //! ([`crate::sve`]), with the layouts of the twins' schemes and native group kernels.
-//! Twins: `tiercheck_core::lane::AARCH64_SVE128_REPACK` / `AARCH64_SVE256_REPACK`.
+//! Twins: `tiercheck_core::arch::aarch64::sve_repack::AARCH64_SVE128_REPACK` / `AARCH64_SVE256_REPACK`.
 //!
 //! - At 128 bits ggml runs the i8mm build's NEON + i8mm group kernels: the native
 //!   `aarch64-i8mm-repack` ones.
@@ -18,11 +18,10 @@
 
 pub mod kernels;
 
+use tiercheck_core::arch::aarch64::sve_repack::{AARCH64_SVE128_REPACK, AARCH64_SVE256_REPACK};
 use tiercheck_core::arch::aarch64::sve_repack::{SCHEME, SCHEME256};
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::{
-    RepackScheme, RepackedLane, RowPath, Unavailable, AARCH64_SVE128_REPACK, AARCH64_SVE256_REPACK,
-};
+use tiercheck_core::lane::{RepackScheme, RepackedLane, RowPath, Unavailable};
 use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, RepackLayout};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 

@@ -42,21 +42,6 @@ mod registry;
 mod repacked;
 mod status;
 
-pub use crate::arch::aarch64::i8mm::{I8mmTwin, AARCH64_I8MM, ARM_I8MM_NRC2};
-pub use crate::arch::aarch64::i8mm_repack::{arm_i8mm_layout, AARCH64_I8MM_REPACK};
-pub use crate::arch::aarch64::neon::{
-    dequantize_q4_k_fused, NeonTwin, AARCH64_NEON, ARM_TINYBLAS_Q0,
-};
-pub use crate::arch::aarch64::neon_repack::{arm_dotprod_layout, AARCH64_NEON_REPACK};
-pub use crate::arch::aarch64::sve::{SveTwin, AARCH64_SVE128, AARCH64_SVE256};
-pub use crate::arch::aarch64::sve_repack::{AARCH64_SVE128_REPACK, AARCH64_SVE256_REPACK};
-pub use crate::arch::generic::{RefKernels, REF};
-pub use crate::arch::hip::{
-    HipTwin, CUDA_SM90, CUDA_SM90_TWIN, HIP_WAVE32, HIP_WAVE32_TWIN, HIP_WAVE64, HIP_WAVE64_TWIN,
-};
-pub use crate::arch::x86_64::avx2::{Avx2Twin, X86_64_AVX2};
-pub use crate::arch::x86_64::avx2_repack::{x86_layout, X86_64_AVX2_REPACK};
-pub use crate::arch::x86_64::avx512::X86_64_AVX512;
 pub use recipe::{Accumulation, Contraction, MatmulPath, PlainGemm, Recipe, WeightLayout};
 pub use registry::{
     native_entry, NativeElem, NativeElemEntry, NativeEntry, NativeLane, Unavailable,
@@ -276,30 +261,6 @@ impl core::fmt::Debug for Lane {
             .field("recipe", &self.recipe)
             .finish_non_exhaustive()
     }
-}
-
-/// Every lane with a portable implementation, in a stable order.
-pub static LANES: &[&Lane] = &[
-    &REF,
-    &X86_64_AVX2,
-    &X86_64_AVX2_REPACK,
-    &X86_64_AVX512,
-    &AARCH64_NEON,
-    &AARCH64_NEON_REPACK,
-    &AARCH64_I8MM,
-    &AARCH64_I8MM_REPACK,
-    &AARCH64_SVE128,
-    &AARCH64_SVE128_REPACK,
-    &AARCH64_SVE256,
-    &AARCH64_SVE256_REPACK,
-    &HIP_WAVE32,
-    &HIP_WAVE64,
-    &CUDA_SM90,
-];
-
-/// The lane with this name.
-pub fn lane(name: &str) -> Option<&'static Lane> {
-    LANES.iter().copied().find(|l| l.name == name)
 }
 
 /// The weight types every lane multiplies.

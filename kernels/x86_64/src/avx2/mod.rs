@@ -1,13 +1,14 @@
 //! The native `x86_64-avx2` lane: ggml's haswell-tier kernels with AVX2, FMA and F16C
-//! intrinsics. Portable twin: `tiercheck_core::lane::X86_64_AVX2`.
+//! intrinsics. Portable twin: `tiercheck_core::arch::x86_64::avx2::X86_64_AVX2`.
 
 pub mod quantize;
 pub mod tiled;
 pub mod vec_dot;
 
 use tiercheck_core::arch::x86_64::avx2::tiled as tiled_path;
+use tiercheck_core::arch::x86_64::avx2::Avx2Twin;
 use tiercheck_core::blocks::cast_blocks;
-use tiercheck_core::lane::{act_rows, vec_dot_rows, Avx2Twin};
+use tiercheck_core::lane::{act_rows, vec_dot_rows};
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError, Kernels, WeightMatrix};
 

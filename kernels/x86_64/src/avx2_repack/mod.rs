@@ -3,7 +3,7 @@
 //! The repack itself, the row split and the gemm rows' q8_K quantizer
 //! (`ActRule::Q8KX86x4`) are the shared portable [`RepackedLane`] in both
 //! implementations; only the row-group kernels differ. Twin:
-//! `tiercheck_core::lane::X86_64_AVX2_REPACK`.
+//! `tiercheck_core::arch::x86_64::avx2_repack::X86_64_AVX2_REPACK`.
 
 pub mod kernels;
 

@@ -18,7 +18,7 @@ use vec_dot as generic;
 
 /// The `ref` lane's kernels.
 #[derive(Debug, Default)]
-pub struct RefKernels;
+pub struct RefTwin;
 
 /// The `ref` lane.
 pub static REF: Lane = Lane {
@@ -51,10 +51,10 @@ pub static REF: Lane = Lane {
             trials: &["oracle/mulmat/x64/plain_equals_ref"],
         },
     ]),
-    portable: &RefKernels,
+    portable: &RefTwin,
 };
 
-impl Kernels for RefKernels {
+impl Kernels for RefTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
         REF.recipe.act_rule(wtype, "ref matmul")
     }
