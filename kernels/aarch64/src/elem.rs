@@ -47,13 +47,13 @@ pub struct NeonElem {
     flavour: ElemFlavour,
 }
 
-static NATIVE: NeonElem = NeonElem { flavour: ElemFlavour::Neon };
+static KERNELS: NeonElem = NeonElem { flavour: ElemFlavour::Neon };
 static NATIVE_NO_LLAMAFILE: NeonElem = NeonElem { flavour: ElemFlavour::NeonNoLlamafile };
 
 /// The native [`ElemFlavour::Neon`] kernels, or the CPU features this CPU lacks.
 pub fn kernels() -> Result<&'static dyn ElemOps, tiercheck_core::lane::Unavailable> {
     crate::neon::FEATURES.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
 /// The native [`ElemFlavour::NeonNoLlamafile`] kernels (the NEON loops), or the CPU

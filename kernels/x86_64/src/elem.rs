@@ -57,12 +57,12 @@ pub struct Avx2Elem {
     _proof: (),
 }
 
-static NATIVE: Avx2Elem = Avx2Elem { _proof: () };
+static KERNELS: Avx2Elem = Avx2Elem { _proof: () };
 
 /// The native [`ElemFlavour::Avx2`] kernels, or the CPU features this CPU lacks.
 pub fn kernels() -> Result<&'static dyn ElemOps, Unavailable> {
     FEATURES.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
 impl ElemOps for Avx2Elem {

@@ -46,12 +46,12 @@ pub struct Avx512Elem {
     _proof: (),
 }
 
-static NATIVE: Avx512Elem = Avx512Elem { _proof: () };
+static KERNELS: Avx512Elem = Avx512Elem { _proof: () };
 
 /// The native [`ElemFlavour::Avx512`] kernels, or the CPU features this CPU lacks.
 pub fn kernels() -> Result<&'static dyn ElemOps, Unavailable> {
     FEATURES.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
 impl ElemOps for Avx512Elem {

@@ -26,15 +26,15 @@ pub struct I8mmNative {
     _proof: (),
 }
 
-pub(crate) static NATIVE: I8mmNative = I8mmNative { _proof: () };
+pub(crate) static KERNELS: I8mmNative = I8mmNative { _proof: () };
 
 /// The native kernels, or the CPU features this CPU lacks (NEON, dotprod, i8mm).
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     FEATURES.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
-/// One 2x2 tile by the native kernels. Reached only through [`NATIVE`].
+/// One 2x2 tile by the native kernels. Reached only through [`KERNELS`].
 pub(crate) fn tile(
     ty: GgmlType,
     atype: GgmlType,
@@ -42,7 +42,7 @@ pub(crate) fn tile(
     y: [&[u8]; 2],
 ) -> Result<Tile, KernelError> {
     Ok(match ty {
-        // SAFETY: only `NATIVE` calls this, and only `kernels()` hands it out, after
+        // SAFETY: only `KERNELS` calls this, and only `kernels()` hands it out, after
         // checking NEON, dotprod and i8mm.
         GgmlType::Q4_0 => unsafe {
             vec_dot2::vec_dot2_q4_0_q8_0(
@@ -86,15 +86,15 @@ impl Kernels for I8mmNative {
     }
 
     fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
-        neon::NATIVE.quantize_act(wtype, x)
+        neon::KERNELS.quantize_act(wtype, x)
     }
 
     fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
-        neon::NATIVE.dequantize(ty, bytes, out)
+        neon::KERNELS.dequantize(ty, bytes, out)
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        neon::NATIVE.vec_dot(wtype, w_row, act)
+        neon::KERNELS.vec_dot(wtype, w_row, act)
     }
 
     fn matmul_quantized(

@@ -18,15 +18,15 @@ use crate::i8mm::{self, FEATURES};
 
 /// The native lane: the shared repacked matmul over the native `aarch64-i8mm` kernels,
 /// with the NEON, `sdot` and `smmla` row-group kernels. Only [`kernels()`] hands it out.
-static NATIVE: RepackedLane = RepackedLane { plain: &i8mm::NATIVE, scheme: scheme(group) };
+static KERNELS: RepackedLane = RepackedLane { plain: &i8mm::KERNELS, scheme: scheme(group) };
 
 /// The native kernels, or the CPU features this CPU lacks (NEON, dotprod, i8mm).
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     FEATURES.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
-/// One row group by the native kernels. Reached only through [`NATIVE`].
+/// One row group by the native kernels. Reached only through [`KERNELS`].
 pub(crate) fn group(
     layout: RepackLayout,
     path: RowPath,
@@ -38,7 +38,7 @@ pub(crate) fn group(
         RepackLayout::Q4K8x8 => {
             let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
             let y = cast_blocks(GgmlType::Q8_K, act)?;
-            // SAFETY: only `NATIVE` calls this, and only `kernels()` hands it out, after
+            // SAFETY: only `KERNELS` calls this, and only `kernels()` hands it out, after
             // checking NEON, dotprod and i8mm.
             out.copy_from_slice(&unsafe {
                 match path {

@@ -30,13 +30,13 @@ pub struct NeonNative {
     _proof: (),
 }
 
-pub(crate) static NATIVE: NeonNative = NeonNative { _proof: () };
+pub(crate) static KERNELS: NeonNative = NeonNative { _proof: () };
 
 /// The native `aarch64-neon` kernels (every aarch64 CPU Rust targets has NEON; the check
 /// stays so the contract is the same as everywhere).
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     FEATURES.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
 impl Kernels for NeonNative {

@@ -18,15 +18,15 @@ use crate::neon;
 
 /// The native lane: the shared repacked matmul over the native `aarch64-neon` kernels,
 /// with the NEON + `sdot` row-group kernels. Only [`kernels()`] hands it out.
-static NATIVE: RepackedLane = RepackedLane { plain: &neon::NATIVE, scheme: scheme(group) };
+static KERNELS: RepackedLane = RepackedLane { plain: &neon::KERNELS, scheme: scheme(group) };
 
 /// The native kernels, or the CPU features this CPU lacks (NEON, dotprod).
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     neon::DOTPROD.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
-/// One row group by the native kernels. Reached only through [`NATIVE`].
+/// One row group by the native kernels. Reached only through [`KERNELS`].
 fn group(
     layout: RepackLayout,
     path: RowPath,
@@ -38,7 +38,7 @@ fn group(
         RepackLayout::Q4K8x4 => {
             let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
             let y = cast_blocks(GgmlType::Q8_K, act)?;
-            // SAFETY: only `NATIVE` calls this, and only `kernels()` hands it out, after
+            // SAFETY: only `KERNELS` calls this, and only `kernels()` hands it out, after
             // checking NEON and dotprod.
             out.copy_from_slice(&unsafe { kernels::gemv_q4_k_8x4(blocks, y) });
         }

@@ -434,19 +434,19 @@ pub struct SveElem {
     flavour: ElemFlavour,
 }
 
-static NATIVE128: SveElem = SveElem { flavour: ElemFlavour::Sve128 };
-static NATIVE256: SveElem = SveElem { flavour: ElemFlavour::Sve256 };
+static KERNELS128: SveElem = SveElem { flavour: ElemFlavour::Sve128 };
+static KERNELS256: SveElem = SveElem { flavour: ElemFlavour::Sve256 };
 
 /// The native [`ElemFlavour::Sve128`] kernels, or why this CPU cannot run them.
 pub fn kernels128() -> Result<&'static dyn ElemOps, tiercheck_core::lane::Unavailable> {
     super::check("aarch64-sve128", 128)?;
-    Ok(&NATIVE128)
+    Ok(&KERNELS128)
 }
 
 /// The native [`ElemFlavour::Sve256`] kernels, or why this CPU cannot run them.
 pub fn kernels256() -> Result<&'static dyn ElemOps, tiercheck_core::lane::Unavailable> {
     super::check("aarch64-sve256", 256)?;
-    Ok(&NATIVE256)
+    Ok(&KERNELS256)
 }
 
 impl ElemOps for SveElem {

@@ -96,13 +96,13 @@ pub struct SveNative {
     ) -> f32,
 }
 
-pub(crate) static NATIVE128: SveNative = SveNative {
+pub(crate) static KERNELS128: SveNative = SveNative {
     twin: &tiercheck_core::arch::aarch64::sve::SVE128_TWIN,
     q4_0: vec_dot::vec_dot_q4_0_q8_0_sve128,
     q8_0: vec_dot::vec_dot_q8_0_q8_0_sve128,
 };
 
-pub(crate) static NATIVE256: SveNative = SveNative {
+pub(crate) static KERNELS256: SveNative = SveNative {
     twin: &tiercheck_core::arch::aarch64::sve::SVE256_TWIN,
     q4_0: vec_dot::vec_dot_q4_0_q8_0_sve256,
     q8_0: vec_dot::vec_dot_q8_0_q8_0_sve256,
@@ -111,13 +111,13 @@ pub(crate) static NATIVE256: SveNative = SveNative {
 /// The native `aarch64-sve128` kernels, or why this CPU cannot run them.
 pub fn kernels128() -> Result<&'static dyn Kernels, Unavailable> {
     check(AARCH64_SVE128.name, 128)?;
-    Ok(&NATIVE128)
+    Ok(&KERNELS128)
 }
 
 /// The native `aarch64-sve256` kernels, or why this CPU cannot run them.
 pub fn kernels256() -> Result<&'static dyn Kernels, Unavailable> {
     check(AARCH64_SVE256.name, 256)?;
-    Ok(&NATIVE256)
+    Ok(&KERNELS256)
 }
 
 /// One 2x2 tile by the native kernels of the SVE builds: Q4_K and Q6_K fused (the SVE +
@@ -154,11 +154,11 @@ impl Kernels for SveNative {
     }
 
     fn quantize_act(&self, wtype: GgmlType, x: &[f32]) -> Result<Vec<u8>, KernelError> {
-        neon::NATIVE.quantize_act(wtype, x)
+        neon::KERNELS.quantize_act(wtype, x)
     }
 
     fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
-        neon::NATIVE.dequantize(ty, bytes, out)
+        neon::KERNELS.dequantize(ty, bytes, out)
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
@@ -179,7 +179,7 @@ impl Kernels for SveNative {
                 Ok(unsafe { (self.q8_0)(x, y) })
             }
             // The K-quants' `nrc == 1` order is NEON's (module doc).
-            _ => neon::NATIVE.vec_dot(wtype, w_row, act),
+            _ => neon::KERNELS.vec_dot(wtype, w_row, act),
         }
     }
 

@@ -28,29 +28,29 @@ use tiercheck_core::{GgmlType, KernelError, Kernels};
 use crate::{i8mm_repack, sve};
 
 /// The 128-bit lane: the twin's scheme with the native i8mm group kernels.
-static NATIVE128: RepackedLane = RepackedLane {
-    plain: &sve::NATIVE128,
+static KERNELS128: RepackedLane = RepackedLane {
+    plain: &sve::KERNELS128,
     scheme: RepackScheme { group: i8mm_repack::group, ..SCHEME },
 };
 
 /// The 256-bit lane: the twin's scheme with [`group256`].
-static NATIVE256: RepackedLane =
-    RepackedLane { plain: &sve::NATIVE256, scheme: RepackScheme { group: group256, ..SCHEME256 } };
+static KERNELS256: RepackedLane =
+    RepackedLane { plain: &sve::KERNELS256, scheme: RepackScheme { group: group256, ..SCHEME256 } };
 
 /// The native `aarch64-sve128-repack` kernels, or why this CPU cannot run them.
 pub fn kernels128() -> Result<&'static dyn Kernels, Unavailable> {
     sve::check(AARCH64_SVE128_REPACK.name, 128)?;
-    Ok(&NATIVE128)
+    Ok(&KERNELS128)
 }
 
 /// The native `aarch64-sve256-repack` kernels, or why this CPU cannot run them.
 pub fn kernels256() -> Result<&'static dyn Kernels, Unavailable> {
     sve::check(AARCH64_SVE256_REPACK.name, 256)?;
-    Ok(&NATIVE256)
+    Ok(&KERNELS256)
 }
 
 /// One row group of the 256-bit build by the native kernels. Reached only through
-/// [`NATIVE256`].
+/// [`KERNELS256`].
 fn group256(
     layout: RepackLayout,
     path: RowPath,
@@ -62,7 +62,7 @@ fn group256(
         (RepackLayout::Q4_0_8x8, _) => {
             let blocks: &[BlockQ4_0x8] = bytemuck::cast_slice(bytes);
             let y = cast_blocks(GgmlType::Q8_0, act)?;
-            // SAFETY: only `NATIVE256` calls this, and only `kernels256()` hands it out,
+            // SAFETY: only `KERNELS256` calls this, and only `kernels256()` hands it out,
             // after checking NEON, dotprod, i8mm and SVE.
             out.copy_from_slice(&unsafe { kernels::gemv_q4_0_8x8(blocks, y) });
         }

@@ -30,12 +30,12 @@ pub struct Avx2Native {
     _proof: (),
 }
 
-pub(crate) static NATIVE: Avx2Native = Avx2Native { _proof: () };
+pub(crate) static KERNELS: Avx2Native = Avx2Native { _proof: () };
 
 /// The native `x86_64-avx2` kernels, or the CPU features this CPU lacks.
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     FEATURES.check()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
 impl Kernels for Avx2Native {

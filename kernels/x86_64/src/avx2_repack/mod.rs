@@ -17,15 +17,15 @@ use crate::avx2;
 
 /// The native lane: the shared repacked matmul over the native `x86_64-avx2` kernels,
 /// with the AVX2 row-group kernels. Only [`kernels()`] hands it out.
-static NATIVE: RepackedLane = RepackedLane { plain: &avx2::NATIVE, scheme: scheme(group) };
+static KERNELS: RepackedLane = RepackedLane { plain: &avx2::KERNELS, scheme: scheme(group) };
 
 /// The native kernels, or the CPU features this CPU lacks (AVX2, FMA, F16C).
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     avx2::kernels()?;
-    Ok(&NATIVE)
+    Ok(&KERNELS)
 }
 
-/// One row group by the AVX2 kernels. Reached only through [`NATIVE`], which
+/// One row group by the AVX2 kernels. Reached only through [`KERNELS`], which
 /// [`kernels()`] hands out only where AVX2, FMA and F16C are present.
 fn group(
     layout: RepackLayout,
@@ -38,7 +38,7 @@ fn group(
         RepackLayout::Q4K8x8 => {
             let blocks: &[BlockQ4Kx8] = bytemuck::cast_slice(bytes);
             let y = cast_blocks(GgmlType::Q8_K, act)?;
-            // SAFETY: only `NATIVE` calls this, and only `kernels()` hands it out, after
+            // SAFETY: only `KERNELS` calls this, and only `kernels()` hands it out, after
             // checking AVX2, FMA and F16C.
             out.copy_from_slice(&unsafe {
                 match path {
