@@ -25,7 +25,7 @@
 use std::process::{Command, ExitCode};
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use tiercheck_core::matrix::WeightMatrix;
+use tiercheck_core::weight_matrix::WeightMatrix;
 use tiercheck_core::quant::weights;
 use tiercheck_core::{lane, GgmlType};
 use tiercheck_model::gen::{Rng, RowKind};

@@ -9,7 +9,7 @@
 //! - [`arch`]: the portable twin of every lane, one folder per tier at the native crates'
 //!   paths (`arch/x86_64/avx2/vec_dot.rs`, ...);
 //! - [`mod@lane`]: lanes, their recipes and the [`lane::Kernels`] trait;
-//! - [`matrix`]: weight matrices and matmul shapes;
+//! - [`weight_matrix`]: weight matrices and matmul shapes;
 //! - [`gpu`]: portable twins of ggml's CUDA/HIP MMVQ path (q8_1 activations, wave32/wave64);
 //! - [`elem`]: the decoder's elementwise and attention float kernels per tier;
 //! - [`fp16`]: half and bfloat16 conversions exactly as ggml performs them;
@@ -31,7 +31,7 @@ pub mod ggml_type;
 pub mod gpu;
 pub mod interleave;
 pub mod lane;
-pub mod matrix;
+pub mod weight_matrix;
 pub mod quant;
 pub mod repack;
 pub mod rng;
@@ -40,4 +40,4 @@ pub use arch::{lane, LANES};
 pub use error::KernelError;
 pub use ggml_type::GgmlType;
 pub use lane::{Kernels, Lane};
-pub use matrix::WeightMatrix;
+pub use weight_matrix::WeightMatrix;

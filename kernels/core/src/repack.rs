@@ -43,7 +43,7 @@
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8_0};
 use crate::error::KernelError;
-use crate::matrix::WeightMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 
 /// Where prepared weights will be used.

@@ -322,7 +322,7 @@ impl Kernels for DeviceLane {
     }
 
     fn matmul(&self, w: &WeightMatrix<'_>, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
-        tiercheck_core::matrix::check_activations(x, m, w.k())?;
+        tiercheck_core::weight_matrix::check_activations(x, m, w.k())?;
         self.act_rule(w.ty())?;
         let n = w.n();
         let mut out = vec![0.0f32; m * n];

@@ -4,7 +4,7 @@
 use super::Kernels;
 use crate::blocks::{cast_blocks, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use crate::error::KernelError;
-use crate::matrix::WeightMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 
 /// Check that a weight row and an activation row hold the same number of values.

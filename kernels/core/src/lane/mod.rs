@@ -50,7 +50,7 @@ pub use repacked::{row_path, unsupported_layout, GroupFn, RepackScheme, Repacked
 pub use status::{Arch, Level, Proof, Status};
 
 use crate::error::KernelError;
-use crate::matrix::{check_activations, WeightMatrix};
+use crate::weight_matrix::{check_activations, WeightMatrix};
 use crate::quant::ActRule;
 use crate::GgmlType;
 

@@ -10,7 +10,7 @@
 
 use super::{Kernels, TierPool};
 use crate::error::KernelError;
-use crate::matrix::check_activations;
+use crate::weight_matrix::check_activations;
 use crate::repack::Prepared;
 
 /// `kernels.matmul_prepared_tier(w, x, m, tier)` on `threads` threads (1 = the

@@ -18,7 +18,7 @@
 
 use super::Kernels;
 use crate::error::KernelError;
-use crate::matrix::{check_activations, WeightMatrix};
+use crate::weight_matrix::{check_activations, WeightMatrix};
 use crate::quant::ActRule;
 use crate::repack::{Prepared, RepackLayout, RepackedMatrix, Target};
 use crate::GgmlType;

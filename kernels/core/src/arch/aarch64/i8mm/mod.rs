@@ -32,7 +32,7 @@ use crate::lane::{
     act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath,
     PlainGemm, Proof, Recipe, Status, WeightLayout,
 };
-use crate::matrix::WeightMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
 use crate::GgmlType;
 pub use vec_dot2::Tile;

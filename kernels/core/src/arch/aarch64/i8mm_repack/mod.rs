@@ -169,7 +169,7 @@ mod tests {
     use super::*;
     use crate::arch::aarch64::neon::NeonTwin;
     use crate::lane::Kernels;
-    use crate::matrix::WeightMatrix;
+    use crate::weight_matrix::WeightMatrix;
     use crate::quant::weights;
     use crate::repack::{Prepared, Target};
 

@@ -25,7 +25,7 @@ use crate::lane::{
     vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, PlainGemm,
     Proof, Recipe, Status, WeightLayout,
 };
-use crate::matrix::WeightMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
 use crate::GgmlType;
 use vec_dot as neon;

@@ -30,7 +30,7 @@ use crate::lane::{
     Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
     WeightLayout,
 };
-use crate::matrix::WeightMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
 use crate::GgmlType;
 

@@ -17,7 +17,7 @@ use crate::lane::{
     act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath,
     Proof, Recipe, Status, WeightLayout,
 };
-use crate::matrix::WeightMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
 use crate::GgmlType;
 use vec_dot as avx2;

@@ -36,7 +36,7 @@
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ4K, BlockQ6K, BlockQ8K, QK_K};
 use crate::error::KernelError;
-use crate::matrix::WeightMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 
 /// The fewest activation rows at which ggml takes the tiled path (`ggml_tiled_min_batch`).
