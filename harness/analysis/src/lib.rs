@@ -206,7 +206,7 @@ pub(crate) fn decoder<'m>(
     o: &DeltaOptions,
 ) -> anyhow::Result<Decoder<'m>> {
     let threads = o.threads.max(1);
-    let arith = Arith::Lane { kernels: c.kernels, elem: lanes::elem_ops(c), threads };
+    let arith = Arith::from_chosen(c, threads);
     let mut dec = Decoder::new(model, arith, o.residual, o.n_ctx, o.attn)?;
     dec.set_state(o.state.clone())?;
     Ok(dec)

@@ -171,14 +171,13 @@ impl Cache {
 /// The key of a lane's decoder under `o`: everything a run's arithmetic depends on
 /// besides its tokens.
 pub(crate) fn lane_key(c: &Chosen, o: &DeltaOptions) -> String {
-    let elem = tiercheck_lanes::elem_ops(c) as *const dyn tiercheck_core::elem::ElemOps;
     format!(
         "{}|{}|{:p}|{:p}|{:p}|{:?}|{}|{:?}|{:?}|{}",
         c.lane.name,
         c.impl_name(),
         c.lane as *const _,
         c.kernels as *const dyn tiercheck_core::lane::Kernels as *const (),
-        elem as *const (),
+        c.elem as *const dyn tiercheck_core::elem::ElemOps as *const (),
         o.residual,
         o.n_ctx,
         o.attn,

@@ -170,8 +170,7 @@ fn decode_round(
     chosen: &lanes::Chosen,
     o: &Opts,
 ) -> Result<(), String> {
-    let arith =
-        Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(chosen), threads: o.threads };
+    let arith = Arith::from_chosen(chosen, o.threads);
     let t0 = Instant::now();
     let dec = Decoder::new(model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT)
         .map_err(|e| e.to_string())?;

@@ -100,7 +100,7 @@ static PLANTED: Lane = Lane {
 };
 
 fn planted() -> Source {
-    Source::Lane(Chosen { lane: &PLANTED, kernels: &Planted, native: false })
+    Source::Lane(Chosen { kernels: &Planted, ..Chosen::portable(&PLANTED) })
 }
 
 #[test]
@@ -652,7 +652,7 @@ fn stale_k_lane(k: &'static StaleK, name: &'static str) -> Source {
         recipe: avx2.recipe,
         portable: k,
     }));
-    Source::Lane(Chosen { lane, kernels: k, native: false })
+    Source::Lane(Chosen { kernels: k, ..Chosen::portable(lane) })
 }
 
 #[test]

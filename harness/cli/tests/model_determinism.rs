@@ -32,7 +32,7 @@ fn digests_with(
     ids: Vec<u32>,
 ) -> (Vec<u32>, Vec<(String, String)>) {
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads };
+    let arith = Arith::from_chosen(&chosen, threads);
     let dec = Decoder::new(model, arith, Residual::F32, 512, attn).unwrap();
     let spec = RunSpec { ids, steps: 6, mode, batching: Batching::LLAMA_CLI, forced: Vec::new() };
     let out = run::run(&dec, &spec, TapSink::new(false, true)).unwrap();
@@ -89,7 +89,7 @@ fn attention_split_over_threads_gives_the_same_bits_on_every_path() {
 fn bf16_residual_changes_the_bits_and_stays_close() {
     let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+    let arith = Arith::from_chosen(&chosen, 1);
     let spec = RunSpec {
         ids: vec![1, 250, 1999, 42],
         steps: 0,
@@ -117,7 +117,7 @@ fn bf16_residual_changes_the_bits_and_stays_close() {
 fn embedded_model_activations_stay_in_a_realistic_range() {
     let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+    let arith = Arith::from_chosen(&chosen, 1);
     let dec = Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
     let spec = RunSpec {
         ids: vec![1, 250, 1999, 42, 3000, 777, 64],
@@ -145,7 +145,7 @@ fn embedded_model_activations_stay_in_a_realistic_range() {
 /// A lane's trace of `ids` in prompt mode with `batching` (every tap kept).
 fn prompt_trace(model: &Model, lane: &str, ids: &[u32], batching: Batching) -> run::RunOutput {
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 2 };
+    let arith = Arith::from_chosen(&chosen, 2);
     let dec = Decoder::new(model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
     let spec =
         RunSpec { ids: ids.to_vec(), steps: 0, mode: Mode::Prompt, batching, forced: Vec::new() };
@@ -166,8 +166,7 @@ fn ubatches_of_one_row_are_decode_mode() {
         assert_eq!(p.steps.len(), 1);
         assert_eq!(p.steps[0].ubatches, vec![1; 7], "{lane}");
         let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-        let arith =
-            Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+        let arith = Arith::from_chosen(&chosen, 1);
         let dec =
             Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
         let spec = RunSpec {

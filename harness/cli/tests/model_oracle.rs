@@ -670,7 +670,7 @@ fn forced_trace(
 fn lane_arith(name: &str) -> Result<Arith, String> {
     let lane = lanes::find(name)?;
     let chosen = lanes::choose(lane, Impl::Auto)?;
-    Ok(Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 })
+    Ok(Arith::from_chosen(&chosen, 1))
 }
 
 /// Check diffs: every tap bitwise equal.
@@ -1583,8 +1583,7 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
     // And every lane runs it (Q8_0 and F32 weights through the lanes' kernels).
     for lane in lanes::all() {
         let chosen = lanes::choose(lane, Impl::Auto)?;
-        let arith =
-            Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+        let arith = Arith::from_chosen(&chosen, 1);
         let dec = Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT)
             .map_err(|e| format!("{}: {e}", lane.name))?;
         let out = run::run(

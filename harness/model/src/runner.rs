@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use tiercheck_lanes::{self as lanes, provenance, Chosen};
+use tiercheck_lanes::{provenance, Chosen};
 
 use crate::run::{self, RunSpec, StepRecord};
 use crate::state::KvState;
@@ -136,11 +136,7 @@ pub fn run_lane(
     mut progress: impl FnMut(usize),
 ) -> anyhow::Result<LaneResult> {
     let t0 = Instant::now();
-    let arith = Arith::Lane {
-        kernels: chosen.kernels,
-        elem: lanes::elem_ops(chosen),
-        threads: opts.threads.max(1),
-    };
+    let arith = Arith::from_chosen(chosen, opts.threads.max(1));
     let mut dec = Decoder::new(model, arith, opts.residual, opts.n_ctx, opts.attn)?;
     dec.set_state(opts.state.clone())?;
     let mut results = Vec::with_capacity(prompts.len());

@@ -710,11 +710,7 @@ mod tests {
             let mut tokens = Vec::new();
             for lane in ["ref", "aarch64-neon"] {
                 let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-                let arith = Arith::Lane {
-                    kernels: chosen.kernels,
-                    elem: lanes::elem_ops(&chosen),
-                    threads: 2,
-                };
+                let arith = Arith::from_chosen(&chosen, 2);
                 let dec = Decoder::new(&model, arith, Residual::F32, 256, Attention::LLAMA_DEFAULT)
                     .unwrap();
                 let spec = RunSpec {
