@@ -10,7 +10,7 @@ use tiercheck_model::run::Trace;
 use tiercheck_model::Model;
 
 use crate::metrics::Acc;
-use crate::tap_order;
+use crate::trace::tap_order;
 
 /// Activation codes at one quantized matmul input, layer-local.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! Reuse of what an analysis has computed, and the cost of each stage.
 //!
-//! A [`delta`](crate::delta) runs a lane several times on the same sequence: its
+//! A [`delta`](crate::delta()) runs a lane several times on the same sequence: its
 //! free-running run, the teacher-forced replay of the other side's tokens (the same
 //! computation when the tokens agree), the floor's undithered replay, and, with two
 //! lanes, both layer-local directions. A [`Cache`] keeps each result under a key that
@@ -18,7 +18,7 @@
 //!   (a trace read from a file is never keyed: it is replayed each time);
 //! - **floors**: the lane's key, the sequence (prompt, mode, tokens) and the seeds.
 //!
-//! One `delta` uses a fresh cache ([`crate::delta`]); a caller comparing many pairs shares
+//! One `delta` uses a fresh cache ([`crate::delta()`]); a caller comparing many pairs shares
 //! one across calls ([`crate::delta_cached`]); [`Cache::scoped`] shares the runs and
 //! floors but keeps layer-local replays, the bulk of the memory, to one scope. Results
 //! are computed by one thread each: a second thread asking for a key being computed waits
@@ -38,17 +38,10 @@ use tiercheck_lanes::Chosen;
 use tiercheck_model::run::Trace;
 use tiercheck_model::Mode;
 
-use crate::floor::Floor;
-use crate::layer_local::Replay;
-use crate::DeltaOptions;
+use crate::results::{Floor, Replay, Run};
+use crate::side::DeltaOptions;
 
 type Slot<T> = Arc<Mutex<Option<Arc<T>>>>;
-
-/// A lane's run of one sequence: its trace and its greedy choices after the prompt.
-pub(crate) struct Run {
-    pub(crate) trace: Trace,
-    pub(crate) generated: Vec<u32>,
-}
 
 /// Results of one kind by key.
 struct Memo<T> {

@@ -11,8 +11,9 @@ use tiercheck_model::{Mode, Model};
 use crate::metrics::{self, Summary};
 use std::sync::Arc;
 
-use crate::reuse::{self, Ctx, Run};
-use crate::{decoder, lane_run, DeltaOptions, SideRun, Source};
+use crate::results::Run;
+use crate::reuse::{self, Ctx};
+use crate::side::{decoder, lane_run, DeltaOptions, SideRun, Source};
 
 /// One teacher-forced step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
