@@ -48,9 +48,9 @@ use std::time::Instant;
 
 use crate::layer_local::{layer_local_on, NOISE_RATIO};
 use crate::metrics::{self, Acc};
-use crate::reuse::{OnResult, StageCost};
+use crate::result_cache::{OnResult, StageCost};
 use crate::trace::{tap_layer, tap_order, trace_of};
-use tiercheck_model::run::{self, RunSpec, Trace};
+use tiercheck_model::sequence::{self, RunSpec, Trace};
 use tiercheck_model::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
 /// One component of a lane.
@@ -481,7 +481,7 @@ pub fn attribute_observed(
                     e: &'static dyn ElemOps,
                     spec: &RunSpec|
      -> anyhow::Result<Trace> {
-        Ok(trace_of(run::run(&decoder(kernels, e)?, spec, TapSink::new(true, false))?))
+        Ok(trace_of(sequence::run(&decoder(kernels, e)?, spec, TapSink::new(true, false))?))
     };
     let steps = o.steps;
     let free = RunSpec {

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
-use tiercheck_model::run::RunSpec;
+use tiercheck_model::sequence::RunSpec;
 use tiercheck_model::{FlashAttn, KvType, Mode, Model};
 
 use crate::free_running::{self, Divergence};
 use crate::layer_local::{self, LayerVerdict};
 use crate::report::{DeltaReport, Headline};
+use crate::result_cache::{self, Cache, Costs, Ctx};
 use crate::results::Run;
-use crate::reuse::{self, Cache, Costs, Ctx};
 use crate::side::{decoder, lane_run, DeltaOptions, SideRun, Source};
 use crate::teacher_forced::{self, TeacherForced};
 use crate::trace::{
@@ -32,8 +32,8 @@ fn side_run(
 ) -> anyhow::Result<SideRun> {
     match src {
         Source::Lane(c) => {
-            let lane = reuse::lane_key(c, o);
-            let key = reuse::run_key(&lane, prompt, mode, steps, &[], None);
+            let lane = result_cache::lane_key(c, o);
+            let key = result_cache::run_key(&lane, prompt, mode, steps, &[], None);
             let run = ctx.run(Some(&key), || {
                 let dec = decoder(model, c, o)?;
                 lane_run(
@@ -48,7 +48,7 @@ fn side_run(
                 )
             })?;
             // Replaying the tokens it chose itself is the same computation.
-            ctx.alias(&reuse::replay_key(&lane, prompt, mode, &run.generated), &run);
+            ctx.alias(&result_cache::replay_key(&lane, prompt, mode, &run.generated), &run);
             let generated = run.generated.clone();
             Ok(SideRun { run, prompt: prompt.to_vec(), mode, generated, key: Some(key) })
         }
@@ -200,7 +200,7 @@ pub fn delta_results(o: &DeltaOptions) -> usize {
 }
 
 /// [`delta`] reusing, and adding to, what `cache` holds (a caller comparing many pairs
-/// computes each lane's runs once; [`reuse`]).
+/// computes each lane's runs once; [`result_cache`]).
 pub fn delta_cached(
     model: &Model,
     a: &Source,
@@ -372,7 +372,7 @@ pub fn delta_cached(
         Some(c) => {
             let key = format!(
                 "{}|{:?}|{:?}|{:?}|{}",
-                reuse::lane_key(c, o),
+                result_cache::lane_key(c, o),
                 seq.prompt,
                 seq.mode,
                 seq.generated,

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::Trace;
+use tiercheck_model::sequence::Trace;
 use tiercheck_model::Model;
 
 use crate::metrics::Acc;

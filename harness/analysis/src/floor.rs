@@ -22,13 +22,13 @@
 use std::collections::BTreeMap;
 
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::Trace;
+use tiercheck_model::sequence::Trace;
 use tiercheck_model::{Mode, Model};
 
 use crate::layer_local;
 use crate::metrics::Acc;
+use crate::result_cache::Ctx;
 use crate::results::Floor;
-use crate::reuse::Ctx;
 use crate::side::DeltaOptions;
 use crate::teacher_forced;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use tiercheck_model::run::{StepRecord, Trace};
+use tiercheck_model::sequence::{StepRecord, Trace};
 use tiercheck_model::Model;
 
 use crate::flips::{flips, matmul_input, Flip};

@@ -25,14 +25,14 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::import::ImportOptions;
-use tiercheck_model::run::{graphs, Graph, Trace};
+use tiercheck_model::sequence::{graphs, Graph, Trace};
 use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Model, Residual, TapSink};
 
 use crate::flips::matmul_input;
 use crate::floor;
 use crate::layer_local::NOISE_RATIO;
 use crate::metrics::stat;
-use crate::reuse::{Cache, Ctx};
+use crate::result_cache::{Cache, Ctx};
 use crate::side::{decoder, DeltaOptions};
 use crate::trace::{check_trace_state, tap_order, trace_batching, trace_numa, trace_prompt};
 

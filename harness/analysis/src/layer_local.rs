@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::{graphs, Graph, RunOutput, Trace};
+use tiercheck_model::sequence::{graphs, Graph, RunOutput, Trace};
 use tiercheck_model::{Decoder, Model, TapSink};
 
 use crate::flips::{flips, Flip};
 use crate::free_running::{compare, Divergence};
+use crate::result_cache::{self, Ctx};
 use crate::results::Replay;
-use crate::reuse::{self, Ctx};
 use crate::side::{decoder, DeltaOptions, SideRun, Source};
 use crate::trace::{tap_order, trace_of};
 
@@ -268,7 +268,7 @@ fn cached(
     o: &DeltaOptions,
     other: &SideRun,
 ) -> anyhow::Result<std::sync::Arc<(Trace, Replay)>> {
-    let key = other.key.as_ref().map(|k| format!("{} fed {k}", reuse::lane_key(c, o)));
+    let key = other.key.as_ref().map(|k| format!("{} fed {k}", result_cache::lane_key(c, o)));
     ctx.local(key.as_deref(), || layer_local(model, c, o, other.trace()))
 }
 

@@ -29,7 +29,7 @@
 //! The modules, from the bottom up (each uses only modules above it in this list):
 //! `trace` (what a trace records, the order of tap names), `results` (what an analysis
 //! computes and the cache keeps), [`metrics`], `side` (one side of a comparison and its
-//! lane's runs), [`flips`], [`reuse`] (the cache), [`free_running`], [`teacher_forced`],
+//! lane's runs), [`flips`], [`result_cache`] (the cache), [`free_running`], [`teacher_forced`],
 //! [`layer_local`], [`floor`], [`identify`], [`attribute`], `report` ([`DeltaReport`]),
 //! `delta` (the orchestration of [`delta()`]) and [`plot`].
 
@@ -43,8 +43,8 @@ pub mod layer_local;
 pub mod metrics;
 pub mod plot;
 mod report;
+pub mod result_cache;
 mod results;
-pub mod reuse;
 mod side;
 pub mod teacher_forced;
 mod trace;
@@ -54,8 +54,8 @@ pub use flips::Flip;
 pub use free_running::{Divergence, Jump, TapRow};
 pub use layer_local::{LayerVerdict, NEAR_BOUNDARY, NOISE_RATIO};
 pub use report::{DeltaReport, Headline};
+pub use result_cache::{Cache, OnResult, StageCost};
 pub use results::{Floor, Replay};
-pub use reuse::{Cache, OnResult, StageCost};
 pub use side::{DeltaOptions, Source};
 pub use teacher_forced::{StepMetric, TeacherForced};
 pub use trace::{check_trace_state, trace_batching, trace_numa, trace_of, trace_prompt};

@@ -7,8 +7,8 @@ use tiercheck_model::Mode;
 use crate::flips::Flip;
 use crate::free_running::Divergence;
 use crate::layer_local::LayerVerdict;
+use crate::result_cache::StageCost;
 use crate::results::Floor;
-use crate::reuse::StageCost;
 use crate::teacher_forced::TeacherForced;
 
 /// The whole report.

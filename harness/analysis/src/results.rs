@@ -1,11 +1,11 @@
-//! What an analysis computes and a [`Cache`](crate::reuse::Cache) keeps: a lane's run of
+//! What an analysis computes and a [`Cache`](crate::result_cache::Cache) keeps: a lane's run of
 //! a sequence, a layer-local replay's account of what it used, a floor.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use tiercheck_model::run::Trace;
+use tiercheck_model::sequence::Trace;
 
 /// A lane's run of one sequence: its trace and its greedy choices after the prompt.
 pub(crate) struct Run {

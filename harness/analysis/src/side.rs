@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
-use tiercheck_model::run::{self, RunOutput, RunSpec, Trace};
+use tiercheck_model::sequence::{self, RunOutput, RunSpec, Trace};
 use tiercheck_model::state::KvState;
 use tiercheck_model::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
@@ -115,7 +115,7 @@ pub(crate) fn decoder<'m>(
 
 /// Run `spec` keeping every tap.
 pub(crate) fn run_spec(dec: &Decoder<'_>, spec: &RunSpec) -> anyhow::Result<RunOutput> {
-    Ok(run::run(dec, spec, TapSink::new(true, false))?)
+    Ok(sequence::run(dec, spec, TapSink::new(true, false))?)
 }
 
 /// A lane's run of `spec` as a cached [`Run`].

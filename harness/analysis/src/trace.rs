@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use tiercheck_gguf::tensorfile::Tensor;
-use tiercheck_model::run::{self, RunOutput, Trace};
+use tiercheck_model::sequence::{self, RunOutput, Trace};
 use tiercheck_model::state::KvState;
 use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Logits, Mode};
 
@@ -17,7 +17,7 @@ pub fn trace_of(out: RunOutput) -> Trace {
         taps.insert(
             (t.step, t.name.clone()),
             Tensor {
-                name: run::tap_key(t.step, &t.name),
+                name: sequence::tap_key(t.step, &t.name),
                 shape: vec![t.rows, width],
                 data: t.data,
             },
@@ -146,10 +146,9 @@ pub fn trace_batching(
         None => match first {
             Some(s) if s.outputs.is_some() => Logits::Last,
             Some(s) => {
-                let pruned = t
-                    .taps
-                    .iter()
-                    .find(|((step, name), _)| *step == s.step && run::is_pruned(name, n_layer));
+                let pruned = t.taps.iter().find(|((step, name), _)| {
+                    *step == s.step && sequence::is_pruned(name, n_layer)
+                });
                 match pruned {
                     Some((_, tensor)) if tensor.shape[0] < s.rows() => Logits::Last,
                     Some(_) => Logits::All,

@@ -1,4 +1,5 @@
-//! Reuse of what an analysis has computed, and the cost of each stage.
+//! The cache of what an analysis has computed (runs, layer-local replays, floors), and
+//! the cost of each stage.
 //!
 //! A [`delta`](crate::delta()) runs a lane several times on the same sequence: its
 //! free-running run, the teacher-forced replay of the other side's tokens (the same
@@ -35,7 +36,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::Trace;
+use tiercheck_model::sequence::Trace;
 use tiercheck_model::Mode;
 
 use crate::results::{Floor, Replay, Run};
