@@ -1,5 +1,5 @@
 //! Entry points for the fuzz targets (`fuzz/`, cargo-fuzz) and for the regression test
-//! that replays the committed corpus (`harness/cli/tests/fuzz_corpus.rs`): each takes a
+//! that replays the committed corpus (`harness/cli/tests/cli/fuzz_corpus.rs`): each takes a
 //! file's bytes, runs the parser a user's file goes through, touches what a successful
 //! parse returns, and gives back the error text (which names the file) or `Ok`.
 //!
