@@ -46,10 +46,11 @@ use tiercheck_core::{GgmlType, KernelError, WeightMatrix};
 
 use std::time::Instant;
 
-use super::layer_local::layer_local_on;
-use super::metrics::Acc;
-use super::{tap_layer, tap_order, trace_of, StageCost};
-use tiercheck_model::run::{self, RunSpec, Trace};
+use crate::layer_local::{layer_local_on, NOISE_RATIO};
+use crate::metrics::{self, Acc};
+use crate::result_cache::{OnResult, StageCost};
+use crate::trace::{tap_layer, tap_order, trace_of};
+use tiercheck_model::sequence::{self, RunSpec, Trace};
 use tiercheck_model::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
 /// One component of a lane.
@@ -339,7 +340,7 @@ pub const MAX_FLAGGED: usize = 4;
 
 /// The layers a layer-local profile of A on B's inputs flags, with why: the first layer
 /// whose own arithmetic differs from B's, and the layers where, at some step, some tap
-/// kind's relative L2 exceeds [`crate::NOISE_RATIO`] times that kind's median over the
+/// kind's relative L2 exceeds [`NOISE_RATIO`] times that kind's median over the
 /// layers at that step (a layer standing out from the rest, as an activation flip or a
 /// wrong kernel does); at most [`MAX_FLAGGED`], the largest excesses first, then in
 /// layer order.
@@ -351,7 +352,7 @@ pub fn flag_layers(a_local: &Trace, b: &Trace, n_layer: usize) -> Vec<(usize, St
         let Some(l) = tap_layer(name) else { continue };
         let Some(y) = b.taps.get(&(*step, name.clone())) else { continue };
         let kind = name.rsplit_once('-').map_or(name.as_str(), |(k, _)| k);
-        let st = super::metrics::stat(&x.data, &y.data);
+        let st = metrics::stat(&x.data, &y.data);
         if st.n_diff > 0 && first.is_none_or(|f| l < f) {
             first = Some(l);
         }
@@ -373,7 +374,7 @@ pub fn flag_layers(a_local: &Trace, b: &Trace, n_layer: usize) -> Vec<(usize, St
             } else {
                 0.0
             };
-            if excess > crate::NOISE_RATIO {
+            if excess > NOISE_RATIO {
                 let why = format!(
                     "step {step} {kind}-{l} rel L2 {x:.1e}, {} the median layer",
                     if excess.is_finite() { format!("x{excess:.1}") } else { "above 0,".into() }
@@ -442,7 +443,7 @@ pub fn attribute_observed(
     a: &'static Lane,
     b: &'static Lane,
     o: &AttributeOptions,
-    on_run: Option<&crate::OnResult>,
+    on_run: Option<&OnResult>,
 ) -> anyhow::Result<Attribution> {
     let done = std::cell::Cell::new(0usize);
     let ran = || {
@@ -480,7 +481,7 @@ pub fn attribute_observed(
                     e: &'static dyn ElemOps,
                     spec: &RunSpec|
      -> anyhow::Result<Trace> {
-        Ok(trace_of(run::run(&decoder(kernels, e)?, spec, TapSink::new(true, false))?))
+        Ok(trace_of(sequence::run(&decoder(kernels, e)?, spec, TapSink::new(true, false))?))
     };
     let steps = o.steps;
     let free = RunSpec {

@@ -6,11 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::Trace;
+use tiercheck_model::sequence::Trace;
 use tiercheck_model::Model;
 
 use crate::metrics::Acc;
-use crate::tap_order;
+use crate::trace::tap_order;
 
 /// Activation codes at one quantized matmul input, layer-local.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -21,29 +21,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::metrics::Acc;
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::Trace;
+use tiercheck_model::sequence::Trace;
 use tiercheck_model::{Mode, Model};
 
-use crate::reuse::Ctx;
-
-/// A measured floor.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Floor {
-    /// The lane it was measured with.
-    pub lane: String,
-    /// Dither seeds (1..=seeds).
-    pub seeds: u64,
-    /// Steps of the replayed sequence.
-    pub steps: usize,
-    /// Per tap name: the floor (relative L2).
-    pub per_tap: BTreeMap<String, f64>,
-    /// Per tap name: the layer-local floor (relative L2).
-    pub layer_local: BTreeMap<String, f64>,
-}
+use crate::layer_local;
+use crate::metrics::Acc;
+use crate::result_cache::Ctx;
+use crate::results::Floor;
+use crate::side::DeltaOptions;
+use crate::teacher_forced;
 
 /// Measure the floor of lane `c` replaying `generated` after `prompt` (the undithered
 /// replay through `ctx`'s cache; the dithered ones computed).
@@ -51,12 +38,12 @@ pub(crate) fn measure(
     ctx: &Ctx<'_>,
     model: &Model,
     c: &Chosen,
-    o: &super::DeltaOptions,
+    o: &DeltaOptions,
     prompt: &[u32],
     mode: Mode,
     generated: &[u32],
 ) -> anyhow::Result<Floor> {
-    let replay = |d| super::teacher_forced::replay(ctx, model, c, o, prompt, mode, generated, d);
+    let replay = |d| teacher_forced::replay(ctx, model, c, o, prompt, mode, generated, d);
     let base_run = replay(None)?;
     let base: &Trace = &base_run.trace;
     let mut layer_local: BTreeMap<String, f64> = BTreeMap::new();
@@ -69,7 +56,7 @@ pub(crate) fn measure(
                 }
             }
         }
-        let local = ctx.local(None, || super::layer_local::layer_local(model, c, o, &dithered))?;
+        let local = ctx.local(None, || layer_local::layer_local(model, c, o, &dithered))?;
         let mine = &local.0;
         let mut accs: BTreeMap<String, Acc> = BTreeMap::new();
         for ((s, name), x) in &mine.taps {

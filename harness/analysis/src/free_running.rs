@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use tiercheck_model::run::{StepRecord, Trace};
+use tiercheck_model::sequence::{StepRecord, Trace};
 use tiercheck_model::Model;
 
 use crate::flips::{flips, matmul_input, Flip};
 use crate::metrics::{self, Acc, Stat};
-use crate::{tap_order, SideRun, Source};
+use crate::side::{SideRun, Source};
+use crate::trace::tap_order;
 
 /// Per-tap divergence.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

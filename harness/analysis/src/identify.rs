@@ -25,13 +25,16 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
 use tiercheck_model::import::ImportOptions;
-use tiercheck_model::run::{graphs, Graph, Trace};
+use tiercheck_model::sequence::{graphs, Graph, Trace};
 use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Model, Residual, TapSink};
 
 use crate::flips::matmul_input;
+use crate::floor;
 use crate::layer_local::NOISE_RATIO;
 use crate::metrics::stat;
-use crate::{decoder, tap_order, trace_shape, DeltaOptions};
+use crate::result_cache::{Cache, Ctx};
+use crate::side::{decoder, DeltaOptions};
+use crate::trace::{check_trace_state, tap_order, trace_batching, trace_numa, trace_prompt};
 
 /// One candidate's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -222,7 +225,7 @@ fn attentions(t: &Trace) -> Vec<Attention> {
     let mut out = Vec::new();
     for &kv in &kvs {
         for &fa in &fas {
-            out.push(Attention { kv, fa, tier_threads: threads, tier_numa: crate::trace_numa(t) });
+            out.push(Attention { kv, fa, tier_threads: threads, tier_numa: trace_numa(t) });
         }
     }
     out
@@ -329,9 +332,9 @@ pub(crate) fn replay(
 /// Identify `path` (a trace or a plain dump) among the lanes (module doc).
 pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Result<IdentifyReport> {
     let t = tiercheck_model::import::load(model, path, &o.dump)?;
-    crate::check_trace_state(path, &t, o.state.as_deref())?;
-    let (prompt, mode, generated) = trace_shape(path, &t)?;
-    let batching = crate::trace_batching(path, &t, Batching::LLAMA_CLI, model.hp.n_layer)?;
+    check_trace_state(path, &t, o.state.as_deref())?;
+    let (prompt, mode, generated) = trace_prompt(path, &t)?;
+    let batching = trace_batching(path, &t, Batching::LLAMA_CLI, model.hp.n_layer)?;
     let lanes_list: Vec<&'static tiercheck_core::Lane> = match &o.lanes {
         Some(l) => l.clone(),
         None => lanes::all().to_vec(),
@@ -404,11 +407,9 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         None => None,
         Some((step, tap, rel)) => {
             let floor = if o.floor_seeds > 0 {
-                let cache = crate::Cache::new();
-                let ctx = crate::reuse::Ctx::new(&cache);
-                let f = crate::floor::measure(
-                    &ctx, model, &best_c, &best_o, &prompt, mode, &generated,
-                )?;
+                let cache = Cache::new();
+                let ctx = Ctx::new(&cache);
+                let f = floor::measure(&ctx, model, &best_c, &best_o, &prompt, mode, &generated)?;
                 f.layer_local.get(tap).copied()
             } else {
                 None

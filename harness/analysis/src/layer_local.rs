@@ -8,13 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use tiercheck_gguf::tensorfile::Tensor;
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::{graphs, Graph, RunOutput, Trace};
+use tiercheck_model::sequence::{graphs, Graph, RunOutput, Trace};
 use tiercheck_model::{Decoder, Model, TapSink};
 
 use crate::flips::{flips, Flip};
 use crate::free_running::{compare, Divergence};
-use crate::reuse::{self, Ctx};
-use crate::{decoder, tap_order, trace_of, DeltaOptions, SideRun, Source};
+use crate::result_cache::{self, Ctx};
+use crate::results::Replay;
+use crate::side::{decoder, DeltaOptions, SideRun, Source};
+use crate::trace::{tap_order, trace_of};
 
 /// The layer-local verdict for one layer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -122,22 +124,6 @@ pub(crate) fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> 
         });
     }
     out
-}
-
-/// What a layer-local replay could use of the other side's trace: which layers had
-/// their input at every step, and where the K/V cache came from.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Replay {
-    /// Layers not replayed: the trace lacks their input (`l_out` of the layer before)
-    /// at some step.
-    pub layers_without_input: Vec<usize>,
-    /// Layers whose K/V cache the replaying lane computed itself from the earlier
-    /// steps' inputs (the trace lacks `Kcur`/`Vcur` there); the others use the trace's.
-    pub own_kv_layers: Vec<usize>,
-    /// Whether the embedding rows were recomputed from the ids (no `inp_embd`).
-    pub embedding_recomputed: bool,
-    /// Whether the head ran (the trace has the last layer's `l_out` at every step).
-    pub head: bool,
 }
 
 /// Layer-local: `c`'s layers fed `other`'s inputs, step by step. A layer needs only its
@@ -282,7 +268,7 @@ fn cached(
     o: &DeltaOptions,
     other: &SideRun,
 ) -> anyhow::Result<std::sync::Arc<(Trace, Replay)>> {
-    let key = other.key.as_ref().map(|k| format!("{} fed {k}", reuse::lane_key(c, o)));
+    let key = other.key.as_ref().map(|k| format!("{} fed {k}", result_cache::lane_key(c, o)));
     ctx.local(key.as_deref(), || layer_local(model, c, o, other.trace()))
 }
 

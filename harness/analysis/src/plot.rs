@@ -3,7 +3,9 @@
 
 use plotters::prelude::*;
 
-use super::{tap_layer, DeltaReport, Divergence};
+use crate::free_running::Divergence;
+use crate::report::DeltaReport;
+use crate::trace::tap_layer;
 
 /// Values below this (bitwise-equal taps) are drawn at it.
 const BOTTOM: f64 = 1e-10;

@@ -5,14 +5,15 @@
 use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::{RunSpec, Trace};
+use tiercheck_model::sequence::{RunSpec, Trace};
 use tiercheck_model::{Mode, Model};
 
 use crate::metrics::{self, Summary};
 use std::sync::Arc;
 
-use crate::reuse::{self, Ctx, Run};
-use crate::{decoder, lane_run, DeltaOptions, SideRun, Source};
+use crate::result_cache::{self, Ctx};
+use crate::results::Run;
+use crate::side::{decoder, lane_run, DeltaOptions, SideRun, Source};
 
 /// One teacher-forced step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -119,7 +120,7 @@ pub(crate) fn replay(
 ) -> anyhow::Result<Arc<Run>> {
     let key = dither
         .is_none()
-        .then(|| reuse::replay_key(&reuse::lane_key(c, o), prompt, mode, generated));
+        .then(|| result_cache::replay_key(&result_cache::lane_key(c, o), prompt, mode, generated));
     ctx.run(key.as_deref(), || {
         let mut dec = decoder(model, c, o)?;
         dec.set_dither(dither);

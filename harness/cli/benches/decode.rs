@@ -27,7 +27,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use tiercheck_lanes::{self as lanes, Impl};
-use tiercheck_model::run::{self, Batching, RunSpec};
+use tiercheck_model::sequence::{self, Batching, RunSpec};
 use tiercheck_model::shaped::{self, ShapeOptions};
 use tiercheck_model::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
 
@@ -170,8 +170,7 @@ fn decode_round(
     chosen: &lanes::Chosen,
     o: &Opts,
 ) -> Result<(), String> {
-    let arith =
-        Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(chosen), threads: o.threads };
+    let arith = Arith::from_chosen(chosen, o.threads);
     let t0 = Instant::now();
     let dec = Decoder::new(model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT)
         .map_err(|e| e.to_string())?;
@@ -187,7 +186,7 @@ fn decode_round(
         forced: Vec::new(),
     };
     let t1 = Instant::now();
-    let out = run::run(&dec, &spec, TapSink::none()).map_err(|e| e.to_string())?;
+    let out = sequence::run(&dec, &spec, TapSink::none()).map_err(|e| e.to_string())?;
     cell.per_token.push(t1.elapsed().as_secs_f64() / o.tokens as f64);
     cell.top = out
         .steps

@@ -36,7 +36,7 @@ use tiercheck_core::quant::weights;
 use tiercheck_core::repack::{Prepared, Target};
 use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 use tiercheck_lanes as lanes;
-use tiercheck_model::gen::Rng;
+use tiercheck_model::kernel_inputs::Rng;
 
 const DEFAULT_TYPES: &[GgmlType] = &[GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
 const DEFAULT_SHAPES: &[(usize, usize)] = &[(4096, 4096), (5120, 17408), (17408, 5120)];

@@ -13,7 +13,7 @@ use clap::Args;
 
 use tiercheck_core::Lane;
 use tiercheck_model::embedded::{self, Prompts, Recipe};
-use tiercheck_model::runner::{PromptIds, RunOptions};
+use tiercheck_model::lane_run::{PromptIds, RunOptions};
 use tiercheck_model::state::KvState;
 use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Logits, Mode, Model, Residual};
 

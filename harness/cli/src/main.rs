@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 mod args;
 mod cmd;
-mod matrix;
+mod lane_plan;
+mod progress;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

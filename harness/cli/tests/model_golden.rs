@@ -19,7 +19,7 @@ use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_golden::model::{self as mg, ModelGolden};
 use tiercheck_golden::GoldenDir;
 use tiercheck_lanes::{self as lanes, Impl};
-use tiercheck_model::runner::PromptIds;
+use tiercheck_model::lane_run::PromptIds;
 use tiercheck_model::Model;
 
 type Inputs = (Model, Vec<PromptIds>, usize);

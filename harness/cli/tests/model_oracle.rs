@@ -45,7 +45,7 @@ use libtest_mimic::{Arguments, Completion, Trial};
 
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded::{self, Prompts, Recipe};
-use tiercheck_model::run::{self, graphs, read_trace, Graph, RunSpec, Trace};
+use tiercheck_model::sequence::{self, graphs, read_trace, Graph, RunSpec, Trace};
 use tiercheck_model::state::KvState;
 use tiercheck_model::tapdiff::{self, TapDiff};
 use tiercheck_model::{
@@ -217,8 +217,8 @@ fn ours_spec(
 ) -> Result<Trace, String> {
     let dec =
         Decoder::new(model, arith, Residual::F32, n_ctx, attention).map_err(|e| e.to_string())?;
-    let out = run::run(&dec, spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
-    run::write_trace(path, &out, Default::default()).map_err(|e| e.to_string())?;
+    let out = sequence::run(&dec, spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
+    sequence::write_trace(path, &out, Default::default()).map_err(|e| e.to_string())?;
     read_trace(path).map_err(|e| e.to_string())
 }
 
@@ -682,7 +682,7 @@ fn forced_trace(
 fn lane_arith(name: &str) -> Result<Arith, String> {
     let lane = lanes::find(name)?;
     let chosen = lanes::choose(lane, Impl::Auto)?;
-    Ok(Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 })
+    Ok(Arith::from_chosen(&chosen, 1))
 }
 
 /// Check diffs: every tap bitwise equal.
@@ -1428,7 +1428,7 @@ fn long_run(dec: &Decoder<'_>, cells: usize) -> Result<Trace, String> {
         batching: Batching::LLAMA_CLI,
         forced: Vec::new(),
     };
-    let out = run::run(dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
+    let out = sequence::run(dec, &spec, TapSink::new(true, false)).map_err(|e| e.to_string())?;
     Ok(tiercheck_analysis::trace_of(out))
 }
 
@@ -1519,7 +1519,8 @@ fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
             batching: Batching::LLAMA_CLI,
             forced: Vec::new(),
         };
-        let out = run::run(&dec, &spec, TapSink::new(false, false)).map_err(|e| e.to_string())?;
+        let out =
+            sequence::run(&dec, &spec, TapSink::new(false, false)).map_err(|e| e.to_string())?;
         Ok(out.generated)
     };
     let (x, y) = (from(s)?, from(t)?);
@@ -1595,11 +1596,10 @@ fn gguf_py_model(tied: bool) -> Result<(), String> {
     // And every lane runs it (Q8_0 and F32 weights through the lanes' kernels).
     for lane in lanes::all() {
         let chosen = lanes::choose(lane, Impl::Auto)?;
-        let arith =
-            Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+        let arith = Arith::from_chosen(&chosen, 1);
         let dec = Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT)
             .map_err(|e| format!("{}: {e}", lane.name))?;
-        let out = run::run(
+        let out = sequence::run(
             &dec,
             &RunSpec {
                 ids: ids.clone(),

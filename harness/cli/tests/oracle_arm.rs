@@ -41,7 +41,7 @@ use std::time::Instant;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::GgmlType;
-use tiercheck_model::gen::{Rng, RowKind};
+use tiercheck_model::kernel_inputs::{Rng, RowKind};
 use tiercheck_oracle::{
     ArmDriver, ArmTier, MulmatJob, MulmatMode, MulmatResult, OracleConfig, OracleError,
 };

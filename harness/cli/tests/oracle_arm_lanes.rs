@@ -44,7 +44,7 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tiercheck_core::quant::weights;
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 use tiercheck_lanes as lanes;
-use tiercheck_model::gen::{edge_blocks, random_blocks, Rng, RowKind};
+use tiercheck_model::kernel_inputs::{edge_blocks, random_blocks, Rng, RowKind};
 use tiercheck_oracle::{ArmDriver, ArmTier, MulmatJob, MulmatMode, OracleConfig, OracleError};
 
 fn main() -> ExitCode {

@@ -28,7 +28,7 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tiercheck_core::weight_matrix::WeightMatrix;
 use tiercheck_core::quant::weights;
 use tiercheck_core::{lane, GgmlType};
-use tiercheck_model::gen::{Rng, RowKind};
+use tiercheck_model::kernel_inputs::{Rng, RowKind};
 use tiercheck_oracle::{
     load_tier, GgmlLib, MulmatDriver, MulmatMode, MulmatResult, OracleConfig, OracleError, Tier,
 };

@@ -24,7 +24,7 @@ use tiercheck_core::blocks::dequantize;
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::{lane, GgmlType};
 use tiercheck_gguf::GgufWriter;
-use tiercheck_model::gen::{edge_blocks, random_blocks, Rng, RowKind};
+use tiercheck_model::kernel_inputs::{edge_blocks, random_blocks, Rng, RowKind};
 use tiercheck_oracle::{load_tier, GgmlLib, OracleConfig, Tier};
 
 fn main() -> ExitCode {

@@ -21,7 +21,7 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tiercheck_core::quant::weights;
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 use tiercheck_lanes as lanes;
-use tiercheck_model::gen::{Rng, RowKind};
+use tiercheck_model::kernel_inputs::{Rng, RowKind};
 use tiercheck_oracle::{MulmatDriver, MulmatMode, OracleConfig, OracleError, Tier};
 
 fn main() -> ExitCode {

@@ -12,7 +12,7 @@ use tiercheck_core::quant::weights;
 use tiercheck_core::repack::Target;
 use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 use tiercheck_lanes as lanes;
-use tiercheck_model::gen::{Rng, RowKind};
+use tiercheck_model::kernel_inputs::{Rng, RowKind};
 
 fn main() -> ExitCode {
     tiercheck_lanes::install_accelerated();

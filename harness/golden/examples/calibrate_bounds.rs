@@ -6,7 +6,7 @@
 use tiercheck_core::quant::weights;
 use tiercheck_core::{lane, GgmlType};
 use tiercheck_golden::exact::dot_with_bound;
-use tiercheck_model::gen::{Rng, RowKind};
+use tiercheck_model::kernel_inputs::{Rng, RowKind};
 
 fn main() {
     let seeds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(200);

@@ -97,7 +97,7 @@ pub enum BlessError {
 
 /// Whether refreshing is allowed here (`CI` unset or empty).
 pub fn allowed() -> bool {
-    tiercheck_model::repo::refresh_allowed()
+    tiercheck_model::golden_folder::refresh_allowed()
 }
 
 /// Refresh the goldens of `lane` for the cases whose name contains `filter` (all when

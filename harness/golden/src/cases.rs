@@ -22,7 +22,7 @@
 use tiercheck_core::quant::weights;
 use tiercheck_core::GgmlType;
 
-use tiercheck_model::gen::{edge_blocks, random_blocks, Rng, RowKind};
+use tiercheck_model::kernel_inputs::{edge_blocks, random_blocks, Rng, RowKind};
 
 /// What a case exercises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! Entry points for the fuzz targets (`fuzz/`, cargo-fuzz) and for the regression test
-//! that replays the committed corpus (`harness/cli/tests/fuzz_corpus.rs`): each takes a
+//! that replays the committed corpus (`harness/cli/tests/cli/fuzz_corpus.rs`): each takes a
 //! file's bytes, runs the parser a user's file goes through, touches what a successful
 //! parse returns, and gives back the error text (which names the file) or `Ok`.
 //!
@@ -65,7 +65,7 @@ pub fn gguf(data: &[u8]) -> Result<(), String> {
 
 /// A trace file (safetensors with tiercheck's metadata): the loader, then every tap.
 pub fn trace(data: &[u8]) -> Result<(), String> {
-    let t = tiercheck_model::run::parse_trace(Path::new(TRACE_NAME), data)
+    let t = tiercheck_model::sequence::parse_trace(Path::new(TRACE_NAME), data)
         .map_err(|e| e.to_string())?;
     let mut n = 0usize;
     for tensor in t.taps.values() {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_gguf::atomic_write::write_atomic;
 use tiercheck_lanes::Chosen;
 use tiercheck_model::embedded::{self, Prompts, Recipe};
-use tiercheck_model::runner::{self, PromptIds, RunOptions};
+use tiercheck_model::lane_run::{self, PromptIds, RunOptions};
 use tiercheck_model::{Attention, Batching, Mode, Model, Residual};
 
 /// One prompt's golden.
@@ -85,7 +85,7 @@ pub fn compute(
         traces: None,
         state: None,
     };
-    let r = runner::run_lane(model, chosen, prompts, &opts, |_| {})?;
+    let r = lane_run::run_lane(model, chosen, prompts, &opts, |_| {})?;
     let mut prov = r.provenance.clone();
     prov.remove("model_path");
     Ok(ModelGolden {

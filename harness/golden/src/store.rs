@@ -96,9 +96,9 @@ impl GoldenDir {
     }
 
     /// `$TIERCHECK_GOLDEN_DIR`, else the repository's `golden/` (as built; see
-    /// [`tiercheck_model::repo::golden_dir`]).
+    /// [`tiercheck_model::golden_folder::golden_dir`]).
     pub fn from_env() -> Self {
-        GoldenDir::new(tiercheck_model::repo::golden_dir())
+        GoldenDir::new(tiercheck_model::golden_folder::golden_dir())
     }
 
     /// The root folder.

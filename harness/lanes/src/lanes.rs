@@ -11,6 +11,7 @@
 //! installs the accelerated forms of the portable twins (`tiercheck_accel::install`,
 //! once per process), so a twin runs at the host's speed wherever it came from.
 
+use tiercheck_core::elem::{ElemFlavour, ElemOps};
 use tiercheck_core::lane::{native_entry, Arch, NativeElem, NativeLane, Unavailable};
 use tiercheck_core::{Kernels, Lane, LANES};
 
@@ -25,18 +26,41 @@ pub enum Impl {
     Portable,
 }
 
-/// A lane implementation chosen to run.
+/// A lane implementation chosen to run: its matmul kernels and its elementwise loops.
 #[derive(Clone, Copy)]
 pub struct Chosen {
     /// The lane.
     pub lane: &'static Lane,
-    /// The kernels.
+    /// The matmul and dequantization kernels.
     pub kernels: &'static dyn Kernels,
-    /// Whether they are the native ones.
+    /// The elementwise and attention kernels: the portable form of the lane's
+    /// [`ElemFlavour`], or its native SIMD form where the kernels are native, the
+    /// architecture crate has one and the CPU runs it.
+    pub elem: &'static dyn ElemOps,
+    /// Whether the kernels are the native ones.
     pub native: bool,
 }
 
 impl Chosen {
+    /// The portable twin of `lane`: its portable kernels and elementwise loops.
+    pub fn portable(lane: &'static Lane) -> Chosen {
+        tiercheck_accel::install();
+        Chosen {
+            lane,
+            kernels: lane.portable,
+            elem: tiercheck_core::elem::portable(lane.recipe.elem),
+            native: false,
+        }
+    }
+
+    /// The native kernels of `lane`, with its native elementwise loops where this build
+    /// and CPU have them (else the portable ones).
+    fn with_native(lane: &'static Lane, kernels: &'static dyn Kernels) -> Chosen {
+        let flavour = lane.recipe.elem;
+        let elem = native_elem(flavour).unwrap_or_else(|| tiercheck_core::elem::portable(flavour));
+        Chosen { lane, kernels, elem, native: true }
+    }
+
     /// `native` or `portable`.
     pub fn impl_name(&self) -> &'static str {
         if self.native {
@@ -178,33 +202,19 @@ pub fn check_target_lanes(
 pub fn choose(lane: &'static Lane, imp: Impl) -> Result<Chosen, String> {
     tiercheck_accel::install();
     match imp {
-        Impl::Portable => Ok(Chosen { lane, kernels: lane.portable, native: false }),
+        Impl::Portable => Ok(Chosen::portable(lane)),
         Impl::Native => native(lane)
-            .map(|kernels| Chosen { lane, kernels, native: true })
+            .map(|kernels| Chosen::with_native(lane, kernels))
             .map_err(|why| format!("--impl native: {why}")),
         Impl::Auto => Ok(match native(lane) {
-            Ok(kernels) => Chosen { lane, kernels, native: true },
-            Err(_) => Chosen { lane, kernels: lane.portable, native: false },
+            Ok(kernels) => Chosen::with_native(lane, kernels),
+            Err(_) => Chosen::portable(lane),
         }),
     }
 }
 
-/// The elementwise and attention kernels of a chosen lane implementation: the portable
-/// form of the lane's [`tiercheck_core::elem::ElemFlavour`], or its native SIMD form
-/// where the architecture crate has one and the CPU runs it.
-pub fn elem_ops(chosen: &Chosen) -> &'static dyn tiercheck_core::elem::ElemOps {
-    tiercheck_accel::install();
-    let flavour = chosen.lane.recipe.elem;
-    if chosen.native {
-        if let Some(n) = native_elem(flavour) {
-            return n;
-        }
-    }
-    tiercheck_core::elem::portable(flavour)
-}
-
 /// The native elementwise kernels of `lane`'s flavour, or why this build or CPU has none.
-pub fn native_elem_ops(lane: &Lane) -> Result<&'static dyn tiercheck_core::elem::ElemOps, String> {
+pub fn native_elem_ops(lane: &Lane) -> Result<&'static dyn ElemOps, String> {
     tiercheck_accel::install();
     let flavour = lane.recipe.elem;
     #[cfg(target_arch = "x86_64")]
@@ -227,15 +237,13 @@ pub fn native_elem_ops(lane: &Lane) -> Result<&'static dyn tiercheck_core::elem:
 /// Whether any architecture crate has native kernels of `flavour` (the x64 flavour has
 /// none: ggml's baseline x86-64 loops are reproduced only portably; nor have the GPU
 /// flavours, whose native form is a device).
-pub fn flavour_has_native(flavour: tiercheck_core::elem::ElemFlavour) -> bool {
-    flavour != tiercheck_core::elem::ElemFlavour::X64 && flavour.gpu_math().is_none()
+pub fn flavour_has_native(flavour: ElemFlavour) -> bool {
+    flavour != ElemFlavour::X64 && flavour.gpu_math().is_none()
 }
 
 /// The native elementwise kernels of `flavour` where this build has them and the CPU
 /// runs them (runtime detection in the architecture crate).
-fn native_elem(
-    flavour: tiercheck_core::elem::ElemFlavour,
-) -> Option<&'static dyn tiercheck_core::elem::ElemOps> {
+fn native_elem(flavour: ElemFlavour) -> Option<&'static dyn ElemOps> {
     #[cfg(target_arch = "x86_64")]
     let tables: &[&'static [NativeElem]] = &[tiercheck_x86_64::NATIVE_ELEM];
     #[cfg(target_arch = "aarch64")]

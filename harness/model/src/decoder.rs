@@ -41,6 +41,7 @@ use tiercheck_core::lane::parallel::matmul_parallel;
 use tiercheck_core::repack::{Prepared, Target};
 use tiercheck_core::rng::splitmix64;
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
+use tiercheck_lanes::Chosen;
 
 use super::attention::{Attention, KvCache, Step};
 use super::hparams::HParams;
@@ -83,6 +84,14 @@ pub enum Arith {
     /// quantized, every matmul output an f64 sum of exact products rounded to f32;
     /// elementwise loops of the x64 flavour. Compared with a float64 numpy forward.
     DequantF32,
+}
+
+impl Arith {
+    /// The arithmetic of a chosen lane implementation: its kernels and elementwise
+    /// loops, with `threads` threads per matmul.
+    pub fn from_chosen(chosen: &Chosen, threads: usize) -> Arith {
+        Arith::Lane { kernels: chosen.kernels, elem: chosen.elem, threads }
+    }
 }
 
 enum Linear<'m> {

@@ -46,14 +46,14 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use tiercheck_core::rng::Rng;
 use tiercheck_core::GgmlType;
 
 use tiercheck_gguf::atomic_write::write_atomic;
 use tiercheck_gguf::{GgufError, GgufFile, GgufWriter, MetaValue};
 
-use crate::gen::Rng;
+use crate::golden_folder;
 use crate::model_quant::{self, QuantizeError, Scheme};
-use crate::repo;
 
 /// The architecture the generator writes.
 pub(crate) const ARCHITECTURE: &str = "qwen3";
@@ -215,7 +215,7 @@ impl Recipe {
     /// The repository's recipe: `golden/model/recipe.toml` under the golden folder
     /// (`$TIERCHECK_GOLDEN_DIR` or the repository's `golden/`).
     pub fn default_path() -> PathBuf {
-        repo::golden_dir().join("model").join("recipe.toml")
+        golden_folder::golden_dir().join("model").join("recipe.toml")
     }
 
     /// Reads and validates a recipe file.
@@ -585,7 +585,7 @@ pub struct Built {
 pub fn build(opts: &BuildOptions) -> Result<Built, EmbeddedError> {
     let recipe_path = opts.recipe.clone().unwrap_or_else(Recipe::default_path);
     let recipe = Recipe::load(&recipe_path)?;
-    if opts.bless && !repo::refresh_allowed() {
+    if opts.bless && !golden_folder::refresh_allowed() {
         return Err(EmbeddedError::BlessRefused { recipe: recipe.path.clone() });
     }
     let cache = match &opts.cache {
@@ -711,7 +711,7 @@ pub struct Prompts {
 impl Prompts {
     /// The repository's prompts: `golden/prompts/prompts.toml` under the golden folder.
     pub fn default_path() -> PathBuf {
-        repo::golden_dir().join("prompts").join("prompts.toml")
+        golden_folder::golden_dir().join("prompts").join("prompts.toml")
     }
 
     /// Reads and validates a prompts file against `recipe` (vocabulary, context length).

@@ -34,7 +34,7 @@ use anyhow::{anyhow, bail, Result};
 use tiercheck_gguf::dump::{self, Dump, Values};
 use tiercheck_gguf::tensorfile::{self, Tensor};
 
-use crate::run::{record, tap_key, Batching, Mode, StepRecord, Trace};
+use crate::sequence::{record, tap_key, Batching, Mode, StepRecord, Trace};
 use crate::taps::{is_pruned, LAYER_TAPS};
 use crate::Model;
 
@@ -298,7 +298,7 @@ pub fn load(model: &Model, path: &Path, opts: &ImportOptions) -> Result<Trace> {
     let bytes = std::fs::read(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     if let Ok((_, meta)) = tensorfile::read_bytes(path, &bytes) {
         if meta.contains_key("tiercheck.format") {
-            return Ok(crate::run::parse_trace(path, &bytes)?);
+            return Ok(crate::sequence::parse_trace(path, &bytes)?);
         }
     }
     let d = dump::read(path)?;

@@ -5,17 +5,18 @@
 //! - [`decoder`]: the forward pass (ggml's CPU graph for qwen3, op by op);
 //! - [`attention`]: the KV cache and attention, per cache type and attention path;
 //! - [`taps`]: the per-layer tensors of a step and the sink they go to;
-//! - [`run`]: teacher-forced and greedy runs, step records, traces;
+//! - [`sequence`]: one token sequence through the decoder (teacher-forced prompt, greedy
+//!   steps), its step records and trace files;
 //! - [`tapdiff`]: two traces compared tap by tap;
-//! - [`runner`]: one lane over a set of prompts, with provenance and trace files;
+//! - [`lane_run`]: one lane over a set of prompts, with provenance and trace files;
 //! - [`embedded`]: the embedded model, generated from `golden/model/recipe.toml`, and the
 //!   prompts;
 //! - [`shaped`]: large models of real Qwen3 shapes, written directly as random quantized
 //!   blocks;
 //! - [`model_quant`]: quantizing a model's weights with the reference quantizers;
 //! - [`state`]: llama.cpp's saved K/V cache, to start a run from;
-//! - [`gen`]: the seeded generator;
-//! - [`repo`]: where the golden folder is, and whether it may be rewritten here.
+//! - [`kernel_inputs`]: the seeded inputs of the kernel cases;
+//! - [`golden_folder`]: where the golden folder is, and whether it may be rewritten here.
 //!
 //! The forward pass follows llama.cpp's qwen3 graph, with an F32 or F16 KV cache and
 //! flash attention on or off ([`attention`]; llama.cpp's defaults are F16 and on), and
@@ -28,13 +29,13 @@
 pub mod attention;
 pub mod decoder;
 pub mod embedded;
-pub mod gen;
+pub mod golden_folder;
 pub mod hparams;
 pub mod import;
+pub mod kernel_inputs;
+pub mod lane_run;
 pub mod model_quant;
-pub mod repo;
-pub mod run;
-pub mod runner;
+pub mod sequence;
 pub mod shaped;
 pub mod state;
 pub mod tapdiff;
@@ -47,7 +48,7 @@ use sha2::{Digest, Sha256};
 pub use attention::{Attention, FlashAttn, KvCache, KvType};
 pub use decoder::{Arith, Decoder, Residual};
 pub use hparams::HParams;
-pub use run::{Batching, Logits, Mode, RunOutput, RunSpec, StepRecord};
+pub use sequence::{Batching, Logits, Mode, RunOutput, RunSpec, StepRecord};
 pub use taps::{Tap, TapSink};
 
 use tiercheck_gguf::{GgufError, GgufFile};

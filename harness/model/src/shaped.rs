@@ -52,6 +52,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tiercheck_core::fp16::{f16_bits_to_f32, f32_to_f16_bits};
+use tiercheck_core::rng::Rng;
 use tiercheck_core::GgmlType;
 use tiercheck_gguf::{GgufError, GgufFile, GgufWriter, MetaValue};
 
@@ -59,7 +60,6 @@ use crate::embedded::{
     default_cache_dir, EmbeddedError, Init, Recipe, TensorSpec, ARCHITECTURE, GENERATOR_KEY,
     RECIPE_KEY, SEED_KEY,
 };
-use crate::gen::Rng;
 use crate::model_quant::{self, TensorDecl};
 
 /// Names this generator in the file. Change it whenever the bytes for the same options
@@ -543,7 +543,7 @@ fn reusable(path: &Path, canonical: &str, bytes: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{self, RunSpec};
+    use crate::sequence::{self, RunSpec};
     use crate::{Arith, Attention, Decoder, Mode, Model, Residual, TapSink};
     use tiercheck_lanes::{self as lanes, Impl};
 
@@ -710,21 +710,17 @@ mod tests {
             let mut tokens = Vec::new();
             for lane in ["ref", "aarch64-neon"] {
                 let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-                let arith = Arith::Lane {
-                    kernels: chosen.kernels,
-                    elem: lanes::elem_ops(&chosen),
-                    threads: 2,
-                };
+                let arith = Arith::from_chosen(&chosen, 2);
                 let dec = Decoder::new(&model, arith, Residual::F32, 256, Attention::LLAMA_DEFAULT)
                     .unwrap();
                 let spec = RunSpec {
                     ids: vec![1, 77, 1500, 9],
                     steps: 3,
                     mode: Mode::Decode,
-                    batching: crate::run::Batching::LLAMA_CLI,
+                    batching: crate::sequence::Batching::LLAMA_CLI,
                     forced: Vec::new(),
                 };
-                let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
+                let out = sequence::run(&dec, &spec, TapSink::new(true, false)).unwrap();
                 let logits =
                     &out.taps.iter().rev().find(|t| t.name == "result_output").unwrap().data;
                 assert!(logits.iter().all(|v| v.is_finite()), "{shape} {lane}: non-finite logits");

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::run::Trace;
+use super::sequence::Trace;
 
 /// How one tap of one step differs between two traces.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,8 +10,9 @@
 //! this host cannot run them (the reason is theirs) make the claim ignored with `proven
 //! against <build>; not checked on this host: <reason>`, and a failure where the lane is
 //! required (`TIERCHECK_REQUIRE_LANES`). A claim can then not outlive the trials that
-//! prove it, nor pass where they did not run. The test `lane_status` checks the other
-//! direction: every test a claim names exists and calls [`claim_trials`].
+//! prove it, nor pass where they did not run. The tests of `lane_status` (a module of the
+//! `cli` test binary) check the other direction: every test a claim names exists and
+//! calls [`claim_trials`].
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};

@@ -168,7 +168,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
         threads,
         state: a.setup.state()?,
     };
-    let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::matrix::Progress::new(
+    let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::progress::Progress::new(
         analysis::attribute::ATTRIBUTE_RUNS,
         a.quiet,
     )));

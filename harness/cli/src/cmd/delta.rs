@@ -373,7 +373,7 @@ pub fn run(a: DeltaArgs) -> Result<()> {
         threads: a.threads.get(1),
         state: a.setup.state()?,
     };
-    let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::matrix::Progress::new(
+    let bar = std::sync::Arc::new(std::sync::Mutex::new(crate::progress::Progress::new(
         analysis::delta_results(&opts),
         a.quiet,
     )));

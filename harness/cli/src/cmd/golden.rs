@@ -154,10 +154,10 @@ fn cmd_model(opts: embedded::BuildOptions) -> Result<()> {
 
 fn cmd_shaped(opts: ShapeOptions, quiet: bool) -> Result<()> {
     const MB: u64 = 1 << 20;
-    let mut bar: Option<crate::matrix::Progress> = None;
+    let mut bar: Option<crate::progress::Progress> = None;
     let built = shaped::build_shaped(&opts, &mut |done, total| {
         let bar =
-            bar.get_or_insert_with(|| crate::matrix::Progress::new((total / MB) as usize, quiet));
+            bar.get_or_insert_with(|| crate::progress::Progress::new((total / MB) as usize, quiet));
         bar.set((done / MB) as usize, "MiB of blocks");
     })?;
     if let Some(bar) = &bar {

@@ -9,11 +9,12 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use tiercheck_lanes::{self as lanes, Impl};
-use tiercheck_model::runner::{self, LaneResult, PromptIds};
+use tiercheck_model::lane_run::{self, LaneResult, PromptIds};
 use tiercheck_model::Model;
 
 use crate::args::{Exec, LaneList, LaneListParser, Setup};
-use crate::matrix::{self, Plan, Progress};
+use crate::lane_plan::{self, Plan};
+use crate::progress::Progress;
 
 /// `tiercheck matrix`.
 #[derive(Args, Clone, Debug)]
@@ -66,7 +67,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
     let path = a.setup.model_path()?;
     let model = Model::open(&path)?;
     let (prompts_file, prompts, steps) = a.setup.prompts(&model)?;
-    let aarch64_bin = a.aarch64_bin.clone().or_else(matrix::default_aarch64_binary);
+    let aarch64_bin = a.aarch64_bin.clone().or_else(lane_plan::default_aarch64_binary);
     if let Some(b) = &a.aarch64_bin {
         if !b.is_file() {
             bail!("--aarch64-bin {}: no such file", b.display());
@@ -83,12 +84,12 @@ pub fn run(a: MatrixArgs) -> Result<()> {
         let mut plan = if a.portable {
             Plan::Portable("--portable".into())
         } else {
-            matrix::plan(lane, aarch64_bin.as_deref(), a.qemu_cpu.as_deref())
+            lane_plan::plan(lane, aarch64_bin.as_deref(), a.qemu_cpu.as_deref())
         };
         if matches!(plan, Plan::Qemu { .. }) {
             // A build of another revision would compute other bits: use the twin.
             let ours = lanes::provenance::git_revision();
-            match matrix::probe_revision(&plan) {
+            match lane_plan::probe_revision(&plan) {
                 Ok(rev) if rev == ours => {}
                 Ok(rev) => {
                     plan = Plan::Portable(format!(
@@ -115,7 +116,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
                 };
                 let t = Instant::now();
                 for p in &prompts {
-                    let one = matrix::run_under_qemu(
+                    let one = lane_plan::run_under_qemu(
                         &plan,
                         lane.name,
                         &path,
@@ -134,7 +135,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
             Plan::Native | Plan::Portable(_) => {
                 let imp = if plan == Plan::Native { Impl::Native } else { Impl::Portable };
                 let chosen = lanes::choose(lane, imp).map_err(anyhow::Error::msg)?;
-                let r = runner::run_lane(&model, &chosen, &prompts, &opts, |i| {
+                let r = lane_run::run_lane(&model, &chosen, &prompts, &opts, |i| {
                     tick(&format!("{} {}", lane.name, prompts[i].name))
                 })?;
                 let note = match &plan {
@@ -202,7 +203,7 @@ pub fn run(a: MatrixArgs) -> Result<()> {
                     "note": note,
                     "wall_s": r.wall_s,
                     "provenance": r.provenance,
-                    "agreement": matrix::agreement(&reference, r),
+                    "agreement": lane_plan::agreement(&reference, r),
                     "prompts": r.prompts,
                 })
             })
@@ -254,7 +255,7 @@ fn print_table(
     header += &format!(" {:>8}", "wall");
     println!("{header}");
     for (r, note) in results {
-        let agree = matrix::agreement(reference, r);
+        let agree = lane_plan::agreement(reference, r);
         let how = truncate(&r.how, 40);
         let lane = lanes::find(&r.lane).ok();
         let mut status = lane.map(|l| l.status.tag()).unwrap_or_default();

@@ -7,11 +7,11 @@ use clap::Args;
 
 use tiercheck_core::Lane;
 use tiercheck_lanes::{self as lanes, Impl};
-use tiercheck_model::runner::{self, PromptIds};
+use tiercheck_model::lane_run::{self, PromptIds};
 use tiercheck_model::Model;
 
 use crate::args::{Exec, LaneParser, Setup};
-use crate::matrix::Progress;
+use crate::progress::Progress;
 
 /// `tiercheck run`.
 #[derive(Args, Clone, Debug)]
@@ -81,7 +81,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let opts = a.setup.run_options(&a.exec, steps, a.out.clone(), 1)?;
     let mut bar = Progress::new(prompts.len(), a.exec.quiet || a.exec.json);
     bar.show(&format!("{} ({})", lane.name, chosen.impl_name()));
-    let result = runner::run_lane(&model, &chosen, &prompts, &opts, |i| {
+    let result = lane_run::run_lane(&model, &chosen, &prompts, &opts, |i| {
         bar.tick(&format!("{} {}", lane.name, prompts[i].name))
     })?;
     bar.finish();

@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use tiercheck_lanes::{self as lanes, provenance, Chosen};
+use tiercheck_lanes::{provenance, Chosen};
 
-use crate::run::{self, RunSpec, StepRecord};
+use crate::sequence::{self, RunSpec, StepRecord};
 use crate::state::KvState;
 use crate::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
@@ -136,11 +136,7 @@ pub fn run_lane(
     mut progress: impl FnMut(usize),
 ) -> anyhow::Result<LaneResult> {
     let t0 = Instant::now();
-    let arith = Arith::Lane {
-        kernels: chosen.kernels,
-        elem: lanes::elem_ops(chosen),
-        threads: opts.threads.max(1),
-    };
+    let arith = Arith::from_chosen(chosen, opts.threads.max(1));
     let mut dec = Decoder::new(model, arith, opts.residual, opts.n_ctx, opts.attn)?;
     dec.set_state(opts.state.clone())?;
     let mut results = Vec::with_capacity(prompts.len());
@@ -155,7 +151,7 @@ pub fn run_lane(
             forced: Vec::new(),
         };
         let sink = TapSink::new(opts.traces.is_some(), true);
-        let out = run::run(&dec, &spec, sink)?;
+        let out = sequence::run(&dec, &spec, sink)?;
         let wall_s = t.elapsed().as_secs_f64();
         if opts.traces.is_some() {
             traces.push((p.clone(), out.clone()));
@@ -183,7 +179,7 @@ pub fn run_lane(
             let mut meta = prov.clone();
             meta.insert("prompt_ids".into(), serde_json::to_string(&p.ids).expect("ids"));
             meta.insert("prompt_name".into(), p.name.clone());
-            run::write_trace(&path, out, meta)?;
+            sequence::write_trace(&path, out, meta)?;
         }
     }
     Ok(LaneResult {

@@ -9,7 +9,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, TensorView};
 use tiercheck_golden::store::parse_manifest;
 use tiercheck_model::embedded::{Prompts, Recipe};
-use tiercheck_model::run::parse_trace;
+use tiercheck_model::sequence::parse_trace;
 
 /// The error of `r`, which must be one, checked to name `file`.
 fn error_naming<T, E: std::fmt::Display>(r: Result<T, E>, file: &str, what: &str) -> String {

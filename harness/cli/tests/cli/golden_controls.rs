@@ -167,7 +167,7 @@ static SKEWED: Lane = Lane {
     portable: &Skewed,
 };
 
-/// Run the control `name` (a test of this file) here when blessing is allowed; under
+/// Run the control `name` (a test of this module) here when blessing is allowed; under
 /// `CI`, where every bless is refused before any check, run it again in a child process
 /// of this test binary with `CI` removed from its environment (it works on a scratch
 /// copy), and require that exactly that test ran and passed there.
@@ -176,8 +176,11 @@ fn outside_ci(name: &str, control: impl FnOnce()) {
         control();
         return;
     }
+    // The test's full name: its module path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let test = format!("{module}::{name}");
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--test-threads=1"])
+        .args([test.as_str(), "--exact", "--test-threads=1"])
         .env_remove("CI")
         .output()
         .unwrap();

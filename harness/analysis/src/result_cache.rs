@@ -1,6 +1,7 @@
-//! Reuse of what an analysis has computed, and the cost of each stage.
+//! The cache of what an analysis has computed (runs, layer-local replays, floors), and
+//! the cost of each stage.
 //!
-//! A [`delta`](crate::delta) runs a lane several times on the same sequence: its
+//! A [`delta`](crate::delta()) runs a lane several times on the same sequence: its
 //! free-running run, the teacher-forced replay of the other side's tokens (the same
 //! computation when the tokens agree), the floor's undithered replay, and, with two
 //! lanes, both layer-local directions. A [`Cache`] keeps each result under a key that
@@ -18,7 +19,7 @@
 //!   (a trace read from a file is never keyed: it is replayed each time);
 //! - **floors**: the lane's key, the sequence (prompt, mode, tokens) and the seeds.
 //!
-//! One `delta` uses a fresh cache ([`crate::delta`]); a caller comparing many pairs shares
+//! One `delta` uses a fresh cache ([`crate::delta()`]); a caller comparing many pairs shares
 //! one across calls ([`crate::delta_cached`]); [`Cache::scoped`] shares the runs and
 //! floors but keeps layer-local replays, the bulk of the memory, to one scope. Results
 //! are computed by one thread each: a second thread asking for a key being computed waits
@@ -35,20 +36,13 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use tiercheck_lanes::Chosen;
-use tiercheck_model::run::Trace;
+use tiercheck_model::sequence::Trace;
 use tiercheck_model::Mode;
 
-use crate::floor::Floor;
-use crate::layer_local::Replay;
-use crate::DeltaOptions;
+use crate::results::{Floor, Replay, Run};
+use crate::side::DeltaOptions;
 
 type Slot<T> = Arc<Mutex<Option<Arc<T>>>>;
-
-/// A lane's run of one sequence: its trace and its greedy choices after the prompt.
-pub(crate) struct Run {
-    pub(crate) trace: Trace,
-    pub(crate) generated: Vec<u32>,
-}
 
 /// Results of one kind by key.
 struct Memo<T> {
@@ -171,14 +165,13 @@ impl Cache {
 /// The key of a lane's decoder under `o`: everything a run's arithmetic depends on
 /// besides its tokens.
 pub(crate) fn lane_key(c: &Chosen, o: &DeltaOptions) -> String {
-    let elem = tiercheck_lanes::elem_ops(c) as *const dyn tiercheck_core::elem::ElemOps;
     format!(
         "{}|{}|{:p}|{:p}|{:p}|{:?}|{}|{:?}|{:?}|{}",
         c.lane.name,
         c.impl_name(),
         c.lane as *const _,
         c.kernels as *const dyn tiercheck_core::lane::Kernels as *const (),
-        elem as *const (),
+        c.elem as *const dyn tiercheck_core::elem::ElemOps as *const (),
         o.residual,
         o.n_ctx,
         o.attn,

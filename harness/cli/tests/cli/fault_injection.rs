@@ -250,13 +250,13 @@ fn trace_write_killed_at_random_points_is_absent_or_whole() {
         c
     };
     let full = timed(run());
-    tiercheck_model::run::read_trace(&out).expect("a finished run's trace loads");
+    tiercheck_model::sequence::read_trace(&out).expect("a finished run's trace loads");
     let mut absent = 0;
     for (i, f) in fractions(0x5eed_0003).into_iter().enumerate() {
         let _ = std::fs::remove_file(&out);
         kill_after(run(), full.mul_f64(f));
         if out.exists() {
-            if let Err(e) = tiercheck_model::run::read_trace(&out) {
+            if let Err(e) = tiercheck_model::sequence::read_trace(&out) {
                 panic!("kill {i} at {f:.2}: a trace file that does not load: {e}");
             }
         } else {

@@ -101,7 +101,7 @@ static PLANTED: Lane = Lane {
 };
 
 fn planted() -> Source {
-    Source::Lane(Chosen { lane: &PLANTED, kernels: &Planted, native: false })
+    Source::Lane(Chosen { kernels: &Planted, ..Chosen::portable(&PLANTED) })
 }
 
 #[test]
@@ -438,7 +438,7 @@ fn trace_on(model: &std::path::Path, lane: &str, out: &std::path::Path, provenan
         .unwrap();
     assert!(st.success());
     if !provenance {
-        let mut t = tiercheck_model::run::read_trace(out).unwrap();
+        let mut t = tiercheck_model::sequence::read_trace(out).unwrap();
         t.meta.remove("lane");
         tiercheck_model::import::write(out, &t).unwrap();
     }
@@ -515,7 +515,7 @@ fn edit_trace(
     tap: &str,
     edit: impl Fn(&mut Vec<f32>),
 ) {
-    let mut t = tiercheck_model::run::read_trace(path).unwrap();
+    let mut t = tiercheck_model::sequence::read_trace(path).unwrap();
     let mut n = 0;
     for ((s, name), x) in t.taps.iter_mut() {
         if name == tap && step.is_none_or(|w| w == *s) {
@@ -653,7 +653,7 @@ fn stale_k_lane(k: &'static StaleK, name: &'static str) -> Source {
         recipe: avx2.recipe,
         portable: k,
     }));
-    Source::Lane(Chosen { lane, kernels: k, native: false })
+    Source::Lane(Chosen { kernels: k, ..Chosen::portable(lane) })
 }
 
 #[test]

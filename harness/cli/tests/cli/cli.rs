@@ -9,7 +9,7 @@ use tiercheck_core::quant::weights;
 use tiercheck_core::{lane, GgmlType, WeightMatrix};
 use tiercheck_gguf::tensorfile::{self, Tensor};
 use tiercheck_gguf::{GgufFile, GgufWriter, MetaValue};
-use tiercheck_model::gen::Rng;
+use tiercheck_model::kernel_inputs::Rng;
 
 fn tiercheck(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tiercheck")).args(args).output().expect("run tiercheck")
@@ -448,7 +448,7 @@ fn run_writes_a_trace_with_taps_steps_and_provenance() {
         o,
         "--quiet",
     ]);
-    let t = tiercheck_model::run::read_trace(&out).unwrap();
+    let t = tiercheck_model::sequence::read_trace(&out).unwrap();
     // The prompt as one batch, then two greedy single-token steps.
     assert_eq!(t.steps.len(), 3);
     assert_eq!(t.steps[0].input_ids, vec![17, 2045, 388, 901]);
@@ -491,7 +491,7 @@ fn run_teacher_forced_decode_mode_is_one_step_per_id() {
     let out = dir.path().join("t.safetensors");
     let args = ["run", "--lane", "ref", "--teacher-force", "1,250,1999", "--mode", "decode"];
     ok(&[&args[..], &["--out", out.to_str().unwrap(), "--quiet"]].concat());
-    let t = tiercheck_model::run::read_trace(&out).unwrap();
+    let t = tiercheck_model::sequence::read_trace(&out).unwrap();
     assert_eq!(t.steps.len(), 3);
     assert_eq!(t.steps.iter().map(|s| s.input_ids[0]).collect::<Vec<_>>(), vec![1, 250, 1999]);
     assert_eq!(t.taps[&(2, "Qcur-7".to_string())].shape, vec![1, 512]);
@@ -654,7 +654,7 @@ fn runs_continue_from_a_saved_cache() {
     };
     let args = run(&[]);
     ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    let t = tiercheck_model::run::read_trace(Path::new(&trace)).unwrap();
+    let t = tiercheck_model::sequence::read_trace(Path::new(&trace)).unwrap();
     assert_eq!(t.meta["state_cells"], "3");
     assert_eq!(t.steps[0].positions, vec![3]);
     assert_eq!(t.steps[1].positions, vec![4]);

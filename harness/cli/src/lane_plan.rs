@@ -1,5 +1,5 @@
-//! Every lane against `ref` (`tiercheck matrix`): how each lane runs here, the qemu
-//! driver for another architecture's build, the agreement table and the progress line.
+//! How `tiercheck matrix` runs each lane here, the qemu driver for another
+//! architecture's build, and a lane's agreement with `ref`.
 //!
 //! A lane runs in one of three ways: natively in this process (the host has the
 //! features), as the native build of another architecture under qemu-user (aarch64
@@ -7,16 +7,14 @@
 //! or as its portable twin in this process. The three give the same bits (the golden
 //! suite proves the kernels so; the model goldens prove the whole decoder so).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use tiercheck_core::lane::Arch;
 use tiercheck_lanes::{self as lanes, provenance};
-use tiercheck_model::runner::{LaneResult, PromptResult, RunOptions};
+use tiercheck_model::lane_run::{LaneResult, PromptResult, RunOptions};
 
 /// How the matrix will run one lane.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,61 +235,4 @@ pub fn agreement(reference: &LaneResult, lane: &LaneResult) -> Vec<PromptAgreeme
         });
     }
     out
-}
-
-/// A one-line progress display on stderr (no-op when `quiet`).
-pub struct Progress {
-    total: usize,
-    done: usize,
-    quiet: bool,
-    start: Instant,
-}
-
-impl Progress {
-    /// A bar for `total` units.
-    pub fn new(total: usize, quiet: bool) -> Progress {
-        use std::io::IsTerminal;
-        let quiet = quiet || !std::io::stderr().is_terminal();
-        Progress { total, done: 0, quiet, start: Instant::now() }
-    }
-
-    /// Advance by one unit, labelled.
-    pub fn tick(&mut self, label: &str) {
-        self.done += 1;
-        self.show(label);
-    }
-
-    /// Set the units done (at most the total), labelled.
-    pub fn set(&mut self, done: usize, label: &str) {
-        self.done = done.min(self.total);
-        self.show(label);
-    }
-
-    /// Redraw with a label.
-    pub fn show(&self, label: &str) {
-        if self.quiet {
-            return;
-        }
-        let width = 30;
-        let filled = (self.done * width).checked_div(self.total).unwrap_or(width);
-        let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
-        let elapsed = self.start.elapsed().as_secs_f64();
-        // The time left at the pace so far, once a unit is done.
-        let eta = if self.done > 0 && self.done < self.total {
-            format!(" ETA {:.0}s", elapsed * (self.total - self.done) as f64 / self.done as f64)
-        } else {
-            String::new()
-        };
-        let mut e = std::io::stderr();
-        let _ =
-            write!(e, "\r[{bar}] {}/{} {elapsed:>6.1}s{eta} {label:<48}", self.done, self.total,);
-        let _ = e.flush();
-    }
-
-    /// End the line.
-    pub fn finish(&self) {
-        if !self.quiet {
-            eprintln!();
-        }
-    }
 }

@@ -1,5 +1,6 @@
-//! Runs of the decoder: teacher-forced prompts, greedy steps, step records, taps and
-//! trace files (the layout is documented in `docs/TRACES.md`).
+//! One token sequence through the decoder: the teacher-forced prompt, the greedy steps,
+//! their step records and taps, and trace files (the layout is documented in
+//! `docs/TRACES.md`).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 
 use tiercheck_gguf::tensorfile::{self, Tensor};
-use tiercheck_model::run::read_trace;
+use tiercheck_model::sequence::read_trace;
 
 const KEEP: [&str; 5] = ["attn_norm", "kqv_out", "ffn_inp", "ffn_out", "l_out"];
 

@@ -4,7 +4,7 @@
 
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded;
-use tiercheck_model::run::{self, RunSpec};
+use tiercheck_model::sequence::{self, RunSpec};
 use tiercheck_model::{Arith, Attention, Batching, Decoder, Mode, Model, Residual, TapSink};
 
 fn digests(
@@ -32,10 +32,10 @@ fn digests_with(
     ids: Vec<u32>,
 ) -> (Vec<u32>, Vec<(String, String)>) {
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads };
+    let arith = Arith::from_chosen(&chosen, threads);
     let dec = Decoder::new(model, arith, Residual::F32, 512, attn).unwrap();
     let spec = RunSpec { ids, steps: 6, mode, batching: Batching::LLAMA_CLI, forced: Vec::new() };
-    let out = run::run(&dec, &spec, TapSink::new(false, true)).unwrap();
+    let out = sequence::run(&dec, &spec, TapSink::new(false, true)).unwrap();
     (out.generated, out.digests.into_iter().collect())
 }
 
@@ -89,7 +89,7 @@ fn attention_split_over_threads_gives_the_same_bits_on_every_path() {
 fn bf16_residual_changes_the_bits_and_stays_close() {
     let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+    let arith = Arith::from_chosen(&chosen, 1);
     let spec = RunSpec {
         ids: vec![1, 250, 1999, 42],
         steps: 0,
@@ -99,7 +99,7 @@ fn bf16_residual_changes_the_bits_and_stays_close() {
     };
     let logits = |res: Residual| {
         let dec = Decoder::new(&model, arith, res, 512, Attention::LLAMA_DEFAULT).unwrap();
-        let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
+        let out = sequence::run(&dec, &spec, TapSink::new(true, false)).unwrap();
         out.taps.into_iter().find(|t| t.name == "result_output").unwrap().data
     };
     let (f, b) = (logits(Residual::F32), logits(Residual::Bf16));
@@ -117,7 +117,7 @@ fn bf16_residual_changes_the_bits_and_stays_close() {
 fn embedded_model_activations_stay_in_a_realistic_range() {
     let model = Model::open(&embedded::ensure_model(None).unwrap()).unwrap();
     let chosen = lanes::choose(lanes::find("ref").unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+    let arith = Arith::from_chosen(&chosen, 1);
     let dec = Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
     let spec = RunSpec {
         ids: vec![1, 250, 1999, 42, 3000, 777, 64],
@@ -126,7 +126,7 @@ fn embedded_model_activations_stay_in_a_realistic_range() {
         batching: Batching::EVERY_ROW,
         forced: Vec::new(),
     };
-    let out = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
+    let out = sequence::run(&dec, &spec, TapSink::new(true, false)).unwrap();
     let rms = |name: &str| {
         let t = out.taps.iter().find(|t| t.name == name).unwrap();
         (t.data.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / t.data.len() as f64).sqrt()
@@ -143,13 +143,13 @@ fn embedded_model_activations_stay_in_a_realistic_range() {
 }
 
 /// A lane's trace of `ids` in prompt mode with `batching` (every tap kept).
-fn prompt_trace(model: &Model, lane: &str, ids: &[u32], batching: Batching) -> run::RunOutput {
+fn prompt_trace(model: &Model, lane: &str, ids: &[u32], batching: Batching) -> sequence::RunOutput {
     let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-    let arith = Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 2 };
+    let arith = Arith::from_chosen(&chosen, 2);
     let dec = Decoder::new(model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
     let spec =
         RunSpec { ids: ids.to_vec(), steps: 0, mode: Mode::Prompt, batching, forced: Vec::new() };
-    run::run(&dec, &spec, TapSink::new(true, false)).unwrap()
+    sequence::run(&dec, &spec, TapSink::new(true, false)).unwrap()
 }
 
 /// A prompt evaluated as ubatches of one row is the same computation as decode mode (one
@@ -166,8 +166,7 @@ fn ubatches_of_one_row_are_decode_mode() {
         assert_eq!(p.steps.len(), 1);
         assert_eq!(p.steps[0].ubatches, vec![1; 7], "{lane}");
         let chosen = lanes::choose(lanes::find(lane).unwrap(), Impl::Auto).unwrap();
-        let arith =
-            Arith::Lane { kernels: chosen.kernels, elem: lanes::elem_ops(&chosen), threads: 1 };
+        let arith = Arith::from_chosen(&chosen, 1);
         let dec =
             Decoder::new(&model, arith, Residual::F32, 512, Attention::LLAMA_DEFAULT).unwrap();
         let spec = RunSpec {
@@ -177,7 +176,7 @@ fn ubatches_of_one_row_are_decode_mode() {
             batching: Batching::LLAMA_CLI,
             forced: Vec::new(),
         };
-        let d = run::run(&dec, &spec, TapSink::new(true, false)).unwrap();
+        let d = sequence::run(&dec, &spec, TapSink::new(true, false)).unwrap();
         assert_eq!(d.steps.len(), 7);
         for t in &p.taps {
             let rows: Vec<u32> = d
@@ -216,7 +215,7 @@ fn logits_last_prunes_the_last_layer_to_the_output_row() {
         for t in &l.taps {
             let full = a.taps.iter().find(|x| x.name == t.name).unwrap();
             let width = full.data.len() / full.rows;
-            if run::is_pruned(&t.name, n_layer) {
+            if sequence::is_pruned(&t.name, n_layer) {
                 pruned += 1;
                 assert_eq!(t.rows, 1, "{lane}: {}", t.name);
                 let tail = &full.data[(full.rows - 1) * width..];

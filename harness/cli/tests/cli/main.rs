@@ -1,0 +1,18 @@
+//! The integration tests of the `tiercheck` package that run under libtest's own
+//! harness, one module per suite, in one binary: each test binary links the whole
+//! harness, so one binary links it once. Run one suite by its module path, as in
+//! `cargo test -p tiercheck --test cli analysis::`. The suites with trials of their own
+//! (`golden`, `model_golden`, the oracle suites, ...) are binaries of their own
+//! (`harness = false` in `Cargo.toml`).
+
+mod analysis;
+mod cli;
+mod fault_injection;
+mod fuzz_corpus;
+mod gguf_malformed;
+mod golden_controls;
+mod lane_status;
+mod malformed_inputs;
+mod model_determinism;
+mod partial_traces;
+mod require_lanes;
