@@ -25,8 +25,8 @@
 use std::process::{Command, ExitCode};
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use tiercheck_core::weight_matrix::WeightMatrix;
 use tiercheck_core::quant::weights;
+use tiercheck_core::weight_matrix::WeightMatrix;
 use tiercheck_core::{lane, GgmlType};
 use tiercheck_model::kernel_inputs::{Rng, RowKind};
 use tiercheck_oracle::{

@@ -31,10 +31,10 @@ pub mod ggml_type;
 pub mod gpu;
 pub mod interleave;
 pub mod lane;
-pub mod weight_matrix;
 pub mod quant;
 pub mod repack;
 pub mod rng;
+pub mod weight_matrix;
 
 pub use arch::{lane, LANES};
 pub use error::KernelError;

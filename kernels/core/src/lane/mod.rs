@@ -50,8 +50,8 @@ pub use repacked::{row_path, unsupported_layout, GroupFn, RepackScheme, Repacked
 pub use status::{Arch, Level, Proof, Status};
 
 use crate::error::KernelError;
-use crate::weight_matrix::{check_activations, WeightMatrix};
 use crate::quant::ActRule;
+use crate::weight_matrix::{check_activations, WeightMatrix};
 use crate::GgmlType;
 
 /// The tier's own thread pool, as far as its arithmetic can read it: llama.cpp's thread

@@ -10,8 +10,8 @@
 
 use super::{Kernels, TierPool};
 use crate::error::KernelError;
-use crate::weight_matrix::check_activations;
 use crate::repack::Prepared;
+use crate::weight_matrix::check_activations;
 
 /// `kernels.matmul_prepared_tier(w, x, m, tier)` on `threads` threads (1 = the
 /// calling thread).

@@ -18,9 +18,9 @@
 
 use super::Kernels;
 use crate::error::KernelError;
-use crate::weight_matrix::{check_activations, WeightMatrix};
 use crate::quant::ActRule;
 use crate::repack::{Prepared, RepackLayout, RepackedMatrix, Target};
+use crate::weight_matrix::{check_activations, WeightMatrix};
 use crate::GgmlType;
 
 /// Which kernel and activation rule one activation row uses.

@@ -19,68 +19,100 @@ use crate::error::KernelError;
 use crate::quant::round::{f32_to_i8_c, nearest_int, nearest_int_fused, round_half_away};
 use crate::GgmlType;
 
-/// An activation quantization rule: output format, scale rule and rounding mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ActRule {
+/// An activation quantization rule: output format, scale rule and rounding mode, as data
+/// (a name, the block format, the quantizer). The rules below are the ones the lanes use;
+/// a lane whose tier quantizes otherwise defines its own with [`ActRule::new`] beside its
+/// twin. Two rules are the same rule when their names are equal.
+#[derive(Clone, Copy)]
+pub struct ActRule {
+    ident: &'static str,
+    name: &'static str,
+    format: GgmlType,
+    quantize: Quantizer,
+}
+
+/// A rule's quantizer: one row `x` (whole blocks, checked by the caller) into `out`, exactly
+/// the row's size in bytes of the rule's format.
+pub type Quantizer = fn(x: &[f32], out: &mut [u8]) -> Result<(), KernelError>;
+
+// The rules keep the names they had as an enumeration (`ActRule::Q8KRef`, ...).
+#[allow(non_upper_case_globals)]
+impl ActRule {
     /// q8_K, `quantize_row_q8_K_ref` as compiled without contraction (x86-64):
     /// iscale = -127/max, nearest-even of the f32 product.
-    Q8KRef,
+    pub const Q8KRef: ActRule =
+        ActRule::new("Q8KRef", "q8_K/ref-nearest-even", GgmlType::Q8_K, q8k_ref);
     /// q8_K with `nearest_int(iscale*x)` fused into one multiply-add, as GCC compiles
     /// `quantize_row_q8_K_ref` on aarch64 (one rounding fewer).
-    Q8KFusedNearest,
+    pub const Q8KFusedNearest: ActRule = ActRule::new(
+        "Q8KFusedNearest",
+        "q8_K/fused-nearest-even",
+        GgmlType::Q8_K,
+        q8k_fused_nearest,
+    );
     /// q8_0, `quantize_row_q8_0_ref`: id = 1/d, roundf (half away from zero).
-    Q8_0Ref,
+    pub const Q8_0Ref: ActRule =
+        ActRule::new("Q8_0Ref", "q8_0/ref-round-away", GgmlType::Q8_0, q8_0_ref);
     /// q8_1, `quantize_row_q8_1_ref`: as [`ActRule::Q8_0Ref`] plus s = f16(d * sum q).
-    Q8_1Ref,
+    pub const Q8_1Ref: ActRule =
+        ActRule::new("Q8_1Ref", "q8_1/ref-round-away", GgmlType::Q8_1, q8_1_ref);
     /// q8_0 as ggml's AVX2/AVX `quantize_row_q8_0` (`arch/x86/quants.c`): amax by a
     /// `maxps` tree, d = amax/127 rounded to f16 by F16C, **id = 127/amax** (not 1/d),
     /// `_mm256_round_ps` to nearest even, then `cvtps_epi32` and two saturating packs.
-    Q8_0X86,
+    pub const Q8_0X86: ActRule =
+        ActRule::new("Q8_0X86", "q8_0/x86-127-over-max-nearest-even", GgmlType::Q8_0, q8_0_x86);
     /// q8_K as ggml's AVX2 `ggml_quantize_mat_q8_K_4x8` (`arch/x86/repack.cpp`), the
     /// activations of the repacked gemm: amax by a `maxps` tree; iscale = -127/amax if
     /// some value equals +amax, else +127/amax (not the first maximum's sign); q =
     /// `round_ps` to nearest even of x*iscale, converted and packed with saturation;
     /// d = 1/iscale; bsums from the quants.
-    Q8KX86x4,
+    pub const Q8KX86x4: ActRule =
+        ActRule::new("Q8KX86x4", "q8_K/x86-4x8-positive-max-sign", GgmlType::Q8_K, q8k_x86x4);
     /// q8_0 as ggml's NEON `quantize_row_q8_0` (`arch/arm/quants.c`): amax by a `fmax`
     /// tree (NaN propagates), d = amax/127, id = 1/d, q = `vcvtnq_s32_f32(x*id)` (round to
     /// nearest even; NaN converts to 0), stored as the low byte; d to f16 by the hardware.
-    Q8_0Neon,
+    pub const Q8_0Neon: ActRule =
+        ActRule::new("Q8_0Neon", "q8_0/neon-1-over-d-nearest-even", GgmlType::Q8_0, q8_0_neon);
     /// q8_1 as ggml's CUDA/HIP `quantize_q8_1` kernel compiled by HIP clang (the MMVQ
     /// activations): warp-butterfly amax and sum, d = amax/127 and q = roundf(x/d) by
     /// true divisions (half away from zero), d and the float sum of x stored as f16. See
     /// [`crate::gpu::quantize_q8_1_mmvq`].
-    Q8_1HipMmvq,
+    pub const Q8_1HipMmvq: ActRule = ActRule::new(
+        "Q8_1HipMmvq",
+        "q8_1/hip-divide-round-away-f16-sum",
+        GgmlType::Q8_1,
+        q8_1_hip_mmvq,
+    );
     /// q8_1 as ggml's CUDA build (`-use_fast_math`) computes `quantize_q8_1`: subnormals
     /// flushed, d = amax * RN(1/127), q = roundf(x * rcp(d)) with the reciprocal
     /// **modelled** as correctly rounded. See [`crate::gpu::quantize_q8_1_cuda`].
-    Q8_1CudaMmvq,
-}
+    pub const Q8_1CudaMmvq: ActRule = ActRule::new(
+        "Q8_1CudaMmvq",
+        "q8_1/cuda-ftz-rcp-round-away-f16-sum",
+        GgmlType::Q8_1,
+        q8_1_cuda_mmvq,
+    );
 
-impl ActRule {
+    /// A rule: `ident` its short name in debug output, `name` its stable name (recipes,
+    /// reports, test names), `format` the block format it produces, `quantize` the
+    /// quantizer.
+    pub const fn new(
+        ident: &'static str,
+        name: &'static str,
+        format: GgmlType,
+        quantize: Quantizer,
+    ) -> ActRule {
+        ActRule { ident, name, format, quantize }
+    }
+
     /// Stable name, used in recipes, reports and test names.
     pub fn name(self) -> &'static str {
-        match self {
-            ActRule::Q8KRef => "q8_K/ref-nearest-even",
-            ActRule::Q8KFusedNearest => "q8_K/fused-nearest-even",
-            ActRule::Q8_0Ref => "q8_0/ref-round-away",
-            ActRule::Q8_1Ref => "q8_1/ref-round-away",
-            ActRule::Q8_0X86 => "q8_0/x86-127-over-max-nearest-even",
-            ActRule::Q8KX86x4 => "q8_K/x86-4x8-positive-max-sign",
-            ActRule::Q8_0Neon => "q8_0/neon-1-over-d-nearest-even",
-            ActRule::Q8_1HipMmvq => "q8_1/hip-divide-round-away-f16-sum",
-            ActRule::Q8_1CudaMmvq => "q8_1/cuda-ftz-rcp-round-away-f16-sum",
-        }
+        self.name
     }
 
     /// The block format this rule produces.
     pub fn format(self) -> GgmlType {
-        match self {
-            ActRule::Q8KRef | ActRule::Q8KFusedNearest | ActRule::Q8KX86x4 => GgmlType::Q8_K,
-            ActRule::Q8_0Ref | ActRule::Q8_0X86 | ActRule::Q8_0Neon => GgmlType::Q8_0,
-            ActRule::Q8_1Ref | ActRule::Q8_1HipMmvq | ActRule::Q8_1CudaMmvq => GgmlType::Q8_1,
-        }
+        self.format
     }
 
     /// Quantize one row `x` (a whole number of blocks) into bytes of [`Self::format`].
@@ -111,28 +143,75 @@ impl ActRule {
                 got: out.len(),
             });
         }
-        match self {
-            ActRule::Q8KRef => quantize_q8_k(x, cast_blocks_mut(ty, out)?, nearest_int_mul),
-            ActRule::Q8KFusedNearest => {
-                quantize_q8_k(x, cast_blocks_mut(ty, out)?, nearest_int_fused)
-            }
-            ActRule::Q8_0Ref => quantize_q8_0(x, cast_blocks_mut(ty, out)?),
-            ActRule::Q8_1Ref => quantize_q8_1(x, cast_blocks_mut(ty, out)?),
-            ActRule::Q8_0X86 => quantize_q8_0_x86(x, cast_blocks_mut(ty, out)?),
-            ActRule::Q8KX86x4 => quantize_q8_k_x86x4(x, cast_blocks_mut(ty, out)?),
-            ActRule::Q8_0Neon => quantize_q8_0_neon(x, cast_blocks_mut(ty, out)?),
-            ActRule::Q8_1HipMmvq | ActRule::Q8_1CudaMmvq => {
-                let blocks = if self == ActRule::Q8_1HipMmvq {
-                    crate::gpu::quantize_q8_1_mmvq(x)
-                } else {
-                    crate::gpu::quantize_q8_1_cuda(x)
-                };
-                let dst: &mut [BlockQ8_1] = cast_blocks_mut(ty, out)?;
-                dst.copy_from_slice(&blocks);
-            }
-        }
-        Ok(())
+        (self.quantize)(x, out)
     }
+}
+
+impl PartialEq for ActRule {
+    fn eq(&self, other: &ActRule) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for ActRule {}
+
+impl core::hash::Hash for ActRule {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl core::fmt::Debug for ActRule {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.ident)
+    }
+}
+
+fn q8k_ref(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_k(x, cast_blocks_mut(GgmlType::Q8_K, out)?, nearest_int_mul);
+    Ok(())
+}
+
+fn q8k_fused_nearest(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_k(x, cast_blocks_mut(GgmlType::Q8_K, out)?, nearest_int_fused);
+    Ok(())
+}
+
+fn q8_0_ref(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_0(x, cast_blocks_mut(GgmlType::Q8_0, out)?);
+    Ok(())
+}
+
+fn q8_1_ref(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_1(x, cast_blocks_mut(GgmlType::Q8_1, out)?);
+    Ok(())
+}
+
+fn q8_0_x86(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_0_x86(x, cast_blocks_mut(GgmlType::Q8_0, out)?);
+    Ok(())
+}
+
+fn q8k_x86x4(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_k_x86x4(x, cast_blocks_mut(GgmlType::Q8_K, out)?);
+    Ok(())
+}
+
+fn q8_0_neon(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_0_neon(x, cast_blocks_mut(GgmlType::Q8_0, out)?);
+    Ok(())
+}
+
+fn q8_1_hip_mmvq(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    let dst: &mut [BlockQ8_1] = cast_blocks_mut(GgmlType::Q8_1, out)?;
+    dst.copy_from_slice(&crate::gpu::quantize_q8_1_mmvq(x));
+    Ok(())
+}
+
+fn q8_1_cuda_mmvq(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    let dst: &mut [BlockQ8_1] = cast_blocks_mut(GgmlType::Q8_1, out)?;
+    dst.copy_from_slice(&crate::gpu::quantize_q8_1_cuda(x));
+    Ok(())
 }
 
 #[inline]

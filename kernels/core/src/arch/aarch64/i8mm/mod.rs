@@ -32,8 +32,8 @@ use crate::lane::{
     act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath,
     PlainGemm, Proof, Recipe, Status, WeightLayout,
 };
-use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
+use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 pub use vec_dot2::Tile;
 

@@ -25,8 +25,8 @@ use crate::lane::{
     vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, PlainGemm,
     Proof, Recipe, Status, WeightLayout,
 };
-use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
+use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 use vec_dot as neon;
 

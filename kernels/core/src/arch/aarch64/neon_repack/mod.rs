@@ -174,9 +174,9 @@ mod tests {
     use super::*;
     use crate::arch::aarch64::neon::NeonTwin;
     use crate::lane::Kernels;
-    use crate::weight_matrix::WeightMatrix;
     use crate::quant::weights;
     use crate::repack::{Prepared, Target};
+    use crate::weight_matrix::WeightMatrix;
 
     #[test]
     fn gpu_target_stays_plain_and_cpu_repacks_by_row_group() {

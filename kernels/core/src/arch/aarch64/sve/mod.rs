@@ -30,8 +30,8 @@ use crate::lane::{
     Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
     WeightLayout,
 };
-use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
+use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 
 /// ggml's SVE kernels at 128 bits: Q4_0/Q8_0 four fused lanes per block pair reduced by

@@ -17,8 +17,8 @@ use crate::lane::{
     act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath,
     Proof, Recipe, Status, WeightLayout,
 };
-use crate::weight_matrix::WeightMatrix;
 use crate::quant::ActRule;
+use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 use vec_dot as avx2;
 
