@@ -1,6 +1,6 @@
 //! ggml's aarch64 (NEON, fused multiply-adds) elementwise and attention float kernels,
 //! natively: the [`ElemFlavour::Neon`] implementation of [`ElemOps`]. Portable twin:
-//! `tiercheck_core::elem::PORTABLE_NEON` (its module doc gives the float order in words).
+//! `tiercheck_core::elem::portable(ElemFlavour::Neon)` (its module doc gives the float order in words).
 //!
 //! Reproduced, intrinsic for intrinsic (`ggml/src/ggml-cpu`, GCC build without SVE):
 //!

@@ -91,40 +91,156 @@
 
 use crate::fp16;
 
-/// Which tier's elementwise loops to reproduce.
+/// The vector-loop code a flavour runs: one family per distinct body of loops in this
+/// module (and in the architecture crates' native forms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ElemFlavour {
-    /// ggml's x64 tier (SSE2, no FMA): the specification.
+pub enum Loops {
+    /// ggml's x64 tier (SSE2, no FMA): scalar loops, the specification.
     X64,
-    /// ggml's haswell tier (AVX2 + FMA).
+    /// Eight-wide AVX2 loops with fused multiply-adds.
     Avx2,
-    /// ggml's AVX-512 variants (zen4): sixteen-wide loops, its own `expf`.
+    /// Sixteen-wide AVX-512 loops, their own `expf`.
     Avx512,
-    /// GCC-built ggml for aarch64 (NEON, fused multiply-adds).
+    /// Four-wide NEON loops with fused multiply-adds (GCC's aarch64 build).
     Neon,
-    /// The NEON loops in an aarch64 build without llamafile (i8mm or SVE targeted).
-    NeonNoLlamafile,
-    /// ggml's SVE loops at a 128-bit vector length (Neoverse V2/V3).
+    /// ggml's SVE loops at a 128-bit vector length.
     Sve128,
-    /// ggml's SVE loops at a 256-bit vector length (Neoverse V1).
+    /// ggml's SVE loops at a 256-bit vector length.
     Sve256,
+}
+
+impl Loops {
+    /// Floats per vector in `ggml_v_expf` / `ggml_v_silu`.
+    pub fn width(self) -> usize {
+        match self {
+            Loops::Avx2 | Loops::Sve256 => 8,
+            Loops::Avx512 => 16,
+            Loops::X64 | Loops::Neon | Loops::Sve128 => 4,
+        }
+    }
+
+    /// Whether these are ggml's SVE loops.
+    pub fn is_sve(self) -> bool {
+        matches!(self, Loops::Sve128 | Loops::Sve256)
+    }
+
+    /// Whether the loops fuse multiply-adds.
+    pub fn fused(self) -> bool {
+        self != Loops::X64
+    }
+}
+
+/// Which tier's elementwise loops to reproduce: data (a name, the loop family it runs,
+/// the GPU kernels it takes instead, its tinyBLAS use), so a tier that shares a loop
+/// family is one constant. [`ElemFlavour::ALL`] lists every flavour; two flavours are
+/// the same flavour when their names are equal.
+#[derive(Clone, Copy)]
+pub struct ElemFlavour {
+    ident: &'static str,
+    name: &'static str,
+    loops: Loops,
+    gpu_math: Option<crate::gpu::elem::GpuMath>,
+    mmvf: Option<crate::gpu::MmvfConfig>,
+    sgemm_f16: Option<F16Sgemm>,
+    sgemm_min_rows: Option<usize>,
+}
+
+impl PartialEq for ElemFlavour {
+    fn eq(&self, other: &ElemFlavour) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for ElemFlavour {}
+
+impl core::hash::Hash for ElemFlavour {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl core::fmt::Debug for ElemFlavour {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.ident)
+    }
+}
+
+/// A CPU flavour: its loops and its tinyBLAS use.
+const fn cpu(
+    ident: &'static str,
+    name: &'static str,
+    loops: Loops,
+    sgemm_f16: Option<F16Sgemm>,
+    sgemm_min_rows: Option<usize>,
+) -> ElemFlavour {
+    ElemFlavour { ident, name, loops, gpu_math: None, mmvf: None, sgemm_f16, sgemm_min_rows }
+}
+
+/// A GPU flavour: its own kernels (`math`, `mmvf`), the x64 loops for the rest.
+const fn gpu(
+    ident: &'static str,
+    name: &'static str,
+    math: crate::gpu::elem::GpuMath,
+    mmvf: crate::gpu::MmvfConfig,
+) -> ElemFlavour {
+    ElemFlavour {
+        ident,
+        name,
+        loops: Loops::X64,
+        gpu_math: Some(math),
+        mmvf: Some(mmvf),
+        sgemm_f16: None,
+        sgemm_min_rows: None,
+    }
+}
+
+// The flavours keep the names they had as an enumeration (`ElemFlavour::Avx2`, ...).
+#[allow(non_upper_case_globals)]
+impl ElemFlavour {
+    /// ggml's x64 tier (SSE2, no FMA): the specification.
+    pub const X64: ElemFlavour = cpu("X64", "x64-sse2", Loops::X64, None, None);
+    /// ggml's haswell tier (AVX2 + FMA); tinyBLAS from 2 rows, F16 matrices with F16
+    /// activations.
+    pub const Avx2: ElemFlavour =
+        cpu("Avx2", "avx2-fma", Loops::Avx2, Some(F16Sgemm::F16Activations), Some(2));
+    /// ggml's AVX-512 variants (zen4): sixteen-wide loops, its own `expf`; tinyBLAS as
+    /// haswell.
+    pub const Avx512: ElemFlavour =
+        cpu("Avx512", "avx512-fma", Loops::Avx512, Some(F16Sgemm::F16Activations), Some(2));
+    /// GCC-built ggml for aarch64 (NEON, fused multiply-adds); tinyBLAS from 4 rows, F16
+    /// matrices with the F32 activations.
+    pub const Neon: ElemFlavour =
+        cpu("Neon", "neon-fma", Loops::Neon, Some(F16Sgemm::F32Activations), Some(4));
+    /// The NEON loops in an aarch64 build without llamafile (i8mm or SVE targeted): no
+    /// tinyBLAS.
+    pub const NeonNoLlamafile: ElemFlavour =
+        cpu("NeonNoLlamafile", "neon-fma-no-llamafile", Loops::Neon, None, None);
+    /// ggml's SVE loops at a 128-bit vector length (Neoverse V2/V3).
+    pub const Sve128: ElemFlavour = cpu("Sve128", "sve128-fma", Loops::Sve128, None, None);
+    /// ggml's SVE loops at a 256-bit vector length (Neoverse V1).
+    pub const Sve256: ElemFlavour = cpu("Sve256", "sve256-fma", Loops::Sve256, None, None);
     /// ggml's GPU kernels as HIP clang builds them for RDNA2 (gfx1030, 32-lane warps):
     /// its own RMSNorm, SwiGLU and softmax ([`crate::gpu::elem`]) and attention products
     /// ([`crate::gpu::MMVF_RDNA2`]); flash attention, RoPE and the rest borrow the x64
     /// loops.
-    GpuHip,
+    pub const GpuHip: ElemFlavour =
+        gpu("GpuHip", "hip-gpu", crate::gpu::elem::GpuMath::Hip, crate::gpu::MMVF_RDNA2);
     /// The same for CDNA (gfx90a, 64-lane wavefronts), whose attention products reduce
     /// over the 64-lane wavefront ([`crate::gpu::MMVF_CDNA`]); everything else as
     /// [`ElemFlavour::GpuHip`].
-    GpuHipWave64,
+    pub const GpuHipWave64: ElemFlavour = gpu(
+        "GpuHipWave64",
+        "hip-gpu-wave64",
+        crate::gpu::elem::GpuMath::Hip,
+        crate::gpu::MMVF_CDNA,
+    );
     /// ggml's GPU kernels as nvcc (`-use_fast_math`) builds them for NVIDIA from Ampere
     /// on: its own RMSNorm, SwiGLU, softmax and RoPE ([`crate::gpu::elem`]) and attention
     /// products ([`crate::gpu::MMVF_AMPERE`]); flash attention and the rest borrow the
     /// x64 loops.
-    GpuCuda,
-}
+    pub const GpuCuda: ElemFlavour =
+        gpu("GpuCuda", "cuda-gpu", crate::gpu::elem::GpuMath::Cuda, crate::gpu::MMVF_AMPERE);
 
-impl ElemFlavour {
     /// Every flavour.
     pub const ALL: [ElemFlavour; 10] = [
         ElemFlavour::X64,
@@ -141,71 +257,40 @@ impl ElemFlavour {
 
     /// Stable name.
     pub fn name(self) -> &'static str {
-        match self {
-            ElemFlavour::X64 => "x64-sse2",
-            ElemFlavour::Avx2 => "avx2-fma",
-            ElemFlavour::Avx512 => "avx512-fma",
-            ElemFlavour::Neon => "neon-fma",
-            ElemFlavour::NeonNoLlamafile => "neon-fma-no-llamafile",
-            ElemFlavour::Sve128 => "sve128-fma",
-            ElemFlavour::Sve256 => "sve256-fma",
-            ElemFlavour::GpuHip => "hip-gpu",
-            ElemFlavour::GpuHipWave64 => "hip-gpu-wave64",
-            ElemFlavour::GpuCuda => "cuda-gpu",
-        }
+        self.name
     }
 
-    /// The flavour whose vector loops this one runs (itself, except that
-    /// [`ElemFlavour::NeonNoLlamafile`] runs the [`ElemFlavour::Neon`] loops and the
-    /// GPU flavours the [`ElemFlavour::X64`] ones, a stand-in, for everything but their
-    /// own kernels).
-    pub fn loops(self) -> ElemFlavour {
-        match self {
-            ElemFlavour::NeonNoLlamafile => ElemFlavour::Neon,
-            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 | ElemFlavour::GpuCuda => {
-                ElemFlavour::X64
-            }
-            f => f,
-        }
+    /// The vector loops this flavour runs (the GPU flavours: the x64 ones, a stand-in,
+    /// for everything but their own kernels; [`ElemFlavour::NeonNoLlamafile`] the NEON
+    /// ones).
+    pub fn loops(self) -> Loops {
+        self.loops
     }
 
     /// The GPU math of a GPU flavour ([`crate::gpu::elem`]), `None` for a CPU tier.
     pub fn gpu_math(self) -> Option<crate::gpu::elem::GpuMath> {
-        match self {
-            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 => Some(crate::gpu::elem::GpuMath::Hip),
-            ElemFlavour::GpuCuda => Some(crate::gpu::elem::GpuMath::Cuda),
-            _ => None,
-        }
+        self.gpu_math
     }
 
     /// The GPU's matrix-vector kernel for F32/F16 matrices (the attention products
     /// without flash attention, [`crate::gpu::MmvfConfig`]), `None` for a CPU tier.
     pub fn mmvf(self) -> Option<crate::gpu::MmvfConfig> {
-        match self {
-            ElemFlavour::GpuHip => Some(crate::gpu::MMVF_RDNA2),
-            ElemFlavour::GpuHipWave64 => Some(crate::gpu::MMVF_CDNA),
-            ElemFlavour::GpuCuda => Some(crate::gpu::MMVF_AMPERE),
-            _ => None,
-        }
+        self.mmvf
     }
 
     /// Floats per vector in `ggml_v_expf` / `ggml_v_silu`.
     pub fn width(self) -> usize {
-        match self.loops() {
-            ElemFlavour::Avx2 | ElemFlavour::Sve256 => 8,
-            ElemFlavour::Avx512 => 16,
-            _ => 4,
-        }
+        self.loops.width()
     }
 
     /// Whether these are ggml's SVE loops.
     pub fn is_sve(self) -> bool {
-        matches!(self, ElemFlavour::Sve128 | ElemFlavour::Sve256)
+        self.loops.is_sve()
     }
 
     /// Whether the tier is an aarch64 build (NEON or SVE).
     pub fn is_aarch64(self) -> bool {
-        matches!(self.loops(), ElemFlavour::Neon) || self.is_sve()
+        self.loops == Loops::Neon || self.is_sve()
     }
 
     /// Whether `ggml_vec_scale_f16` and `ggml_vec_mad_f16` (the F16 flash-attention
@@ -219,7 +304,7 @@ impl ElemFlavour {
 
     /// Whether the tier fuses multiply-adds in these loops.
     pub fn fused(self) -> bool {
-        !matches!(self.loops(), ElemFlavour::X64)
+        self.loops.fused()
     }
 
     /// The RoPE cache (`[cos, sin]` per pair) of one position: [`rope_cache`] on the
@@ -227,12 +312,14 @@ impl ElemFlavour {
     /// and `sinf`/`cosf` (CUDA's fast math, [`crate::gpu::elem::rope_cache_cuda`];
     /// HIP's device library, [`crate::gpu::ocml::rope_cache_hip`]).
     pub fn rope_cache(self, pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
-        match self {
-            ElemFlavour::GpuCuda => crate::gpu::elem::rope_cache_cuda(pos, n_dims, freq_base),
-            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 => {
+        match self.gpu_math {
+            Some(crate::gpu::elem::GpuMath::Cuda) => {
+                crate::gpu::elem::rope_cache_cuda(pos, n_dims, freq_base)
+            }
+            Some(crate::gpu::elem::GpuMath::Hip) => {
                 crate::gpu::ocml::rope_cache_hip(pos, n_dims, freq_base)
             }
-            _ => rope_cache(pos, n_dims, freq_base),
+            None => rope_cache(pos, n_dims, freq_base),
         }
     }
 
@@ -241,11 +328,11 @@ impl ElemFlavour {
     /// fused on x64, the `cos` products fused on HIP (read by executing its code
     /// objects).
     pub fn rope_rotation(self) -> RopeRotation {
-        match self {
-            ElemFlavour::GpuCuda => RopeRotation::FuseX0,
-            ElemFlavour::GpuHip | ElemFlavour::GpuHipWave64 => RopeRotation::FuseCos,
-            _ if self.fused() => RopeRotation::FuseX0,
-            _ => RopeRotation::Unfused,
+        match self.gpu_math {
+            Some(crate::gpu::elem::GpuMath::Cuda) => RopeRotation::FuseX0,
+            Some(crate::gpu::elem::GpuMath::Hip) => RopeRotation::FuseCos,
+            None if self.fused() => RopeRotation::FuseX0,
+            None => RopeRotation::Unfused,
         }
     }
 
@@ -257,43 +344,23 @@ impl ElemFlavour {
     /// NEON build without FP16 vector arithmetic only F32 ones. Like every tinyBLAS
     /// call, only for at least two activation rows.
     pub fn sgemm_f16(self) -> Option<F16Sgemm> {
-        match self {
-            ElemFlavour::X64
-            | ElemFlavour::NeonNoLlamafile
-            | ElemFlavour::Sve128
-            | ElemFlavour::Sve256
-            | ElemFlavour::GpuHip
-            | ElemFlavour::GpuHipWave64
-            | ElemFlavour::GpuCuda => None,
-            ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(F16Sgemm::F16Activations),
-            ElemFlavour::Neon => Some(F16Sgemm::F32Activations),
-        }
+        self.sgemm_f16
     }
 
     /// Floats per step of `ggml_vec_dot_f32` / `ggml_vec_dot_f16` (four vectors), or 1
     /// where the dot product is the scalar loop (the x64 tier).
     pub fn dot_step(self) -> usize {
-        match self.loops() {
-            ElemFlavour::X64 => 1,
-            f if f.is_sve() => 8 * f.width(),
-            f => 4 * f.width(),
+        match self.loops {
+            Loops::X64 => 1,
+            l if l.is_sve() => 8 * l.width(),
+            l => 4 * l.width(),
         }
     }
 
     /// Fewest activation rows (tokens) for which the tier multiplies f32 matrices with
     /// llamafile's tinyBLAS instead of `ggml_vec_dot_f32`; `None` when it never does.
     pub fn sgemm_min_rows(self) -> Option<usize> {
-        match self {
-            ElemFlavour::X64
-            | ElemFlavour::NeonNoLlamafile
-            | ElemFlavour::Sve128
-            | ElemFlavour::Sve256
-            | ElemFlavour::GpuHip
-            | ElemFlavour::GpuHipWave64
-            | ElemFlavour::GpuCuda => None,
-            ElemFlavour::Avx2 | ElemFlavour::Avx512 => Some(2),
-            ElemFlavour::Neon => Some(4),
-        }
+        self.sgemm_min_rows
     }
 }
 
@@ -374,44 +441,34 @@ pub trait ElemOps: Sync + Send {
 }
 
 /// The portable form of one flavour.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct PortableElem(pub ElemFlavour);
 
-/// Portable x64 elementwise kernels.
-pub static PORTABLE_X64: PortableElem = PortableElem(ElemFlavour::X64);
-/// Portable haswell elementwise kernels.
-pub static PORTABLE_AVX2: PortableElem = PortableElem(ElemFlavour::Avx2);
-/// Portable AVX-512 elementwise kernels.
-pub static PORTABLE_AVX512: PortableElem = PortableElem(ElemFlavour::Avx512);
-/// Portable aarch64 elementwise kernels.
-pub static PORTABLE_NEON: PortableElem = PortableElem(ElemFlavour::Neon);
-/// Portable aarch64 elementwise kernels of a build without llamafile.
-pub static PORTABLE_NEON_NO_LLAMAFILE: PortableElem = PortableElem(ElemFlavour::NeonNoLlamafile);
-/// Portable SVE elementwise kernels, 128-bit vectors.
-pub static PORTABLE_SVE128: PortableElem = PortableElem(ElemFlavour::Sve128);
-/// Portable SVE elementwise kernels, 256-bit vectors.
-pub static PORTABLE_SVE256: PortableElem = PortableElem(ElemFlavour::Sve256);
-/// Portable GPU elementwise kernels, HIP.
-pub static PORTABLE_GPU_HIP: PortableElem = PortableElem(ElemFlavour::GpuHip);
-/// Portable GPU elementwise kernels, HIP on 64-lane wavefronts.
-pub static PORTABLE_GPU_HIP_WAVE64: PortableElem = PortableElem(ElemFlavour::GpuHipWave64);
-/// Portable GPU elementwise kernels, CUDA.
-pub static PORTABLE_GPU_CUDA: PortableElem = PortableElem(ElemFlavour::GpuCuda);
-
-/// The portable kernels of `flavour`.
-pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
-    match flavour {
-        ElemFlavour::X64 => &PORTABLE_X64,
-        ElemFlavour::Avx2 => &PORTABLE_AVX2,
-        ElemFlavour::Avx512 => &PORTABLE_AVX512,
-        ElemFlavour::Neon => &PORTABLE_NEON,
-        ElemFlavour::NeonNoLlamafile => &PORTABLE_NEON_NO_LLAMAFILE,
-        ElemFlavour::Sve128 => &PORTABLE_SVE128,
-        ElemFlavour::Sve256 => &PORTABLE_SVE256,
-        ElemFlavour::GpuHip => &PORTABLE_GPU_HIP,
-        ElemFlavour::GpuHipWave64 => &PORTABLE_GPU_HIP_WAVE64,
-        ElemFlavour::GpuCuda => &PORTABLE_GPU_CUDA,
+/// The portable kernels of every flavour of [`ElemFlavour::ALL`], in that order.
+pub static PORTABLE: [PortableElem; ElemFlavour::ALL.len()] = {
+    let mut out = [PortableElem(ElemFlavour::X64); ElemFlavour::ALL.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = PortableElem(ElemFlavour::ALL[i]);
+        i += 1;
     }
+    out
+};
+
+/// The portable kernels of `flavour` (a flavour outside [`ElemFlavour::ALL`] gets its own,
+/// made once and kept for the process).
+pub fn portable(flavour: ElemFlavour) -> &'static PortableElem {
+    if let Some(p) = PORTABLE.iter().find(|p| p.0 == flavour) {
+        return p;
+    }
+    static MORE: std::sync::Mutex<Vec<&'static PortableElem>> = std::sync::Mutex::new(Vec::new());
+    let mut more = MORE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = more.iter().find(|p| p.0 == flavour) {
+        return p;
+    }
+    let p: &'static PortableElem = Box::leak(Box::new(PortableElem(flavour)));
+    more.push(p);
+    p
 }
 
 // The constants of ggml_v_expf (hex floats in the C source), as bit patterns; a unit
@@ -531,8 +588,8 @@ pub fn v_silu_avx512(x: f32) -> f32 {
 #[inline(always)]
 fn vexp(flavour: ElemFlavour, x: f32) -> f32 {
     match flavour.loops() {
-        ElemFlavour::Avx512 => v_expf_avx512(x),
-        f => v_expf(x, f.fused()),
+        Loops::Avx512 => v_expf_avx512(x),
+        l => v_expf(x, l.fused()),
     }
 }
 
@@ -540,8 +597,8 @@ fn vexp(flavour: ElemFlavour, x: f32) -> f32 {
 #[inline(always)]
 fn vsilu(flavour: ElemFlavour, x: f32) -> f32 {
     match flavour.loops() {
-        ElemFlavour::Avx512 => v_silu_avx512(x),
-        f => v_silu(x, f.fused()),
+        Loops::Avx512 => v_silu_avx512(x),
+        l => v_silu(x, l.fused()),
     }
 }
 
@@ -572,24 +629,19 @@ pub fn silu_scalar(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// Horizontal sum of one vector in the tier's order.
+/// Horizontal sum of one vector in the loops' order.
 #[inline(always)]
-fn hsum(flavour: ElemFlavour, v: &[f32]) -> f32 {
-    match flavour.loops() {
+fn hsum(loops: Loops, v: &[f32]) -> f32 {
+    match loops {
         // SSE2 shuffle/movehl (x64) and vaddvq (NEON): (v0+v1)+(v2+v3).
-        ElemFlavour::X64
-        | ElemFlavour::Neon
-        | ElemFlavour::NeonNoLlamafile
-        | ElemFlavour::GpuHip
-        | ElemFlavour::GpuHipWave64
-        | ElemFlavour::GpuCuda => (v[0] + v[1]) + (v[2] + v[3]),
+        Loops::X64 | Loops::Neon => (v[0] + v[1]) + (v[2] + v[3]),
         // _mm256: high + low, then movehl, then movehdup.
-        ElemFlavour::Avx2 => {
+        Loops::Avx2 => {
             let w = [v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]];
             (w[0] + w[2]) + (w[1] + w[3])
         }
-        ElemFlavour::Avx512 => hsum16(v),
-        ElemFlavour::Sve128 | ElemFlavour::Sve256 => faddv(v),
+        Loops::Avx512 => hsum16(v),
+        Loops::Sve128 | Loops::Sve256 => faddv(v),
     }
 }
 
@@ -625,7 +677,7 @@ impl PortableElem {
                 v[l] = vexp(flavour, x[i + l] - max);
                 y[i + l] = v[l];
             }
-            sum += hsum(flavour, &v[..w]) as f64;
+            sum += hsum(flavour.loops(), &v[..w]) as f64;
             i += w;
         }
         while i < n {
@@ -658,10 +710,7 @@ impl PortableElem {
     pub fn dot_f32_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f32: lengths differ");
         match self.0.loops() {
-            ElemFlavour::X64
-            | ElemFlavour::GpuHip
-            | ElemFlavour::GpuHipWave64
-            | ElemFlavour::GpuCuda => {
+            Loops::X64 => {
                 // No GGML_SIMD: each product rounded to f32, summed in f64.
                 let mut s = 0.0f64;
                 for (a, b) in x.iter().zip(y) {
@@ -669,7 +718,7 @@ impl PortableElem {
                 }
                 s as f32
             }
-            ElemFlavour::Avx2 => dot_f32_simd::<8>(x, y, |acc| {
+            Loops::Avx2 => dot_f32_simd::<8>(x, y, |acc| {
                 // acc[0]+=acc[2], acc[1]+=acc[3], acc[0]+=acc[1]; low + high halves;
                 // hadd, hadd.
                 let a: [f32; 8] =
@@ -677,20 +726,20 @@ impl PortableElem {
                 let t = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
                 (t[0] + t[1]) + (t[2] + t[3])
             }),
-            ElemFlavour::Avx512 => dot_f32_simd::<16>(x, y, |acc| {
+            Loops::Avx512 => dot_f32_simd::<16>(x, y, |acc| {
                 // GGML_F32x16_REDUCE: acc0 += acc2, acc1 += acc3, acc0 += acc1, then
                 // _mm512_reduce_add_ps.
                 let a: [f32; 16] =
                     core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
                 hsum16(&a)
             }),
-            ElemFlavour::Neon | ElemFlavour::NeonNoLlamafile => dot_f32_simd::<4>(x, y, |acc| {
+            Loops::Neon => dot_f32_simd::<4>(x, y, |acc| {
                 let a: [f32; 4] =
                     core::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
                 (a[0] + a[1]) + (a[2] + a[3])
             }),
-            ElemFlavour::Sve128 => dot_f32_sve::<4>(x, y),
-            ElemFlavour::Sve256 => dot_f32_sve::<8>(x, y),
+            Loops::Sve128 => dot_f32_sve::<4>(x, y),
+            Loops::Sve256 => dot_f32_sve::<8>(x, y),
         }
     }
 
@@ -698,9 +747,9 @@ impl PortableElem {
     #[inline(always)]
     pub fn dot_f16_in(&self, x: &[f32], y: &[f32]) -> f32 {
         assert_eq!(x.len(), y.len(), "dot_f16: lengths differ");
-        match self.0 {
-            ElemFlavour::Sve128 => dot_f16_sve::<4>(x, y),
-            ElemFlavour::Sve256 => dot_f16_sve::<8>(x, y),
+        match self.0.loops() {
+            Loops::Sve128 => dot_f16_sve::<4>(x, y),
+            Loops::Sve256 => dot_f16_sve::<8>(x, y),
             _ => {
                 let step = self.0.dot_step();
                 let np = x.len() - x.len() % step;
@@ -728,11 +777,11 @@ impl PortableElem {
         match self.0.loops() {
             // X64 and builds without llamafile have no tinyBLAS; the 4-float form is
             // given for completeness and never reached through the decoder.
-            ElemFlavour::Avx2 => hsum(ElemFlavour::Avx2, &acc[..8]),
-            ElemFlavour::Avx512 => hsum16(&acc),
+            Loops::Avx2 => hsum(Loops::Avx2, &acc[..8]),
+            Loops::Avx512 => hsum16(&acc),
             // SVE builds have no llamafile either; a w-wide accumulator and FADDV.
-            ElemFlavour::Sve128 | ElemFlavour::Sve256 => faddv(&acc[..w]),
-            _ => hsum(ElemFlavour::Neon, &acc[..4]),
+            Loops::Sve128 | Loops::Sve256 => faddv(&acc[..w]),
+            Loops::X64 | Loops::Neon => hsum(Loops::Neon, &acc[..4]),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! ggml's haswell-tier (AVX2 + FMA) elementwise and attention float kernels, natively:
 //! the [`ElemFlavour::Avx2`] implementation of [`ElemOps`]. Portable twin:
-//! `tiercheck_core::elem::PORTABLE_AVX2` (its module doc gives the float order in words).
+//! `tiercheck_core::elem::portable(ElemFlavour::Avx2)` (its module doc gives the float order in words).
 //!
 //! Reproduced, intrinsic for intrinsic (`ggml/src/ggml-cpu`):
 //!

@@ -1,7 +1,7 @@
 //! ggml's AVX-512 elementwise and attention float kernels (the zen4 variant's
 //! `__AVX512F__ && __AVX512DQ__` branches), natively: the [`ElemFlavour::Avx512`]
 //! implementation of [`ElemOps`]. Portable twin:
-//! `tiercheck_core::elem::PORTABLE_AVX512` (its module doc gives the float order in words).
+//! `tiercheck_core::elem::portable(ElemFlavour::Avx512)` (its module doc gives the float order in words).
 //!
 //! Reproduced, intrinsic for intrinsic (`ggml/src/ggml-cpu`):
 //!

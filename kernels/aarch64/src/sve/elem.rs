@@ -1,7 +1,7 @@
 //! ggml's SVE elementwise and attention float kernels (`vec.h`, `vec.cpp`,
 //! `simd-mappings.h` under `__ARM_FEATURE_SVE`), natively in SVE assembly: the
 //! [`ElemFlavour::Sve128`] and [`ElemFlavour::Sve256`] implementations of [`ElemOps`].
-//! Portable twin: `tiercheck_core::elem::PORTABLE_SVE128` / `PORTABLE_SVE256` (the float
+//! Portable twin: `tiercheck_core::elem::portable(ElemFlavour::Sve128)` / `Sve256` (the float
 //! order in words is in `tiercheck_core::elem`'s module doc).
 //!
 //! Reproduced instruction for instruction:
@@ -36,8 +36,8 @@
 use core::arch::asm;
 
 use tiercheck_core::elem::{
-    self, ElemFlavour, ElemOps, EXP_C1, EXP_C2, EXP_C3, EXP_C4, EXP_C5, EXP_LN2_HI, EXP_LN2_LO,
-    EXP_LOG2E, EXP_SHIFT,
+    self, ElemFlavour, ElemOps, Loops, EXP_C1, EXP_C2, EXP_C3, EXP_C4, EXP_C5, EXP_LN2_HI,
+    EXP_LN2_LO, EXP_LOG2E, EXP_SHIFT,
 };
 
 /// The constants of `ggml_v_expf` and `ggml_v_silu`, read by `ld1rw` at byte offsets
@@ -467,8 +467,8 @@ impl ElemOps for SveElem {
     fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
         // SAFETY: as above.
         unsafe {
-            match self.flavour {
-                ElemFlavour::Sve128 => dot_f32::<4>(x, y),
+            match self.flavour.loops() {
+                Loops::Sve128 => dot_f32::<4>(x, y),
                 _ => dot_f32::<8>(x, y),
             }
         }
@@ -482,8 +482,8 @@ impl ElemOps for SveElem {
     fn dot_f16(&self, x: &[f32], y: &[f32]) -> f32 {
         // SAFETY: as above.
         unsafe {
-            match self.flavour {
-                ElemFlavour::Sve128 => dot_f16::<4>(x, y),
+            match self.flavour.loops() {
+                Loops::Sve128 => dot_f16::<4>(x, y),
                 _ => dot_f16::<8>(x, y),
             }
         }

@@ -1278,7 +1278,11 @@ fn gpu_soft_max_row_differs_from_the_cpu_and_between_vendors() {
         let (mut h, mut c, mut x) = (vec![0.0; 256], vec![0.0; 256], vec![0.0; 256]);
         elem::soft_max_row(elem::GpuMath::Hip, &mut h, &w);
         elem::soft_max_row(elem::GpuMath::Cuda, &mut c, &w);
-        crate::elem::ElemOps::soft_max_row(&crate::elem::PORTABLE_X64, &mut x, &w);
+        crate::elem::ElemOps::soft_max_row(
+            crate::elem::portable(crate::elem::ElemFlavour::X64),
+            &mut x,
+            &w,
+        );
         cpu_differ |= h != x;
         vendor_differ |= h != c;
     }
