@@ -116,6 +116,13 @@ pub fn install() {
     });
 }
 
+/// An f16 scale field (little-endian bytes) as f32, exactly as the twins convert it.
+#[allow(dead_code)]
+#[inline]
+pub(crate) fn f16(b: [u8; 2]) -> f32 {
+    tiercheck_core::fp16::f16_bits_to_f32(u16::from_le_bytes(b))
+}
+
 /// The eight (scale, min) pairs of a Q4_K superblock's 12 scale bytes at once, as
 /// ggml's kernels unpack them (`utmp` with `kmask1..3`): `scales[j], mins[j]` equal
 /// `tiercheck_core::blocks::q4_k::scale_min_k4(j)` for every j (checked exhaustively

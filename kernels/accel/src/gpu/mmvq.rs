@@ -30,6 +30,63 @@ pub(crate) fn install(host: Host) {
     let _ = host;
 }
 
+/// The [`BlockForms`] of a unit struct whose every method calls the function of the same
+/// name in module `$m` (`unsafe` functions, legal where the struct can exist: `$why`).
+macro_rules! block_forms {
+    ($ty:ident, $m:ident, $why:literal) => {
+        #[doc = $why]
+        impl BlockForms for $ty {
+            #[inline(always)]
+            fn q4_k_block(
+                &self,
+                x: &BlockQ4K,
+                y: &[BlockQ8_1],
+                yd: &[[f32; 8]; 4],
+                sums: &[[i16; 16]; 4],
+                c: Contraction,
+                tmp: &mut [f32],
+            ) {
+                // SAFETY: the struct exists only where these functions are legal (the
+                // impl's doc says why).
+                unsafe { $m::q4_k_block(x, y, yd, sums, c, tmp) }
+            }
+            #[inline(always)]
+            fn q6_k_block(
+                &self,
+                x: &BlockQ6K,
+                y: &[BlockQ8_1],
+                yd: &[f32],
+                sums: &[[i32; 8]],
+                c: Contraction,
+                tmp: &mut [f32],
+            ) {
+                // SAFETY: the struct exists only where these functions are legal (the
+                // impl's doc says why).
+                unsafe { $m::q6_k_block(x, y, yd, sums, c, tmp) }
+            }
+            #[inline(always)]
+            fn q8_0_block(
+                &self,
+                x: &BlockQ8_0,
+                y: &BlockQ8_1,
+                yd: f32,
+                c: Contraction,
+                tmp: &mut [f32],
+            ) {
+                // SAFETY: the struct exists only where these functions are legal (the
+                // impl's doc says why).
+                unsafe { $m::q8_0_block(x, y, yd, c, tmp) }
+            }
+            #[inline(always)]
+            fn reduce(&self, tmp: &[f32], warp_size: usize, nwarps: usize) -> f32 {
+                // SAFETY: the struct exists only where these functions are legal (the
+                // impl's doc says why).
+                unsafe { $m::reduce(tmp, warp_size, nwarps) }
+            }
+        }
+    };
+}
+
 /// [`gemv_with`] with the AVX2 forms, compiled with AVX2, FMA and F16C.
 ///
 /// # Safety
@@ -52,44 +109,7 @@ unsafe fn gemv_avx2(
 struct Avx2;
 
 #[cfg(target_arch = "x86_64")]
-impl BlockForms for Avx2 {
-    #[inline(always)]
-    fn q4_k_block(
-        &self,
-        x: &BlockQ4K,
-        y: &[BlockQ8_1],
-        yd: &[[f32; 8]; 4],
-        sums: &[[i16; 16]; 4],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
-        // SAFETY: `Avx2` exists only inside `gemv_avx2` (AVX2, FMA and F16C present).
-        unsafe { fast::q4_k_block(x, y, yd, sums, c, tmp) }
-    }
-    #[inline(always)]
-    fn q6_k_block(
-        &self,
-        x: &BlockQ6K,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        sums: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
-        // SAFETY: as above.
-        unsafe { fast::q6_k_block(x, y, yd, sums, c, tmp) }
-    }
-    #[inline(always)]
-    fn q8_0_block(&self, x: &BlockQ8_0, y: &BlockQ8_1, yd: f32, c: Contraction, tmp: &mut [f32]) {
-        // SAFETY: as above.
-        unsafe { fast::q8_0_block(x, y, yd, c, tmp) }
-    }
-    #[inline(always)]
-    fn reduce(&self, tmp: &[f32], warp_size: usize, nwarps: usize) -> f32 {
-        // SAFETY: as above.
-        unsafe { fast::reduce(tmp, warp_size, nwarps) }
-    }
-}
+block_forms!(Avx2, fast, "`Avx2` exists only inside `gemv_avx2` (AVX2, FMA and F16C present)");
 
 /// [`gemv_with`] with the NEON forms.
 #[cfg(target_arch = "aarch64")]
@@ -108,44 +128,7 @@ fn gemv_neon(
 struct Neon;
 
 #[cfg(target_arch = "aarch64")]
-impl BlockForms for Neon {
-    #[inline(always)]
-    fn q4_k_block(
-        &self,
-        x: &BlockQ4K,
-        y: &[BlockQ8_1],
-        yd: &[[f32; 8]; 4],
-        sums: &[[i16; 16]; 4],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
-        // SAFETY: NEON is part of every aarch64 CPU.
-        unsafe { neon_fast::q4_k_block(x, y, yd, sums, c, tmp) }
-    }
-    #[inline(always)]
-    fn q6_k_block(
-        &self,
-        x: &BlockQ6K,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        sums: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
-        // SAFETY: as above.
-        unsafe { neon_fast::q6_k_block(x, y, yd, sums, c, tmp) }
-    }
-    #[inline(always)]
-    fn q8_0_block(&self, x: &BlockQ8_0, y: &BlockQ8_1, yd: f32, c: Contraction, tmp: &mut [f32]) {
-        // SAFETY: as above.
-        unsafe { neon_fast::q8_0_block(x, y, yd, c, tmp) }
-    }
-    #[inline(always)]
-    fn reduce(&self, tmp: &[f32], warp_size: usize, nwarps: usize) -> f32 {
-        // SAFETY: as above.
-        unsafe { neon_fast::reduce(tmp, warp_size, nwarps) }
-    }
-}
+block_forms!(Neon, neon_fast, "NEON is part of every aarch64 CPU");
 
 /// The eight 6-bit scales and mins of a Q4_K superblock (`get_scale_min_k4` for
 /// sub-blocks 0..8, which the device's branchless per-chunk decode equals:

@@ -10,11 +10,8 @@ use tiercheck_core::blocks::BlockQ8K;
 #[allow(unused_imports)]
 use tiercheck_core::repack::BlockQ4Kx8;
 
-#[allow(dead_code)]
-#[inline]
-fn f16(b: [u8; 2]) -> f32 {
-    tiercheck_core::fp16::f16_bits_to_f32(u16::from_le_bytes(b))
-}
+#[allow(unused_imports)]
+use crate::f16;
 
 use crate::Host;
 

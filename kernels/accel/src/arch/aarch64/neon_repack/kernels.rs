@@ -16,11 +16,8 @@ use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
 
 use crate::Host;
 
-#[allow(dead_code)]
-#[inline]
-fn f16(b: [u8; 2]) -> f32 {
-    tiercheck_core::fp16::f16_bits_to_f32(u16::from_le_bytes(b))
-}
+#[allow(unused_imports)]
+use crate::f16;
 
 /// Fills this file's slots where `host` serves them.
 pub(crate) fn install(host: Host) {
