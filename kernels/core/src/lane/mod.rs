@@ -30,9 +30,10 @@
 //! [`Status::Synthetic`]. Each claimed proof names the test target and the trials that
 //! establish it; those trials check the claim (see `docs/ADDING_A_LANE.md`).
 //!
-//! Adding a lane: its twin module under [`crate::arch`] with its [`Lane`] constant, one
-//! line in [`LANES`], its native module and one line in its crate's `NATIVE` table, a
-//! row in `targets/<triple>.toml`, and the bless of its goldens.
+//! Adding a lane (five places, `docs/ADDING_A_LANE.md`): its twin module under
+//! [`crate::arch`] with its [`Lane`] constant, its native module, one row in each
+//! registry ([`crate::LANES`] in `arch/mod.rs`, its crate's `NATIVE` table), a row in
+//! `targets/<triple>.toml`, and the bless of its goldens.
 
 pub(crate) mod dispatch;
 pub use dispatch::{act_rows, vec_dot_rows};

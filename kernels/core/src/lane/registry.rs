@@ -93,7 +93,7 @@ pub type NativeEntry = fn() -> Result<&'static dyn Kernels, Unavailable>;
 /// One row of an architecture crate's table of native lanes.
 #[derive(Clone, Copy)]
 pub struct NativeLane {
-    /// The lane's name (as in [`super::LANES`]).
+    /// The lane's name (as in [`crate::LANES`]).
     pub lane: &'static str,
     /// Its entry point.
     pub kernels: NativeEntry,
