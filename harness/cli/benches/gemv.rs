@@ -261,7 +261,7 @@ fn sum_u64_avx2(buf: &[u64]) -> u64 {
 /// Sum `buf` with the widest loop this CPU runs.
 fn sum_u64(buf: &[u64]) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if tiercheck_core::detect::cpu_has("avx2") {
         // SAFETY: AVX2 was detected on this CPU just above.
         return unsafe { sum_u64_avx2(buf) };
     }

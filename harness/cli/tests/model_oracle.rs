@@ -1918,8 +1918,7 @@ const HOST_LACKS_AVX512: &str =
 fn host_has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
+        tiercheck_core::detect::cpu_has("avx512f") && tiercheck_core::detect::cpu_has("avx512dq")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -697,18 +697,18 @@ fn check_finite(t: GgmlType, src: &[f32]) -> Result<()> {
 #[cfg(target_arch = "x86_64")]
 fn check_host(lib_dir: &Path, f: &CpuFeatures) -> Result<()> {
     let needs = [
-        (f.sse3, "sse3", std::arch::is_x86_feature_detected!("sse3")),
-        (f.ssse3, "ssse3", std::arch::is_x86_feature_detected!("ssse3")),
-        (f.avx, "avx", std::arch::is_x86_feature_detected!("avx")),
-        (f.avx2, "avx2", std::arch::is_x86_feature_detected!("avx2")),
-        (f.fma, "fma", std::arch::is_x86_feature_detected!("fma")),
-        (f.f16c, "f16c", std::arch::is_x86_feature_detected!("f16c")),
-        (f.bmi2, "bmi2", std::arch::is_x86_feature_detected!("bmi2")),
-        (f.avx512, "avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-        (f.avx_vnni, "avxvnni", std::arch::is_x86_feature_detected!("avxvnni")),
-        (f.avx512_vbmi, "avx512vbmi", std::arch::is_x86_feature_detected!("avx512vbmi")),
-        (f.avx512_vnni, "avx512vnni", std::arch::is_x86_feature_detected!("avx512vnni")),
-        (f.avx512_bf16, "avx512bf16", std::arch::is_x86_feature_detected!("avx512bf16")),
+        (f.sse3, "sse3", tiercheck_core::detect::cpu_has("sse3")),
+        (f.ssse3, "ssse3", tiercheck_core::detect::cpu_has("ssse3")),
+        (f.avx, "avx", tiercheck_core::detect::cpu_has("avx")),
+        (f.avx2, "avx2", tiercheck_core::detect::cpu_has("avx2")),
+        (f.fma, "fma", tiercheck_core::detect::cpu_has("fma")),
+        (f.f16c, "f16c", tiercheck_core::detect::cpu_has("f16c")),
+        (f.bmi2, "bmi2", tiercheck_core::detect::cpu_has("bmi2")),
+        (f.avx512, "avx512f", tiercheck_core::detect::cpu_has("avx512f")),
+        (f.avx_vnni, "avxvnni", tiercheck_core::detect::cpu_has("avxvnni")),
+        (f.avx512_vbmi, "avx512vbmi", tiercheck_core::detect::cpu_has("avx512vbmi")),
+        (f.avx512_vnni, "avx512vnni", tiercheck_core::detect::cpu_has("avx512vnni")),
+        (f.avx512_bf16, "avx512bf16", tiercheck_core::detect::cpu_has("avx512bf16")),
     ];
     match needs.iter().find(|(built, _, host)| *built && !*host) {
         Some((_, feature, _)) => {

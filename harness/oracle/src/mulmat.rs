@@ -247,11 +247,11 @@ fn missing_host_feature(tier: Tier) -> Option<&'static str> {
     {
         if tier == Tier::Haswell {
             let have = [
-                ("avx", std::arch::is_x86_feature_detected!("avx")),
-                ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-                ("fma", std::arch::is_x86_feature_detected!("fma")),
-                ("f16c", std::arch::is_x86_feature_detected!("f16c")),
-                ("bmi2", std::arch::is_x86_feature_detected!("bmi2")),
+                ("avx", tiercheck_core::detect::cpu_has("avx")),
+                ("avx2", tiercheck_core::detect::cpu_has("avx2")),
+                ("fma", tiercheck_core::detect::cpu_has("fma")),
+                ("f16c", tiercheck_core::detect::cpu_has("f16c")),
+                ("bmi2", tiercheck_core::detect::cpu_has("bmi2")),
             ];
             return have.into_iter().find(|(_, ok)| !ok).map(|(f, _)| f);
         }

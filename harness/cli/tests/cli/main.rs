@@ -6,6 +6,7 @@
 //! (`harness = false` in `Cargo.toml`).
 
 mod analysis;
+mod architecture;
 mod cli;
 mod fault_injection;
 mod fuzz_corpus;
