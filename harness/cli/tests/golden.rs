@@ -311,7 +311,7 @@ impl Trials {
         Trial::ignorable_test(name, move || {
             if tiercheck_core::accel::describe() == "scalar" {
                 return Ok(Completion::ignored_with(
-                    "this host has no accelerated twin forms (x86-64 AVX2+FMA): the portable trial ran the scalar twin",
+                    "this host has no accelerated twin forms (x86-64 AVX2+FMA, aarch64 NEON): the portable trial ran the scalar twin",
                 ));
             }
             let inputs = inputs.as_ref().as_ref()?;

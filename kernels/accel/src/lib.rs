@@ -112,6 +112,8 @@ pub fn install() {
         gpu::install(host);
         if host.avx2_fma {
             tiercheck_core::accel::set_description("avx2+fma");
+        } else if host.neon {
+            tiercheck_core::accel::set_description("neon");
         }
     });
 }

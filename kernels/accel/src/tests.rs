@@ -171,7 +171,13 @@ fn install_fills_what_the_host_serves_and_with_scalar_turns_it_off_on_this_threa
     use tiercheck_core::accel::{describe, with_scalar};
     install();
     let host = Host::detect();
-    let want = if host.avx2_fma { "avx2+fma" } else { "scalar" };
+    let want = if host.avx2_fma {
+        "avx2+fma"
+    } else if host.neon {
+        "neon"
+    } else {
+        "scalar"
+    };
     assert_eq!(describe(), want);
     with_scalar(|| {
         assert_eq!(describe(), "scalar");

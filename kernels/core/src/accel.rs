@@ -29,7 +29,7 @@ thread_local! {
     static SCALAR_ONLY: Cell<bool> = const { Cell::new(false) };
 }
 
-/// What the installed accelerated forms are (`avx2+fma`), set by `tiercheck-accel`.
+/// What the installed accelerated forms are (`avx2+fma`, `neon`), set by `tiercheck-accel`.
 static DESCRIPTION: OnceLock<&'static str> = OnceLock::new();
 
 /// Run `f` with the scalar twins only, on this thread (threads `f` spawns are not
@@ -53,7 +53,8 @@ pub fn scalar_only() -> bool {
 }
 
 /// Which accelerated form the twins use on this thread: what `tiercheck-accel`
-/// installed (`avx2+fma`), or `scalar` (nothing installed, or inside [`with_scalar`]).
+/// installed (`avx2+fma`, `neon`), or `scalar` (nothing installed, or inside
+/// [`with_scalar`]).
 pub fn describe() -> &'static str {
     match DESCRIPTION.get() {
         Some(d) if !scalar_only() => d,
