@@ -1454,18 +1454,18 @@ fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
         state_in: None,
         numa: false,
     };
-    let (seq, sess) = (dir.path().join("seq.state"), dir.path().join("session.bin"));
+    let (seq, ctx) = (dir.path().join("seq.state"), dir.path().join("context.bin"));
     let mut cmd = capture_cmd(Build::Haswell, &model.path, &ids, &run, dir.path())?;
-    cmd.arg("--no-taps").arg("--state-out").arg(&seq).arg("--session-out").arg(&sess);
+    cmd.arg("--no-taps").arg("--state-out").arg(&seq).arg("--session-out").arg(&ctx);
     cmd.arg("--out").arg(dir.path().join("steps.safetensors"));
     let res = cmd.output().map_err(|e| format!("tiercheck-capture: {e}"))?;
     if !res.status.success() {
         return Err(format!("tiercheck-capture failed: {}", String::from_utf8_lossy(&res.stderr)));
     }
     let s = KvState::read(&seq).map_err(|e| e.to_string())?;
-    let t = KvState::read(&sess).map_err(|e| e.to_string())?;
+    let t = KvState::read(&ctx).map_err(|e| e.to_string())?;
     use tiercheck_model::state::StateFile;
-    if s.file != StateFile::Sequence || t.file != (StateFile::Session { arch: "qwen3".into() }) {
+    if s.file != StateFile::Sequence || t.file != (StateFile::Context { arch: "qwen3".into() }) {
         return Err(format!("file kinds {:?} and {:?}", s.file, t.file));
     }
     if (s.cells, &s.tokens, s.kv, s.fa()) != (40, &ids, a.kv, a.fa)
@@ -1525,7 +1525,7 @@ fn state_files_hold_the_cache(a: Attention) -> Result<(), String> {
     };
     let (x, y) = (from(s)?, from(t)?);
     if x != y {
-        return Err(format!("from the sequence state {x:?}, from the session {y:?}"));
+        return Err(format!("from the sequence state {x:?}, from the whole-context state {y:?}"));
     }
     eprintln!(
         "{}: both files hold our lane's K and V of 40 ids; greedy from them {x:?}",

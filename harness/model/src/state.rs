@@ -10,7 +10,7 @@
 //! - a **sequence state** (`llama_state_seq_save_file`; llama-server's slot save; the
 //!   capture tool's `--state-out`): `u32` magic `ggsq` (0x67677371), `u32` version 3,
 //!   `u32` token count and that many `i32` tokens, then the cache of one sequence;
-//! - a **session** (`llama_state_save_file`; llama-completion's --prompt-cache): `u32` magic
+//! - a **whole-context state** (`llama_state_save_file`; llama-completion's --prompt-cache): `u32` magic
 //!   `ggsn` (0x6767736e), `u32` version 10, the tokens as above, the architecture name
 //!   (`u32` length and bytes), then the cache of every sequence.
 //!
@@ -41,10 +41,10 @@ use super::ModelError;
 pub const SEQ_MAGIC: u32 = 0x6767_7371;
 /// The sequence state version this reader knows.
 pub const SEQ_VERSION: u32 = 3;
-/// `ggsn`: a session file.
-pub const SESSION_MAGIC: u32 = 0x6767_736e;
-/// The session version this reader knows.
-pub const SESSION_VERSION: u32 = 10;
+/// `ggsn`: a whole-context state file.
+pub const CONTEXT_MAGIC: u32 = 0x6767_736e;
+/// The whole-context state version this reader knows.
+pub const CONTEXT_VERSION: u32 = 10;
 
 /// Which file a state came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub enum StateFile {
     /// `llama_state_seq_save_file`.
     Sequence,
     /// `llama_state_save_file`, with the architecture it names.
-    Session {
+    Context {
         /// The model architecture recorded in the file (`qwen3`).
         arch: String,
     },
@@ -153,7 +153,7 @@ fn widen(kv: KvType, bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
 }
 
 impl KvState {
-    /// Read and check a sequence state or session file.
+    /// Read and check a sequence state or whole-context state file.
     pub fn read(path: &Path) -> Result<KvState, ModelError> {
         let bytes = std::fs::read(path).map_err(|e| {
             ModelError::Request(format!("{}: cannot read the state file: {e}", path.display()))
@@ -167,17 +167,17 @@ impl KvState {
         let mut r = Reader { path, b: bytes, at: 0 };
         let magic = r.u32("the magic")?;
         let version = r.u32("the version")?;
-        let session = match (magic, version) {
+        let context = match (magic, version) {
             (SEQ_MAGIC, SEQ_VERSION) => false,
-            (SESSION_MAGIC, SESSION_VERSION) => true,
-            (SEQ_MAGIC, v) | (SESSION_MAGIC, v) => {
+            (CONTEXT_MAGIC, CONTEXT_VERSION) => true,
+            (SEQ_MAGIC, v) | (CONTEXT_MAGIC, v) => {
                 return Err(r.err(format!(
-                    "state file version {v}; this reader knows sequence states of version {SEQ_VERSION} and sessions of version {SESSION_VERSION} (llama.cpp 0c1e570)"
+                    "state file version {v}; this reader knows sequence states of version {SEQ_VERSION} and whole-context states of version {CONTEXT_VERSION} (llama.cpp 0c1e570)"
                 )))
             }
             (m, _) => {
                 return Err(r.err(format!(
-                    "not a llama.cpp state file (magic {m:#010x}; a sequence state starts with 'ggsq', a session with 'ggsn')"
+                    "not a llama.cpp state file (magic {m:#010x}; a sequence state starts with 'ggsq', a whole-context state with 'ggsn')"
                 )))
             }
         };
@@ -191,11 +191,11 @@ impl KvState {
             }
             tokens.push(t as u32);
         }
-        let file = if session {
+        let file = if context {
             let n = r.u32("the architecture name's length")? as usize;
             let s = r.take(n, "the architecture name")?;
             let arch = String::from_utf8_lossy(s).into_owned();
-            StateFile::Session { arch }
+            StateFile::Context { arch }
         } else {
             StateFile::Sequence
         };
@@ -357,10 +357,10 @@ impl KvState {
     pub fn check(&self, hp: &HParams, attn: &Attention, n_ctx: usize) -> Result<(), ModelError> {
         let p = self.path.display();
         let kv_dim = hp.n_head_kv * hp.head_dim;
-        if let StateFile::Session { arch } = &self.file {
+        if let StateFile::Context { arch } = &self.file {
             if arch != "qwen3" {
                 return Err(ModelError::Request(format!(
-                    "{p}: the session was saved by a {arch} model, not a qwen3 one"
+                    "{p}: the whole-context state was saved by a {arch} model, not a qwen3 one"
                 )));
             }
         }
