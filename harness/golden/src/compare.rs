@@ -1033,7 +1033,7 @@ mod tests {
             "q4_K/gemv/k=256,n=4/case0",
             "x86_64-avx2",
             &r,
-            "TIERCHECK_BLESS=1 cargo test --test golden -- q4_K/gemv",
+            "TIERCHECK_BLESS=1 cargo test --test trials -- golden::q4_K/gemv",
         );
         let lines: Vec<&str> = msg.lines().collect();
         assert_eq!(lines[0], "mismatch in case `q4_K/gemv/k=256,n=4/case0` on lane `x86_64-avx2`");
@@ -1042,7 +1042,7 @@ mod tests {
         assert_eq!(
             lines[3],
             "to refresh this golden (only if the change is intended): \
-             TIERCHECK_BLESS=1 cargo test --test golden -- q4_K/gemv"
+             TIERCHECK_BLESS=1 cargo test --test trials -- golden::q4_K/gemv"
         );
         assert_eq!(lines.len(), 4);
 

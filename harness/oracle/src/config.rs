@@ -3,10 +3,58 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use tiercheck_targets::{TargetTable, X86Tier};
 
 use super::OracleError;
 
-/// The x86 CPU tiers `ci/oracle` builds a ggml library for.
+/// The x86-64 target table, read once.
+fn x86_table() -> Result<&'static TargetTable, OracleError> {
+    static TABLE: OnceLock<Result<TargetTable, String>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| tiercheck_targets::load_arch("x86_64").map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| OracleError::TargetTable(e.clone()))
+}
+
+/// The `[[x86_tier]]` entry `name` of `targets/x86_64-unknown-linux-gnu.toml`: one x86
+/// build of the oracle (its ISA options and the `oracle.env` keys of what `ci/oracle`
+/// builds for it).
+pub fn x86_tier(name: &str) -> Result<&'static X86Tier, OracleError> {
+    let table = x86_table()?;
+    table.x86_tier(name).ok_or_else(|| {
+        OracleError::TargetTable(format!(
+            "{}: no [[x86_tier]] named `{name}`",
+            table.path.display()
+        ))
+    })
+}
+
+/// The `oracle.env` key of the x86 llama.cpp build named `name` (`haswell`, `zen4`).
+pub fn llama_env(name: &str) -> Result<&'static str, OracleError> {
+    let tier = x86_tier(name)?;
+    tier.llama_env.as_deref().ok_or_else(|| {
+        OracleError::TargetTable(format!(
+            "[[x86_tier]] `{name}` has no llama.cpp build (llama_env)"
+        ))
+    })
+}
+
+/// The `oracle.env` key of the host build of the llama.cpp driver (`llamataps`), from the
+/// `[[x86_tier]]` that has one.
+pub fn llama_driver_env() -> Result<&'static str, OracleError> {
+    let table = x86_table()?;
+    table.x86_tiers.iter().find_map(|t| t.llama_driver_env.as_deref()).ok_or_else(|| {
+        OracleError::TargetTable(format!(
+            "{}: no [[x86_tier]] has llama_driver_env",
+            table.path.display()
+        ))
+    })
+}
+
+/// The x86 CPU tiers `ci/oracle` builds a ggml library for (their facts: the
+/// `[[x86_tier]]` entries of the same names, [`x86_tier`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tier {
     /// Scalar generic kernels, no SIMD (ggml's `x64` CPU variant).
@@ -27,12 +75,15 @@ impl Tier {
         }
     }
 
-    /// The environment variable (and `oracle.env` key) naming the tier's library folder.
-    pub fn env_var(self) -> &'static str {
-        match self {
-            Tier::X64 => "TIERCHECK_ORACLE_X64",
-            Tier::Haswell => "TIERCHECK_ORACLE_HASWELL",
-        }
+    /// The environment variable (and `oracle.env` key) naming the tier's library folder
+    /// (its entry's `lib_env`).
+    pub fn env_var(self) -> Result<&'static str, OracleError> {
+        x86_tier(self.name())?.lib_env.as_deref().ok_or_else(|| {
+            OracleError::TargetTable(format!(
+                "[[x86_tier]] `{}` has no ggml library build (lib_env)",
+                self.name()
+            ))
+        })
     }
 }
 
@@ -107,18 +158,23 @@ impl OracleConfig {
 
         let mut cfg = OracleConfig::default();
         for tier in Tier::ALL {
-            let Some((v, from)) = setting(tier.env_var()) else { continue };
+            let key = match tier.env_var() {
+                Ok(key) => key,
+                Err(e) => {
+                    problems.push(e.to_string());
+                    continue;
+                }
+            };
+            let Some((v, from)) = setting(key) else { continue };
             let dir = PathBuf::from(v);
             match missing_libs(&dir) {
                 None => match tier {
                     Tier::X64 => cfg.x64 = Some(dir),
                     Tier::Haswell => cfg.haswell = Some(dir),
                 },
-                Some(lib) => problems.push(format!(
-                    "{}={} (from {from}) has no {lib}",
-                    tier.env_var(),
-                    dir.display()
-                )),
+                Some(lib) => {
+                    problems.push(format!("{key}={} (from {from}) has no {lib}", dir.display()))
+                }
             }
         }
         if let Some((v, from)) = setting(PYTHON_ENV) {
@@ -197,7 +253,8 @@ impl OracleConfig {
 
     /// The library folder of `tier`, or an [`OracleError::Unavailable`] saying why not.
     pub fn require_tier(&self, tier: Tier) -> Result<&Path, OracleError> {
-        self.tier(tier).ok_or_else(|| self.unavailable(tier.env_var()))
+        let key = tier.env_var()?;
+        self.tier(tier).ok_or_else(|| self.unavailable(key))
     }
 
     /// The Python interpreter, or an [`OracleError::Unavailable`] saying why not.
@@ -270,6 +327,18 @@ mod tests {
                 ("C".into(), "x".into())
             ]
         );
+    }
+
+    #[test]
+    fn the_keys_are_the_x86_tables() {
+        assert_eq!(Tier::X64.env_var().unwrap(), "TIERCHECK_ORACLE_X64");
+        assert_eq!(Tier::Haswell.env_var().unwrap(), "TIERCHECK_ORACLE_HASWELL");
+        assert_eq!(llama_env("haswell").unwrap(), "TIERCHECK_ORACLE_LLAMA");
+        assert_eq!(llama_env("zen4").unwrap(), "TIERCHECK_ORACLE_LLAMA_ZEN4");
+        assert_eq!(llama_driver_env().unwrap(), "TIERCHECK_ORACLE_LLAMA_DRIVER");
+        assert!(llama_env("x64").unwrap_err().to_string().contains("no llama.cpp build"));
+        assert!(x86_tier("nehalem").is_err());
+        assert!(x86_tier("zen4").unwrap().has("AVX512"));
     }
 
     #[test]

@@ -31,7 +31,10 @@ mod ggml;
 mod mulmat;
 
 pub use arm::{ArmDriver, ArmFeatures, ArmTier, ArmTraits, MulmatJob};
-pub use config::{parse_env_file, OracleConfig, Tier, CACHE_ENV, ENV_FILE_NAME, PYTHON_ENV};
+pub use config::{
+    llama_driver_env, llama_env, parse_env_file, x86_tier, OracleConfig, Tier, CACHE_ENV,
+    ENV_FILE_NAME, PYTHON_ENV,
+};
 pub use error::OracleError;
 pub use ggml::{CpuFeatures, GgmlLib};
 pub use mulmat::{MulmatDriver, MulmatMode, MulmatResult};

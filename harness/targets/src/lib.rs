@@ -3,11 +3,11 @@
 //! oracle (`ci/oracle`) prove which lanes. Each fact is written once, in the table:
 //!
 //! - `ci/test` reads the models through `tiercheck targets --shell` and `--lanes-shell`;
-//! - `ci/oracle` reads the oracle builds (`[[tier]]`) through `tiercheck targets
-//!   --tiers-shell`, which prints them as bash arrays;
+//! - `ci/oracle` reads the oracle builds (`[[tier]]` on aarch64, `[[x86_tier]]` on
+//!   x86-64) through `tiercheck targets --tiers-shell`, which prints them as bash arrays;
 //! - the golden harness reads the required lanes through [`required_lanes_for`];
 //! - the oracle bindings (`tiercheck-oracle`) read each aarch64 build's `-march`, qemu CPU
-//!   model and `oracle.env` keys through [`load_arch`].
+//!   model and `oracle.env` keys, and each x86 build's keys, through [`load_arch`].
 //!
 //! The crate depends on no kernel crate, so the oracle bindings and the tests can use it
 //! without linking the lanes. Whether the lanes a table names exist in the lane registry
@@ -82,6 +82,48 @@ impl Tier {
     }
 }
 
+/// One x86-64 build of the oracle (`[[x86_tier]]`): ggml's libraries and/or llama.cpp,
+/// built by `ci/oracle` for this host with one set of ggml's cmake ISA options, into
+/// `<cache>/ggml-<version>/<name>/` (ggml) and `.../llama-<name>/` (llama.cpp).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct X86Tier {
+    /// ggml's name of the CPU variant (`x64`, `haswell`, `zen4`); the folder names and
+    /// the name in trial names (`oracle/<name>/...`, `llama_cpp/<name>/...`).
+    pub name: String,
+    /// ggml's ISA options turned on (`-DGGML_<option>=ON`), in the order passed to cmake.
+    pub ggml_on: Vec<String>,
+    /// ggml's ISA options turned off (`-DGGML_<option>=OFF`), passed after `ggml_on`.
+    pub ggml_off: Vec<String>,
+    /// The `oracle.env` key naming the folder of this build's ggml libraries
+    /// (`libggml-base.so`, `libggml-cpu.so`); absent when no ggml-only build is made.
+    #[serde(default)]
+    pub lib_env: Option<String>,
+    /// The `oracle.env` key naming the folder of this build's llama.cpp libraries
+    /// (`libllama.so` and its ggml); absent when llama.cpp is not built for it.
+    #[serde(default)]
+    pub llama_env: Option<String>,
+    /// The `oracle.env` key naming the llama.cpp driver (`llamataps`) built against this
+    /// build's `libllama.so` (one build has it).
+    #[serde(default)]
+    pub llama_driver_env: Option<String>,
+    /// The lanes proven against this build.
+    pub proves: Vec<String>,
+}
+
+impl X86Tier {
+    /// The cmake options, as passed: every `ggml_on` option, then every `ggml_off` one.
+    pub fn cmake_flags(&self) -> Vec<String> {
+        let on = self.ggml_on.iter().map(|f| format!("-DGGML_{f}=ON"));
+        on.chain(self.ggml_off.iter().map(|f| format!("-DGGML_{f}=OFF"))).collect()
+    }
+
+    /// Whether the build has the ISA option `option` on.
+    pub fn has(&self, option: &str) -> bool {
+        self.ggml_on.iter().any(|f| f == option)
+    }
+}
+
 /// A target table.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -108,6 +150,9 @@ pub struct TargetTable {
     /// oracle builds are not described here).
     #[serde(rename = "tier", default)]
     pub tiers: Vec<Tier>,
+    /// The oracle's x86-64 builds, in build order (`[[x86_tier]]`, x86-64 tables only).
+    #[serde(rename = "x86_tier", default)]
+    pub x86_tiers: Vec<X86Tier>,
 }
 
 impl TargetTable {
@@ -123,6 +168,11 @@ impl TargetTable {
     /// The oracle build named `name`.
     pub fn tier(&self, name: &str) -> Option<&Tier> {
         self.tiers.iter().find(|t| t.name == name)
+    }
+
+    /// The x86 oracle build named `name`.
+    pub fn x86_tier(&self, name: &str) -> Option<&X86Tier> {
+        self.x86_tiers.iter().find(|t| t.name == name)
     }
 
     /// The `QEMU_CPU` value that runs `tier`'s programs: its model's.
@@ -151,7 +201,15 @@ impl TargetTable {
     /// `armdriver info` words), `<prefix>ENV`, `<prefix>LLAMA_ENV` and `<prefix>PROVES`
     /// (space-separated lanes), declared global (`declare -gA`) so that an `eval` inside
     /// a function sets them for the whole script. Every word is single-quoted.
+    ///
+    /// An x86-64 table's builds print as `<prefix>TIERS` and the associative arrays
+    /// `<prefix>CMAKE` (the cmake options, space-separated), `<prefix>LIB_ENV`,
+    /// `<prefix>LLAMA_ENV`, `<prefix>LLAMA_DRIVER_ENV` (empty where the build has none)
+    /// and `<prefix>PROVES`.
     pub fn tiers_shell(&self, prefix: &str) -> String {
+        if !self.x86_tiers.is_empty() {
+            return self.x86_tiers_shell(prefix);
+        }
         let names: Vec<String> = self.tiers.iter().map(|t| shell_quote(&t.name)).collect();
         let mut out = format!("{prefix}TIERS=({})\n", names.join(" "));
         let facts: Vec<[String; 6]> = self.tiers.iter().map(|t| self.shell_facts(t)).collect();
@@ -183,6 +241,31 @@ impl TargetTable {
             t.llama_env.clone(),
             t.proves.join(" "),
         ]
+    }
+}
+
+impl TargetTable {
+    /// [`TargetTable::tiers_shell`] of an x86-64 table.
+    fn x86_tiers_shell(&self, prefix: &str) -> String {
+        let names: Vec<String> = self.x86_tiers.iter().map(|t| shell_quote(&t.name)).collect();
+        let mut out = format!("{prefix}TIERS=({})\n", names.join(" "));
+        let key = |k: &Option<String>| k.clone().unwrap_or_default();
+        let vars: [(&str, &dyn Fn(&X86Tier) -> String); 5] = [
+            ("CMAKE", &|t| t.cmake_flags().join(" ")),
+            ("LIB_ENV", &|t| key(&t.lib_env)),
+            ("LLAMA_ENV", &|t| key(&t.llama_env)),
+            ("LLAMA_DRIVER_ENV", &|t| key(&t.llama_driver_env)),
+            ("PROVES", &|t| t.proves.join(" ")),
+        ];
+        for (var, fact) in vars {
+            let items: Vec<String> = self
+                .x86_tiers
+                .iter()
+                .map(|t| format!("[{}]={}", shell_quote(&t.name), shell_quote(&fact(t))))
+                .collect();
+            out.push_str(&format!("declare -gA {prefix}{var}=({})\n", items.join(" ")));
+        }
+        out
     }
 }
 
@@ -287,6 +370,7 @@ pub fn parse(path: &Path, text: &str) -> Result<TargetTable, TargetError> {
             Some(_) => {}
         }
     }
+    check_x86_tiers(&t).map_err(&invalid)?;
     check_tiers(&t).map_err(invalid)?;
     Ok(t)
 }
@@ -317,10 +401,7 @@ fn check_tiers(t: &TargetTable) -> Result<(), String> {
             return Err(format!("tier `{n}`: no [[model]] named `{}`", tier.model));
         }
         for key in [&tier.env, &tier.llama_env] {
-            let ok = plain_word(key, "_")
-                && !key.starts_with(|c: char| c.is_ascii_digit())
-                && key.chars().all(|c| !c.is_ascii_lowercase());
-            if !ok {
+            if !env_name(key) {
                 return Err(format!(
                     "tier `{n}`: `{key}` is not an environment variable name (A-Z, 0-9, _)"
                 ));
@@ -382,6 +463,101 @@ fn check_tiers(t: &TargetTable) -> Result<(), String> {
                 None => {
                     return Err(format!("tier `{n}` proves `{lane}`, which no [[model]] requires"))
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `key` can be an environment variable's name (A-Z, 0-9, `_`, not a digit first).
+fn env_name(key: &str) -> bool {
+    plain_word(key, "_")
+        && !key.starts_with(|c: char| c.is_ascii_digit())
+        && key.chars().all(|c| !c.is_ascii_lowercase())
+}
+
+/// The `[[x86_tier]]` entries: only in an x86-64 table (and `[[tier]]` only in an
+/// aarch64 one), unique folder-safe names, ISA options that are cmake words and each
+/// given once, at least one thing built, unique `oracle.env` keys, one llama.cpp driver
+/// at most and only beside a llama.cpp build, proved lanes in `lanes` and proven by one
+/// build only.
+fn check_x86_tiers(t: &TargetTable) -> Result<(), String> {
+    let x86 = t.triple.starts_with("x86_64-");
+    if !t.tiers.is_empty() && !t.triple.starts_with("aarch64-") {
+        return Err(
+            "[[tier]] describes aarch64 builds (-march, qemu model); this table is not aarch64's"
+                .into(),
+        );
+    }
+    if !t.x86_tiers.is_empty() && !x86 {
+        return Err("[[x86_tier]] describes x86-64 builds; this table is not x86-64's".into());
+    }
+    let mut names = HashSet::new();
+    let mut keys = HashSet::new();
+    let mut proved: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut driver: Option<&str> = None;
+    for tier in &t.x86_tiers {
+        let n = &tier.name;
+        if !plain_word(n, "-_.") || n.starts_with(['-', '.']) {
+            return Err(format!(
+                "x86_tier name `{n}` must be ASCII letters, digits, `-`, `_` and `.` \
+                 (it is a folder name)"
+            ));
+        }
+        if !names.insert(n) {
+            return Err(format!("duplicate x86_tier `{n}`"));
+        }
+        let mut options = HashSet::new();
+        for f in tier.ggml_on.iter().chain(&tier.ggml_off) {
+            if !env_name(f) {
+                return Err(format!(
+                    "x86_tier `{n}`: `{f}` is not a ggml cmake option (GGML_<A-Z0-9_>)"
+                ));
+            }
+            if !options.insert(f) {
+                return Err(format!("x86_tier `{n}`: option `{f}` is given twice"));
+            }
+        }
+        let present: Vec<&String> = [&tier.lib_env, &tier.llama_env, &tier.llama_driver_env]
+            .into_iter()
+            .flatten()
+            .collect();
+        if tier.lib_env.is_none() && tier.llama_env.is_none() {
+            return Err(format!(
+                "x86_tier `{n}`: builds nothing (neither `lib_env` nor `llama_env`)"
+            ));
+        }
+        for key in present {
+            if !env_name(key) {
+                return Err(format!(
+                    "x86_tier `{n}`: `{key}` is not an environment variable name (A-Z, 0-9, _)"
+                ));
+            }
+            if !keys.insert(key) {
+                return Err(format!("x86_tier `{n}`: oracle.env key `{key}` is used twice"));
+            }
+        }
+        if tier.llama_driver_env.is_some() {
+            if tier.llama_env.is_none() {
+                return Err(format!(
+                    "x86_tier `{n}`: a llama.cpp driver needs a llama.cpp build (`llama_env`)"
+                ));
+            }
+            if let Some(other) = driver.replace(n) {
+                return Err(format!(
+                    "the llama.cpp driver is built twice, for `{other}` and `{n}`"
+                ));
+            }
+        }
+        if tier.proves.is_empty() {
+            return Err(format!("x86_tier `{n}`: `proves` is empty"));
+        }
+        for lane in &tier.proves {
+            if !t.lanes.contains(lane) {
+                return Err(format!("x86_tier `{n}` proves `{lane}`, which is not in `lanes`"));
+            }
+            if let Some(other) = proved.insert(lane, n) {
+                return Err(format!("lane `{lane}` is proved by two tiers, `{other}` and `{n}`"));
             }
         }
     }

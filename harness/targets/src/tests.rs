@@ -233,3 +233,134 @@ fn shell_quote_round_trips() {
         assert_eq!(bash(&format!("printf '%s' {}", shell_quote(s))), s, "{s:?}");
     }
 }
+
+const X86_FILE: &str = "targets/x86_64-unknown-linux-gnu.toml";
+
+/// A valid x86-64 table with three oracle builds.
+const X86_GOOD: &str = r#"
+triple = "x86_64-unknown-linux-gnu"
+lanes = ["ref", "v-plain", "v-wide"]
+
+[[model]]
+name = "host"
+qemu_cpu = ""
+require = ["v-plain"]
+
+[[x86_tier]]
+name = "plain"
+ggml_on = []
+ggml_off = ["AVX", "AVX2"]
+lib_env = "LIB_PLAIN"
+proves = ["ref"]
+
+[[x86_tier]]
+name = "vec"
+ggml_on = ["AVX", "AVX2"]
+ggml_off = ["AVX512"]
+lib_env = "LIB_VEC"
+llama_env = "LLAMA_VEC"
+llama_driver_env = "DRIVER_VEC"
+proves = ["v-plain"]
+
+[[x86_tier]]
+name = "wide"
+ggml_on = ["AVX", "AVX2", "AVX512"]
+ggml_off = []
+llama_env = "LLAMA_WIDE"
+proves = ["v-wide"]
+"#;
+
+fn x86_edit(from: &str, to: &str) -> String {
+    assert!(X86_GOOD.contains(from), "{from}");
+    X86_GOOD.replacen(from, to, 1)
+}
+
+#[test]
+fn x86_tiers_read_back_and_print_their_cmake_options() {
+    let t = parse(Path::new(X86_FILE), X86_GOOD).unwrap();
+    let names: Vec<&str> = t.x86_tiers.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["plain", "vec", "wide"]);
+    let vec = t.x86_tier("vec").unwrap();
+    assert_eq!(vec.cmake_flags(), ["-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_AVX512=OFF"]);
+    assert!(vec.has("AVX2") && !vec.has("AVX512"));
+    assert_eq!(t.x86_tier("wide").unwrap().lib_env, None);
+    let shell = t.tiers_shell("X86_");
+    let script = format!(
+        "{shell}echo \"${{X86_TIERS[*]}}\"; echo \"${{X86_CMAKE[plain]}}\"; \
+         echo \"[${{X86_LIB_ENV[wide]}}] ${{X86_LLAMA_ENV[wide]}} ${{X86_LLAMA_DRIVER_ENV[vec]}}\"; \
+         echo \"${{X86_PROVES[vec]}}\""
+    );
+    assert_eq!(
+        bash(&script),
+        "plain vec wide\n-DGGML_AVX=OFF -DGGML_AVX2=OFF\n[] LLAMA_WIDE DRIVER_VEC\nv-plain\n"
+    );
+    // The committed table: the builds ci/oracle makes, in order, with haswell's driver.
+    let x86 = load_arch("x86_64").unwrap();
+    let names: Vec<&str> = x86.x86_tiers.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["x64", "haswell", "zen4"]);
+    assert!(x86.x86_tier("zen4").unwrap().has("AVX512"));
+    assert!(!x86.x86_tier("haswell").unwrap().has("AVX512"));
+    assert!(x86.x86_tier("x64").unwrap().ggml_on.is_empty());
+}
+
+#[test]
+fn x86_tier_errors_name_the_file_and_the_problem() {
+    let cases: &[(String, &str)] = &[
+        (
+            x86_edit("lib_env = \"LIB_PLAIN\"", "lib_env = \"LIB_PLAIN\"\nmarch = \"x\""),
+            "unknown field `march`",
+        ),
+        (x86_edit("ggml_on = []\n", ""), "missing field `ggml_on`"),
+        (x86_edit("name = \"vec\"", "name = \"plain\""), "duplicate x86_tier `plain`"),
+        (x86_edit("name = \"vec\"", "name = \"a/b\""), "x86_tier name `a/b`"),
+        (
+            x86_edit("ggml_off = [\"AVX512\"]", "ggml_off = [\"AVX2\"]"),
+            "option `AVX2` is given twice",
+        ),
+        (
+            x86_edit("ggml_off = [\"AVX512\"]", "ggml_off = [\"avx 512\"]"),
+            "`avx 512` is not a ggml cmake option",
+        ),
+        (x86_edit("lib_env = \"LIB_PLAIN\"\n", ""), "x86_tier `plain`: builds nothing"),
+        (
+            x86_edit("llama_env = \"LLAMA_WIDE\"", "llama_env = \"LIB_VEC\""),
+            "`LIB_VEC` is used twice",
+        ),
+        (
+            x86_edit("lib_env = \"LIB_VEC\"", "lib_env = \"lib vec\""),
+            "`lib vec` is not an environment",
+        ),
+        (
+            x86_edit(
+                "llama_env = \"LLAMA_WIDE\"",
+                "llama_env = \"LLAMA_WIDE\"\nllama_driver_env = \"D2\"",
+            ),
+            "the llama.cpp driver is built twice, for `vec` and `wide`",
+        ),
+        (
+            x86_edit(
+                "lib_env = \"LIB_PLAIN\"",
+                "lib_env = \"LIB_PLAIN\"\nllama_driver_env = \"D2\"",
+            ),
+            "a llama.cpp driver needs a llama.cpp build",
+        ),
+        (x86_edit("proves = [\"v-wide\"]", "proves = []"), "x86_tier `wide`: `proves` is empty"),
+        (x86_edit("proves = [\"v-wide\"]", "proves = [\"zz\"]"), "proves `zz`, which is not in"),
+        (
+            x86_edit("proves = [\"v-wide\"]", "proves = [\"v-plain\"]"),
+            "proved by two tiers, `vec` and `wide`",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = parse(Path::new(X86_FILE), text).expect_err("accepted").to_string();
+        assert!(e.starts_with(X86_FILE), "the error does not name the file: {e}");
+        assert!(e.contains(want), "want {want:?}, got {e}");
+    }
+    // Each kind of build only in its own architecture's table.
+    let e = bad(&format!("{GOOD}\n[[x86_tier]]\nname = \"v\"\nggml_on = []\nggml_off = []\nlib_env = \"L\"\nproves = [\"ref\"]\n"));
+    assert!(e.contains("this table is not x86-64's"), "{e}");
+    let arm_tier = GOOD.split_once("[[tier]]").unwrap().1.split("[[tier]]").next().unwrap();
+    let text = format!("{X86_GOOD}\n[[tier]]{arm_tier}");
+    let e = parse(Path::new(X86_FILE), &text).expect_err("accepted").to_string();
+    assert!(e.contains("this table is not aarch64's"), "{e}");
+}

@@ -1,9 +1,10 @@
 //! The checks of the lanes' status claims ([`tiercheck_core::lane::Status`]).
 //!
-//! Every [`tiercheck_core::lane::Proof`] names an integration test of this package and
-//! trial-name prefixes in it. That test builds its trials with [`tracked`] (each records
-//! its outcome in this process's ledger) and appends [`claim_trials`]: one trial per
-//! claim (`status/<lane>/<level>/<n>`), queued after every proving trial, which waits for
+//! Every [`tiercheck_core::lane::Proof`] names a suite of the cli package's `trials` test
+//! binary ([`crate::suites`]) and trial-name prefixes in it (names within the suite). That
+//! suite builds its trials with [`tracked`] (each records its outcome in this process's
+//! ledger) and appends [`claim_trials`]: one trial per claim
+//! (`<suite>::status/<lane>/<level>/<n>`), queued after every proving trial, which waits for
 //! the trials its proof names and passes only when every one of them ran in this suite
 //! run and passed. A named prefix that matches no trial, a proving trial that was
 //! filtered out, failed or panicked, fails the claim; proving trials ignored because
@@ -11,15 +12,17 @@
 //! against <build>; not checked on this host: <reason>`, and a failure where the lane is
 //! required (`TIERCHECK_REQUIRE_LANES`). A claim can then not outlive the trials that
 //! prove it, nor pass where they did not run. The tests of `lane_status` (a module of the
-//! `cli` test binary) check the other direction: every test a claim names exists and
+//! `cli` test binary) check the other direction: every suite a claim names exists and
 //! calls [`claim_trials`].
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Completion, Failed, Trial};
 use tiercheck_core::LANES;
+
+use crate::suites::{trial_name, within, Selection};
 
 /// What became of a trial of this process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,23 +89,26 @@ fn wait_for(names: &[String]) -> Vec<Outcome> {
     }
 }
 
-/// The claim trials of `test` (module doc), to be appended after `trials`, the test's
-/// whole list as `libtest_mimic::run` gets it with `args` (its filters decide which
-/// proving trials run).
-pub fn claim_trials(test: &str, args: &Arguments, trials: &[Trial]) -> Vec<Trial> {
+/// The claim trials of `suite` (module doc), to be appended after `trials`, the suite's
+/// whole list as the binary runs it with `selection` (whose filters decide which proving
+/// trials run).
+pub fn claim_trials(suite: &str, selection: &Selection, trials: &[Trial]) -> Vec<Trial> {
     let required = crate::require::required_lanes().unwrap_or_default();
     let mut out = Vec::new();
-    for (name, verdict) in claim_checks(test, &trials.iter().map(|t| t.name()).collect::<Vec<_>>())
+    for (name, verdict) in claim_checks(suite, &trials.iter().map(|t| t.name()).collect::<Vec<_>>())
     {
-        let Some((lane, proof)) = proof_of(&name) else { continue };
+        let Some((lane, proof)) = within(suite, &name).and_then(proof_of) else { continue };
         if let Err(e) = verdict {
             out.push(Trial::test(name, move || Err(e.into())));
             continue;
         }
         let mut run = Vec::new();
         let mut filtered = Vec::new();
-        for t in trials.iter().filter(|t| proof.trials.iter().any(|p| t.name().starts_with(p))) {
-            if args.is_filtered_out(t) || args.is_ignored(t) {
+        let proves = |t: &&Trial| {
+            within(suite, t.name()).is_some_and(|n| proof.trials.iter().any(|p| n.starts_with(p)))
+        };
+        for t in trials.iter().filter(proves) {
+            if selection.is_filtered_out(t) || selection.is_ignored(t) {
                 filtered.push(t.name().to_string());
             } else {
                 run.push(t.name().to_string());
@@ -156,29 +162,31 @@ fn proof_of(name: &str) -> Option<(&'static str, &'static tiercheck_core::lane::
     Some((l.name, l.status.proofs().get(i)?))
 }
 
-/// One check per claim naming `test`: the trial name and whether every trial-name prefix
-/// its proof names matches a trial of `trial_names`.
-pub fn claim_checks(test: &str, trial_names: &[&str]) -> Vec<(String, Result<(), String>)> {
+/// One check per claim naming `suite`: the trial name and whether every trial-name prefix
+/// its proof names matches a trial of `trial_names` (full names, `<suite>::...`).
+pub fn claim_checks(suite: &str, trial_names: &[&str]) -> Vec<(String, Result<(), String>)> {
     let mut out = Vec::new();
+    let in_suite: Vec<&str> = trial_names.iter().filter_map(|t| within(suite, t)).collect();
     for lane in LANES {
         for (i, proof) in lane.status.proofs().iter().enumerate() {
-            if proof.test != test {
+            if proof.suite != suite {
                 continue;
             }
-            let name = format!("status/{}/{}/{i}", lane.name, proof.level.name());
+            let name =
+                trial_name(suite, format!("status/{}/{}/{i}", lane.name, proof.level.name()));
             let missing: Vec<&str> = proof
                 .trials
                 .iter()
                 .copied()
-                .filter(|prefix| !trial_names.iter().any(|t| t.starts_with(prefix)))
+                .filter(|prefix| !in_suite.iter().any(|t| t.starts_with(prefix)))
                 .collect();
             let verdict = if proof.trials.is_empty() {
-                Err(format!("`{}` claims a proof in `{test}` that names no trials", lane.name))
+                Err(format!("`{}` claims a proof in `{suite}` that names no trials", lane.name))
             } else if missing.is_empty() {
                 Ok(())
             } else {
                 Err(format!(
-                    "`{}` claims {} vs {} proven by `{test}`, but no trial matches {}",
+                    "`{}` claims {} vs {} proven by `{suite}`, but no trial matches {}",
                     lane.name,
                     proof.level.name(),
                     proof.against,
@@ -197,13 +205,21 @@ mod tests {
 
     #[test]
     fn a_claim_without_its_trials_fails() {
-        let checks = claim_checks("oracle_x86_lanes", &["oracle/haswell/matmul-plain/q4_0/x"]);
+        let names = [
+            "oracle_x86_lanes::oracle/haswell/matmul-plain/q4_0/x",
+            // Another suite's trial does not prove this suite's claims.
+            "oracle_mulmat::oracle/haswell/matmul-repack/q4_0/x86_64-avx2-repack",
+        ];
+        let checks = claim_checks("oracle_x86_lanes", &names);
         // x86_64-avx2 claims matmul-plain here (present), x86_64-avx2-repack matmul-repack
-        // (absent).
-        let avx2 = checks.iter().find(|(n, _)| n.starts_with("status/x86_64-avx2/"));
-        let repack = checks.iter().find(|(n, _)| n.starts_with("status/x86_64-avx2-repack/"));
+        // (absent from this suite).
+        let avx2 =
+            checks.iter().find(|(n, _)| n.starts_with("oracle_x86_lanes::status/x86_64-avx2/"));
+        let repack = checks
+            .iter()
+            .find(|(n, _)| n.starts_with("oracle_x86_lanes::status/x86_64-avx2-repack/"));
         assert!(matches!(avx2, Some((_, Ok(())))), "{checks:?}");
         assert!(matches!(repack, Some((_, Err(_)))), "{checks:?}");
-        assert!(claim_checks("no_such_test", &[]).is_empty());
+        assert!(claim_checks("no_such_suite", &[]).is_empty());
     }
 }

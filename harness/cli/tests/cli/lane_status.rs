@@ -1,5 +1,5 @@
-//! The lanes' status claims point at real proofs: every test a [`Proof`] names is an
-//! integration test of this package that checks its claims
+//! The lanes' status claims point at real proofs: every suite a [`Proof`] names is a
+//! suite of this package's `trials` test binary that checks its claims
 //! (`tiercheck_testkit::claims::claim_trials` over trials made by `claims::tracked`: a
 //! claim fails whose trials are missing, filtered out or failed in the same run), a
 //! proven lane names at least one proof with trials, and the labels that no device has
@@ -18,26 +18,27 @@ fn manifest_dir() -> &'static Path {
 }
 
 #[test]
-fn every_named_proof_test_exists_and_checks_its_claims() {
-    let manifest = std::fs::read_to_string(manifest_dir().join("Cargo.toml")).unwrap();
+fn every_named_proof_suite_exists_and_checks_its_claims() {
+    let dir = manifest_dir().join("tests").join("trials");
+    let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
     for lane in LANES {
         for proof in lane.status.proofs() {
             assert!(
-                manifest.contains(&format!("name = \"{}\"", proof.test)),
-                "{}: proof test `{}` is not a [[test]] of this package",
+                main.contains(&format!("({0}::SUITE, {0}::trials)", proof.suite)),
+                "{}: proof suite `{}` is not a suite of the trials binary",
                 lane.name,
-                proof.test
+                proof.suite
             );
-            let src = manifest_dir().join("tests").join(format!("{}.rs", proof.test));
+            let src = dir.join(format!("{}.rs", proof.suite));
             let text = std::fs::read_to_string(&src)
                 .unwrap_or_else(|e| panic!("{}: {}: {e}", lane.name, src.display()));
             assert!(
-                text.contains(&format!("claim_trials(\"{}\", &args, &trials)", proof.test))
+                text.contains(&format!("pub const SUITE: &str = \"{}\";", proof.suite))
+                    && text.contains("claim_trials(SUITE, selection, &trials)")
                     && text.contains("claims::tracked("),
-                "{}: {} does not check its claims with claim_trials(\"{}\", ..) over tracked trials",
+                "{}: {} does not check its claims with claim_trials(SUITE, ..) over tracked trials",
                 lane.name,
                 src.display(),
-                proof.test
             );
             assert!(!proof.trials.is_empty(), "{}: a proof naming no trials", lane.name);
             assert!(!proof.against.is_empty(), "{}: a proof against nothing", lane.name);
@@ -105,7 +106,7 @@ fn status_tags_name_the_unqualified_level() {
     // A proof that holds only under a stated setting does not raise the plain level: the
     // tag names the unqualified one and says more is proven with `+`.
     use tiercheck_core::lane::{Level, Proof, Status};
-    let proof = |level, only| Proof { level, against: "a build", only, test: "t", trials: &[] };
+    let proof = |level, only| Proof { level, against: "a build", only, suite: "t", trials: &[] };
     static QUALIFIED: std::sync::OnceLock<[Proof; 2]> = std::sync::OnceLock::new();
     let proofs = QUALIFIED.get_or_init(|| {
         [proof(Level::DecoderDecode, ""), proof(Level::DecoderPrompt, "with a switch off")]
@@ -121,8 +122,10 @@ fn status_tags_name_the_unqualified_level() {
 /// host cannot run it (and fail where the lane is required: `TIERCHECK_REQUIRE_LANES`).
 #[test]
 fn claims_follow_the_outcomes_of_their_trials_in_the_same_run() {
-    use libtest_mimic::{Arguments, Completion, Trial};
+    use libtest_mimic::{Completion, Trial};
     use tiercheck_testkit::claims::{claim_trials, tracked};
+    use tiercheck_testkit::suites::Selection;
+    let argv = |a: Vec<String>| Selection::parse(a.into_iter().map(Into::into));
     // No lane required, whatever the suite was started with (restored at the end; no
     // other test of this binary reads it).
     let required = std::env::var_os("TIERCHECK_REQUIRE_LANES");
@@ -140,7 +143,8 @@ fn claims_follow_the_outcomes_of_their_trials_in_the_same_run() {
             .into_iter()
             .map(|p| {
                 let what = if p == "matmul-plain" { plain } else { "pass" };
-                tracked(format!("oracle/haswell/{p}/case{k}"), move || match what {
+                tracked(format!("oracle_x86_lanes::oracle/haswell/{p}/case{k}"), move || match what
+                {
                     "fail" => Err("a planted failure".into()),
                     "ignore" => Ok(Completion::ignored_with("this host lacks the tier's CPU")),
                     _ => Ok(Completion::Completed),
@@ -149,16 +153,16 @@ fn claims_follow_the_outcomes_of_their_trials_in_the_same_run() {
             .collect();
         // The inner runs' reports go to a file: their planted failures are expected.
         let log = std::env::temp_dir().join(format!("claims-{}-{k}.log", std::process::id()));
-        let mut argv = vec!["t".to_string(), "--test-threads".into(), "2".into()];
-        argv.extend(["--logfile".to_string(), log.display().to_string()]);
+        let mut argv_of = vec!["t".to_string(), "--test-threads".into(), "2".into()];
+        argv_of.extend(["--logfile".to_string(), log.display().to_string()]);
         if skip {
-            argv.extend(["--skip".to_string(), "matmul-plain".into()]);
+            argv_of.extend(["--skip".to_string(), "matmul-plain".into()]);
         }
-        let args = Arguments::from_iter(argv);
-        let claims = claim_trials("oracle_x86_lanes", &args, &trials);
+        let selection = argv(argv_of);
+        let claims = claim_trials("oracle_x86_lanes", &selection, &trials);
         assert_eq!(claims.len(), 2);
         trials.extend(claims);
-        let c = libtest_mimic::run(&args, trials);
+        let c = selection.conclude(trials);
         assert_eq!(
             (c.num_passed, c.num_failed, c.num_ignored),
             want,
@@ -167,24 +171,20 @@ fn claims_follow_the_outcomes_of_their_trials_in_the_same_run() {
     }
     // Where the lane is required, an ignored proving trial fails its claim.
     std::env::set_var("TIERCHECK_REQUIRE_LANES", "x86_64-avx2");
-    let trials = vec![tracked("oracle/haswell/matmul-plain/required", || {
+    let trials = vec![tracked("oracle_x86_lanes::oracle/haswell/matmul-plain/required", || {
         Ok(Completion::ignored_with("this host lacks the tier's CPU"))
     })];
     let log = std::env::temp_dir().join(format!("claims-{}-required.log", std::process::id()));
     let log = log.display().to_string();
-    let args = Arguments::from_iter([
-        "t",
-        "--test-threads",
-        "1",
-        "--skip",
-        "matmul-repack",
-        "--logfile",
-        log.as_str(),
-    ]);
+    let selection = argv(
+        ["t", "--test-threads", "1", "--skip", "matmul-repack", "--logfile", log.as_str()]
+            .map(String::from)
+            .to_vec(),
+    );
     let mut all = trials;
-    let claims = claim_trials("oracle_x86_lanes", &args, &all);
+    let claims = claim_trials("oracle_x86_lanes", &selection, &all);
     all.extend(claims);
-    let c = libtest_mimic::run(&args, all);
+    let c = selection.conclude(all);
     match required {
         Some(v) => std::env::set_var("TIERCHECK_REQUIRE_LANES", v),
         None => std::env::remove_var("TIERCHECK_REQUIRE_LANES"),

@@ -2,8 +2,8 @@
 //! harness, one module per suite, in one binary: each test binary links the whole
 //! harness, so one binary links it once. Run one suite by its module path, as in
 //! `cargo test -p tiercheck --test cli analysis::`. The suites with trials of their own
-//! (`golden`, `model_golden`, the oracle suites, ...) are binaries of their own
-//! (`harness = false` in `Cargo.toml`).
+//! (`golden`, `model`, the oracle suites, ...) are the modules of the other test binary,
+//! `trials` (libtest-mimic, `tests/trials/main.rs`).
 
 mod analysis;
 mod architecture;

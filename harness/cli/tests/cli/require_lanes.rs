@@ -107,3 +107,48 @@ fn oracle_builds_prove_the_lanes_whose_claims_name_them() {
     assert!(!trial_of("oracle/arm-i8mm-x/vec_dot2", "arm-i8mm"));
     assert!(!trial_of("llama_cpp/arm-i8mm", "arm-i8mm"));
 }
+
+/// The build a proof is against, when it names an x86 build: `ggml <build>...` or
+/// `llama.cpp <build>...` (the build's name is the second word).
+fn x86_build_of(against: &str) -> Option<&str> {
+    let mut words = against.split([' ', ',']);
+    let kind = words.next()?;
+    (kind == "ggml" || kind == "llama.cpp").then(|| words.next()).flatten()
+}
+
+/// The x86-64 table's `proves` lists are the lanes' own claims: a lane an x86 build proves
+/// has a proof against that build, and every lane with a proof against an x86 build of the
+/// table is in that build's `proves`.
+#[test]
+fn x86_oracle_builds_prove_the_lanes_whose_claims_name_them() {
+    let table = targets::load_arch("x86_64").unwrap();
+    assert!(!table.x86_tiers.is_empty(), "{}: no [[x86_tier]]", table.path.display());
+    for tier in &table.x86_tiers {
+        for name in &tier.proves {
+            let lane = tiercheck_core::lane(name).unwrap();
+            assert!(
+                lane.status.proofs().iter().any(|p| x86_build_of(p.against) == Some(&tier.name)),
+                "{}: build `{}` proves `{name}`, whose status ({}) names no proof against it",
+                table.path.display(),
+                tier.name,
+                lane.status
+            );
+        }
+    }
+    for lane in tiercheck_core::LANES {
+        for proof in lane.status.proofs() {
+            let Some(build) = x86_build_of(proof.against) else { continue };
+            let Some(tier) = table.x86_tier(build) else { continue };
+            assert!(
+                tier.proves.iter().any(|p| p == lane.name),
+                "{}: `{}` is proven against `{}`, which does not list it in `proves`",
+                table.path.display(),
+                lane.name,
+                proof.against
+            );
+        }
+    }
+    assert_eq!(x86_build_of("llama.cpp haswell, repack off"), Some("haswell"));
+    assert_eq!(x86_build_of("ggml x64 (generic C, no FMA)"), Some("x64"));
+    assert_eq!(x86_build_of("a build"), None);
+}

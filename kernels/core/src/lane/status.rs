@@ -88,9 +88,10 @@ pub struct Proof {
     /// A qualification of the claim, empty when there is none (e.g. the run setting under
     /// which it holds).
     pub only: &'static str,
-    /// The test target (an integration test of the `tiercheck` package) holding it.
-    pub test: &'static str,
-    /// Trial-name prefixes in that test; each must match at least one trial.
+    /// The suite holding it: a module of the `tiercheck` package's `trials` test binary,
+    /// whose trial names start with `<suite>::`.
+    pub suite: &'static str,
+    /// Trial-name prefixes within that suite; each must match at least one trial.
     pub trials: &'static [&'static str],
 }
 

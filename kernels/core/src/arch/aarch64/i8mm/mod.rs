@@ -62,14 +62,14 @@ pub static AARCH64_I8MM: Lane = Lane {
             level: Level::Kernel,
             against: "ggml aarch64 i8mm build (GCC) under qemu: vec_dot nrc=2 and plain mul_mat",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &["oracle/arm-i8mm/vec_dot2", "oracle/arm-i8mm/matmul-plain"],
         },
         Proof {
             level: Level::DecoderDecode,
             against: "llama.cpp aarch64 i8mm build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/no_repack/decode/end_to_end",
                 "llama_cpp/arm-i8mm/no_repack/decode/layer_local",
@@ -81,7 +81,7 @@ pub static AARCH64_I8MM: Lane = Lane {
             level: Level::DecoderPrompt,
             against: "llama.cpp aarch64 i8mm build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/no_repack/prompt/end_to_end",
                 "llama_cpp/arm-i8mm/no_repack/prompt/layer_local",
@@ -93,7 +93,7 @@ pub static AARCH64_I8MM: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 i8mm build under qemu, repack off, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/cli/no_repack/end_to_end",
                 "llama_cpp/arm-i8mm/numa/3/no_repack/end_to_end",

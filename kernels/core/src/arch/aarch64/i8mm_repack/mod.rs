@@ -43,14 +43,14 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
             level: Level::Kernel,
             against: "ggml aarch64 i8mm build (GCC) repacked mul_mat under qemu",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &["oracle/arm-i8mm/matmul-repack"],
         },
         Proof {
             level: Level::DecoderDecode,
             against: "llama.cpp aarch64 i8mm build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/repack/decode/end_to_end",
                 "llama_cpp/arm-i8mm/repack/decode/layer_local",
@@ -62,7 +62,7 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
             level: Level::DecoderPrompt,
             against: "llama.cpp aarch64 i8mm build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/repack/prompt/end_to_end",
                 "llama_cpp/arm-i8mm/repack/prompt/layer_local",
@@ -74,7 +74,7 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 i8mm build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-i8mm/cli/repack/end_to_end",
                 "llama_cpp/arm-i8mm/long/4096/repack/end_to_end",

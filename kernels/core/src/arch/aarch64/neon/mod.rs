@@ -95,7 +95,7 @@ pub static AARCH64_NEON: Lane = Lane {
             level: Level::Kernel,
             against: "ggml aarch64 dotprod build (GCC) under qemu",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &[
                 "oracle/arm-dotprod/vec_dot",
                 "oracle/arm-dotprod/from_float",
@@ -106,7 +106,7 @@ pub static AARCH64_NEON: Lane = Lane {
             level: Level::DecoderDecode,
             against: "llama.cpp aarch64 dotprod build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/no_repack/decode/end_to_end",
                 "llama_cpp/arm-dotprod/no_repack/decode/layer_local",
@@ -118,7 +118,7 @@ pub static AARCH64_NEON: Lane = Lane {
             level: Level::DecoderPrompt,
             against: "llama.cpp aarch64 dotprod build under qemu, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/no_repack/prompt/end_to_end",
                 "llama_cpp/arm-dotprod/no_repack/prompt/layer_local",
@@ -130,7 +130,7 @@ pub static AARCH64_NEON: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 dotprod build under qemu, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/cli/no_repack/end_to_end",
                 "llama_cpp/arm-dotprod/long/4096/no_repack/end_to_end",

@@ -39,14 +39,14 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
             level: Level::Kernel,
             against: "ggml aarch64 dotprod build (GCC) repacked mul_mat under qemu",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &["oracle/arm-dotprod/matmul-repack"],
         },
         Proof {
             level: Level::DecoderDecode,
             against: "llama.cpp aarch64 dotprod build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/repack/decode/end_to_end",
                 "llama_cpp/arm-dotprod/repack/decode/layer_local",
@@ -58,7 +58,7 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
             level: Level::DecoderPrompt,
             against: "llama.cpp aarch64 dotprod build under qemu, repack on (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/repack/prompt/end_to_end",
                 "llama_cpp/arm-dotprod/repack/prompt/layer_local",
@@ -70,7 +70,7 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 dotprod build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-dotprod/cli/repack/end_to_end",
                 "llama_cpp/arm-dotprod/long/4096/repack/end_to_end",

@@ -64,7 +64,7 @@ pub static AARCH64_SVE128: Lane = Lane {
             against: "ggml aarch64 armv8.6_2 build (GCC) under qemu at 128-bit SVE: vec_dot nrc=1 \
                       and nrc=2, plain mul_mat",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &[
                 "oracle/arm-sve128/vec_dot/",
                 "oracle/arm-sve128/vec_dot2/",
@@ -76,7 +76,7 @@ pub static AARCH64_SVE128: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/no_repack/decode/end_to_end",
                 "llama_cpp/arm-sve128/no_repack/decode/layer_local",
@@ -89,7 +89,7 @@ pub static AARCH64_SVE128: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/no_repack/prompt/end_to_end",
                 "llama_cpp/arm-sve128/no_repack/prompt/layer_local",
@@ -101,7 +101,7 @@ pub static AARCH64_SVE128: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/cli/no_repack/end_to_end",
                 "llama_cpp/arm-sve128/numa/3/no_repack/end_to_end",
@@ -251,7 +251,7 @@ pub static AARCH64_SVE256: Lane = Lane {
             level: Level::Kernel,
             against: "aarch64 armv8.6_1 build (GCC) under qemu at 256-bit SVE: vec_dot nrc=1 and nrc=2, plain mul_mat",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &["oracle/arm-sve256/vec_dot/", "oracle/arm-sve256/vec_dot2/", "oracle/arm-sve256/matmul-plain/"],
         },
         Proof {
@@ -259,7 +259,7 @@ pub static AARCH64_SVE256: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/no_repack/decode/end_to_end",
                 "llama_cpp/arm-sve256/no_repack/decode/layer_local",
@@ -272,7 +272,7 @@ pub static AARCH64_SVE256: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/no_repack/prompt/end_to_end",
                 "llama_cpp/arm-sve256/no_repack/prompt/layer_local",
@@ -284,7 +284,7 @@ pub static AARCH64_SVE256: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/cli/no_repack/end_to_end",
                 "llama_cpp/arm-sve256/numa/3/no_repack/end_to_end",

@@ -53,7 +53,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
             against:
                 "ggml aarch64 armv8.6_2 build (GCC) repacked mul_mat under qemu at 128-bit SVE",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &["oracle/arm-sve128/matmul-repack/"],
         },
         Proof {
@@ -61,7 +61,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/repack/decode/end_to_end",
                 "llama_cpp/arm-sve128/repack/decode/layer_local",
@@ -74,7 +74,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/repack/prompt/end_to_end",
                 "llama_cpp/arm-sve128/repack/prompt/layer_local",
@@ -86,7 +86,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve128/cli/repack/end_to_end",
                 "llama_cpp/arm-sve128/long/4096/repack/end_to_end",
@@ -135,7 +135,7 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
             level: Level::Kernel,
             against: "aarch64 armv8.6_1 build (GCC) under qemu at 256-bit SVE: repacked mul_mat",
             only: "",
-            test: "oracle_arm_lanes",
+            suite: "oracle_arm_lanes",
             trials: &["oracle/arm-sve256/matmul-repack/"],
         },
         Proof {
@@ -143,7 +143,7 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/repack/decode/end_to_end",
                 "llama_cpp/arm-sve256/repack/decode/layer_local",
@@ -156,7 +156,7 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
             against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on (F16 \
                       KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/repack/prompt/end_to_end",
                 "llama_cpp/arm-sve256/repack/prompt/layer_local",
@@ -168,7 +168,7 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/arm-sve256/cli/repack/end_to_end",
                 "llama_cpp/arm-sve256/long/4096/repack/end_to_end",

@@ -46,21 +46,21 @@ pub static X86_64_AVX2: Lane = Lane {
             level: Level::Kernel,
             against: "ggml haswell",
             only: "",
-            test: "oracle_ref",
+            suite: "oracle_ref",
             trials: &["oracle/haswell/vec_dot", "oracle/haswell/from_float"],
         },
         Proof {
             level: Level::Kernel,
             against: "ggml haswell mul_mat",
             only: "",
-            test: "oracle_x86_lanes",
+            suite: "oracle_x86_lanes",
             trials: &["oracle/haswell/matmul-plain"],
         },
         Proof {
             level: Level::DecoderDecode,
             against: "llama.cpp haswell, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/no_repack/decode/end_to_end",
                 "llama_cpp/no_repack/decode/layer_local",
@@ -72,7 +72,7 @@ pub static X86_64_AVX2: Lane = Lane {
             level: Level::DecoderPrompt,
             against: "llama.cpp haswell, repack off (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/no_repack/prompt/end_to_end",
                 "llama_cpp/no_repack/prompt/layer_local",
@@ -84,7 +84,7 @@ pub static X86_64_AVX2: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp haswell, repack off, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/cli/no_repack/end_to_end",
                 "llama_cpp/long/4096/no_repack/end_to_end",

@@ -36,14 +36,14 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
             level: Level::Kernel,
             against: "ggml haswell repacked mul_mat",
             only: "",
-            test: "oracle_x86_lanes",
+            suite: "oracle_x86_lanes",
             trials: &["oracle/haswell/matmul-repack"],
         },
         Proof {
             level: Level::DecoderDecode,
             against: "llama.cpp haswell (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/decode/end_to_end",
                 "llama_cpp/decode/layer_local",
@@ -55,7 +55,7 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
             level: Level::DecoderPrompt,
             against: "llama.cpp haswell (F16 KV cache with flash attention, llama.cpp's default, and F32 without)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/prompt/end_to_end",
                 "llama_cpp/prompt/layer_local",
@@ -67,7 +67,7 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp haswell, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/cli/repack/end_to_end",
                 "llama_cpp/numa/3/repack/end_to_end",

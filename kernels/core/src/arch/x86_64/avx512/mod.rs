@@ -35,7 +35,7 @@ pub static X86_64_AVX512: Lane = Lane {
             against: "llama.cpp zen4, repack off (F16 KV cache with flash attention, \
                       llama.cpp's default, and F32 without; run where the host has AVX-512)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/zen4/no_repack/decode/end_to_end",
                 "llama_cpp/zen4/no_repack/decode/layer_local",
@@ -48,7 +48,7 @@ pub static X86_64_AVX512: Lane = Lane {
             against: "llama.cpp zen4, repack off (F16 KV cache with flash attention, \
                       llama.cpp's default, and F32 without; run where the host has AVX-512)",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/zen4/no_repack/prompt/end_to_end",
                 "llama_cpp/zen4/no_repack/prompt/layer_local",
@@ -60,7 +60,7 @@ pub static X86_64_AVX512: Lane = Lane {
             level: Level::DecoderCli,
             against: "llama.cpp zen4, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
-            test: "model_oracle",
+            suite: "model_oracle",
             trials: &[
                 "llama_cpp/zen4/cli/no_repack/end_to_end",
                 "llama_cpp/zen4/long/4096/no_repack/end_to_end",

@@ -35,16 +35,16 @@
 //! - `driver/rejects_bad_requests`: unsupported requests are errors, and a batch with a
 //!   failing job in the middle answers each job as single runs would.
 
-use std::process::ExitCode;
 use std::time::Instant;
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Completion, Failed, Trial};
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::GgmlType;
 use tiercheck_model::kernel_inputs::{Rng, RowKind};
 use tiercheck_oracle::{
     ArmDriver, ArmTier, MulmatJob, MulmatMode, MulmatResult, OracleConfig, OracleError,
 };
+use tiercheck_testkit::suites::{trial_name, Selection};
 
 use MulmatMode::{Plain, Repack};
 
@@ -53,9 +53,11 @@ const TYPES: [GgmlType; 4] = [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, Gg
 
 type Check = Box<dyn FnOnce(&ArmDriver) -> Result<(), String> + Send>;
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "oracle_arm";
+
+/// The suite's trials, in the order they run.
+pub fn trials(_selection: &Selection) -> Vec<Trial> {
     let mut tests: Vec<(String, ArmTier, Check)> = Vec::new();
     for tier in ArmTier::ALL {
         let short = short(tier);
@@ -94,7 +96,7 @@ fn main() -> ExitCode {
     let trials = tests
         .into_iter()
         .map(|(name, tier, check)| {
-            Trial::ignorable_test(format!("oracle/arm/{name}"), move || {
+            Trial::ignorable_test(trial_name(SUITE, format!("oracle/arm/{name}")), move || {
                 let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), tier) {
                     Ok(d) => d,
                     Err(OracleError::Unavailable(why)) => return unavailable(why),
@@ -110,7 +112,7 @@ fn main() -> ExitCode {
             })
         })
         .collect();
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 /// A check's error that means "cannot be checked on this host" (the rest is the reason):

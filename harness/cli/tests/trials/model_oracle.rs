@@ -38,10 +38,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use libtest_mimic::{Arguments, Completion, Trial};
+use libtest_mimic::{Completion, Trial};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
 use tiercheck_lanes::{self as lanes, Impl};
 use tiercheck_model::embedded::{self, Prompts, Recipe};
@@ -108,15 +109,10 @@ impl Build {
     /// The oracle.env key of the build and the qemu CPU model its tier runs on (empty
     /// for the x86 builds, which run in process).
     fn oracle(self) -> Result<(&'static str, &'static str), String> {
-        let Some(tier) = self.arm() else {
-            let key = if self == Build::Zen4 {
-                "TIERCHECK_ORACLE_LLAMA_ZEN4"
-            } else {
-                "TIERCHECK_ORACLE_LLAMA"
-            };
-            return Ok((key, ""));
-        };
         let err = |e: tiercheck_oracle::OracleError| e.to_string();
+        let Some(tier) = self.arm() else {
+            return Ok((tiercheck_oracle::llama_env(self.name()).map_err(err)?, ""));
+        };
         Ok((tier.llama_env_var().map_err(err)?, tier.qemu_cpu().map_err(err)?))
     }
 }
@@ -1797,9 +1793,8 @@ fn captured_matches(
 /// decode and prompt mode with greedy steps, every tap and every step record equal.
 fn driver_matches_in_process() -> Result<(), String> {
     let model = embedded_model()?;
-    let driver = OracleConfig::from_env()
-        .setting("TIERCHECK_ORACLE_LLAMA_DRIVER")
-        .map_err(|e| e.to_string())?;
+    let key = tiercheck_oracle::llama_driver_env().map_err(|e| e.to_string())?;
+    let driver = OracleConfig::from_env().setting(key).map_err(|e| e.to_string())?;
     if !driver.is_file() {
         return Err(format!("oracle not built: run ci/oracle (no {})", driver.display()));
     }
@@ -1851,8 +1846,8 @@ fn driver_matches_in_process() -> Result<(), String> {
 /// other through `$ORIGIN`), decode and prompt mode, every tap and step record equal.
 fn capture_from_llama_cpp_python() -> Result<(), String> {
     let model = embedded_model()?;
-    let lib =
-        OracleConfig::from_env().setting("TIERCHECK_ORACLE_LLAMA").map_err(|e| e.to_string())?;
+    let key = tiercheck_oracle::llama_env("haswell").map_err(|e| e.to_string())?;
+    let lib = OracleConfig::from_env().setting(key).map_err(|e| e.to_string())?;
     if !lib.join("libllama.so").is_file() {
         return Err(format!(
             "oracle not built: run ci/oracle (no libllama.so in {})",
@@ -1927,7 +1922,7 @@ fn host_has_avx512() -> bool {
 }
 
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
-    tiercheck_testkit::claims::tracked(name, move || match f() {
+    tiercheck_testkit::claims::tracked(trial_name(SUITE, name), move || match f() {
         Ok(()) => Ok(Completion::Completed),
         Err(e) if e == HOST_LACKS_AVX512 || e == NO_FAKE_NUMA => Ok(Completion::ignored_with(e)),
         Err(e) if e.contains("oracle not built") && !require_oracle() => {
@@ -2184,9 +2179,11 @@ fn trace_cache_recomputes_bitwise() -> Result<(), String> {
     judge(&format!("llama.cpp {} run again vs {}", build.name(), entry.display()), &diffs)
 }
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "model_oracle";
+
+/// The suite's trials, in the order they run.
+pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = vec![
         trial("numpy_f64/decode", || numpy_f64(Mode::Decode)),
         trial("numpy_f64/prompt", || numpy_f64(Mode::Prompt)),
@@ -2461,7 +2458,7 @@ fn main() -> ExitCode {
     trials.push(trial("llama_cpp/state/f32_off/files_hold_the_cache", || {
         state_files_hold_the_cache(attn(KvType::F32, FlashAttn::Off))
     }));
-    let claims = tiercheck_testkit::claims::claim_trials("model_oracle", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials(SUITE, selection, &trials);
     trials.extend(claims);
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }

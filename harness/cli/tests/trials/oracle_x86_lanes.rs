@@ -15,18 +15,19 @@
 //! Ignored with the reason without the oracle or without AVX2; either is a failure
 //! under `TIERCHECK_REQUIRE_ORACLE=1`.
 
-use std::process::ExitCode;
-
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Completion, Failed, Trial};
 use tiercheck_core::quant::weights;
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 use tiercheck_lanes as lanes;
 use tiercheck_model::kernel_inputs::{Rng, RowKind};
 use tiercheck_oracle::{MulmatDriver, MulmatMode, OracleConfig, OracleError, Tier};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "oracle_x86_lanes";
+
+/// The suite's trials, in the order they run.
+pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = Vec::new();
     for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {
         trials.push(trial(
@@ -49,16 +50,16 @@ fn main() -> ExitCode {
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    let claims = tiercheck_testkit::claims::claim_trials("oracle_x86_lanes", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials(SUITE, selection, &trials);
     trials.extend(claims);
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 fn trial(
     name: String,
     f: impl FnOnce(&MulmatDriver) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_testkit::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(trial_name(SUITE, name), move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
         if !tiercheck_lanes::host::x86_has("avx2") {
             let why = "cpu lacks avx2: the haswell tier cannot run here";

@@ -23,16 +23,16 @@
 //! - `<kernel>/<op>/<lane>/native-shares-twin-code` (quantize and dequantize): the
 //!   native implementation runs its twin's code for these cases (see
 //!   [`NATIVE_QUANTIZERS`]); one trial still compares native and twin on all of them;
-//! - `golden/inputs-reproducible`, `golden/verify`, `golden/require-lanes`.
+//! - `inputs-reproducible`, `verify`, `native-tables`, `require-lanes`: the suite's own.
 //!
-//! `TIERCHECK_BLESS=1 cargo test --test golden` refreshes every lane's goldens first
+//! Trial names start with `golden::` (the suites of the `trials` binary). `TIERCHECK_BLESS=1
+//! cargo test -p tiercheck --test trials -- golden::` refreshes every lane's goldens first
 //! (refused under `CI`), then runs the suite.
 
 use std::collections::HashSet;
-use std::process::ExitCode;
 use std::sync::Arc;
 
-use libtest_mimic::{Arguments, Completion, Trial};
+use libtest_mimic::{Completion, Trial};
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::Lane;
 use tiercheck_golden::bless::{allowed, bless_lane};
@@ -43,36 +43,36 @@ use tiercheck_golden::manifest::sha256_hex;
 use tiercheck_golden::run::{applicable, run_case, run_elem};
 use tiercheck_golden::{catalogue, verify, GoldenDir, GoldenError, Inputs, LaneGolden};
 use tiercheck_lanes as lanes;
+use tiercheck_testkit::suites::{trial_name, Selection};
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
-    let dir = GoldenDir::from_env();
-    if std::env::var("TIERCHECK_BLESS").is_ok_and(|v| v == "1") {
-        if !allowed() {
-            eprintln!("TIERCHECK_BLESS=1 is refused under CI (the CI environment variable is set)");
-            return ExitCode::FAILURE;
-        }
-        let inputs = match dir.load_inputs() {
-            Ok(i) => i,
-            Err(e) => {
-                eprintln!("cannot bless: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        for lane in lanes::all() {
-            match bless_lane(&dir, lane, None, &inputs) {
-                Ok(summary) => eprint!("{summary}"),
-                Err(e) => {
-                    eprintln!("{e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-        }
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "golden";
+
+/// With `TIERCHECK_BLESS=1`: refresh every lane's goldens (before any trial is built;
+/// refused under `CI`). Without it: nothing.
+pub fn bless_if_asked() -> Result<(), String> {
+    if !std::env::var("TIERCHECK_BLESS").is_ok_and(|v| v == "1") {
+        return Ok(());
     }
+    if !allowed() {
+        return Err(
+            "TIERCHECK_BLESS=1 is refused under CI (the CI environment variable is set)".into()
+        );
+    }
+    let dir = GoldenDir::from_env();
+    let inputs = dir.load_inputs().map_err(|e| format!("cannot bless: {e}"))?;
+    for lane in lanes::all() {
+        eprint!("{}", bless_lane(&dir, lane, None, &inputs).map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}
+
+/// The suite's trials, in the order they run.
+pub fn trials(_selection: &Selection) -> Vec<Trial> {
+    let dir = GoldenDir::from_env();
     let mut trials = vec![
         inputs_reproducible(dir.clone()),
-        Trial::test("golden/verify", {
+        Trial::test(trial_name(SUITE, "verify"), {
             let dir = dir.clone();
             move || {
                 let r = verify(&dir);
@@ -87,11 +87,11 @@ fn main() -> ExitCode {
     // The native tables compiled into this build (this CPU's crate and the GPU lanes')
     // name registered lanes, one row each: under qemu-aarch64 this checks the aarch64
     // table, on x86-64 hosts the x86 one.
-    trials.push(Trial::test("golden/native-tables", || {
+    trials.push(Trial::test(trial_name(SUITE, "native-tables"), || {
         lanes::check_native_tables().map_err(Into::into)
     }));
     let required = required_lanes();
-    trials.push(Trial::test("golden/require-lanes", {
+    trials.push(Trial::test(trial_name(SUITE, "require-lanes"), {
         let required = required.clone();
         move || {
             let unknown: Vec<&String> =
@@ -181,7 +181,7 @@ fn main() -> ExitCode {
         }
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 /// The lanes whose native trials must run here: `TIERCHECK_REQUIRE_LANES`, read by
@@ -253,7 +253,7 @@ impl Trials {
     fn golden(&self, name: String, cases: &[&Case]) -> Trial {
         let (lane, inputs, golden) = (self.lane, self.inputs.clone(), self.golden.clone());
         let cases: Vec<Case> = cases.iter().map(|&c| c.clone()).collect();
-        Trial::test(name, move || {
+        Trial::test(trial_name(SUITE, name), move || {
             let inputs = inputs.as_ref().as_ref()?;
             let golden = golden.as_ref().as_ref()?;
             for case in &cases {
@@ -270,7 +270,7 @@ impl Trials {
     fn native(&self, name: String, cases: &[&Case]) -> Trial {
         let (lane, inputs, must_run) = (self.lane, self.inputs.clone(), self.must_run);
         let cases: Vec<Case> = cases.iter().map(|&c| c.clone()).collect();
-        Trial::ignorable_test(name, move || {
+        Trial::ignorable_test(trial_name(SUITE, name), move || {
             let elem = cases.iter().all(|c| matches!(c.op, Op::Elem(_)));
             let unavailable = if elem {
                 lanes::native_elem_ops(lane).err()
@@ -308,7 +308,7 @@ impl Trials {
     fn scalar(&self, name: String, case: &Case) -> Trial {
         let (lane, inputs, golden, case) =
             (self.lane, self.inputs.clone(), self.golden.clone(), case.clone());
-        Trial::ignorable_test(name, move || {
+        Trial::ignorable_test(trial_name(SUITE, name), move || {
             if tiercheck_core::accel::describe() == "scalar" {
                 return Ok(Completion::ignored_with(
                     "this host has no accelerated twin forms (x86-64 AVX2+FMA, aarch64 NEON): the portable trial ran the scalar twin",
@@ -328,19 +328,22 @@ impl Trials {
     /// answer and of `ref` (`tiercheck_golden::check`).
     fn tolerance(&self, case: &Case) -> Trial {
         let (lane, inputs, case) = (self.lane, self.inputs.clone(), case.clone());
-        Trial::test(format!("{}/{}/tolerance", case.name, lane.name), move || {
-            let inputs = inputs.as_ref().as_ref()?;
-            let out = run_case(lane, lane.portable, &case, inputs)?;
-            let want = tiercheck_golden::run::reference_output(&case, inputs)?;
-            check_tolerance(lane, lane.portable, &case, &out, want.as_ref(), inputs)?;
-            Ok(())
-        })
+        Trial::test(
+            trial_name(SUITE, format!("{}/{}/tolerance", case.name, lane.name)),
+            move || {
+                let inputs = inputs.as_ref().as_ref()?;
+                let out = run_case(lane, lane.portable, &case, inputs)?;
+                let want = tiercheck_golden::run::reference_output(&case, inputs)?;
+                check_tolerance(lane, lane.portable, &case, &out, want.as_ref(), inputs)?;
+                Ok(())
+            },
+        )
     }
 }
 
 /// Regenerating the inputs in memory reproduces the committed file byte for byte.
 fn inputs_reproducible(dir: GoldenDir) -> Trial {
-    Trial::test("golden/inputs-reproducible", move || {
+    Trial::test(trial_name(SUITE, "inputs-reproducible"), move || {
         let bytes = GoldenDir::inputs_bytes(&generate());
         let path = dir.root().join("inputs").join("kernels.safetensors");
         let committed = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;

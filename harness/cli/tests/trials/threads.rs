@@ -3,30 +3,32 @@
 //! results, for plain and repacked weights, portable and native implementations.
 //! A native trial that cannot run here is ignored with the reason, and fails instead
 //! when `TIERCHECK_REQUIRE_LANES` requires the lane (`tiercheck_testkit::require`).
+//! Trials: `threads::<lane>/portable`, `threads::<lane>/native`.
 
-use std::process::ExitCode;
-
-use libtest_mimic::{Arguments, Completion, Trial};
+use libtest_mimic::{Completion, Trial};
 use tiercheck_core::lane::parallel::matmul_parallel;
 use tiercheck_core::quant::weights;
 use tiercheck_core::repack::Target;
 use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 use tiercheck_lanes as lanes;
 use tiercheck_model::kernel_inputs::{Rng, RowKind};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "threads";
+
+/// The suite's trials, in the order they run.
+pub fn trials(_selection: &Selection) -> Vec<Trial> {
     let required = tiercheck_testkit::require::required_lanes();
     let mut trials = Vec::new();
     for lane in lanes::all() {
-        trials.push(Trial::test(format!("threads/{}/portable", lane.name), move || {
+        trials.push(Trial::test(trial_name(SUITE, format!("{}/portable", lane.name)), move || {
             check(lane, lane.portable)
         }));
         if lanes::has_native(lane) {
             let required = required.clone();
             trials.push(Trial::ignorable_test(
-                format!("threads/{}/native", lane.name),
+                trial_name(SUITE, format!("{}/native", lane.name)),
                 move || match lanes::native(lane) {
                     Ok(k) => check(lane, k).map(|()| Completion::Completed),
                     Err(why) if required?.iter().any(|r| r == lane.name) => {
@@ -37,7 +39,7 @@ fn main() -> ExitCode {
             ));
         }
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 fn check(lane: &Lane, kernels: &dyn Kernels) -> Result<(), libtest_mimic::Failed> {

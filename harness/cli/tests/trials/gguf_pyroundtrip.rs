@@ -10,9 +10,10 @@
 //! reason; `TIERCHECK_REQUIRE_ORACLE=1` (as CI sets) makes that a failure.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
-use libtest_mimic::{Arguments, Completion, Trial};
+use libtest_mimic::{Completion, Trial};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
 use serde_json::{json, Value};
 use tiercheck_gguf::{GgmlType, GgufFile, GgufWriter, MetaArray, MetaValue, MetaValueType};
@@ -123,20 +124,23 @@ fn python() -> Result<PathBuf, String> {
     OracleConfig::from_env().require_python().map(Path::to_owned).map_err(|e| e.to_string())
 }
 
-fn main() -> ExitCode {
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "gguf_pyroundtrip";
+
+/// The suite's trials, in the order they run.
+pub fn trials(_selection: &Selection) -> Vec<Trial> {
     let trials = vec![
         trial("gguf-py/gguf_py_writer_is_read_by_us", gguf_py_writer_is_read_by_us),
         trial("gguf-py/our_writer_is_read_by_gguf_py", our_writer_is_read_by_gguf_py),
         trial("gguf-py/embedded_model_is_read_by_gguf_py", embedded_model_is_read_by_gguf_py),
     ];
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 /// A trial that needs gguf-py: ignored at run time with the reason when it is missing,
 /// a failure instead under `TIERCHECK_REQUIRE_ORACLE=1`.
 fn trial(name: &str, f: fn(&Path)) -> Trial {
-    Trial::ignorable_test(name, move || match python() {
+    Trial::ignorable_test(trial_name(SUITE, name), move || match python() {
         Ok(py) => {
             f(&py);
             Ok(Completion::Completed)

@@ -2,7 +2,7 @@
 //! of every tap over all steps) checked bitwise against `golden/model/lanes/<lane>.json`.
 //!
 //! One trial per lane, implementation (`native`, `portable`) and prompt:
-//! `model/<lane>/<impl>/<prompt>`. A native trial this host cannot run is reported
+//! `model::<lane>/<impl>/<prompt>`. A native trial this host cannot run is reported
 //! ignored with the reason (never passed); with `TIERCHECK_REQUIRE_LANES` naming the
 //! lane (as CI sets it per CPU model) that is a failure instead. The portable trials run
 //! everywhere, so x86 lanes are checked under qemu-aarch64 and aarch64 lanes on x86.
@@ -11,10 +11,10 @@
 //! where the decoder is slow): the other prompts' trials are reported ignored with that
 //! reason, never left out.
 
-use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
-use libtest_mimic::{Arguments, Completion, Trial};
+use libtest_mimic::{Completion, Trial};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
 use tiercheck_golden::model::{self as mg, ModelGolden};
 use tiercheck_golden::GoldenDir;
@@ -33,9 +33,11 @@ fn required_lanes() -> Vec<String> {
     tiercheck_testkit::require::required_lanes().unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "model";
+
+/// The suite's trials, in the order they run.
+pub fn trials(_selection: &Selection) -> Vec<Trial> {
     let dir = GoldenDir::from_env();
     let limit: usize = std::env::var("TIERCHECK_MODEL_PROMPTS")
         .ok()
@@ -60,10 +62,10 @@ fn main() -> ExitCode {
             }
             let imp_name = if imp == Impl::Native { "native" } else { "portable" };
             for (i, p) in prompts.prompts.iter().enumerate() {
-                let name = format!("model/{}/{imp_name}/{}", lane.name, p.name);
+                let name = format!("{}/{imp_name}/{}", lane.name, p.name);
                 let golden = Arc::clone(&golden);
                 let must = required.iter().any(|r| r == lane.name);
-                trials.push(Trial::ignorable_test(name, move || {
+                trials.push(Trial::ignorable_test(trial_name(SUITE, name), move || {
                     if i >= limit {
                         return Ok(Completion::ignored_with(format!(
                             "TIERCHECK_MODEL_PROMPTS={limit}: only the first {limit} prompts run"
@@ -101,5 +103,5 @@ fn main() -> ExitCode {
             }
         }
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }

@@ -5,17 +5,21 @@
 //! `TIERCHECK_REQUIRE_ORACLE=1`, when it fails with that reason.
 
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
-use libtest_mimic::{Arguments, Completion, Trial};
+use libtest_mimic::{Completion, Trial};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
 use tiercheck_core::GgmlType;
 use tiercheck_oracle::{GgmlLib, OracleConfig, OracleError, Tier};
 
 const Q8_0: u32 = GgmlType::Q8_0 as u32;
 
-fn main() -> ExitCode {
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "oracle_smoke";
+
+/// The suite's trials, in the order they run.
+pub fn trials(_selection: &Selection) -> Vec<Trial> {
     type Check = fn(&OracleConfig);
     let tests: [(&str, Check); 4] = [
         ("q8_0_quantize_chunk_matches_gguf_py", q8_0_quantize_chunk_matches_gguf_py),
@@ -29,7 +33,7 @@ fn main() -> ExitCode {
     let trials = tests
         .into_iter()
         .map(|(name, f)| {
-            Trial::ignorable_test(format!("oracle/smoke/{name}"), move || {
+            Trial::ignorable_test(trial_name(SUITE, format!("oracle/smoke/{name}")), move || {
                 let cfg = OracleConfig::from_env();
                 match cfg.missing_reason() {
                     None => {
@@ -46,7 +50,7 @@ fn main() -> ExitCode {
             })
         })
         .collect();
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 fn load(cfg: &OracleConfig, tier: Tier) -> GgmlLib {

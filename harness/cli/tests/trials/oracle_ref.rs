@@ -17,19 +17,20 @@
 //! - `oracle/gguf-py/dequant`: our dequantizers against gguf-py's numpy codecs, on a
 //!   GGUF written by our writer and read by gguf-py.
 
-use std::process::ExitCode;
-
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Completion, Failed, Trial};
 use tiercheck_core::blocks::dequantize;
 use tiercheck_core::quant::{weights, ActRule};
 use tiercheck_core::{lane, GgmlType};
 use tiercheck_gguf::GgufWriter;
 use tiercheck_model::kernel_inputs::{edge_blocks, random_blocks, Rng, RowKind};
 use tiercheck_oracle::{load_tier, GgmlLib, OracleConfig, Tier};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "oracle_ref";
+
+/// The suite's trials, in the order they run.
+pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = Vec::new();
     for (ty, rule) in [
         (GgmlType::Q8_K, ActRule::Q8KRef),
@@ -81,9 +82,9 @@ fn main() -> ExitCode {
         ));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    let claims = tiercheck_testkit::claims::claim_trials("oracle_ref", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials(SUITE, selection, &trials);
     trials.extend(claims);
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 fn required() -> bool {
@@ -112,7 +113,7 @@ fn tier_trial(
     name: String,
     check: impl FnOnce(&GgmlLib) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_testkit::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(trial_name(SUITE, name), move || {
         let cfg = OracleConfig::from_env();
         if tier == Tier::Haswell && !tiercheck_lanes::host::x86_has("avx2") {
             let why = "cpu lacks avx2: the haswell tier cannot run here";
@@ -137,7 +138,7 @@ fn python_trial(
     name: &str,
     check: impl FnOnce(&std::path::Path) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_testkit::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(trial_name(SUITE, name), move || {
         let cfg = OracleConfig::from_env();
         let py = match cfg.require_python() {
             Ok(p) => p.to_owned(),

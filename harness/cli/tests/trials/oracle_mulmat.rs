@@ -22,9 +22,9 @@
 //!   `GGML_CPU_TILED_MM=0` restores equality; Q4_0/Q8_0 (llamafile's tinyBLAS) stay equal;
 //! - `driver/rejects_bad_inputs`: the driver's exit codes for malformed requests.
 
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Completion, Failed, Trial};
 use tiercheck_core::quant::weights;
 use tiercheck_core::weight_matrix::WeightMatrix;
 use tiercheck_core::{lane, GgmlType};
@@ -32,6 +32,7 @@ use tiercheck_model::kernel_inputs::{Rng, RowKind};
 use tiercheck_oracle::{
     load_tier, GgmlLib, MulmatDriver, MulmatMode, MulmatResult, OracleConfig, OracleError, Tier,
 };
+use tiercheck_testkit::suites::{trial_name, Selection};
 
 use MulmatMode::{Plain, Repack};
 
@@ -42,9 +43,11 @@ const SHAPES: [(usize, usize, usize); 3] = [(256, 8, 1), (512, 16, 4), (512, 16,
 
 type Check = Box<dyn FnOnce(&Drivers) -> Result<(), String> + Send>;
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "oracle_mulmat";
+
+/// The suite's trials, in the order they run.
+pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut tests: Vec<(String, Check)> = Vec::new();
     for ty in TYPES {
         tests.push((
@@ -80,19 +83,22 @@ fn main() -> ExitCode {
     let mut trials: Vec<Trial> = tests
         .into_iter()
         .map(|(name, check)| {
-            tiercheck_testkit::claims::tracked(format!("oracle/mulmat/{name}"), move || {
-                let drivers = match Drivers::from_env() {
-                    Ok(d) => d,
-                    Err(why) => return unavailable(why),
-                };
-                check(&drivers)?;
-                Ok(Completion::Completed)
-            })
+            tiercheck_testkit::claims::tracked(
+                trial_name(SUITE, format!("oracle/mulmat/{name}")),
+                move || {
+                    let drivers = match Drivers::from_env() {
+                        Ok(d) => d,
+                        Err(why) => return unavailable(why),
+                    };
+                    check(&drivers)?;
+                    Ok(Completion::Completed)
+                },
+            )
         })
         .collect();
-    let claims = tiercheck_testkit::claims::claim_trials("oracle_mulmat", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials(SUITE, selection, &trials);
     trials.extend(claims);
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 fn unavailable(why: String) -> Result<Completion, Failed> {

@@ -38,18 +38,19 @@
 //! Ignored with the reason without the oracle; failures under
 //! `TIERCHECK_REQUIRE_ORACLE=1`.
 
-use std::process::ExitCode;
-
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Completion, Failed, Trial};
 use tiercheck_core::quant::weights;
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 use tiercheck_lanes as lanes;
 use tiercheck_model::kernel_inputs::{edge_blocks, random_blocks, Rng, RowKind};
 use tiercheck_oracle::{ArmDriver, ArmTier, MulmatJob, MulmatMode, OracleConfig, OracleError};
+use tiercheck_testkit::suites::{trial_name, Selection};
 
-fn main() -> ExitCode {
-    tiercheck_lanes::install_accelerated();
-    let args = Arguments::from_args();
+/// This suite's name, the first part of its trials' names.
+pub const SUITE: &str = "oracle_arm_lanes";
+
+/// The suite's trials, in the order they run.
+pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = Vec::new();
     let neon = lanes::find("aarch64-neon").expect("lane");
     for (ty, rule) in
@@ -189,9 +190,9 @@ fn main() -> ExitCode {
         }));
     }
     trials.sort_by(|a, b| a.name().cmp(b.name()));
-    let claims = tiercheck_testkit::claims::claim_trials("oracle_arm_lanes", &args, &trials);
+    let claims = tiercheck_testkit::claims::claim_trials(SUITE, selection, &trials);
     trials.extend(claims);
-    libtest_mimic::run(&args, trials).exit_code()
+    trials
 }
 
 fn report(cases: usize, bad: Vec<String>) -> Result<usize, String> {
@@ -218,7 +219,7 @@ fn trial_on(
     name: String,
     f: impl FnOnce(&ArmDriver) -> Result<usize, String> + Send + 'static,
 ) -> Trial {
-    tiercheck_testkit::claims::tracked(name, move || {
+    tiercheck_testkit::claims::tracked(trial_name(SUITE, name), move || {
         let required = std::env::var("TIERCHECK_REQUIRE_ORACLE").is_ok_and(|v| v == "1");
         let driver = match ArmDriver::for_tier(&OracleConfig::from_env(), tier) {
             Ok(d) => d,
