@@ -177,8 +177,10 @@ pub fn random_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize) -> Vec<u8> {
 /// Byte offsets of the f16 scale fields in a block of `ty`.
 fn half_offsets(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q8_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 | GgmlType::Q4_K | GgmlType::Q5_K => {
+            &[0, 2]
+        }
         GgmlType::Q6_K => &[208],
         _ => &[],
     }
@@ -186,8 +188,9 @@ fn half_offsets(ty: GgmlType) -> &'static [usize] {
 
 /// Edge-case weight blocks of `ty`: random quants with, per `variant`, the smallest
 /// subnormal, the largest negative subnormal, zero or the most negative finite f16
-/// scale, and the maximum scale codes, or maximum and zero codes interleaved (Q4_K),
-/// or the most positive or most negative scales (Q6_K).
+/// scale (and the opposite sign for a second f16 field: the min of Q4_1, Q5_1, the dmin
+/// of Q4_K, Q5_K), and the maximum scale codes, or maximum and zero codes interleaved
+/// (Q4_K, Q5_K), or the most positive or most negative scales (Q6_K).
 pub fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize) -> Vec<u8> {
     let mut b = random_blocks(rng, ty, n_blocks);
     let h: u16 = match variant % 4 {
@@ -199,8 +202,12 @@ pub fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize)
     for blk in b.chunks_mut(ty.type_size()) {
         let mut set_half = |o: usize, h: u16| blk[o..o + 2].copy_from_slice(&h.to_le_bytes());
         match ty {
-            GgmlType::Q4_0 | GgmlType::Q8_0 => set_half(0, h),
-            GgmlType::Q4_K => {
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => set_half(0, h),
+            GgmlType::Q4_1 | GgmlType::Q5_1 => {
+                set_half(0, h);
+                set_half(2, h ^ 0x8000);
+            }
+            GgmlType::Q4_K | GgmlType::Q5_K => {
                 set_half(0, h);
                 set_half(2, h ^ 0x8000);
                 if variant.is_multiple_of(2) {

@@ -45,18 +45,13 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         trials.push(x64_trial(format!("oracle/x64/quantize/{}", ty.name()), move |lib| {
             check_quantize(lib, ty)
         }));
+    }
+    for &ty in weights::MULTIPLIED {
         trials.push(x64_trial(format!("oracle/x64/vec_dot/{}", ty.name()), move |lib| {
             check_vec_dot(lib, ty)
         }));
     }
-    for ty in [
-        GgmlType::Q4_0,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q6_K,
-        GgmlType::F16,
-        GgmlType::BF16,
-    ] {
+    for &ty in weights::QUANTIZABLE.iter().chain(&[GgmlType::F16, GgmlType::BF16]) {
         // (ggml registers no to_float for q8_K; its d*q dequantizer is unit-tested in core.)
         trials.push(x64_trial(format!("oracle/x64/dequant/{}", ty.name()), move |lib| {
             check_dequant_ggml(lib, ty)
@@ -74,7 +69,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             move |lib| check_from_float(lib, ty, rule),
         ));
     }
-    for &ty in weights::QUANTIZABLE {
+    for &ty in weights::MULTIPLIED {
         trials.push(tier_trial(
             Tier::Haswell,
             format!("oracle/haswell/vec_dot/{}/x86_64-avx2", ty.name()),
@@ -360,6 +355,10 @@ fn check_dequant_gguf_py(py: &std::path::Path) -> Result<usize, String> {
         GgmlType::F16,
         GgmlType::BF16,
         GgmlType::F32,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q5_K,
     ] {
         for case in 0..8 {
             let k = 512usize;

@@ -10,14 +10,22 @@
 //! `dequantize_row_*`, `ggml-quants.c`), with the float order of every value in words.
 
 pub mod q4_0;
+pub mod q4_1;
 pub mod q4_k;
+pub mod q5_0;
+pub mod q5_1;
+pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
 
 pub use q4_0::BlockQ4_0;
+pub use q4_1::BlockQ4_1;
 pub use q4_k::BlockQ4K;
+pub use q5_0::BlockQ5_0;
+pub use q5_1::BlockQ5_1;
+pub use q5_k::BlockQ5K;
 pub use q6_k::BlockQ6K;
 pub use q8_0::BlockQ8_0;
 pub use q8_1::BlockQ8_1;
@@ -25,7 +33,7 @@ pub use q8_k::BlockQ8K;
 
 /// Values per K-quant superblock (`QK_K`).
 pub const QK_K: usize = 256;
-/// Values per legacy block (`QK4_0`, `QK8_0`, `QK8_1`).
+/// Values per legacy block (`QK4_0`, `QK4_1`, `QK5_0`, `QK5_1`, `QK8_0`, `QK8_1`).
 pub const QK: usize = 32;
 
 use crate::error::KernelError;
@@ -58,7 +66,7 @@ pub fn cast_blocks_mut<B: bytemuck::Pod>(
 /// Dequantize `bytes` holding whole blocks (or plain elements) of type `ty` into `out`,
 /// which must have exactly as many values as the bytes encode.
 ///
-/// Supports F32, F16, BF16, Q4_0, Q8_0, Q8_1, Q4_K, Q6_K and Q8_K.
+/// Supports F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K and Q8_K.
 pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
     let unit = ty.type_size();
     if !bytes.len().is_multiple_of(unit) {
@@ -89,6 +97,10 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), Ker
             }
         }
         GgmlType::Q4_0 => q4_0::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::Q4_1 => q4_1::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::Q5_0 => q5_0::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::Q5_1 => q5_1::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::Q5_K => q5_k::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q8_0 => q8_0::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q8_1 => q8_1::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q4_K => q4_k::dequantize(cast_blocks(ty, bytes)?, out),

@@ -2,21 +2,40 @@
 //! importance matrix (`ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, NULL)`,
 //! which for these types calls `quantize_row_*_ref` over all rows at once).
 //!
-//! Q4_K and Q6_K run ggml's iterative searches (`make_qkx2_quants`, `make_qx_quants`)
+//! Q4_K, Q5_K and Q6_K run ggml's iterative searches (`make_qkx2_quants`, `make_qx_quants`)
 //! with every float operation in the C source's order and without contraction, as the
 //! x86-64 build of ggml-base computes them. (GCC on aarch64 contracts some of them, so
 //! an aarch64-built llama-quantize can produce different Q4_K bytes; see docs/NUMERICS.md, section 3.)
 
 mod q4_0;
+mod q4_1;
 mod q4_k;
+mod q5_0;
+mod q5_1;
+mod q5_k;
 mod q6_k;
+mod search;
 
 use crate::error::KernelError;
 use crate::quant::ActRule;
 use crate::GgmlType;
 
-/// The weight types this crate can quantize.
-pub const QUANTIZABLE: &[GgmlType] =
+/// The weight types this crate can quantize (and dequantize), each bitwise with ggml's
+/// reference quantizer.
+pub const QUANTIZABLE: &[GgmlType] = &[
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// The weight types the lanes multiply (every lane's vec_dot, matmul and repack): a subset
+/// of [`QUANTIZABLE`]; the others are codecs only so far.
+pub const MULTIPLIED: &[GgmlType] =
     &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
 
 /// Quantize `nrows` rows of `n_per_row` values with the reference quantizer of `ty`.
@@ -46,6 +65,10 @@ pub fn quantize(
     let mut out = vec![0u8; row_bytes * nrows];
     match ty {
         GgmlType::Q4_0 => q4_0::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::Q4_1 => q4_1::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::Q5_0 => q5_0::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::Q5_1 => q5_1::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::Q5_K => q5_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
         // quantize_q8_0 is quantize_row_q8_0_ref: the same rule as the activations.
         GgmlType::Q8_0 => ActRule::Q8_0Ref.quantize_into(src, &mut out)?,
         GgmlType::Q4_K => q4_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
