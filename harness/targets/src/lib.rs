@@ -244,24 +244,35 @@ impl TargetTable {
     }
 }
 
+/// The variable names (after the prefix) of an x86-64 table's associative arrays.
+const X86_SHELL_VARS: [&str; 5] = ["CMAKE", "LIB_ENV", "LLAMA_ENV", "LLAMA_DRIVER_ENV", "PROVES"];
+
+impl X86Tier {
+    /// The build's values of [`X86_SHELL_VARS`], in that order (an absent key is empty).
+    fn shell_facts(&self) -> [String; 5] {
+        let key = |k: &Option<String>| k.clone().unwrap_or_default();
+        [
+            self.cmake_flags().join(" "),
+            key(&self.lib_env),
+            key(&self.llama_env),
+            key(&self.llama_driver_env),
+            self.proves.join(" "),
+        ]
+    }
+}
+
 impl TargetTable {
     /// [`TargetTable::tiers_shell`] of an x86-64 table.
     fn x86_tiers_shell(&self, prefix: &str) -> String {
         let names: Vec<String> = self.x86_tiers.iter().map(|t| shell_quote(&t.name)).collect();
         let mut out = format!("{prefix}TIERS=({})\n", names.join(" "));
-        let key = |k: &Option<String>| k.clone().unwrap_or_default();
-        let vars: [(&str, &dyn Fn(&X86Tier) -> String); 5] = [
-            ("CMAKE", &|t| t.cmake_flags().join(" ")),
-            ("LIB_ENV", &|t| key(&t.lib_env)),
-            ("LLAMA_ENV", &|t| key(&t.llama_env)),
-            ("LLAMA_DRIVER_ENV", &|t| key(&t.llama_driver_env)),
-            ("PROVES", &|t| t.proves.join(" ")),
-        ];
-        for (var, fact) in vars {
+        let facts: Vec<[String; 5]> = self.x86_tiers.iter().map(X86Tier::shell_facts).collect();
+        for (i, var) in X86_SHELL_VARS.iter().enumerate() {
             let items: Vec<String> = self
                 .x86_tiers
                 .iter()
-                .map(|t| format!("[{}]={}", shell_quote(&t.name), shell_quote(&fact(t))))
+                .zip(&facts)
+                .map(|(t, f)| format!("[{}]={}", shell_quote(&t.name), shell_quote(&f[i])))
                 .collect();
             out.push_str(&format!("declare -gA {prefix}{var}=({})\n", items.join(" ")));
         }
