@@ -177,10 +177,14 @@ pub fn random_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize) -> Vec<u8> {
 /// Byte offsets of the f16 scale fields in a block of `ty`.
 fn half_offsets(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL | GgmlType::IQ4_XS => {
+            &[0]
+        }
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 | GgmlType::Q4_K | GgmlType::Q5_K => {
             &[0, 2]
         }
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
         GgmlType::Q6_K => &[208],
         _ => &[],
     }
@@ -190,7 +194,8 @@ fn half_offsets(ty: GgmlType) -> &'static [usize] {
 /// subnormal, the largest negative subnormal, zero or the most negative finite f16
 /// scale (and the opposite sign for a second f16 field: the min of Q4_1, Q5_1, the dmin
 /// of Q4_K, Q5_K), and the maximum scale codes, or maximum and zero codes interleaved
-/// (Q4_K, Q5_K), or the most positive or most negative scales (Q6_K).
+/// (Q4_K, Q5_K, Q2_K, and the scale codes of Q3_K and IQ4_XS), or the most positive or
+/// most negative scales (Q6_K).
 pub fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize) -> Vec<u8> {
     let mut b = random_blocks(rng, ty, n_blocks);
     let h: u16 = match variant % 4 {
@@ -202,7 +207,21 @@ pub fn edge_blocks(rng: &mut Rng, ty: GgmlType, n_blocks: usize, variant: usize)
     for blk in b.chunks_mut(ty.type_size()) {
         let mut set_half = |o: usize, h: u16| blk[o..o + 2].copy_from_slice(&h.to_le_bytes());
         match ty {
-            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => set_half(0, h),
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => set_half(0, h),
+            GgmlType::IQ4_XS | GgmlType::Q3_K | GgmlType::Q2_K => {
+                let (at, codes) = match ty {
+                    GgmlType::IQ4_XS => (0, 2..8),
+                    GgmlType::Q3_K => (108, 96..108),
+                    _ => (80, 0..16),
+                };
+                set_half(at, h);
+                if ty == GgmlType::Q2_K {
+                    set_half(82, h ^ 0x8000);
+                }
+                for (i, b) in blk[codes].iter_mut().enumerate() {
+                    *b = if variant.is_multiple_of(2) || i % 2 == 0 { 0xFF } else { 0x00 };
+                }
+            }
             GgmlType::Q4_1 | GgmlType::Q5_1 => {
                 set_half(0, h);
                 set_half(2, h ^ 0x8000);

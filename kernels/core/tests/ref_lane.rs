@@ -108,7 +108,8 @@ fn dequant(ty: GgmlType, bytes: &[u8]) -> Vec<f32> {
 
 #[test]
 fn weight_quantization_error_within_test_quantize_fns_bound() {
-    // MAX_QUANTIZATION_TOTAL_ERROR = 0.002 on sqrt(sum d^2)/n, n = 4096, offset 0.
+    // MAX_QUANTIZATION_TOTAL_ERROR = 0.002 on sqrt(sum d^2)/n, n = 4096, offset 0; 0.0075
+    // for Q2_K (MAX_QUANTIZATION_TOTAL_ERROR_2BITS), 0.0040 for Q3_K (_3BITS).
     let n = 4096;
     let x = synth(n, 0.0);
     for &ty in weights::QUANTIZABLE {
@@ -116,7 +117,12 @@ fn weight_quantization_error_within_test_quantize_fns_bound() {
         let y = dequant(ty, &q);
         let err =
             x.iter().zip(&y).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>().sqrt() / n as f64;
-        assert!(err <= 0.002, "{ty}: {err}");
+        let bound = match ty {
+            GgmlType::Q2_K => 0.0075,
+            GgmlType::Q3_K => 0.0040,
+            _ => 0.002,
+        };
+        assert!(err <= bound, "{ty}: {err}");
     }
 }
 

@@ -359,6 +359,10 @@ fn check_dequant_gguf_py(py: &std::path::Path) -> Result<usize, String> {
         GgmlType::Q5_0,
         GgmlType::Q5_1,
         GgmlType::Q5_K,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
     ] {
         for case in 0..8 {
             let k = 512usize;

@@ -9,6 +9,10 @@
 //! Each format module holds the block type and its dequantizer (the `ref` lane's
 //! `dequantize_row_*`, `ggml-quants.c`), with the float order of every value in words.
 
+pub mod iq4_nl;
+pub mod iq4_xs;
+pub mod q2_k;
+pub mod q3_k;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -20,6 +24,10 @@ pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
 
+pub use iq4_nl::BlockIq4Nl;
+pub use iq4_xs::BlockIq4Xs;
+pub use q2_k::BlockQ2K;
+pub use q3_k::BlockQ3K;
 pub use q4_0::BlockQ4_0;
 pub use q4_1::BlockQ4_1;
 pub use q4_k::BlockQ4K;
@@ -66,7 +74,8 @@ pub fn cast_blocks_mut<B: bytemuck::Pod>(
 /// Dequantize `bytes` holding whole blocks (or plain elements) of type `ty` into `out`,
 /// which must have exactly as many values as the bytes encode.
 ///
-/// Supports F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K and Q8_K.
+/// Supports F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K,
+/// Q6_K, Q8_K, IQ4_NL and IQ4_XS.
 pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
     let unit = ty.type_size();
     if !bytes.len().is_multiple_of(unit) {
@@ -103,9 +112,13 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), Ker
         GgmlType::Q5_K => q5_k::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q8_0 => q8_0::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q8_1 => q8_1::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::Q2_K => q2_k::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::Q3_K => q3_k::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q4_K => q4_k::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q6_K => q6_k::dequantize(cast_blocks(ty, bytes)?, out),
         GgmlType::Q8_K => q8_k::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::IQ4_NL => iq4_nl::dequantize(cast_blocks(ty, bytes)?, out),
+        GgmlType::IQ4_XS => iq4_xs::dequantize(cast_blocks(ty, bytes)?, out),
         other => return Err(KernelError::Unsupported { op: "dequantize", ty: other.name() }),
     }
     Ok(())

@@ -7,6 +7,9 @@
 //! x86-64 build of ggml-base computes them. (GCC on aarch64 contracts some of them, so
 //! an aarch64-built llama-quantize can produce different Q4_K bytes; see docs/NUMERICS.md, section 3.)
 
+mod iq4;
+mod q2_k;
+mod q3_k;
 mod q4_0;
 mod q4_1;
 mod q4_k;
@@ -28,9 +31,13 @@ pub const QUANTIZABLE: &[GgmlType] = &[
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
 ];
 
 /// The weight types the lanes multiply (every lane's vec_dot, matmul and repack): a subset
@@ -38,7 +45,8 @@ pub const QUANTIZABLE: &[GgmlType] = &[
 pub const MULTIPLIED: &[GgmlType] =
     &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
 
-/// Quantize `nrows` rows of `n_per_row` values with the reference quantizer of `ty`.
+/// Quantize `nrows` rows of `n_per_row` values with the reference quantizer of `ty` (for
+/// IQ4_NL, the chunk quantizer's search, `ntry = 7`: what llama.cpp writes into models).
 pub fn quantize(
     ty: GgmlType,
     src: &[f32],
@@ -69,6 +77,10 @@ pub fn quantize(
         GgmlType::Q5_0 => q5_0::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
         GgmlType::Q5_1 => q5_1::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
         GgmlType::Q5_K => q5_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::Q2_K => q2_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::Q3_K => q3_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::IQ4_NL => iq4::quantize_nl(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
+        GgmlType::IQ4_XS => iq4::quantize_xs(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),
         // quantize_q8_0 is quantize_row_q8_0_ref: the same rule as the activations.
         GgmlType::Q8_0 => ActRule::Q8_0Ref.quantize_into(src, &mut out)?,
         GgmlType::Q4_K => q4_k::quantize(src, crate::blocks::cast_blocks_mut(ty, &mut out)?),

@@ -1,11 +1,11 @@
 //! ggml's iterative scale searches shared by the K-quant quantizers (`ggml-quants.c`),
 //! every float operation in the C source's order, never fused.
 //!
-//! `make_qkx2_quants(n = 32, nmax, x, weights, L, &the_min, Laux, rmin, rdelta, nstep,
-//! use_mad = false)`: min = min(0, min x), max = max x (equal: all levels 0, scale 0);
+//! `make_qkx2_quants(n, nmax, x, weights, L, &the_min, Laux, rmin, rdelta, nstep,
+//! use_mad)`: min = min(0, min x), max = max x (equal: all levels 0, scale 0);
 //! the first fit is iscale = nmax/(max - min), scale = 1/iscale, levels
 //! clamp(nearest_int(iscale*(x - min)), 0, nmax) and its weighted squared error
-//! (diff = scale*l + min - x). Then for is = 0..=nstep, iscale = (rmin + rdelta*is + nmax)
+//! (diff = scale*l + min - x; |diff| instead of diff^2 with `use_mad`). Then for is = 0..=nstep, iscale = (rmin + rdelta*is + nmax)
 //! / (max - min) gives candidate levels and a weighted least-squares fit (sums of w*l,
 //! w*l*l, w*l*x in index order; det = sum_w*sum_l2 - sum_l*sum_l; only det > 0 counts;
 //! a positive min is set to 0 with scale = sum_xl/sum_l2); a candidate replaces the best
@@ -21,18 +21,22 @@ pub(super) struct Fit {
     pub(super) the_min: f32,
 }
 
-/// `make_qkx2_quants` for n = 32, with `use_mad = false` (squared error).
+/// `make_qkx2_quants` for n = `x.len()` values (at most 32): `use_mad` measures the error
+/// as the weighted sum of |diff| instead of diff^2.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn make_qkx2_quants(
     nmax: i32,
-    x: &[f32; 32],
-    weights: &[f32; 32],
-    l_out: &mut [u8; 32],
+    x: &[f32],
+    weights: &[f32],
+    l_out: &mut [u8],
     rmin: f32,
     rdelta: f32,
     nstep: i32,
+    use_mad: bool,
 ) -> Fit {
-    let n = 32;
+    let n = x.len();
+    debug_assert!(n <= 32 && weights.len() == n && l_out.len() == n);
+    let err = |diff: f32| if use_mad { diff.abs() } else { diff * diff };
     let mut min = x[0];
     let mut max = x[0];
     let mut sum_w = weights[0];
@@ -63,13 +67,13 @@ pub(super) fn make_qkx2_quants(
         let l = l.clamp(0, nmax);
         l_out[i] = l as u8;
         let diff = scale * l_out[i] as f32 + min - x[i];
-        let diff = diff * diff;
-        best_error += weights[i] * diff;
+        best_error += weights[i] * err(diff);
     }
     if nstep < 1 {
         return Fit { scale, the_min: -min };
     }
     let mut laux = [0u8; 32];
+    let laux = &mut laux[..n];
     for is in 0..=nstep {
         iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
         let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
@@ -94,11 +98,10 @@ pub(super) fn make_qkx2_quants(
             let mut cur_error = 0.0f32;
             for i in 0..n {
                 let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                let diff = diff * diff;
-                cur_error += weights[i] * diff;
+                cur_error += weights[i] * err(diff);
             }
             if cur_error < best_error {
-                *l_out = laux;
+                l_out.copy_from_slice(laux);
                 best_error = cur_error;
                 scale = this_scale;
                 min = this_min;
@@ -150,7 +153,7 @@ pub(super) fn fit_scales_mins(
         for (w, &v) in weights.iter_mut().zip(xj) {
             *w = av_x + v.abs();
         }
-        let fit = make_qkx2_quants(nmax, xj, &weights, &mut levels[j], rmin, rdelta, nstep);
+        let fit = make_qkx2_quants(nmax, xj, &weights, &mut levels[j], rmin, rdelta, nstep, false);
         scales[j] = fit.scale;
         mins[j] = fit.the_min;
         if fit.scale > max_scale {
