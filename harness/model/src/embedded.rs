@@ -314,8 +314,9 @@ impl Recipe {
             invalid(
                 path,
                 format!(
-                    "quantization = {:?}: expected one of q4_k_m, q4_k, q6_k, q4_0, q8_0",
-                    raw.quantization
+                    "quantization = {:?}: expected one of {}",
+                    raw.quantization,
+                    crate::model_quant::SCHEME_NAMES
                 ),
             )
         })?;

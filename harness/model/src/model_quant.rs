@@ -8,14 +8,29 @@
 //! which are set for the result.
 //!
 //! Schemes:
-//! - uniform (`q4_0`, `q8_0`, `q4_k`, `q6_k`): every eligible tensor gets that type;
-//! - `q4_k_m`, following `llama_tensor_get_type_impl` (llama.cpp `llama-quant.cpp`):
-//!   default Q4_K; `output.weight` Q6_K (and `token_embd.weight` too when there is no
-//!   `output.weight`, i.e. tied embeddings); `attn_v` and `ffn_down` Q6_K on the
-//!   "more bits" layers, `use_more_bits(i, n) = i < n/8 || i >= 7n/8 ||
-//!   (i - n/8) % 3 == 2`, counting each kind's tensors in file order; Q4_K elsewhere.
-//!   A row length not divisible by 256 falls back as llama.cpp does (Q6_K -> Q8_0);
-//!   a fallback we cannot produce (Q4_K -> Q5_0) is an error naming the tensor.
+//! - uniform: every eligible tensor gets one type, named `uniform:<type>` for any
+//!   quantizable type, or by the type's name alone (`q4_0`, `q4_1`, `q5_0`, `q5_1`,
+//!   `q8_0`, `q3_k`, `q4_k`, `q5_k`, `q6_k`, `iq4_nl`) except where that name is one of
+//!   llama-quantize's mixes below;
+//! - the mixes `q2_k`, `q3_k_m`, `q4_k_m`, `q5_k_m` and `iq4_xs` (llama-quantize's
+//!   `Q2_K`, `Q3_K_M`, `Q4_K_M`, `Q5_K_M`, `IQ4_XS`), following `llama_tensor_get_type_impl` (llama.cpp
+//!   `llama-quant.cpp`) without an importance matrix, for a dense model (one expert) of
+//!   any architecture but Falcon and Llama-70B-class models, whose rules differ and are
+//!   refused. The default type is the scheme's (Q2_K, Q3_K, Q4_K, Q5_K, IQ4_XS);
+//!   `output.weight` is Q6_K (`token_embd.weight` too when there is no `output.weight`,
+//!   tied embeddings), Q8_0 when its rows are not whole blocks of the default type;
+//!   attn_v: Q2_K -> Q4_K when n_head/n_head_kv >= 4 else Q3_K, Q3_K_M -> Q5_K for the
+//!   first two attn_v tensors else Q4_K, IQ4_XS -> Q5_K when n_head/n_head_kv >= 4,
+//!   Q4_K_M and Q5_K_M -> Q6_K on the "more bits" layers; ffn_down: Q2_K -> Q3_K, Q3_K_M
+//!   -> Q5_K for i < n/16 else Q4_K, IQ4_XS -> Q5_K for i < n/8, Q4_K_M and Q5_K_M -> Q6_K
+//!   on the "more bits" layers; attn_output: Q2_K -> Q3_K, Q3_K_M -> Q4_K. "More bits":
+//!   `use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2`, counting each
+//!   kind's tensors in file order.
+//!
+//! A row length that is not a whole number of blocks falls back as llama.cpp's
+//! `tensor_type_fallback` does: Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K ->
+//! Q8_0, IQ4_XS -> IQ4_NL; where the fallback does not fit either (llama.cpp then writes
+//! F16) the tensor is an error naming it.
 
 use std::path::Path;
 
@@ -30,32 +45,113 @@ use tiercheck_gguf::{GgufError, GgufFile, GgufWriter, MetaValue};
 pub enum Scheme {
     /// Every eligible tensor to one type.
     Uniform(GgmlType),
+    /// llama.cpp's Q2_K mix (`LLAMA_FTYPE_MOSTLY_Q2_K`).
+    Q2K,
+    /// llama.cpp's Q3_K_M mix.
+    Q3KM,
     /// llama.cpp's Q4_K_M mix.
     Q4KM,
+    /// llama.cpp's Q5_K_M mix.
+    Q5KM,
+    /// llama.cpp's IQ4_XS mix (`LLAMA_FTYPE_MOSTLY_IQ4_XS`).
+    IQ4XS,
 }
 
+/// The names [`Scheme::parse`] accepts, for messages.
+pub const SCHEME_NAMES: &str = "q2_k, q3_k_m, q4_k_m, q5_k_m, iq4_xs (llama.cpp's mixes); \
+     q4_0, q4_1, q5_0, q5_1, q8_0, q3_k, q4_k, q5_k, q6_k, iq4_nl or uniform:<type> (one type \
+     for every weight)";
+
 impl Scheme {
-    /// Parse `q4_0`, `q8_0`, `q4_k`, `q6_k`, `q4_k_m` (case-insensitive).
+    /// Parse a scheme name ([`SCHEME_NAMES`], case-insensitive).
     pub fn parse(s: &str) -> Option<Scheme> {
-        match s.to_ascii_lowercase().as_str() {
-            "q4_0" => Some(Scheme::Uniform(GgmlType::Q4_0)),
-            "q8_0" => Some(Scheme::Uniform(GgmlType::Q8_0)),
-            "q4_k" => Some(Scheme::Uniform(GgmlType::Q4_K)),
-            "q6_k" => Some(Scheme::Uniform(GgmlType::Q6_K)),
+        let s = s.to_ascii_lowercase();
+        let uniform = |name: &str| {
+            let ty = GgmlType::from_name(name)?;
+            weights::QUANTIZABLE.contains(&ty).then_some(Scheme::Uniform(ty))
+        };
+        match s.as_str() {
+            "q2_k" => Some(Scheme::Q2K),
+            "q3_k_m" => Some(Scheme::Q3KM),
             "q4_k_m" => Some(Scheme::Q4KM),
-            _ => None,
+            "q5_k_m" => Some(Scheme::Q5KM),
+            "iq4_xs" => Some(Scheme::IQ4XS),
+            _ => uniform(s.strip_prefix("uniform:").unwrap_or(&s)),
         }
     }
 
-    /// llama.cpp's `llama_ftype` for `general.file_type`.
+    /// The type of the tensors no rule singles out.
+    pub fn default_type(self) -> GgmlType {
+        match self {
+            Scheme::Uniform(ty) => ty,
+            Scheme::Q2K => GgmlType::Q2_K,
+            Scheme::Q3KM => GgmlType::Q3_K,
+            Scheme::Q4KM => GgmlType::Q4_K,
+            Scheme::Q5KM => GgmlType::Q5_K,
+            Scheme::IQ4XS => GgmlType::IQ4_XS,
+        }
+    }
+
+    /// llama.cpp's `llama_ftype` for `general.file_type` (a uniform K-quant without an
+    /// ftype of its own takes its `_S` mix's label, as the closest).
     pub(crate) fn file_type(self) -> u32 {
         match self {
-            Scheme::Uniform(GgmlType::Q4_0) => 2,
-            Scheme::Uniform(GgmlType::Q8_0) => 7,
-            // No uniform Q4_K ftype exists; Q4_K_S (14) is the closest label.
-            Scheme::Uniform(GgmlType::Q4_K) => 14,
-            Scheme::Uniform(_) => 18, // Q6_K
+            Scheme::Uniform(ty) => match ty {
+                GgmlType::Q4_0 => 2,
+                GgmlType::Q4_1 => 3,
+                GgmlType::Q8_0 => 7,
+                GgmlType::Q5_0 => 8,
+                GgmlType::Q5_1 => 9,
+                GgmlType::Q2_K => 21, // Q2_K_S
+                GgmlType::Q3_K => 11, // Q3_K_S
+                GgmlType::Q4_K => 14, // Q4_K_S
+                GgmlType::Q5_K => 16, // Q5_K_S
+                GgmlType::IQ4_NL => 25,
+                GgmlType::IQ4_XS => 30,
+                _ => 18, // Q6_K
+            },
+            Scheme::Q2K => 10,
+            Scheme::Q3KM => 12,
             Scheme::Q4KM => 15,
+            Scheme::Q5KM => 17,
+            Scheme::IQ4XS => 30,
+        }
+    }
+}
+
+/// What the mixes need to know of the model besides its tensors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelFacts {
+    /// `general.architecture`.
+    pub arch: Option<String>,
+    /// `n_head / n_head_kv` (llama.cpp's `n_gqa()`).
+    pub n_gqa: Option<u32>,
+    /// `<arch>.expert_count` (absent: 1).
+    pub n_expert: u32,
+    /// `<arch>.block_count`.
+    pub n_layer: Option<u32>,
+}
+
+impl ModelFacts {
+    /// The facts in a GGUF file's metadata.
+    pub fn of(file: &GgufFile) -> ModelFacts {
+        let arch = file.get("general.architecture").and_then(|v| v.as_str()).map(String::from);
+        let num = |key: &str| -> Option<u32> {
+            let a = arch.as_deref()?;
+            file.get(&format!("{a}.{key}"))
+                .and_then(|v| v.to_u64())
+                .and_then(|v| u32::try_from(v).ok())
+        };
+        let n_gqa = match (num("attention.head_count"), num("attention.head_count_kv")) {
+            (Some(h), Some(kv)) if kv > 0 => Some(h / kv),
+            (Some(_), None) => Some(1),
+            _ => None,
+        };
+        ModelFacts {
+            n_gqa,
+            n_expert: num("expert_count").unwrap_or(1).max(1),
+            n_layer: num("block_count"),
+            arch,
         }
     }
 }
@@ -79,6 +175,14 @@ pub enum QuantizeError {
     /// Reading or writing GGUF failed.
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// The model cannot be quantized with the scheme asked for.
+    #[error("{path}: {problem}")]
+    Model {
+        /// The input file.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// A tensor cannot be quantized as asked.
     #[error("{path}: tensor '{tensor}': {problem}")]
     Tensor {
@@ -106,7 +210,7 @@ pub fn plan(file: &GgufFile, scheme: Scheme) -> Result<Vec<TensorPlan>, Quantize
         .iter()
         .map(|t| TensorDecl { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty })
         .collect();
-    plan_tensors(file.path(), &decls, scheme)
+    plan_tensors(file.path(), &decls, scheme, &ModelFacts::of(file))
 }
 
 /// A tensor as [`plan_tensors`] sees it.
@@ -120,12 +224,49 @@ pub struct TensorDecl {
     pub ty: GgmlType,
 }
 
-/// [`plan`] for a list of tensors (in file order); `path` names the file in errors.
+/// [`plan`] for a list of tensors (in file order) of a model with `facts`; `path` names
+/// the file in errors.
 pub fn plan_tensors(
     path: &str,
     tensors: &[TensorDecl],
     scheme: Scheme,
+    facts: &ModelFacts,
 ) -> Result<Vec<TensorPlan>, QuantizeError> {
+    let refuse = |problem: String| QuantizeError::Model { path: path.to_string(), problem };
+    if !matches!(scheme, Scheme::Uniform(_)) {
+        if facts.n_expert > 1 {
+            return Err(refuse(format!(
+                "{} experts: llama.cpp's mixes have rules for mixture-of-experts models that \
+                 tiercheck does not reproduce; use a uniform scheme",
+                facts.n_expert
+            )));
+        }
+        match facts.arch.as_deref() {
+            Some("falcon") => {
+                return Err(refuse(
+                    "Falcon has mix rules of its own that tiercheck does not \
+                                   reproduce; use a uniform scheme"
+                        .into(),
+                ))
+            }
+            Some("llama") if facts.n_layer == Some(80) => {
+                return Err(refuse(
+                    "an 80-layer llama is llama.cpp's 70B class, whose attn_v \
+                                   rule tiercheck does not reproduce; use a uniform scheme"
+                        .into(),
+                ))
+            }
+            _ => {}
+        }
+    }
+    let n_gqa = || {
+        facts.n_gqa.ok_or_else(|| {
+            refuse(format!(
+                "the {scheme:?} mix depends on n_head/n_head_kv, and the metadata has no \
+                 <arch>.attention.head_count"
+            ))
+        })
+    };
     let has_output = tensors.iter().any(|t| t.name == "output.weight");
     let n_attn_v = tensors.iter().filter(|t| t.name.contains("attn_v.weight")).count();
     let n_ffn_down = tensors.iter().filter(|t| t.name.contains("ffn_down")).count();
@@ -152,49 +293,80 @@ pub fn plan_tensors(
                 ),
             });
         }
-        let (mut to, mut reason) = match scheme {
-            Scheme::Uniform(ty) => (ty, "uniform".to_string()),
-            Scheme::Q4KM => {
-                if t.name == "output.weight" || (!has_output && t.name == "token_embd.weight") {
-                    (GgmlType::Q6_K, "output (q4_k_m)".to_string())
-                } else if t.name.contains("attn_v.weight") {
-                    let more = use_more_bits(i_attn_v, n_attn_v);
-                    i_attn_v += 1;
-                    if more {
-                        (GgmlType::Q6_K, "attn_v, more-bits layer".to_string())
-                    } else {
-                        (GgmlType::Q4_K, "attn_v".to_string())
-                    }
-                } else if t.name.contains("ffn_down") {
-                    let more = use_more_bits(i_ffn_down, n_ffn_down);
-                    i_ffn_down += 1;
-                    if more {
-                        (GgmlType::Q6_K, "ffn_down, more-bits layer".to_string())
-                    } else {
-                        (GgmlType::Q4_K, "ffn_down".to_string())
-                    }
-                } else if t.name.contains("attn_qkv") {
-                    return Err(QuantizeError::Tensor {
-                        path: path.to_string(),
-                        tensor: t.name.clone(),
-                        problem: "fused attn_qkv needs Q5_K in q4_k_m, which tiercheck cannot \
-                                  quantize"
-                            .to_string(),
-                    });
-                } else {
-                    (GgmlType::Q4_K, "default".to_string())
-                }
+        if t.name.contains("attn_qkv") && !matches!(scheme, Scheme::Uniform(_)) {
+            return Err(QuantizeError::Tensor {
+                path: path.to_string(),
+                tensor: t.name.clone(),
+                problem: "a fused attn_qkv tensor: its rules in llama.cpp's mixes are not \
+                          reproduced"
+                    .to_string(),
+            });
+        }
+        let default = scheme.default_type();
+        let is_output = t.name == "output.weight" || (!has_output && t.name == "token_embd.weight");
+        let (mut to, mut reason) = if let Scheme::Uniform(ty) = scheme {
+            (ty, "uniform".to_string())
+        } else if is_output {
+            if (t.dims[0] as usize).is_multiple_of(default.block_size()) {
+                (GgmlType::Q6_K, "output".to_string())
+            } else {
+                (GgmlType::Q8_0, "output, rows not whole blocks".to_string())
             }
+        } else if t.name.contains("attn_v.weight") {
+            let (i, n) = (i_attn_v, n_attn_v);
+            i_attn_v += 1;
+            let ty = match scheme {
+                Scheme::Q2K if n_gqa()? >= 4 => GgmlType::Q4_K,
+                Scheme::Q2K => GgmlType::Q3_K,
+                Scheme::Q3KM if i < 2 => GgmlType::Q5_K,
+                Scheme::Q3KM => GgmlType::Q4_K,
+                Scheme::IQ4XS if n_gqa()? >= 4 => GgmlType::Q5_K,
+                Scheme::Q4KM | Scheme::Q5KM if use_more_bits(i, n) => GgmlType::Q6_K,
+                _ => default,
+            };
+            (ty, format!("attn_v {i} of {n}"))
+        } else if t.name.contains("ffn_down") {
+            let (i, n) = (i_ffn_down, n_ffn_down);
+            i_ffn_down += 1;
+            let ty = match scheme {
+                Scheme::Q2K => GgmlType::Q3_K,
+                Scheme::Q3KM if i < n / 16 => GgmlType::Q5_K,
+                Scheme::Q3KM => GgmlType::Q4_K,
+                Scheme::IQ4XS if i < n / 8 => GgmlType::Q5_K,
+                Scheme::Q4KM | Scheme::Q5KM if use_more_bits(i, n) => GgmlType::Q6_K,
+                _ => default,
+            };
+            (ty, format!("ffn_down {i} of {n}"))
+        } else if t.name.contains("attn_output.weight") {
+            let ty = match scheme {
+                Scheme::Q2K => GgmlType::Q3_K,
+                Scheme::Q3KM => GgmlType::Q4_K,
+                _ => default,
+            };
+            (ty, "attn_output".to_string())
+        } else {
+            (default, "default".to_string())
         };
+        if to != default && !matches!(scheme, Scheme::Uniform(_)) {
+            reason = format!("{reason} -> {}", to.name());
+        }
         let ne0 = t.dims[0] as usize;
         if !ne0.is_multiple_of(to.block_size()) {
             let fallback = match to {
-                GgmlType::Q6_K if ne0.is_multiple_of(32) => Some(GgmlType::Q8_0),
+                GgmlType::Q2_K | GgmlType::Q3_K => Some(GgmlType::Q4_0),
+                GgmlType::Q4_K => Some(GgmlType::Q5_0),
+                GgmlType::Q5_K => Some(GgmlType::Q5_1),
+                GgmlType::Q6_K => Some(GgmlType::Q8_0),
+                GgmlType::IQ4_XS => Some(GgmlType::IQ4_NL),
                 _ => None,
-            };
+            }
+            .filter(|f| ne0.is_multiple_of(f.block_size()));
             match fallback {
                 Some(f) => {
-                    reason = format!("{reason}; row length {ne0} not a multiple of 256, fell back");
+                    reason = format!(
+                        "{reason}; row length {ne0} not a multiple of {}, fell back",
+                        to.block_size()
+                    );
                     to = f;
                 }
                 None => {
@@ -202,7 +374,8 @@ pub fn plan_tensors(
                         path: path.to_string(),
                         tensor: t.name.clone(),
                         problem: format!(
-                            "row length {ne0} is not a multiple of {} (block size of {})",
+                            "row length {ne0} is not a multiple of {} (block size of {}), nor of \
+                             its fallback's (llama.cpp would write F16, which tiercheck does not)",
                             to.block_size(),
                             to.name()
                         ),

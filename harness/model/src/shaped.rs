@@ -260,7 +260,13 @@ impl ShapeOptions {
             .iter()
             .map(|t| TensorDecl { name: t.name.clone(), dims: t.dims.clone(), ty: GgmlType::F32 })
             .collect();
-        let plans = model_quant::plan_tensors("--shape", &infos, recipe.scheme)?;
+        let facts = model_quant::ModelFacts {
+            arch: Some("qwen3".into()),
+            n_gqa: Some(recipe.n_head / recipe.n_head_kv),
+            n_expert: 1,
+            n_layer: Some(recipe.n_layer),
+        };
+        let plans = model_quant::plan_tensors("--shape", &infos, recipe.scheme, &facts)?;
         let types = plans.iter().map(|p| p.to).collect();
         Ok(ShapedModel { recipe, tied: shape.tied, tensors, types })
     }

@@ -9,7 +9,7 @@ use tiercheck_core::blocks;
 use tiercheck_gguf::tensorfile::{self, Tensor};
 use tiercheck_gguf::{GgufFile, MetaValue};
 use tiercheck_lanes::provenance;
-use tiercheck_model::model_quant::{quantize_file, Scheme};
+use tiercheck_model::model_quant::{quantize_file, Scheme, SCHEME_NAMES};
 
 #[derive(Subcommand)]
 pub enum GgufCommand {
@@ -37,7 +37,8 @@ pub enum GgufCommand {
         input: PathBuf,
         /// Output GGUF (written atomically).
         output: PathBuf,
-        /// q4_0, q8_0, q4_k, q6_k (uniform) or q4_k_m (llama.cpp's mix).
+        /// llama.cpp's mixes q2_k, q3_k_m, q4_k_m, q5_k_m, iq4_xs; one type for every weight:
+        /// q4_0, q4_1, q5_0, q5_1, q8_0, q3_k, q4_k, q5_k, q6_k, iq4_nl, or uniform:TYPE.
         #[arg(long = "type")]
         scheme: String,
     },
@@ -104,7 +105,7 @@ fn cmd_dequant(path: &Path, name: &str, out: &Path) -> Result<()> {
 
 fn cmd_quantize(input: &Path, output: &Path, scheme: &str) -> Result<()> {
     let Some(scheme) = Scheme::parse(scheme) else {
-        bail!("unknown --type '{scheme}'; expected q4_0, q8_0, q4_k, q6_k or q4_k_m");
+        bail!("unknown --type '{scheme}'; expected {SCHEME_NAMES}");
     };
     if input == output {
         bail!("output must differ from input ({})", input.display());

@@ -1921,6 +1921,90 @@ fn host_has_avx512() -> bool {
     }
 }
 
+/// `tiercheck gguf quantize --type <scheme>` against llama.cpp's own `llama_model_quantize`
+/// (the haswell build, ftype `ftype`, no importance matrix, through `ci/py/llama_quantize.py`)
+/// on the embedded model's f32 form (8 layers, n_head/n_head_kv = 4): every tensor's type
+/// and bytes, and `general.file_type`, equal.
+fn llama_quantize(scheme: &str, ftype: u32) -> Result<(), String> {
+    let key = tiercheck_oracle::llama_env("haswell").map_err(|e| e.to_string())?;
+    let lib = OracleConfig::from_env().setting(key).map_err(|e| e.to_string())?;
+    if !lib.join("libllama.so").is_file() {
+        return Err(format!(
+            "oracle not built: run ci/oracle (no libllama.so in {})",
+            lib.display()
+        ));
+    }
+    let py = python()?;
+    let recipe = Recipe::load(&Recipe::default_path()).map_err(|e| e.to_string())?;
+    let f32_bytes = embedded::generate_f32(&recipe).map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (src, dst) = (dir.path().join("f32.gguf"), dir.path().join("theirs.gguf"));
+    std::fs::write(&src, &f32_bytes).map_err(|e| e.to_string())?;
+    let out = Command::new(&py)
+        .arg(repo_root().join("ci/py/llama_quantize.py"))
+        .arg(&lib)
+        .arg(&src)
+        .arg(&dst)
+        .arg(ftype.to_string())
+        .env("PYTHONPATH", repo_root().join("tools/capture"))
+        .output()
+        .map_err(|e| format!("running {}: {e}", py.display()))?;
+    if !out.status.success() {
+        return Err(format!("llama_quantize.py failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let theirs = tiercheck_gguf::GgufFile::open(&dst).map_err(|e| e.to_string())?;
+    let input = tiercheck_gguf::GgufFile::from_bytes("<f32 model>", f32_bytes)
+        .map_err(|e| e.to_string())?;
+    let scheme = tiercheck_model::model_quant::Scheme::parse(scheme).ok_or("unknown scheme")?;
+    let (w, plans) =
+        tiercheck_model::model_quant::quantize(&input, scheme).map_err(|e| e.to_string())?;
+    let ours =
+        tiercheck_gguf::GgufFile::from_bytes("<ours>", w.to_bytes().map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    let file_type =
+        |f: &tiercheck_gguf::GgufFile| f.get("general.file_type").and_then(|v| v.to_u64());
+    if file_type(&ours) != file_type(&theirs) {
+        return Err(format!(
+            "general.file_type: ours {:?}, llama.cpp {:?}",
+            file_type(&ours),
+            file_type(&theirs)
+        ));
+    }
+    let mut bad = Vec::new();
+    let mut types = std::collections::BTreeMap::<&str, usize>::new();
+    for t in theirs.tensors() {
+        let (Some(o), Some(p)) = (ours.tensor(&t.name), plans.iter().find(|p| p.name == t.name))
+        else {
+            bad.push(format!("{}: missing from ours", t.name));
+            continue;
+        };
+        *types.entry(t.ty.name()).or_default() += 1;
+        if o.ty != t.ty {
+            bad.push(format!("{}: ours {} ({}), llama.cpp {}", t.name, o.ty, p.reason, t.ty));
+        } else if ours.tensor_data(o) != theirs.tensor_data(t) {
+            bad.push(format!("{}: {} bytes differ", t.name, t.ty));
+        }
+    }
+    if theirs.tensors().len() != ours.tensors().len() {
+        bad.push(format!(
+            "{} tensors in ours, {} in llama.cpp's",
+            ours.tensors().len(),
+            theirs.tensors().len()
+        ));
+    }
+    if bad.is_empty() {
+        eprintln!("{scheme:?}: {} tensors equal, types {types:?}", theirs.tensors().len());
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {} tensors differ: {}",
+            bad.len(),
+            theirs.tensors().len(),
+            bad.join("; ")
+        ))
+    }
+}
+
 fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
     tiercheck_testkit::claims::tracked(trial_name(SUITE, name), move || match f() {
         Ok(()) => Ok(Completion::Completed),
@@ -2196,6 +2280,11 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         trial("llama_cpp/identify", llama_identify),
         trial("llama_cpp/identify_cli_threads", llama_identify_cli),
         trial("llama_cpp/capture_llama_cpp_python", capture_from_llama_cpp_python),
+        trial("llama_cpp/quantize/q2_k", || llama_quantize("q2_k", 10)),
+        trial("llama_cpp/quantize/q3_k_m", || llama_quantize("q3_k_m", 12)),
+        trial("llama_cpp/quantize/q4_k_m", || llama_quantize("q4_k_m", 15)),
+        trial("llama_cpp/quantize/q5_k_m", || llama_quantize("q5_k_m", 17)),
+        trial("llama_cpp/quantize/iq4_xs", || llama_quantize("iq4_xs", 30)),
         trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
         trial("llama_cpp/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Haswell, true)),
         trial("llama_cpp/zen4/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Zen4, false)),
