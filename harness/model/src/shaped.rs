@@ -584,7 +584,7 @@ mod tests {
             (ShapeOptions { layers: Some(29), ..base.clone() }, "has 28 layers"),
             (ShapeOptions { vocab: Some(10), ..base.clone() }, "--vocab 10"),
             (ShapeOptions { threads: 0, ..base.clone() }, "--threads 0"),
-            (ShapeOptions { quantization: "q5_k".into(), ..base.clone() }, "q5_k"),
+            (ShapeOptions { quantization: "iq2_xxs".into(), ..base.clone() }, "iq2_xxs"),
         ];
         for (opts, want) in cases {
             let err = opts.model().unwrap_err().to_string();

@@ -213,7 +213,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
     assert!(e.contains("missing.gguf"), "{e}");
     let e = fails(&["gguf", "dequant", &f.p("f32.gguf"), "nope", "--out", &f.p("o.safetensors")]);
     assert!(e.contains("no tensor named 'nope'"), "{e}");
-    let e = fails(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("o.gguf"), "--type", "q5_k"]);
+    let e = fails(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("o.gguf"), "--type", "iq2_xxs"]);
     assert!(e.contains("unknown --type"), "{e}");
     assert!(!Path::new(&f.p("o.gguf")).exists());
 

@@ -82,7 +82,7 @@ fn bad_recipes_are_refused_with_the_file_named() {
         ("rms_eps", "rms_eps = 0.5", "implausibly large"),
         ("logit_std", "logit_std = nan", "logit_std = NaN"),
         ("norm_noise_std", "norm_noise_std = -0.1", "norm_noise_std = -0.1"),
-        ("quantization", "quantization = \"q5_k\"", "quantization = \"q5_k\""),
+        ("quantization", "quantization = \"iq2_xxs\"", "quantization = \"iq2_xxs\""),
         ("sha256", "sha256 = \"ABC\"", "expected 64 lowercase hex digits"),
         ("seed", "seed = -1", "not a valid recipe"),
         ("n_ff", "", "missing field `n_ff`"),
