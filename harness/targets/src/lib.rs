@@ -396,15 +396,7 @@ fn check_tiers(t: &TargetTable) -> Result<(), String> {
     let mut proved: BTreeMap<&str, &str> = BTreeMap::new();
     for tier in &t.tiers {
         let n = &tier.name;
-        if !plain_word(n, "-_.") || n.starts_with(['-', '.']) {
-            return Err(format!(
-                "tier name `{n}` must be ASCII letters, digits, `-`, `_` and `.` \
-                 (it is a folder name)"
-            ));
-        }
-        if !names.insert(n) {
-            return Err(format!("duplicate tier `{n}`"));
-        }
+        check_build_name("tier", n, &mut names)?;
         if !plain_word(&tier.march, "-_.+") {
             return Err(format!("tier `{n}`: march `{}` is not a -march value", tier.march));
         }
@@ -453,16 +445,8 @@ fn check_tiers(t: &TargetTable) -> Result<(), String> {
                 ));
             }
         }
-        if tier.proves.is_empty() {
-            return Err(format!("tier `{n}`: `proves` is empty"));
-        }
+        check_proves("tier", n, &tier.proves, t, &mut proved)?;
         for lane in &tier.proves {
-            if !t.lanes.contains(lane) {
-                return Err(format!("tier `{n}` proves `{lane}`, which is not in `lanes`"));
-            }
-            if let Some(other) = proved.insert(lane, n) {
-                return Err(format!("lane `{lane}` is proved by two tiers, `{other}` and `{n}`"));
-            }
             match t.model_for(lane) {
                 Some(m) if m.name == tier.model => {}
                 Some(m) => {
@@ -475,6 +459,45 @@ fn check_tiers(t: &TargetTable) -> Result<(), String> {
                     return Err(format!("tier `{n}` proves `{lane}`, which no [[model]] requires"))
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// An oracle build's name (`kind` is `tier` or `x86_tier`): a folder name, unique.
+fn check_build_name<'a>(
+    kind: &str,
+    n: &'a String,
+    names: &mut HashSet<&'a String>,
+) -> Result<(), String> {
+    if !plain_word(n, "-_.") || n.starts_with(['-', '.']) {
+        return Err(format!(
+            "{kind} name `{n}` must be ASCII letters, digits, `-`, `_` and `.` (it is a folder name)"
+        ));
+    }
+    if !names.insert(n) {
+        return Err(format!("duplicate {kind} `{n}`"));
+    }
+    Ok(())
+}
+
+/// An oracle build's `proves`: not empty, lanes of the table, each proved by one build.
+fn check_proves<'a>(
+    kind: &str,
+    n: &'a str,
+    proves: &'a [String],
+    t: &TargetTable,
+    proved: &mut BTreeMap<&'a str, &'a str>,
+) -> Result<(), String> {
+    if proves.is_empty() {
+        return Err(format!("{kind} `{n}`: `proves` is empty"));
+    }
+    for lane in proves {
+        if !t.lanes.contains(lane) {
+            return Err(format!("{kind} `{n}` proves `{lane}`, which is not in `lanes`"));
+        }
+        if let Some(other) = proved.insert(lane, n) {
+            return Err(format!("lane `{lane}` is proved by two tiers, `{other}` and `{n}`"));
         }
     }
     Ok(())
@@ -509,15 +532,7 @@ fn check_x86_tiers(t: &TargetTable) -> Result<(), String> {
     let mut driver: Option<&str> = None;
     for tier in &t.x86_tiers {
         let n = &tier.name;
-        if !plain_word(n, "-_.") || n.starts_with(['-', '.']) {
-            return Err(format!(
-                "x86_tier name `{n}` must be ASCII letters, digits, `-`, `_` and `.` \
-                 (it is a folder name)"
-            ));
-        }
-        if !names.insert(n) {
-            return Err(format!("duplicate x86_tier `{n}`"));
-        }
+        check_build_name("x86_tier", n, &mut names)?;
         let mut options = HashSet::new();
         for f in tier.ggml_on.iter().chain(&tier.ggml_off) {
             if !env_name(f) {
@@ -560,17 +575,7 @@ fn check_x86_tiers(t: &TargetTable) -> Result<(), String> {
                 ));
             }
         }
-        if tier.proves.is_empty() {
-            return Err(format!("x86_tier `{n}`: `proves` is empty"));
-        }
-        for lane in &tier.proves {
-            if !t.lanes.contains(lane) {
-                return Err(format!("x86_tier `{n}` proves `{lane}`, which is not in `lanes`"));
-            }
-            if let Some(other) = proved.insert(lane, n) {
-                return Err(format!("lane `{lane}` is proved by two tiers, `{other}` and `{n}`"));
-            }
-        }
+        check_proves("x86_tier", n, &tier.proves, t, &mut proved)?;
     }
     Ok(())
 }

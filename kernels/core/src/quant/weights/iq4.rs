@@ -25,8 +25,8 @@ use crate::blocks::iq4_nl::KVALUES_IQ4NL;
 use crate::blocks::{to_half, BlockIq4Nl, BlockIq4Xs, QK, QK_K};
 use crate::quant::round::nearest_int;
 
-/// ggml's `GROUP_MAX_EPS`.
-const GROUP_MAX_EPS: f32 = 1e-15;
+use super::{signed_absmax, GROUP_MAX_EPS};
+
 /// The `ntry` of ggml's chunk quantizer.
 const NTRY: i32 = 7;
 
@@ -64,14 +64,7 @@ fn fit_block(xb: &[f32], l: &mut [u8]) -> f32 {
     for (w, &v) in weight.iter_mut().zip(xb) {
         *w = v * v;
     }
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
-    for &v in xb {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(xb);
     if amax < GROUP_MAX_EPS {
         return 0.0;
     }

@@ -23,6 +23,22 @@ use crate::error::KernelError;
 use crate::quant::ActRule;
 use crate::GgmlType;
 
+/// The value of largest magnitude in `x` (the first of equal magnitudes, 0 for none above
+/// 0) and that magnitude: ggml's `if (fabsf(v) > amax) { amax = fabsf(v); max = v; }`.
+pub(super) fn signed_absmax(x: &[f32]) -> (f32, f32) {
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    (max, amax)
+}
+
+/// ggml's `GROUP_MAX_EPS`: below it a group's values count as all zero.
+pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
+
 /// The weight types this crate can quantize (and dequantize), each bitwise with ggml's
 /// reference quantizer.
 pub const QUANTIZABLE: &[GgmlType] = &[

@@ -21,22 +21,13 @@
 use crate::blocks::{half, to_half, BlockQ3K, QK_K};
 use crate::quant::round::nearest_int;
 
-use super::q2_k::pack_crumbs;
+use super::{signed_absmax, GROUP_MAX_EPS};
 
-/// ggml's `GROUP_MAX_EPS`.
-const GROUP_MAX_EPS: f32 = 1e-15;
+use super::q2_k::pack_crumbs;
 
 /// `make_q3_quants(16, nmax, x, L, true)`: the scale; `l_out` gets levels + nmax.
 fn make_q3_quants(nmax: i32, x: &[f32], l_out: &mut [u8]) -> f32 {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         l_out.fill(0);
         return 0.0;

@@ -5,16 +5,11 @@
 use crate::blocks::{to_half, BlockQ4_0, QK};
 use crate::quant::round::f32_to_i8_c;
 
+use super::signed_absmax;
+
 pub(super) fn quantize(x: &[f32], out: &mut [BlockQ4_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
+        let (max, _) = signed_absmax(xb);
         let d = max / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         y.d = to_half(d);

@@ -6,6 +6,8 @@
 use crate::blocks::{to_half, BlockQ5_0, QK};
 use crate::quant::round::f32_to_i8_c;
 
+use super::signed_absmax;
+
 /// Nibbles and fifth bits of 32 five-bit quants (q5_0 and q5_1 alike).
 pub(super) fn pack5(q: &[u8; QK]) -> ([u8; QK / 2], [u8; 4]) {
     let mut qs = [0u8; QK / 2];
@@ -21,14 +23,7 @@ pub(super) fn pack5(q: &[u8; QK]) -> ([u8; QK / 2], [u8; 4]) {
 
 pub(super) fn quantize(x: &[f32], out: &mut [BlockQ5_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
+        let (max, _) = signed_absmax(xb);
         let d = max / -16.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         y.d = to_half(d);

@@ -15,21 +15,12 @@
 use crate::blocks::{half, to_half, BlockQ6K, QK_K};
 use crate::quant::round::nearest_int;
 
-/// ggml's `GROUP_MAX_EPS`.
-const GROUP_MAX_EPS: f32 = 1e-15;
+use super::{signed_absmax, GROUP_MAX_EPS};
 
 /// `make_qx_quants` for n = 16, nmax = 32, rmse_type = 1, no importance weights.
 fn make_qx_quants(x: &[f32], l_out: &mut [i8]) -> f32 {
     let nmax = 32i32;
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         l_out.fill(0);
         return 0.0;
