@@ -207,9 +207,9 @@ impl Case {
 
 /// Activation formats with quantize cases.
 pub(crate) const ACT_FORMATS: &[GgmlType] = &[GgmlType::Q8_K, GgmlType::Q8_0, GgmlType::Q8_1];
-/// Weight types with dequantize, vec_dot, gemv and gemm cases.
-pub const WEIGHT_TYPES: &[GgmlType] =
-    &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+/// Weight types with dequantize, vec_dot, gemv and gemm cases: every quantizable type (a
+/// lane's vec_dot, gemv and gemm cases are those of the types it multiplies).
+pub const WEIGHT_TYPES: &[GgmlType] = weights::QUANTIZABLE;
 
 /// Activation kinds for quantize cases, one per case index.
 const QUANTIZE_KINDS: [RowKind; 8] = [

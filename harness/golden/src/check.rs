@@ -24,7 +24,9 @@
 //!   more than one code. Blocks whose inputs hold NaN or infinities are excluded: there
 //!   each lane reproduces its own tier's bits (checked bitwise), and tiers differ.
 
-use tiercheck_core::blocks::{BlockQ4K, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use tiercheck_core::blocks::{
+    BlockQ2K, BlockQ4K, BlockQ4_1, BlockQ5K, BlockQ5_1, BlockQ8K, BlockQ8_0, BlockQ8_1,
+};
 use tiercheck_core::{GgmlType, Kernels, Lane};
 
 use super::cases::{Case, ElemKind, Input, Op};
@@ -377,17 +379,29 @@ fn exact_matmul(
     Ok((exact, bound))
 }
 
-/// Per element: 2^-22 * (the block's largest |value| + |dmin| * 63 for q4_K).
+/// Per element: 2^-22 * (the block's largest |value| + the largest min term: |dmin| * 63
+/// for q4_K and q5_K, |dmin| * 15 for q2_K, |m| for q4_1 and q5_1).
 fn dequant_bounds(ty: GgmlType, w: &[u8], values: &[f32]) -> Vec<f64> {
     let per_block = ty.block_size();
     let mut out = Vec::with_capacity(values.len());
     for (bi, vals) in values.chunks(per_block).enumerate() {
         let mut b = vals.iter().fold(0.0f64, |a, &v| a.max((v as f64).abs()));
-        if ty == GgmlType::Q4_K {
-            if let Some(blk) = w.get(bi * ty.type_size()..(bi + 1) * ty.type_size()) {
-                let blk: &BlockQ4K = bytemuck::from_bytes(blk);
-                b += (blk.dmin() as f64).abs() * 63.0;
-            }
+        if let Some(blk) = w.get(bi * ty.type_size()..(bi + 1) * ty.type_size()) {
+            // The min term's largest magnitude, which the value may cancel.
+            b += match ty {
+                GgmlType::Q4_K => {
+                    (bytemuck::from_bytes::<BlockQ4K>(blk).dmin() as f64).abs() * 63.0
+                }
+                GgmlType::Q5_K => {
+                    (bytemuck::from_bytes::<BlockQ5K>(blk).dmin() as f64).abs() * 63.0
+                }
+                GgmlType::Q2_K => {
+                    (bytemuck::from_bytes::<BlockQ2K>(blk).dmin() as f64).abs() * 15.0
+                }
+                GgmlType::Q4_1 => (bytemuck::from_bytes::<BlockQ4_1>(blk).m() as f64).abs(),
+                GgmlType::Q5_1 => (bytemuck::from_bytes::<BlockQ5_1>(blk).m() as f64).abs(),
+                _ => 0.0,
+            };
         }
         out.extend(std::iter::repeat_n(b * f64::powi(2.0, -22), vals.len()));
     }

@@ -6,8 +6,12 @@
 //! only the float stage differs. We compute here, in f64:
 //!
 //! - `exact` = sum over elements i of (weight term_i) * a_i, where the weight term is
-//!   `d*(q-8)` (q4_0), `d*q` (q8_0), `d*sc*q - dmin*m` (q4_K), `d*sc*q` (q6_K), and
-//!   a_i = d_y * q_y. Every factor is exactly representable in f64 and products of
+//!   `d*(q-8)` (q4_0), `d*(q-16)` (q5_0), `d*q` (q8_0), `d*table[q]` (IQ4_NL),
+//!   `d*sc*q - dmin*m` (q2_K, q4_K, q5_K), `d*sc*q` (q3_K, q6_K, IQ4_XS with the table
+//!   value), and a_i = d_y * q_y. Q4_1 and Q5_1 (`d*q + m`) pair with q8_1, whose
+//!   kernels take the min term per block as `m * s_y` with the stored f16 `s_y`: their
+//!   exact value is `sum_i d*q_i*a_i + sum_blocks m*s_y`, with the min term's magnitude
+//!   counted once per block; Every factor is exactly representable in f64 and products of
 //!   at most 11+11+24 significant bits plus small integers round only in the last bit
 //!   of the f64 sum (negligible against f32 rounding);
 //! - `magnitude` S = the sum over elements of the absolute values of every product
@@ -33,8 +37,14 @@
 //! |err| is 3.9e-2 of the bound (q4_0; 1.4e-2 to 2.6e-2 for the others) and at most
 //! 3.3e-7 of S.
 
+use tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL;
+use tiercheck_core::blocks::q2_k::crumb;
 use tiercheck_core::blocks::q4_k::scale_min_k4;
-use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use tiercheck_core::blocks::q5_0::quants5;
+use tiercheck_core::blocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
+};
 use tiercheck_core::GgmlType;
 
 /// Unit roundoff of binary32.
@@ -110,9 +120,108 @@ fn weight_terms(ty: GgmlType, w: &[u8]) -> Option<Vec<(f64, f64)>> {
                 }
             }
         }
+        GgmlType::Q5_0 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ5_0>(w).ok()? {
+                let d = b.d() as f64;
+                out.extend(quants5(&b.qs, b.qh).iter().map(|&q| (d * (q as f64 - 16.0), 0.0)));
+            }
+        }
+        GgmlType::IQ4_NL => {
+            for b in bytemuck::try_cast_slice::<u8, BlockIq4Nl>(w).ok()? {
+                out.extend(iq4_values(b.d() as f64, &b.qs).map(|v| (v, 0.0)));
+            }
+        }
+        GgmlType::IQ4_XS => {
+            for b in bytemuck::try_cast_slice::<u8, BlockIq4Xs>(w).ok()? {
+                for s in 0..8 {
+                    let dl = b.d() as f64 * (b.scale(s) as f64 - 32.0);
+                    out.extend(iq4_values(dl, &b.qs[16 * s..16 * s + 16]).map(|v| (v, 0.0)));
+                }
+            }
+        }
+        GgmlType::Q5_K => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ5K>(w).ok()? {
+                let (d, dmin) = (b.d() as f64, b.dmin() as f64);
+                for i in 0..256 {
+                    let (sc, m) = scale_min_k4(i / 32, &b.scales);
+                    out.push((d * sc as f64 * b.quant(i) as f64, dmin * m as f64));
+                }
+            }
+        }
+        GgmlType::Q3_K => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ3K>(w).ok()? {
+                let d = b.d() as f64;
+                for i in 0..256 {
+                    let sc = b.scale(i / 16) as f64 - 32.0;
+                    out.push((d * sc * b.quant(i) as f64, 0.0));
+                }
+            }
+        }
+        GgmlType::Q2_K => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ2K>(w).ok()? {
+                let (d, dmin) = (b.d() as f64, b.dmin() as f64);
+                for i in 0..256 {
+                    let code = b.scales[i / 16];
+                    let q = crumb(&b.qs, i) as f64;
+                    out.push((d * (code & 15) as f64 * q, dmin * (code >> 4) as f64));
+                }
+            }
+        }
         _ => return None,
     }
     Some(out)
+}
+
+/// The 32 values `d * table[index]` of 16 bytes of packed IQ4 indices.
+fn iq4_values(d: f64, qs: &[u8]) -> impl Iterator<Item = f64> + '_ {
+    let lo = qs.iter().map(move |&q| d * KVALUES_IQ4NL[(q & 15) as usize] as f64);
+    lo.chain(qs.iter().map(move |&q| d * KVALUES_IQ4NL[(q >> 4) as usize] as f64))
+}
+
+/// Per 32-value block of a Q4_1 or Q5_1 row: d and m and the unsigned quants.
+fn offset_blocks(ty: GgmlType, w: &[u8]) -> Option<Vec<(f64, f64, [u8; 32])>> {
+    let mut out = Vec::new();
+    match ty {
+        GgmlType::Q4_1 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ4_1>(w).ok()? {
+                let mut q = [0u8; 32];
+                for j in 0..16 {
+                    (q[j], q[j + 16]) = (b.qs[j] & 15, b.qs[j] >> 4);
+                }
+                out.push((b.d() as f64, b.m() as f64, q));
+            }
+        }
+        GgmlType::Q5_1 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ5_1>(w).ok()? {
+                out.push((b.d() as f64, b.m() as f64, quants5(&b.qs, b.qh)));
+            }
+        }
+        _ => return None,
+    }
+    Some(out)
+}
+
+/// [`dot_with_bound`] of a Q4_1 or Q5_1 row and a q8_1 row (module doc): the scale terms
+/// per element, the min term `m * s_y` per block.
+fn offset_dot(w: &[(f64, f64, [u8; 32])], act: &[u8]) -> Option<(f64, f64, f64)> {
+    let a = bytemuck::try_cast_slice::<u8, BlockQ8_1>(act).ok()?;
+    if a.len() != w.len() {
+        return None;
+    }
+    let (mut exact, mut mag) = (0.0f64, 0.0f64);
+    for ((d, m, q), y) in w.iter().zip(a) {
+        for (j, &qj) in q.iter().enumerate() {
+            let t = d * qj as f64 * y.d() as f64 * (y.qs[j] as i8) as f64;
+            exact += t;
+            mag += t.abs();
+        }
+        let t = m * y.s() as f64;
+        exact += t;
+        mag += t.abs();
+    }
+    let n = (32 * w.len() / 16 + 67) as f64;
+    let gamma = n * U / (1.0 - n * U);
+    Some((exact, mag, gamma * mag))
 }
 
 /// (exact, magnitude S, bound) for one weight row and one quantized activation row in
@@ -123,6 +232,11 @@ pub fn dot_with_bound(
     fmt: GgmlType,
     act: &[u8],
 ) -> Option<(f64, f64, f64)> {
+    if fmt == GgmlType::Q8_1 {
+        if let Some(blocks) = offset_blocks(wtype, w_row) {
+            return offset_dot(&blocks, act);
+        }
+    }
     let w = weight_terms(wtype, w_row)?;
     let a = activation_terms(fmt, act)?;
     if w.len() != a.len() {

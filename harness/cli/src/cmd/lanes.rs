@@ -4,6 +4,8 @@
 use anyhow::Result;
 
 use tiercheck_core::lane::Status;
+use tiercheck_core::quant::weights;
+use tiercheck_core::GgmlType;
 use tiercheck_core::Lane;
 use tiercheck_lanes::{self as lanes, host};
 
@@ -52,16 +54,31 @@ fn cell(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
 }
 
+/// The weight types `lane` multiplies (its vec_dot, matmul and, where it has one, its
+/// repack): those its activation rule is defined for, in the order of
+/// [`weights::QUANTIZABLE`].
+pub fn weight_types(lane: &Lane) -> Vec<GgmlType> {
+    weights::QUANTIZABLE.iter().copied().filter(|&t| lane.portable.act_rule(t).is_ok()).collect()
+}
+
+fn type_list(lane: &Lane) -> String {
+    weight_types(lane).iter().map(|t| t.name()).collect::<Vec<_>>().join(" ")
+}
+
 /// The lane table of README.md and docs/LANES.md, from the registry: one row per lane
-/// with its name, architecture, summary and status line. Ends with a newline.
+/// with its name, architecture, summary, weight types and status line. Ends with a
+/// newline.
 pub fn markdown_table() -> String {
-    let mut out = String::from("| lane | arch | reproduces | status |\n|---|---|---|---|\n");
+    let mut out = String::from(
+        "| lane | arch | reproduces | weight types | status |\n|---|---|---|---|---|\n",
+    );
     for lane in lanes::all() {
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} |\n",
             lane.name,
             lane.arch.name(),
             cell(lane.summary),
+            type_list(lane),
             status_line(&lane.status)
         ));
     }
@@ -102,6 +119,7 @@ pub fn run(names: bool, markdown: bool) -> Result<()> {
             println!("  {:<22} not checked on this host: {why}", "");
         }
         println!("  {:<22} {native}; portable twin: yes", "");
+        println!("  {:<22} weight types: {}", "", type_list(lane));
         let recipe: Vec<String> =
             lane.recipe.components().iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("  {:<22} {}", "", recipe.join(" "));

@@ -41,12 +41,11 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             check_from_float(lib, ty, rule)
         }));
     }
+    // The ref lane multiplies every quantizable type.
     for &ty in weights::QUANTIZABLE {
         trials.push(x64_trial(format!("oracle/x64/quantize/{}", ty.name()), move |lib| {
             check_quantize(lib, ty)
         }));
-    }
-    for &ty in weights::MULTIPLIED {
         trials.push(x64_trial(format!("oracle/x64/vec_dot/{}", ty.name()), move |lib| {
             check_vec_dot(lib, ty)
         }));

@@ -14,9 +14,29 @@
 //!   `sumf += sums[0]`, then `sums[1]`, ..., `sums[7]`, in order.
 //! - `ggml_vec_dot_q6_K_q8_K_generic`: the same shape with q6 values (-32..31), 16
 //!   scales (one per 16 values, two runs of 8 each) and no min term.
+//! - `ggml_vec_dot_q5_K_q8_K_generic`: q4_K's shape with 5-bit values (0..31).
+//! - `ggml_vec_dot_q3_K_q8_K_generic`: q6_K's shape with 3-bit values (-4..3) and scales
+//!   code - 32.
+//! - `ggml_vec_dot_q2_K_q8_K_generic`: per superblock one integer sum `isum` of
+//!   scale_s * (q8 * q2) and `summs` of `bsums[s] * min_s`; `sumf += dall*(float)isum -
+//!   dmin*(float)summs` with `dall = y.d * f16(x.d)`, `dmin = y.d * f16(x.dmin)` (each
+//!   product and the difference rounded, then the sum).
+//! - `ggml_vec_dot_q4_1_q8_1_generic` / `q5_1_q8_1`: per block
+//!   `sumf += (d_x*d_y)*(float)sumi + m_x*s_y` (four roundings in that order, then the sum).
+//! - `ggml_vec_dot_q5_0_q8_0_generic`: per block `sumf += (d_x*d_y)*(float)sumi` (not
+//!   q4_0's `(sumi*d_x)*d_y`).
+//! - `ggml_vec_dot_iq4_nl_q8_0_generic`: per block `sumf += (d_y*d_x)*(float)sumi` over the
+//!   table values; `ggml_vec_dot_iq4_xs_q8_K_generic`: per 32-value sub-block
+//!   `sumf += (d4d8*(float)(code - 32))*(float)sumi` with `d4d8 = f16(x.d)*y.d`.
 
+use crate::blocks::iq4_nl::KVALUES_IQ4NL;
+use crate::blocks::q2_k::crumb;
 use crate::blocks::q4_k::scale_min_k4;
-use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0, QK, QK_K};
+use crate::blocks::q5_0::quants5;
+use crate::blocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, QK, QK_K,
+};
 
 /// `ggml_vec_dot_q4_0_q8_0_generic`.
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
@@ -126,6 +146,173 @@ pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     }
     for s in sums {
         sumf += s;
+    }
+    sumf
+}
+
+/// The eight i32 lanes of the K-quant generic kernels: lane l accumulates, over the runs
+/// of 8 values, `scale(run) * (q8 * a)` of the run's l-th value (the product as int16).
+#[inline]
+fn lanes8(a: &[i8; QK_K], y: &BlockQ8K, scale: impl Fn(usize) -> i32) -> [i32; 8] {
+    let mut aux32 = [0i32; 8];
+    for (run, chunk) in a.chunks_exact(8).enumerate() {
+        let sc = scale(run);
+        for l in 0..8 {
+            let prod = y.q(8 * run + l) as i16 * chunk[l] as i16;
+            aux32[l] += sc * prod as i32;
+        }
+    }
+    aux32
+}
+
+/// `ggml_vec_dot_q5_K_q8_K_generic`.
+pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let mut a = [0i8; QK_K];
+        for (i, a) in a.iter_mut().enumerate() {
+            *a = xb.quant(i) as i8;
+        }
+        let (mut scales, mut mins) = ([0u8; 8], [0u8; 8]);
+        for j in 0..8 {
+            (scales[j], mins[j]) = scale_min_k4(j, &xb.scales);
+        }
+        let mut sumi = 0i32;
+        for g in 0..QK_K / 16 {
+            sumi += yb.bsum(g) as i32 * mins[g / 2] as i32;
+        }
+        let aux32 = lanes8(&a, yb, |run| scales[run / 4] as i32);
+        let d = xb.d() * yb.d();
+        for l in 0..8 {
+            sums[l] += d * aux32[l] as f32;
+        }
+        let dmin = xb.dmin() * yb.d();
+        sumf -= dmin * sumi as f32;
+    }
+    for s in sums {
+        sumf += s;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q3_K_q8_K_generic`.
+pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let mut a = [0i8; QK_K];
+        for (i, a) in a.iter_mut().enumerate() {
+            *a = xb.quant(i) as i8;
+        }
+        let aux32 = lanes8(&a, yb, |run| xb.scale(run / 2) as i32 - 32);
+        let d = xb.d() * yb.d();
+        for l in 0..8 {
+            sums[l] += d * aux32[l] as f32;
+        }
+    }
+    for s in sums {
+        sumf += s;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q2_K_q8_K_generic`.
+pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let mut summs = 0i32;
+        for s in 0..16 {
+            summs += yb.bsum(s) as i32 * (xb.scales[s] >> 4) as i32;
+        }
+        let dall = yb.d() * xb.d();
+        let dmin = yb.d() * xb.dmin();
+        let mut isum = 0i32;
+        for s in 0..16 {
+            let mut isuml = 0i32;
+            for l in 0..16 {
+                let i = 16 * s + l;
+                isuml += yb.q(i) as i32 * crumb(&xb.qs, i) as i32;
+            }
+            isum += (xb.scales[s] & 0xF) as i32 * isuml;
+        }
+        sumf += dall * isum as f32 - dmin * summs as f32;
+    }
+    sumf
+}
+
+/// `sum(q_x * q_y)` of 32 unsigned 4- or 5-bit quants and a q8 block's quants.
+#[inline]
+fn dot32(q: &[u8; QK], y: &[u8; QK]) -> i32 {
+    q.iter().zip(y).map(|(&a, &b)| a as i32 * (b as i8) as i32).sum()
+}
+
+/// `ggml_vec_dot_q4_1_q8_1_generic`.
+pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let mut q = [0u8; QK];
+        for j in 0..QK / 2 {
+            (q[j], q[j + QK / 2]) = (xb.qs[j] & 0x0F, xb.qs[j] >> 4);
+        }
+        let sumi = dot32(&q, &yb.qs);
+        sumf += (xb.d() * yb.d()) * sumi as f32 + xb.m() * yb.s();
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q5_1_q8_1_generic`.
+pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let sumi = dot32(&quants5(&xb.qs, xb.qh), &yb.qs);
+        sumf += (xb.d() * yb.d()) * sumi as f32 + xb.m() * yb.s();
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q5_0_q8_0_generic`.
+pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let q = quants5(&xb.qs, xb.qh);
+        let sumi: i32 = (0..QK).map(|j| (q[j] as i32 - 16) * yb.q(j) as i32).sum();
+        sumf += (xb.d() * yb.d()) * sumi as f32;
+    }
+    sumf
+}
+
+/// `sum(table[index] * q8)` over 32 values: 16 bytes of packed indices against 32 int8.
+#[inline]
+fn dot_iq4(qs: &[u8], q8: impl Fn(usize) -> i8) -> i32 {
+    let (mut s1, mut s2) = (0i32, 0i32);
+    for j in 0..16 {
+        s1 += q8(j) as i32 * KVALUES_IQ4NL[(qs[j] & 0xF) as usize] as i32;
+        s2 += q8(j + 16) as i32 * KVALUES_IQ4NL[(qs[j] >> 4) as usize] as i32;
+    }
+    s1 + s2
+}
+
+/// `ggml_vec_dot_iq4_nl_q8_0_generic`.
+pub fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let d = yb.d() * xb.d();
+        sumf += d * dot_iq4(&xb.qs, |j| yb.q(j)) as f32;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_iq4_xs_q8_K_generic`.
+pub fn vec_dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let d4d8 = xb.d() * yb.d();
+        for s in 0..8 {
+            let dl = d4d8 * (xb.scale(s) as i32 - 32) as f32;
+            let sumi = dot_iq4(&xb.qs[16 * s..16 * s + 16], |j| yb.q(32 * s + j));
+            sumf += dl * sumi as f32;
+        }
     }
     sumf
 }
