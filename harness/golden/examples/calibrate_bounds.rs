@@ -1,17 +1,18 @@
 //! Calibration of the dot-product error bound (`tiercheck_golden::exact`): for many
 //! seeds, shapes and weight types, the largest |ref - exact| / bound that the `ref`
 //! lane reaches. A rigorous bound gives ratios below 1; this shows how much slack it
-//! leaves. Run: `cargo run --release -p tiercheck-golden --example calibrate_bounds [seeds]`.
+//! leaves. Run: `cargo run --release -p tiercheck-golden --example calibrate_bounds [seeds]
+//! [--bounds-only]`.
 
 use tiercheck_core::quant::weights;
-use tiercheck_core::{lane, GgmlType};
+use tiercheck_core::lane;
 use tiercheck_golden::exact::dot_with_bound;
 use tiercheck_model::kernel_inputs::{Rng, RowKind};
 
 fn main() {
     let seeds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(200);
     let r = lane("ref").expect("ref");
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    for &ty in weights::QUANTIZABLE {
         let fmt = r.portable.act_rule(ty).expect("rule").format();
         let (mut worst, mut worst_rel) = (0.0f64, 0.0f64);
         for seed in 0..seeds {
@@ -37,7 +38,9 @@ fn main() {
             seeds
         );
     }
-    calibrate_nmse(seeds);
+    if std::env::args().nth(2).as_deref() != Some("--bounds-only") {
+        calibrate_nmse(seeds);
+    }
 }
 
 /// NMSE of every non-`ref` lane's vec_dot outputs against `ref`'s, per weight type and
@@ -45,7 +48,7 @@ fn main() {
 pub fn calibrate_nmse(seeds: u64) {
     let r = lane("ref").expect("ref");
     for l in tiercheck_core::LANES.iter().filter(|l| l.name != "ref") {
-        for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        for &ty in weights::MULTIPLIED {
             let mut worst = (0.0f64, "");
             let mut worst_same = 0.0f64;
             let mut worst_nontie = 0.0f64;

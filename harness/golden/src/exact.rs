@@ -33,9 +33,9 @@
 //! This bound is loose but rigorous, so a tolerance failure is a real bug: a wrong
 //! scale, a dropped block or a mis-decoded nibble moves the result by O(S).
 //! Calibration (`cargo run --release -p tiercheck-golden --example calibrate_bounds`, 200
-//! seeds x k in {256, 4096, 17408} x the four weight types): the `ref` lane's largest
-//! |err| is 3.9e-2 of the bound (q4_0; 1.4e-2 to 2.6e-2 for the others) and at most
-//! 3.3e-7 of S.
+//! seeds x k in {256, 4096, 17408} x the twelve weight types): the `ref` lane's largest
+//! |err| is 4.4e-2 of the bound (q5_0; 3.9e-2 q4_0, 1.3e-2 to 2.6e-2 for the others) and
+//! at most 5.0e-7 of S (iq4_nl).
 
 use tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL;
 use tiercheck_core::blocks::q2_k::crumb;
