@@ -4,8 +4,8 @@
 //! leaves. Run: `cargo run --release -p tiercheck-golden --example calibrate_bounds [seeds]
 //! [--bounds-only]`.
 
-use tiercheck_core::quant::weights;
 use tiercheck_core::lane;
+use tiercheck_core::quant::weights;
 use tiercheck_golden::exact::dot_with_bound;
 use tiercheck_model::kernel_inputs::{Rng, RowKind};
 

@@ -9,7 +9,9 @@
 //! [`Selection`] reads libtest's command line as libtest itself does, several filters
 //! included: a trial runs when its name contains any of the filters (equals one, with
 //! `--exact`) and none of the `--skip` strings. libtest-mimic takes one filter; the others
-//! are applied here before it runs. `-- golden:: threads::` thus runs two suites, and
+//! are applied here before it runs (so with several filters the summary counts the
+//! trials they leave out as not there at all: "0 filtered out"). `-- golden:: threads::`
+//! thus runs two suites, and
 //! `-- native --skip model::` the native trials of every suite but one.
 
 use std::ffi::OsString;
