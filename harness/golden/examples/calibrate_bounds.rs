@@ -48,7 +48,7 @@ fn main() {
 pub fn calibrate_nmse(seeds: u64) {
     let r = lane("ref").expect("ref");
     for l in tiercheck_core::LANES.iter().filter(|l| l.name != "ref") {
-        for &ty in weights::MULTIPLIED {
+        for &ty in tiercheck_core::lane::WEIGHT_TYPES {
             let mut worst = (0.0f64, "");
             let mut worst_same = 0.0f64;
             let mut worst_nontie = 0.0f64;

@@ -1,6 +1,5 @@
 //! Running one kernel case on one lane implementation.
 
-use tiercheck_core::quant::weights;
 use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 
 use tiercheck_core::elem::{self, ElemOps};
@@ -55,7 +54,9 @@ pub fn applicable(lane: &Lane, case: &Case) -> bool {
         Op::Quantize(fmt) => family_for_format(lane, fmt).is_some(),
         // Every lane dequantizes the four types the lanes multiply (the GPU lanes too,
         // which have no q4_0 matmul); a codec only some lanes multiply, only those.
-        Op::Dequantize(t) => weights::MULTIPLIED.contains(&t) || lane.portable.act_rule(t).is_ok(),
+        Op::Dequantize(t) => {
+            tiercheck_core::lane::WEIGHT_TYPES.contains(&t) || lane.portable.act_rule(t).is_ok()
+        }
         Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => lane.portable.act_rule(t).is_ok(),
         Op::Elem(kind) => !kind.gpu_only() || lane.recipe.elem.mmvf().is_some(),
     }

@@ -197,6 +197,14 @@ impl<'m> Decoder<'m> {
                 return Ok(Linear::F32 { n, k, w });
             }
             let Arith::Lane { kernels, .. } = arith else { unreachable!() };
+            if kernels.act_rule(t.ty).is_err() {
+                return Err(ModelError::Request(format!(
+                    "{}: tensor '{name}' is {}, which the chosen lane does not multiply \
+                     (`tiercheck lanes` lists each lane's weight types; `ref` multiplies all)",
+                    f.path(),
+                    t.ty.name()
+                )));
+            }
             let w = WeightMatrix::new(t.ty, n, k, data).map_err(kerr(name))?;
             let p = kernels.prepare(w, Target::Cpu).map_err(kerr(format!("prepare {name}")))?;
             // A repacked copy is all the lane reads: release the mapped plain pages (the

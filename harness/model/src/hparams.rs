@@ -208,14 +208,14 @@ impl HParams {
                 t.ty == GgmlType::F32
             } else {
                 name == "token_embd.weight"
-                    || tiercheck_core::lane::WEIGHT_TYPES.contains(&t.ty)
+                    || tiercheck_core::quant::weights::QUANTIZABLE.contains(&t.ty)
                     || t.ty == GgmlType::F32
             };
             if !ok {
                 return Err(bad(
                     p,
                     format!(
-                        "tensor '{name}' is {}; the decoder multiplies q4_0, q8_0, q4_K, q6_K (or f32) weights and reads f32 norms",
+                        "tensor '{name}' is {}; the decoder reads q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs (or f32) weights and f32 norms",
                         t.ty.name()
                     ),
                 ));

@@ -267,6 +267,16 @@ impl ShapeOptions {
             n_layer: Some(recipe.n_layer),
         };
         let plans = model_quant::plan_tensors("--shape", &infos, recipe.scheme, &facts)?;
+        if let Some(p) = plans.iter().find(|p| p.to != GgmlType::F32 && !GENERATED.contains(&p.to))
+        {
+            return Err(invalid(format!(
+                "--quantization {}: tensor '{}' would be {}, and shaped models generate random \
+                 blocks of q4_0, q8_0, q4_K and q6_K only (schemes q4_0, q8_0, q4_k, q6_k, q4_k_m)",
+                self.quantization,
+                p.name,
+                p.to.name()
+            )));
+        }
         let types = plans.iter().map(|p| p.to).collect();
         Ok(ShapedModel { recipe, tied: shape.tied, tensors, types })
     }
@@ -403,6 +413,9 @@ fn scale(rng: &mut Rng, sigma: f64, spread: f64) -> u16 {
     let u = 0.75 + 0.5 * ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64);
     f32_to_f16_bits((sigma / (spread * JITTER_SQ.sqrt()) * u) as f32)
 }
+
+/// The weight types [`fill_row`] generates.
+const GENERATED: [GgmlType; 4] = [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
 
 /// One row of random blocks of `ty` (see the module doc) for standard deviation `sigma`.
 pub fn fill_row(ty: GgmlType, seed: u64, sigma: f64, row: &mut [u8]) {
@@ -579,12 +592,13 @@ mod tests {
     #[test]
     fn bad_options_are_refused_with_the_option_named() {
         let base = ShapeOptions { shape: "0.6b".into(), ..Default::default() };
-        let cases: [(ShapeOptions, &str); 5] = [
+        let cases: [(ShapeOptions, &str); 6] = [
             (ShapeOptions { layers: Some(0), ..base.clone() }, "--layers 0"),
             (ShapeOptions { layers: Some(29), ..base.clone() }, "has 28 layers"),
             (ShapeOptions { vocab: Some(10), ..base.clone() }, "--vocab 10"),
             (ShapeOptions { threads: 0, ..base.clone() }, "--threads 0"),
             (ShapeOptions { quantization: "iq2_xxs".into(), ..base.clone() }, "iq2_xxs"),
+            (ShapeOptions { quantization: "q5_k_m".into(), ..base.clone() }, "would be q5_K"),
         ];
         for (opts, want) in cases {
             let err = opts.model().unwrap_err().to_string();

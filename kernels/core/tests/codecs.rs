@@ -136,10 +136,11 @@ fn q2_k_reads_crumbs_of_32_byte_halves_with_nibble_scales_and_mins() {
     }
     let b = BlockQ2K { scales, qs, d: ONE, dmin: HALF };
     let y = dequant(GgmlType::Q2_K, bytemuck::bytes_of(&b));
-    for i in 0..256 {
+    assert_eq!(y.len(), 256);
+    for (i, &v) in y.iter().enumerate() {
         let (h, j) = (i / 128, (i % 128) / 32);
         let s = i / 16;
-        assert_eq!(y[i], s as f32 * ((j + h) % 4) as f32 - 0.5, "value {i}");
+        assert_eq!(v, s as f32 * ((j + h) % 4) as f32 - 0.5, "value {i}");
     }
 }
 
@@ -167,9 +168,10 @@ fn q3_k_subtracts_four_where_the_hmask_bit_is_clear() {
         assert_eq!(b.scale(s), 33 + s as u8);
     }
     let y = dequant(GgmlType::Q3_K, bytemuck::bytes_of(&b));
-    for i in 0..256 {
+    assert_eq!(y.len(), 256);
+    for (i, &v) in y.iter().enumerate() {
         let q = if i % 3 == 0 { 3.0 } else { -1.0 };
-        assert_eq!(y[i], (i / 16 + 1) as f32 * q, "value {i}");
+        assert_eq!(v, (i / 16 + 1) as f32 * q, "value {i}");
     }
 }
 
@@ -198,9 +200,10 @@ fn iq4_indices_select_the_non_linear_levels() {
     qs.iter_mut().enumerate().for_each(|(i, q)| *q = (i % 16) as u8 * 0x11);
     let b = BlockIq4Xs { d: ONE, scales_h: scales_h.to_le_bytes(), scales_l, qs };
     let y = dequant(GgmlType::IQ4_XS, bytemuck::bytes_of(&b));
-    for i in 0..256 {
+    assert_eq!(y.len(), 256);
+    for (i, &v) in y.iter().enumerate() {
         let (s, j) = (i / 32, i % 16);
-        assert_eq!(y[i], (s as f32 - 4.0) * KVALUES_IQ4NL[j] as f32, "value {i}");
+        assert_eq!(v, (s as f32 - 4.0) * KVALUES_IQ4NL[j] as f32, "value {i}");
     }
 }
 

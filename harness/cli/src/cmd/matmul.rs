@@ -84,11 +84,16 @@ fn cmd_matmul(
             t.dims.len()
         );
     }
-    if !tiercheck_core::lane::WEIGHT_TYPES.contains(&t.ty) {
+    if chosen.kernels.act_rule(t.ty).is_err() {
+        let types = crate::cmd::lanes::weight_types(lane);
+        let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
         bail!(
-            "{}: tensor '{tensor}' is {}; lanes multiply q4_0, q8_0, q4_K and q6_K weights",
+            "{}: tensor '{tensor}' is {}; lane {} multiplies {} weights (`ref` multiplies every \
+             quantizable type)",
             gguf.display(),
-            t.ty.name()
+            t.ty.name(),
+            lane.name,
+            names.join(", ")
         );
     }
     let (k, n) = (t.dims[0] as usize, t.dims[1] as usize);

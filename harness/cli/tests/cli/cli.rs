@@ -813,3 +813,33 @@ fn lane_tables_in_the_docs_are_generated() {
     let doc = format!("x\n<!-- lanes:begin (generated) -->\n{table}<!-- lanes:end -->\ny\n");
     assert_eq!(generated_part(&doc).unwrap(), table);
 }
+
+/// A model of another weight type runs on the lane that multiplies it (`ref`: all twelve)
+/// and is refused, naming the tensor and its type, by a lane that does not.
+#[test]
+fn a_q5_k_m_model_runs_on_ref_and_is_refused_by_a_lane_without_q5_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.toml");
+    std::fs::write(&recipe, TINY_RECIPE.replace("\"q4_k_m\"", "\"q5_k_m\"")).unwrap();
+    let cache = dir.path().join("cache");
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercheck"))
+        .args(["golden", "model", "--recipe", recipe.to_str().unwrap(), "--bless"])
+        .args(["--cache", cache.to_str().unwrap()])
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let model = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let f = GgufFile::open(&model).unwrap();
+    assert_eq!(f.tensor("blk.0.attn_q.weight").unwrap().ty, GgmlType::Q5_K);
+    let trace = dir.path().join("t.safetensors");
+    let t = trace.to_str().unwrap();
+    let run = ["run", "--model", &model, "--teacher-force", "1,2,3", "--steps", "1", "--quiet"];
+    ok(&[&run[..], &["--lane", "ref", "--out", t]].concat());
+    let steps = tiercheck_model::sequence::read_trace(&trace).unwrap().steps;
+    assert_eq!(steps[0].input_ids, vec![1, 2, 3]);
+    assert!(steps.iter().all(|s| s.top.iter().all(|(_, l)| l.is_finite())), "{:?}", steps[0].top);
+    let e = fails(&[&run[..], &["--lane", "x86_64-avx2", "--impl", "portable"]].concat());
+    assert!(e.contains("blk.0.attn_q.weight") && e.contains("q5_K"), "{e}");
+    assert!(e.contains("does not multiply"), "{e}");
+}

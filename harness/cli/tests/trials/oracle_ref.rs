@@ -68,7 +68,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             move |lib| check_from_float(lib, ty, rule),
         ));
     }
-    for &ty in weights::MULTIPLIED {
+    for &ty in tiercheck_core::lane::WEIGHT_TYPES {
         trials.push(tier_trial(
             Tier::Haswell,
             format!("oracle/haswell/vec_dot/{}/x86_64-avx2", ty.name()),

@@ -264,6 +264,7 @@ impl core::fmt::Debug for Lane {
     }
 }
 
-/// The weight types every lane multiplies.
+/// The weight types every lane multiplies (a lane may multiply more: those its
+/// [`Kernels::act_rule`] is defined for among [`crate::quant::weights::QUANTIZABLE`]).
 pub const WEIGHT_TYPES: &[GgmlType] =
     &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];

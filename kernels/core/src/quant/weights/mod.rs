@@ -40,7 +40,8 @@ pub(super) fn signed_absmax(x: &[f32]) -> (f32, f32) {
 pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
 
 /// The weight types this crate can quantize (and dequantize), each bitwise with ggml's
-/// reference quantizer.
+/// reference quantizer. Every lane multiplies [`crate::lane::WEIGHT_TYPES`]; which lane
+/// multiplies which of the others, its activation rule says (`ref`: all of them).
 pub const QUANTIZABLE: &[GgmlType] = &[
     GgmlType::Q4_0,
     GgmlType::Q4_1,
@@ -55,11 +56,6 @@ pub const QUANTIZABLE: &[GgmlType] = &[
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
 ];
-
-/// The weight types the lanes multiply (every lane's vec_dot, matmul and repack): a subset
-/// of [`QUANTIZABLE`]; the others are codecs only so far.
-pub const MULTIPLIED: &[GgmlType] =
-    &[GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
 
 /// Quantize `nrows` rows of `n_per_row` values with the reference quantizer of `ty` (for
 /// IQ4_NL, the chunk quantizer's search, `ntry = 7`: what llama.cpp writes into models).
