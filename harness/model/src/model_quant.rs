@@ -142,9 +142,13 @@ impl ModelFacts {
                 .and_then(|v| v.to_u64())
                 .and_then(|v| u32::try_from(v).ok())
         };
+        // No head_count_kv key: one kv head per head (llama.cpp's default). A key that is
+        // not one integer (a per-layer array) leaves n_gqa unknown.
+        let kv_key = arch.as_deref().map(|a| format!("{a}.attention.head_count_kv"));
+        let has_kv = kv_key.is_some_and(|k| file.get(&k).is_some());
         let n_gqa = match (num("attention.head_count"), num("attention.head_count_kv")) {
             (Some(h), Some(kv)) if kv > 0 => Some(h / kv),
-            (Some(_), None) => Some(1),
+            (Some(_), None) if !has_kv => Some(1),
             _ => None,
         };
         ModelFacts {
@@ -444,7 +448,142 @@ pub fn quantize(
 
 #[cfg(test)]
 mod tests {
-    use super::use_more_bits;
+    use super::*;
+
+    /// A qwen3-like tensor list: `n` layers of attn_q/k/v/output and ffn_gate/up/down
+    /// (rows of `row` values), norms, the embedding and an output.
+    fn tensors(n: usize, row: u64) -> Vec<TensorDecl> {
+        let mut t = vec![TensorDecl {
+            name: "token_embd.weight".into(),
+            dims: vec![row, 64],
+            ty: GgmlType::F32,
+        }];
+        for l in 0..n {
+            for k in ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
+            {
+                t.push(TensorDecl {
+                    name: format!("blk.{l}.{k}.weight"),
+                    dims: vec![row, row],
+                    ty: GgmlType::F32,
+                });
+            }
+            t.push(TensorDecl {
+                name: format!("blk.{l}.attn_norm.weight"),
+                dims: vec![row],
+                ty: GgmlType::F32,
+            });
+        }
+        t.push(TensorDecl { name: "output.weight".into(), dims: vec![row, 64], ty: GgmlType::F32 });
+        t
+    }
+
+    fn facts(n_gqa: u32) -> ModelFacts {
+        ModelFacts {
+            arch: Some("qwen3".into()),
+            n_gqa: Some(n_gqa),
+            n_expert: 1,
+            n_layer: Some(16),
+        }
+    }
+
+    /// The type of `name` in the plan.
+    fn ty(plans: &[TensorPlan], name: &str) -> GgmlType {
+        plans.iter().find(|p| p.name == name).unwrap().to
+    }
+
+    #[test]
+    fn mixes_follow_the_rules_written_in_the_module_doc() {
+        let t = tensors(16, 256);
+        // Q3_K_M: attn_v Q5_K for the first two, then Q4_K; ffn_down Q5_K below n/16 = 1,
+        // then Q4_K; attn_output Q4_K; the rest Q3_K; output Q6_K; norms kept.
+        let p = plan_tensors("m", &t, Scheme::Q3KM, &facts(2)).unwrap();
+        assert_eq!(ty(&p, "blk.1.attn_v.weight"), GgmlType::Q5_K);
+        assert_eq!(ty(&p, "blk.2.attn_v.weight"), GgmlType::Q4_K);
+        assert_eq!(ty(&p, "blk.0.ffn_down.weight"), GgmlType::Q5_K);
+        assert_eq!(ty(&p, "blk.1.ffn_down.weight"), GgmlType::Q4_K);
+        assert_eq!(ty(&p, "blk.5.attn_output.weight"), GgmlType::Q4_K);
+        assert_eq!(ty(&p, "blk.5.ffn_up.weight"), GgmlType::Q3_K);
+        assert_eq!(ty(&p, "output.weight"), GgmlType::Q6_K);
+        assert_eq!(ty(&p, "token_embd.weight"), GgmlType::Q3_K);
+        assert_eq!(ty(&p, "blk.0.attn_norm.weight"), GgmlType::F32);
+        // Q2_K: attn_v by n_gqa, ffn_down and attn_output Q3_K.
+        let p = plan_tensors("m", &t, Scheme::Q2K, &facts(4)).unwrap();
+        assert_eq!(ty(&p, "blk.9.attn_v.weight"), GgmlType::Q4_K);
+        let p = plan_tensors("m", &t, Scheme::Q2K, &facts(2)).unwrap();
+        assert_eq!(ty(&p, "blk.9.attn_v.weight"), GgmlType::Q3_K);
+        assert_eq!(ty(&p, "blk.9.ffn_down.weight"), GgmlType::Q3_K);
+        assert_eq!(ty(&p, "blk.9.attn_output.weight"), GgmlType::Q3_K);
+        assert_eq!(ty(&p, "blk.9.attn_q.weight"), GgmlType::Q2_K);
+        // IQ4_XS: attn_v Q5_K when n_gqa >= 4; ffn_down Q5_K below n/8 = 2.
+        let p = plan_tensors("m", &t, Scheme::IQ4XS, &facts(4)).unwrap();
+        assert_eq!(ty(&p, "blk.3.attn_v.weight"), GgmlType::Q5_K);
+        assert_eq!(ty(&p, "blk.1.ffn_down.weight"), GgmlType::Q5_K);
+        assert_eq!(ty(&p, "blk.2.ffn_down.weight"), GgmlType::IQ4_XS);
+        let p = plan_tensors("m", &t, Scheme::IQ4XS, &facts(2)).unwrap();
+        assert_eq!(ty(&p, "blk.3.attn_v.weight"), GgmlType::IQ4_XS);
+        // Q5_K_M: the more-bits layers of 16: 0, 1, 4, 7, 10, 13, 14, 15.
+        let p = plan_tensors("m", &t, Scheme::Q5KM, &facts(2)).unwrap();
+        let six: Vec<usize> = (0..16)
+            .filter(|l| ty(&p, &format!("blk.{l}.ffn_down.weight")) == GgmlType::Q6_K)
+            .collect();
+        assert_eq!(six, [0, 1, 4, 7, 10, 13, 14, 15]);
+        assert_eq!(ty(&p, "blk.2.attn_q.weight"), GgmlType::Q5_K);
+    }
+
+    #[test]
+    fn rows_that_are_not_whole_blocks_fall_back_as_llama_cpp() {
+        // 32-value rows: Q4_K -> Q5_0, Q5_K -> Q5_1, Q3_K/Q2_K -> Q4_0, Q6_K -> Q8_0,
+        // IQ4_XS -> IQ4_NL; the output (not whole blocks of the default) is Q8_0.
+        let t = tensors(8, 96);
+        let p = plan_tensors("m", &t, Scheme::Q4KM, &facts(2)).unwrap();
+        assert_eq!(ty(&p, "blk.2.attn_q.weight"), GgmlType::Q5_0);
+        assert_eq!(ty(&p, "blk.0.attn_v.weight"), GgmlType::Q8_0);
+        assert_eq!(ty(&p, "output.weight"), GgmlType::Q8_0);
+        let p = plan_tensors("m", &t, Scheme::Q5KM, &facts(2)).unwrap();
+        assert_eq!(ty(&p, "blk.2.attn_q.weight"), GgmlType::Q5_1);
+        let p = plan_tensors("m", &t, Scheme::Q3KM, &facts(2)).unwrap();
+        assert_eq!(ty(&p, "blk.2.attn_q.weight"), GgmlType::Q4_0);
+        let p = plan_tensors("m", &t, Scheme::IQ4XS, &facts(2)).unwrap();
+        assert_eq!(ty(&p, "blk.2.attn_q.weight"), GgmlType::IQ4_NL);
+        // Rows of 48: no 32-value fallback fits either (llama.cpp would write F16).
+        let e = plan_tensors("m.gguf", &tensors(8, 48), Scheme::Q4KM, &facts(2)).unwrap_err();
+        assert!(e.to_string().contains("m.gguf: tensor 'token_embd.weight'"), "{e}");
+    }
+
+    #[test]
+    fn mixes_whose_rules_are_not_reproduced_are_refused() {
+        let t = tensors(8, 256);
+        let refused = |f: ModelFacts, want: &str| {
+            let e = plan_tensors("m.gguf", &t, Scheme::Q4KM, &f).unwrap_err().to_string();
+            assert!(e.starts_with("m.gguf: ") && e.contains(want), "{e}");
+        };
+        refused(ModelFacts { n_expert: 8, ..facts(2) }, "8 experts");
+        refused(ModelFacts { arch: Some("falcon".into()), ..facts(2) }, "Falcon");
+        refused(ModelFacts { arch: Some("llama".into()), n_layer: Some(80), ..facts(2) }, "70B");
+        let e = plan_tensors("m", &t, Scheme::Q2K, &ModelFacts { n_gqa: None, ..facts(2) })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("head_count"), "{e}");
+        // A uniform scheme has no such rules.
+        assert!(plan_tensors(
+            "m",
+            &t,
+            Scheme::Uniform(GgmlType::Q5_0),
+            &ModelFacts { n_expert: 8, ..facts(2) }
+        )
+        .is_ok());
+        for (name, want) in [
+            ("q5_k_m", Some(Scheme::Q5KM)),
+            ("IQ4_XS", Some(Scheme::IQ4XS)),
+            ("uniform:iq4_xs", Some(Scheme::Uniform(GgmlType::IQ4_XS))),
+            ("q5_0", Some(Scheme::Uniform(GgmlType::Q5_0))),
+            ("uniform:f32", None),
+            ("iq2_xxs", None),
+            ("uniform:", None),
+        ] {
+            assert_eq!(Scheme::parse(name), want, "{name}");
+        }
+    }
 
     #[test]
     fn more_bits_layers_match_llama_cpp_for_8_and_64_layers() {
