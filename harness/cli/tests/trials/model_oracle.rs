@@ -1923,9 +1923,31 @@ fn host_has_avx512() -> bool {
 
 /// `tiercheck gguf quantize --type <scheme>` against llama.cpp's own `llama_model_quantize`
 /// (the haswell build, ftype `ftype`, no importance matrix, through `ci/py/llama_quantize.py`)
-/// on the embedded model's f32 form (8 layers, n_head/n_head_kv = 4): every tensor's type
-/// and bytes, and `general.file_type`, equal.
+/// on two f32 models: the embedded model's (8 layers, n_head/n_head_kv = 4) and a narrower
+/// one with 17 layers and n_head/n_head_kv = 1 (the other side of the n_gqa rules, and
+/// Q3_K_M's n/16 rule on a layer): every tensor's type and bytes, and `general.file_type`,
+/// equal.
 fn llama_quantize(scheme: &str, ftype: u32) -> Result<(), String> {
+    let recipe = Recipe::load(&Recipe::default_path()).map_err(|e| e.to_string())?;
+    llama_quantize_model(scheme, ftype, &recipe)?;
+    let text = std::fs::read_to_string(Recipe::default_path()).map_err(|e| e.to_string())?;
+    let mut edited = String::new();
+    for line in text.lines() {
+        let line = match line.split(" = ").next() {
+            Some("n_layer") => "n_layer = 17",
+            Some("n_head_kv") => "n_head_kv = 8",
+            Some("n_ff") => "n_ff = 512",
+            Some("n_vocab") => "n_vocab = 512",
+            _ => line,
+        };
+        edited.push_str(line);
+        edited.push('\n');
+    }
+    let narrow = Recipe::parse("<17-layer recipe>", &edited).map_err(|e| e.to_string())?;
+    llama_quantize_model(scheme, ftype, &narrow)
+}
+
+fn llama_quantize_model(scheme: &str, ftype: u32, recipe: &Recipe) -> Result<(), String> {
     let key = tiercheck_oracle::llama_env("haswell").map_err(|e| e.to_string())?;
     let lib = OracleConfig::from_env().setting(key).map_err(|e| e.to_string())?;
     if !lib.join("libllama.so").is_file() {
@@ -1935,8 +1957,7 @@ fn llama_quantize(scheme: &str, ftype: u32) -> Result<(), String> {
         ));
     }
     let py = python()?;
-    let recipe = Recipe::load(&Recipe::default_path()).map_err(|e| e.to_string())?;
-    let f32_bytes = embedded::generate_f32(&recipe).map_err(|e| e.to_string())?;
+    let f32_bytes = embedded::generate_f32(recipe).map_err(|e| e.to_string())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let (src, dst) = (dir.path().join("f32.gguf"), dir.path().join("theirs.gguf"));
     std::fs::write(&src, &f32_bytes).map_err(|e| e.to_string())?;
@@ -1993,7 +2014,11 @@ fn llama_quantize(scheme: &str, ftype: u32) -> Result<(), String> {
         ));
     }
     if bad.is_empty() {
-        eprintln!("{scheme:?}: {} tensors equal, types {types:?}", theirs.tensors().len());
+        eprintln!(
+            "{scheme:?}, {} layers: {} tensors equal, types {types:?}",
+            recipe.n_layer,
+            theirs.tensors().len()
+        );
         Ok(())
     } else {
         Err(format!(
