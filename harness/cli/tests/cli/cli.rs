@@ -156,8 +156,23 @@ fn dequant_writes_the_tensor_as_safetensors() {
 #[test]
 fn matmul_replays_the_lane_bitwise_for_gemv_and_gemm() {
     let f = Fixture::new();
-    for scheme in ["q4_0", "q8_0", "q4_k", "q6_k"] {
-        let qfile = f.p(&format!("{scheme}.gguf"));
+    // The ref lane multiplies every quantizable type.
+    let schemes = [
+        "q4_0",
+        "q8_0",
+        "q4_k",
+        "q6_k",
+        "q4_1",
+        "q5_0",
+        "q5_1",
+        "q3_k",
+        "q5_k",
+        "iq4_nl",
+        "uniform:q2_k",
+        "uniform:iq4_xs",
+    ];
+    for scheme in schemes {
+        let qfile = f.p(&format!("{}.gguf", scheme.replace(':', "-")));
         ok(&["gguf", "quantize", &f.p("f32.gguf"), &qfile, "--type", scheme]);
         for m in [1usize, 3] {
             let mut rng = Rng::new(m as u64);
@@ -249,6 +264,24 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
     assert!(e.contains("--impl native") && e.contains("specification"), "{e}");
     let e = base("ref", "auto", "blk.0.attn_norm.weight");
     assert!(e.contains("matmul needs a 2-D weight"), "{e}");
+    // A type the lane does not multiply: refused, with the types it does.
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q5k.gguf"), "--type", "q5_k"]);
+    let e = fails(&[
+        "matmul",
+        "--lane",
+        "x86_64-avx2",
+        "--impl",
+        "portable",
+        "--gguf",
+        &f.p("q5k.gguf"),
+        "--tensor",
+        "blk.0.attn_q.weight",
+        "--input",
+        &f.p("x.safetensors"),
+        "--out",
+        &f.p("y.safetensors"),
+    ]);
+    assert!(e.contains("is q5_K") && e.contains("q4_0, q8_0, q4_K, q6_K"), "{e}");
     std::fs::write(f.p("bad.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     let e = fails(&[
         "matmul",
