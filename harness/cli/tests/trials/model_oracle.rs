@@ -227,9 +227,28 @@ fn report(diffs: &[TapDiff]) -> String {
 }
 
 fn numpy_f64(mode: Mode) -> Result<(), String> {
-    let py = python()?;
     let model_path = embedded::ensure_model(None).map_err(|e| e.to_string())?;
-    let model = Model::open(&model_path).map_err(|e| e.to_string())?;
+    numpy_f64_of(&model_path, mode)
+}
+
+/// [`numpy_f64`] on the embedded model's f32 form quantized with `scheme` (the new weight
+/// types through the decoder's loader, get_rows and dequantizers, against gguf-py's).
+fn numpy_f64_scheme(scheme: &str) -> Result<(), String> {
+    let recipe = Recipe::load(&Recipe::default_path()).map_err(|e| e.to_string())?;
+    let f32_bytes = embedded::generate_f32(&recipe).map_err(|e| e.to_string())?;
+    let input = tiercheck_gguf::GgufFile::from_bytes("<f32 model>", f32_bytes)
+        .map_err(|e| e.to_string())?;
+    let scheme = tiercheck_model::model_quant::Scheme::parse(scheme).ok_or("unknown scheme")?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join("model.gguf");
+    tiercheck_model::model_quant::quantize_file(&input, &path, scheme)
+        .map_err(|e| e.to_string())?;
+    numpy_f64_of(&path, Mode::Prompt)
+}
+
+fn numpy_f64_of(model_path: &Path, mode: Mode) -> Result<(), String> {
+    let py = python()?;
+    let model = Model::open(model_path).map_err(|e| e.to_string())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(20);
     let ids_s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
@@ -2296,6 +2315,9 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = vec![
         trial("numpy_f64/decode", || numpy_f64(Mode::Decode)),
         trial("numpy_f64/prompt", || numpy_f64(Mode::Prompt)),
+        trial("numpy_f64/q3_k_m/prompt", || numpy_f64_scheme("q3_k_m")),
+        trial("numpy_f64/iq4_xs/prompt", || numpy_f64_scheme("iq4_xs")),
+        trial("numpy_f64/q5_0/prompt", || numpy_f64_scheme("q5_0")),
         trial("gguf_py_model/untied", || gguf_py_model(false)),
         trial("gguf_py_model/tied", || gguf_py_model(true)),
         trial("llama_cpp/delta_greedy", llama_delta),
