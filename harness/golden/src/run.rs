@@ -52,11 +52,7 @@ pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Option<Output>, 
 pub fn applicable(lane: &Lane, case: &Case) -> bool {
     match case.op {
         Op::Quantize(fmt) => family_for_format(lane, fmt).is_some(),
-        // Every lane dequantizes the four types the lanes multiply (the GPU lanes too,
-        // which have no q4_0 matmul); a codec only some lanes multiply, only those.
-        Op::Dequantize(t) => {
-            tiercheck_core::lane::WEIGHT_TYPES.contains(&t) || lane.portable.act_rule(t).is_ok()
-        }
+        Op::Dequantize(_) => true,
         Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => lane.portable.act_rule(t).is_ok(),
         Op::Elem(kind) => !kind.gpu_only() || lane.recipe.elem.mmvf().is_some(),
     }
