@@ -95,28 +95,35 @@ pub fn q4_k_scales_mins(b: &BlockQ4K) -> ([u8; 8], [u8; 8]) {
 
 /// `ggml_vec_dot_q4_K_q8_K_generic`.
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    vec_dot_with_mins(x, y, |b| {
+        let (scales, mins) = q4_k_scales_mins(b);
+        (q4_k_values(b), scales, mins, b.d(), b.dmin())
+    })
+}
+
+/// The q4_K / q5_K generic kernel: per superblock the eight integer lanes of
+/// `scale * (q8 * a)` ([`lanes8`]) and `sumi` of `bsums[g] * min[g/2]`; `sums[l] +=
+/// (d_x*d_y) * lane_l`, `sumf -= (dmin_x*d_y) * sumi`; at the end `sumf += sums[0..8]` in
+/// order. `parts` gives a superblock's values, scales, mins, d and dmin.
+fn vec_dot_with_mins<B>(
+    x: &[B],
+    y: &[BlockQ8K],
+    parts: impl Fn(&B) -> ([i8; QK_K], [u8; 8], [u8; 8], f32, f32),
+) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
-        let a = q4_k_values(xb);
-        let (scales, mins) = q4_k_scales_mins(xb);
+        let (a, scales, mins, xd, xdmin) = parts(xb);
         let mut sumi = 0i32;
         for g in 0..QK_K / 16 {
             sumi += yb.bsum(g) as i32 * mins[g / 2] as i32;
         }
-        let mut aux32 = [0i32; 8];
-        for (run, chunk) in a.chunks_exact(8).enumerate() {
-            let scale = scales[run / 4] as i32;
-            for l in 0..8 {
-                let prod = yb.q(8 * run + l) as i16 * chunk[l] as i16;
-                aux32[l] += scale * prod as i32;
-            }
-        }
-        let d = xb.d() * yb.d();
+        let aux32 = lanes8(&a, yb, |run| scales[run / 4] as i32);
+        let d = xd * yb.d();
         for l in 0..8 {
             sums[l] += d * aux32[l] as f32;
         }
-        let dmin = xb.dmin() * yb.d();
+        let dmin = xdmin * yb.d();
         sumf -= dmin * sumi as f32;
     }
     for s in sums {
@@ -167,33 +174,17 @@ fn lanes8(a: &[i8; QK_K], y: &BlockQ8K, scale: impl Fn(usize) -> i32) -> [i32; 8
 
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
 pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
-    let mut sums = [0.0f32; 8];
-    let mut sumf = 0.0f32;
-    for (xb, yb) in x.iter().zip(y) {
+    vec_dot_with_mins(x, y, |b| {
         let mut a = [0i8; QK_K];
         for (i, a) in a.iter_mut().enumerate() {
-            *a = xb.quant(i) as i8;
+            *a = b.quant(i) as i8;
         }
         let (mut scales, mut mins) = ([0u8; 8], [0u8; 8]);
         for j in 0..8 {
-            (scales[j], mins[j]) = scale_min_k4(j, &xb.scales);
+            (scales[j], mins[j]) = scale_min_k4(j, &b.scales);
         }
-        let mut sumi = 0i32;
-        for g in 0..QK_K / 16 {
-            sumi += yb.bsum(g) as i32 * mins[g / 2] as i32;
-        }
-        let aux32 = lanes8(&a, yb, |run| scales[run / 4] as i32);
-        let d = xb.d() * yb.d();
-        for l in 0..8 {
-            sums[l] += d * aux32[l] as f32;
-        }
-        let dmin = xb.dmin() * yb.d();
-        sumf -= dmin * sumi as f32;
-    }
-    for s in sums {
-        sumf += s;
-    }
-    sumf
+        (a, scales, mins, b.d(), b.dmin())
+    })
 }
 
 /// `ggml_vec_dot_q3_K_q8_K_generic`.
