@@ -59,16 +59,18 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
     trials.push(python_trial("oracle/gguf-py/dequant", check_dequant_gguf_py));
     // x86_64-avx2 (portable twin) against the haswell tier.
     let avx2 = lane("x86_64-avx2").expect("lane");
-    for (ty, rule) in
-        [(GgmlType::Q8_K, avx2.recipe.act_k), (GgmlType::Q8_0, avx2.recipe.act_legacy)]
-    {
+    for (ty, rule) in [
+        (GgmlType::Q8_K, avx2.recipe.act_k),
+        (GgmlType::Q8_0, avx2.recipe.act_legacy),
+        (GgmlType::Q8_1, ActRule::Q8_1X86),
+    ] {
         trials.push(tier_trial(
             Tier::Haswell,
             format!("oracle/haswell/from_float/{}/x86_64-avx2", ty.name()),
             move |lib| check_from_float(lib, ty, rule),
         ));
     }
-    for &ty in tiercheck_core::lane::WEIGHT_TYPES {
+    for &ty in weights::QUANTIZABLE {
         trials.push(tier_trial(
             Tier::Haswell,
             format!("oracle/haswell/vec_dot/{}/x86_64-avx2", ty.name()),

@@ -6,10 +6,12 @@
 //!   repack buffer, at k in {256, 512, 1024}, n in {8, 16, 24}, m in {1, 2, 3, 4, 5, 7,
 //!   8, 9, 12, 17} (gemm for groups of four rows, gemv for the rest) and four activation
 //!   kinds; plus n = 12, which ggml does not repack, against its plain path (from 8 rows
-//!   on the tiled K-quant matmul for Q4_K); Q6_K, which the haswell repack buffer does
-//!   not take, against the plain path (tiled from 8 rows);
-//! - `oracle/haswell/matmul-plain/<type>/x86_64-avx2`: every type at m in {1, 3, 4, 5,
-//!   7, 8, 9, 16, 17} (below and from the x86 tiled path's m >= 8), same k/n grid.
+//!   on the tiled K-quant matmul for Q4_K); every other type the lane multiplies (all
+//!   but IQ4_NL), which the haswell repack buffer does not take, against the plain path
+//!   (tiled from 8 rows for the K-quants and IQ4_XS);
+//! - `oracle/haswell/matmul-plain/<type>/x86_64-avx2`: all twelve weight types at m in
+//!   {1, 3, 4, 5, 7, 8, 9, 16, 17} (below and from the x86 tiled path's m >= 8; IQ4_NL by
+//!   llamafile's tinyBLAS from two rows), same k/n grid.
 //!
 //! Both the portable twin and, where the CPU runs it, the native kernels are compared.
 //! Ignored with the reason without the oracle or without AVX2; either is a failure
@@ -29,7 +31,10 @@ pub const SUITE: &str = "oracle_x86_lanes";
 /// The suite's trials, in the order they run.
 pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = Vec::new();
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    // Every type the lane multiplies (all but IQ4_NL, whose iq4_nl_8x8 layout it does
+    // not reproduce): the repacked ones and the plain fallbacks.
+    let repack_types = weights::QUANTIZABLE.iter().copied().filter(|&t| t != GgmlType::IQ4_NL);
+    for ty in repack_types {
         trials.push(trial(
             format!("oracle/haswell/matmul-repack/{}/x86_64-avx2-repack", ty.name()),
             move |d| {
@@ -43,7 +48,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             },
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    for &ty in weights::QUANTIZABLE {
         trials.push(trial(
             format!("oracle/haswell/matmul-plain/{}/x86_64-avx2", ty.name()),
             move |d| check(d, ty, "x86_64-avx2", MulmatMode::Plain, &[1, 3, 4, 5, 7, 8, 9, 16, 17]),

@@ -59,6 +59,10 @@ pub struct RepackScheme {
     pub act_rule: fn(RepackLayout, RowPath) -> ActRule,
     /// One row group's outputs.
     pub group: GroupFn,
+    /// Types this tier repacks into a layout the lane does not reproduce: the lane
+    /// refuses them (its activation rule for them is an error), rather than computing
+    /// them by the plain path the tier does not take.
+    pub unreproduced: &'static [GgmlType],
 }
 
 impl core::fmt::Debug for RepackScheme {
@@ -145,6 +149,9 @@ impl RepackedLane {
 
 impl Kernels for RepackedLane {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
+        if self.scheme.unreproduced.contains(&wtype) {
+            return Err(KernelError::Unsupported { op: self.scheme.lane, ty: wtype.name() });
+        }
         self.plain.act_rule(wtype)
     }
 

@@ -61,6 +61,11 @@ impl ActRule {
     /// `_mm256_round_ps` to nearest even, then `cvtps_epi32` and two saturating packs.
     pub const Q8_0X86: ActRule =
         ActRule::new("Q8_0X86", "q8_0/x86-127-over-max-nearest-even", GgmlType::Q8_0, q8_0_x86);
+    /// q8_1 as ggml's AVX2 `quantize_row_q8_1` (`arch/x86/quants.c`): the quants of
+    /// [`ActRule::Q8_0X86`], and s = f16(d * (float)sum), the sum taken over the 32-bit
+    /// conversions before the saturating packs (wrapping, as `hsum_i32_8` adds).
+    pub const Q8_1X86: ActRule =
+        ActRule::new("Q8_1X86", "q8_1/x86-127-over-max-nearest-even", GgmlType::Q8_1, q8_1_x86);
     /// q8_K as ggml's AVX2 `ggml_quantize_mat_q8_K_4x8` (`arch/x86/repack.cpp`), the
     /// activations of the repacked gemm: amax by a `maxps` tree; iscale = -127/amax if
     /// some value equals +amax, else +127/amax (not the first maximum's sign); q =
@@ -192,6 +197,11 @@ fn q8_0_x86(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
     Ok(())
 }
 
+fn q8_1_x86(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_1_x86(x, cast_blocks_mut(GgmlType::Q8_1, out)?);
+    Ok(())
+}
+
 fn q8k_x86x4(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
     quantize_q8_k_x86x4(x, cast_blocks_mut(GgmlType::Q8_K, out)?);
     Ok(())
@@ -305,35 +315,66 @@ fn maxps(a: f32, b: f32) -> f32 {
     }
 }
 
-/// `_mm256_cvtps_epi32` then `packs_epi32` and `packs_epi16`: NaN and out-of-range give
-/// the integer indefinite 0x80000000, and the packs saturate to i16 then i8.
+/// `_mm256_cvtps_epi32`: NaN and out-of-range give the integer indefinite 0x80000000.
+#[inline]
+fn cvtps_epi32(r: f32) -> i32 {
+    if (-2147483648.0..2147483648.0).contains(&r) {
+        r as i32
+    } else {
+        i32::MIN
+    }
+}
+
+/// `_mm256_cvtps_epi32` then `packs_epi32` and `packs_epi16`: the conversion, then the
+/// packs saturate to i16 then i8.
 #[inline]
 fn cvt_pack_i8(r: f32) -> i8 {
-    let i = if (-2147483648.0..2147483648.0).contains(&r) { r as i32 } else { i32::MIN };
+    let i = cvtps_epi32(r);
     i.clamp(i16::MIN as i32, i16::MAX as i32).clamp(i8::MIN as i32, i8::MAX as i32) as i8
 }
 
-/// Twin of ggml's AVX2 `quantize_row_q8_0`. The absolute maximum is a `maxps` tree:
-/// lane l of eight takes x[l], x[8+l], x[16+l], x[24+l] in that order, then
-/// max(lane 4+i, lane i), then (0 with 2, 1 with 3), then (0 with 1).
+/// The head of ggml's AVX2 `quantize_row_q8_0`/`_q8_1` for one block: the absolute
+/// maximum by a `maxps` tree (lane l of eight takes x[l], x[8+l], x[16+l], x[24+l] in
+/// that order, then max(lane 4+i, lane i), then (0 with 2, 1 with 3), then (0 with 1)),
+/// d = max/127 and the 32 rounded products x * (127/max) before conversion.
+fn x86_scale_round(xb: &[f32]) -> (f32, [f32; QK]) {
+    let mut m = [0.0f32; 8];
+    for (l, ml) in m.iter_mut().enumerate() {
+        let mut v = xb[l].abs();
+        for r in 1..4 {
+            v = maxps(v, xb[8 * r + l].abs());
+        }
+        *ml = v;
+    }
+    let m4: [f32; 4] = core::array::from_fn(|i| maxps(m[4 + i], m[i]));
+    let m2 = [maxps(m4[0], m4[2]), maxps(m4[1], m4[3])];
+    let max_scalar = maxps(m2[0], m2[1]);
+    let d = max_scalar / 127.0;
+    let id = if max_scalar != 0.0 { 127.0 / max_scalar } else { 0.0 };
+    (d, core::array::from_fn(|j| (xb[j] * id).round_ties_even()))
+}
+
+/// Twin of ggml's AVX2 `quantize_row_q8_0` (see [`x86_scale_round`]).
 fn quantize_q8_0_x86(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
-        let mut m = [0.0f32; 8];
-        for (l, ml) in m.iter_mut().enumerate() {
-            let mut v = xb[l].abs();
-            for r in 1..4 {
-                v = maxps(v, xb[8 * r + l].abs());
-            }
-            *ml = v;
-        }
-        let m4: [f32; 4] = core::array::from_fn(|i| maxps(m[4 + i], m[i]));
-        let m2 = [maxps(m4[0], m4[2]), maxps(m4[1], m4[3])];
-        let max_scalar = maxps(m2[0], m2[1]);
-        let d = max_scalar / 127.0;
+        let (d, r) = x86_scale_round(xb);
         y.d = crate::fp16::f32_to_f16_bits_hw(d).to_le_bytes();
-        let id = if max_scalar != 0.0 { 127.0 / max_scalar } else { 0.0 };
-        for (q, &v) in y.qs.iter_mut().zip(xb) {
-            *q = cvt_pack_i8((v * id).round_ties_even()) as u8;
+        for (q, &v) in y.qs.iter_mut().zip(&r) {
+            *q = cvt_pack_i8(v) as u8;
+        }
+    }
+}
+
+/// Twin of ggml's AVX2 `quantize_row_q8_1`: [`quantize_q8_0_x86`]'s quants and d, and
+/// s = f16(d * (float)sum) over the unsaturated 32-bit conversions (wrapping adds).
+fn quantize_q8_1_x86(x: &[f32], out: &mut [BlockQ8_1]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, r) = x86_scale_round(xb);
+        y.d = crate::fp16::f32_to_f16_bits_hw(d).to_le_bytes();
+        let sum = r.iter().fold(0i32, |s, &v| s.wrapping_add(cvtps_epi32(v)));
+        y.s = crate::fp16::f32_to_f16_bits_hw(d * sum as f32).to_le_bytes();
+        for (q, &v) in y.qs.iter_mut().zip(&r) {
+            *q = cvt_pack_i8(v) as u8;
         }
     }
 }

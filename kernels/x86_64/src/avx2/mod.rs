@@ -6,7 +6,7 @@ pub mod tiled;
 pub mod vec_dot;
 
 use tiercheck_core::arch::x86_64::avx2::tiled as tiled_path;
-use tiercheck_core::arch::x86_64::avx2::Avx2Twin;
+use tiercheck_core::arch::x86_64::avx2::{tinyblas_applies, tinyblas_rows, Avx2Twin};
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::{act_rows, vec_dot_rows};
 use tiercheck_core::quant::ActRule;
@@ -91,6 +91,46 @@ impl Kernels for Avx2Native {
                 // SAFETY: an `Avx2Native` exists only when `is_available()` held.
                 unsafe { vec_dot::vec_dot_q6_k_q8_k(x, y) }
             }
+            GgmlType::Q4_1 => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q4_1_q8_1(x, y) }
+            }
+            GgmlType::Q5_0 => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q5_0_q8_0(x, y) }
+            }
+            GgmlType::Q5_1 => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q5_1_q8_1(x, y) }
+            }
+            GgmlType::IQ4_NL => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_iq4_nl_q8_0(x, y) }
+            }
+            GgmlType::Q2_K => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q2_k_q8_k(x, y) }
+            }
+            GgmlType::Q3_K => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q3_k_q8_k(x, y) }
+            }
+            GgmlType::Q5_K => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_q5_k_q8_k(x, y) }
+            }
+            GgmlType::IQ4_XS => {
+                let (x, y) = (cast_blocks(wtype, w)?, cast_blocks(atype, a)?);
+                // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+                unsafe { vec_dot::vec_dot_iq4_xs_q8_k(x, y) }
+            }
             other => {
                 return Err(KernelError::Unsupported {
                     op: "x86_64-avx2 vec_dot",
@@ -108,8 +148,16 @@ impl Kernels for Avx2Native {
     ) -> Result<Vec<f32>, KernelError> {
         if tiled_path::applies(w.ty(), m) {
             let rows = act_rows(self, w, act, m)?;
+            if !matches!(w.ty(), GgmlType::Q4_K | GgmlType::Q6_K) {
+                // Q2_K, Q3_K, Q5_K and IQ4_XS: the twin's code (no SIMD form yet).
+                return tiled_path::matmul(w, &rows);
+            }
             // SAFETY: an `Avx2Native` exists only when `is_available()` held.
             unsafe { tiled::matmul(w, &rows) }
+        } else if tinyblas_applies(w.ty(), m) {
+            let rows = act_rows(self, w, act, m)?;
+            // SAFETY: an `Avx2Native` exists only when `is_available()` held.
+            tinyblas_rows(w, &rows, |x, y| unsafe { vec_dot::tinyblas_iq4_nl_q8_0(x, y) })
         } else {
             vec_dot_rows(self, w, act, m)
         }

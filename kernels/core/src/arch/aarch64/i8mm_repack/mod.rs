@@ -111,6 +111,8 @@ pub const fn scheme(group: GroupFn) -> RepackScheme {
         layout: |ty, n| arm_i8mm_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: arm_row_rule,
         group,
+        // q5_K_8x8 and iq4_nl_4x4.
+        unreproduced: &[GgmlType::Q5_K, GgmlType::IQ4_NL],
     }
 }
 

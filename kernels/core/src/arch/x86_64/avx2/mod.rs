@@ -11,8 +11,9 @@
 pub mod tiled;
 pub mod vec_dot;
 
+use crate::blocks::cast_blocks as cast;
 use crate::error::KernelError;
-use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
+use crate::lane::dispatch::{check_pair, dispatch_vec_dot, VecDotFns};
 use crate::lane::{
     act_rows, vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath,
     Proof, Recipe, Status, WeightLayout,
@@ -21,6 +22,47 @@ use crate::quant::ActRule;
 use crate::weight_matrix::WeightMatrix;
 use crate::GgmlType;
 use vec_dot as avx2;
+
+/// The x86 tiers' activation rule for weights of `wtype` (each type's `vec_dot_type`,
+/// quantized by the tier's `from_float`): q8_K by the reference quantizer for the
+/// K-quants and IQ4_XS, q8_0 by the AVX2 quantizer for Q4_0, Q5_0, Q8_0 and IQ4_NL,
+/// q8_1 by the AVX2 quantizer for Q4_1 and Q5_1.
+pub fn x86_act_rule(wtype: GgmlType) -> Result<ActRule, KernelError> {
+    match wtype {
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q5_K | GgmlType::IQ4_XS => {
+            Ok(X86_64_AVX2.recipe.act_k)
+        }
+        GgmlType::Q5_0 | GgmlType::IQ4_NL => Ok(X86_64_AVX2.recipe.act_legacy),
+        GgmlType::Q4_1 | GgmlType::Q5_1 => Ok(ActRule::Q8_1X86),
+        _ => X86_64_AVX2.recipe.act_rule(wtype, "x86_64-avx2 matmul"),
+    }
+}
+
+/// Whether the x86 builds multiply `m` rows of plain `wtype` weights by llamafile's
+/// `tinyBLAS_Q0_AVX` with bits that differ from `vec_dot`'s: IQ4_NL at two or more rows
+/// (`llamafile_sgemm` declines one row). Q4_0, Q5_0 and Q8_0 take it too, with
+/// `vec_dot`'s bits (one accumulator, the same products and `hsum`).
+pub fn tinyblas_applies(wtype: GgmlType, m: usize) -> bool {
+    wtype == GgmlType::IQ4_NL && m >= 2
+}
+
+/// `out[i*n + j]` by `kernel` on every (weight row j, activation row i): the tinyBLAS
+/// outputs (each one pass over k; the tile shape and the threads change no bit).
+pub fn tinyblas_rows(
+    w: &WeightMatrix<'_>,
+    act: &[&[u8]],
+    kernel: fn(&[crate::blocks::BlockIq4Nl], &[crate::blocks::BlockQ8_0]) -> f32,
+) -> Result<Vec<f32>, KernelError> {
+    let n = w.n();
+    let mut out = vec![0.0f32; act.len() * n];
+    for (i, a) in act.iter().enumerate() {
+        let y = cast(GgmlType::Q8_0, a)?;
+        for j in 0..n {
+            out[i * n + j] = kernel(cast(GgmlType::IQ4_NL, w.row(j))?, y);
+        }
+    }
+    Ok(out)
+}
 
 /// Portable twin of the `x86_64-avx2` lane.
 #[derive(Debug, Default)]
@@ -107,7 +149,7 @@ pub static X86_64_AVX2: Lane = Lane {
 
 impl Kernels for Avx2Twin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        X86_64_AVX2.recipe.act_rule(wtype, "x86_64-avx2 matmul")
+        x86_act_rule(wtype)
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
@@ -117,7 +159,20 @@ impl Kernels for Avx2Twin {
             q4_k: avx2::vec_dot_q4_k_q8_k,
             q6_k: avx2::vec_dot_q6_k_q8_k,
         };
-        dispatch_vec_dot(self, &fns, "x86_64-avx2 vec_dot", wtype, w_row, act)
+        let atype = self.act_rule(wtype)?.format();
+        check_pair(wtype, w_row, atype, act)?;
+        let (w, a) = (w_row, act);
+        Ok(match wtype {
+            GgmlType::Q4_1 => avx2::vec_dot_q4_1_q8_1(cast(wtype, w)?, cast(atype, a)?),
+            GgmlType::Q5_0 => avx2::vec_dot_q5_0_q8_0(cast(wtype, w)?, cast(atype, a)?),
+            GgmlType::Q5_1 => avx2::vec_dot_q5_1_q8_1(cast(wtype, w)?, cast(atype, a)?),
+            GgmlType::Q2_K => avx2::vec_dot_q2_k_q8_k(cast(wtype, w)?, cast(atype, a)?),
+            GgmlType::Q3_K => avx2::vec_dot_q3_k_q8_k(cast(wtype, w)?, cast(atype, a)?),
+            GgmlType::Q5_K => avx2::vec_dot_q5_k_q8_k(cast(wtype, w)?, cast(atype, a)?),
+            GgmlType::IQ4_NL => avx2::vec_dot_iq4_nl_q8_0(cast(wtype, w)?, cast(atype, a)?),
+            GgmlType::IQ4_XS => avx2::vec_dot_iq4_xs_q8_k(cast(wtype, w)?, cast(atype, a)?),
+            _ => return dispatch_vec_dot(self, &fns, "x86_64-avx2 vec_dot", wtype, w_row, act),
+        })
     }
 
     fn matmul_quantized(
@@ -128,6 +183,8 @@ impl Kernels for Avx2Twin {
     ) -> Result<Vec<f32>, KernelError> {
         if tiled::applies(w.ty(), m) {
             tiled::matmul(w, &act_rows(self, w, act, m)?)
+        } else if tinyblas_applies(w.ty(), m) {
+            tinyblas_rows(w, &act_rows(self, w, act, m)?, avx2::tinyblas_iq4_nl_q8_0)
         } else {
             vec_dot_rows(self, w, act, m)
         }
@@ -136,6 +193,8 @@ impl Kernels for Avx2Twin {
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
         if tiled::applies(wtype, m) {
             "tiled"
+        } else if tinyblas_applies(wtype, m) {
+            "tinyblas"
         } else {
             "vec_dot"
         }

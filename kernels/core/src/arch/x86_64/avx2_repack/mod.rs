@@ -120,6 +120,8 @@ pub const fn scheme(group: crate::lane::GroupFn) -> RepackScheme {
         layout: |ty, n| x86_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: row_rule,
         group,
+        // iq4_nl_8x8.
+        unreproduced: &[GgmlType::IQ4_NL],
     }
 }
 

@@ -35,6 +35,15 @@
 use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
 
+mod kquants;
+mod legacy;
+
+pub use kquants::{vec_dot_iq4_xs_q8_k, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q5_k_q8_k};
+pub use legacy::{
+    tinyblas_iq4_nl_q8_0, vec_dot_iq4_nl_q8_0, vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0,
+    vec_dot_q5_1_q8_1,
+};
+
 /// `hsum_float_8`: (hi128 + lo128), then lanes (0+2, 1+3), then (0+1).
 #[inline]
 pub fn hsum_float_8(a: [f32; 8]) -> f32 {
