@@ -206,12 +206,16 @@ fn unsupported_types_are_errors() {
         Err(KernelError::Unsupported { .. })
     ));
     // A codec a lane does not multiply: its vec_dot and activation rule refuse it (the
-    // ref lane multiplies every quantizable type, x86_64-avx2 the four of its recipe).
-    let avx2 = lane("x86_64-avx2").unwrap();
+    // ref and x86 lanes multiply every quantizable type, aarch64-neon the four of its
+    // recipe; x86_64-avx2-repack refuses IQ4_NL, whose repacked layout it does not
+    // reproduce, though its plain lane multiplies it).
+    let neon = lane("aarch64-neon").unwrap();
     let w = weights::quantize(GgmlType::Q5_K, &[0.0; 256], 1, 256).unwrap();
-    let a = avx2.portable.quantize_act(GgmlType::Q4_K, &[0.0; 256]).unwrap();
-    assert!(avx2.portable.vec_dot(GgmlType::Q5_K, &w, &a).is_err());
-    assert!(avx2.portable.act_rule(GgmlType::Q5_K).is_err());
+    let a = neon.portable.quantize_act(GgmlType::Q4_K, &[0.0; 256]).unwrap();
+    assert!(neon.portable.vec_dot(GgmlType::Q5_K, &w, &a).is_err());
+    assert!(neon.portable.act_rule(GgmlType::Q5_K).is_err());
+    assert!(lane("x86_64-avx2-repack").unwrap().portable.act_rule(GgmlType::IQ4_NL).is_err());
+    assert!(lane("x86_64-avx2").unwrap().portable.act_rule(GgmlType::IQ4_NL).is_ok());
     for &ty in weights::QUANTIZABLE {
         assert!(lane("ref").unwrap().portable.act_rule(ty).is_ok(), "{ty}");
     }

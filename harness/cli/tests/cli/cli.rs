@@ -269,7 +269,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
     let e = fails(&[
         "matmul",
         "--lane",
-        "x86_64-avx2",
+        "aarch64-neon",
         "--impl",
         "portable",
         "--gguf",
@@ -850,7 +850,7 @@ fn lane_tables_in_the_docs_are_generated() {
 /// A model of another weight type runs on the lane that multiplies it (`ref`: all twelve)
 /// and is refused, naming the tensor and its type, by a lane that does not.
 #[test]
-fn a_q5_k_m_model_runs_on_ref_and_is_refused_by_a_lane_without_q5_k() {
+fn a_q5_k_m_model_runs_on_ref_and_x86_and_is_refused_by_a_lane_without_q5_k() {
     let dir = tempfile::tempdir().unwrap();
     let recipe = dir.path().join("recipe.toml");
     std::fs::write(&recipe, TINY_RECIPE.replace("\"q4_k_m\"", "\"q5_k_m\"")).unwrap();
@@ -872,7 +872,18 @@ fn a_q5_k_m_model_runs_on_ref_and_is_refused_by_a_lane_without_q5_k() {
     let steps = tiercheck_model::sequence::read_trace(&trace).unwrap().steps;
     assert_eq!(steps[0].input_ids, vec![1, 2, 3]);
     assert!(steps.iter().all(|s| s.top.iter().all(|(_, l)| l.is_finite())), "{:?}", steps[0].top);
-    let e = fails(&[&run[..], &["--lane", "x86_64-avx2", "--impl", "portable"]].concat());
+    let avx2 = dir.path().join("avx2.safetensors");
+    ok(&[
+        &run[..],
+        &["--lane", "x86_64-avx2", "--impl", "portable", "--out"],
+        &[avx2.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(
+        tiercheck_model::sequence::read_trace(&avx2).unwrap().steps[0].input_ids,
+        vec![1, 2, 3]
+    );
+    let e = fails(&[&run[..], &["--lane", "aarch64-neon", "--impl", "portable"]].concat());
     assert!(e.contains("blk.0.attn_q.weight") && e.contains("q5_K"), "{e}");
     assert!(e.contains("does not multiply"), "{e}");
 }
