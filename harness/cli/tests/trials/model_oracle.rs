@@ -756,6 +756,56 @@ fn llama_end_to_end(build: Build, mode: Mode, repack: bool, a: Attention) -> Res
     judge(&what, &diffs)
 }
 
+/// The embedded model's f32 form quantized with `scheme` (llama.cpp's mixes, written by
+/// `gguf quantize`), at `path`.
+fn quantized_model(scheme: &str, path: &Path) -> Result<(), String> {
+    let recipe = Recipe::load(&Recipe::default_path()).map_err(|e| e.to_string())?;
+    let f32_bytes = embedded::generate_f32(&recipe).map_err(|e| e.to_string())?;
+    let input = tiercheck_gguf::GgufFile::from_bytes("<f32 model>", f32_bytes)
+        .map_err(|e| e.to_string())?;
+    let scheme = tiercheck_model::model_quant::Scheme::parse(scheme).ok_or("unknown scheme")?;
+    tiercheck_model::model_quant::quantize_file(&input, path, scheme)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The embedded model quantized with `scheme` (Q5_K_M, Q3_K_M, Q2_K, IQ4_XS: the new
+/// weight types in llama.cpp's own mixes; Q4_1, Q5_0, Q5_1, IQ4_NL: uniform): the lane of `build` reproduces llama.cpp's
+/// build at every tap, with llama.cpp's default attention.
+fn llama_quant_mix(scheme: &str, build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join(format!("{scheme}.gguf"));
+    quantized_model(scheme, &path)?;
+    let model = Model::open(&path).map_err(|e| e.to_string())?;
+    let a = attn(KvType::F16, FlashAttn::On);
+    let ids = forced_ids(trial_len(a));
+    let run = LlamaRun {
+        mode,
+        repack,
+        steps: 0,
+        attn: a,
+        batching: Batching::EVERY_ROW,
+        ctx: 512,
+        threads: LLAMA_THREADS,
+        state_in: None,
+        numa: false,
+    };
+    let theirs = llama_trace(build, &path, &ids, run, &dir.path().join("llama.safetensors"))?;
+    let arith = lane_arith(build.lane(repack))?;
+    let mine = ours(&model, arith, &ids, mode, a, &dir.path().join("ours.safetensors"))?;
+    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+    if !unmatched.is_empty() {
+        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
+    }
+    let what = format!(
+        "{} vs llama.cpp {} {} on the {scheme} model",
+        build.lane(repack),
+        build.name(),
+        mode.name()
+    );
+    judge(&what, &diffs)
+}
+
 /// A small variant of a real shape (`tiercheck golden model --shape NAME --layers 2
 /// --vocab 4096`: the real widths, head counts and Q4_K_M mix, random blocks): llama.cpp
 /// loads it and our lane reproduces `build` at every tap, with llama.cpp's default
@@ -2352,6 +2402,28 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             build_differs_from_lane(Build::ArmSve256, true, "aarch64-sve128-repack")
         }),
     ];
+    // The new weight types in llama.cpp's mixes, on the x86 builds (llama.cpp's default
+    // attention): `llama_cpp/quant/<build>/<repack|no_repack>/<mode>/<scheme>/end_to_end`.
+    // The legacy fallbacks as uniform models (every matrix in the type); the haswell
+    // repack lane refuses IQ4_NL (its iq4_nl_8x8 layout is not reproduced).
+    for scheme in ["q5_k_m", "q3_k_m", "q2_k", "iq4_xs", "q4_1", "q5_0", "q5_1", "iq4_nl"] {
+        for (build, repack) in
+            [(Build::Haswell, true), (Build::Haswell, false), (Build::Zen4, false)]
+        {
+            if scheme == "iq4_nl" && repack {
+                continue;
+            }
+            for mode in [Mode::Decode, Mode::Prompt] {
+                let r = if repack { "repack" } else { "no_repack" };
+                let name = format!(
+                    "llama_cpp/quant/{}/{r}/{}/{scheme}/end_to_end",
+                    build.name(),
+                    mode.name()
+                );
+                trials.push(trial(&name, move || llama_quant_mix(scheme, build, mode, repack)));
+            }
+        }
+    }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();

@@ -123,6 +123,20 @@ pub static X86_64_AVX2: Lane = Lane {
             ],
         },
         Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp haswell, repack off, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/haswell/no_repack/decode/"],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp haswell, repack off, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/haswell/no_repack/prompt/"],
+        },
+        Proof {
             level: Level::DecoderCli,
             against: "llama.cpp haswell, repack off, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",

@@ -57,6 +57,20 @@ pub static X86_64_AVX512: Lane = Lane {
             ],
         },
         Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp zen4, repack off (run where the host has AVX-512), on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/zen4/no_repack/decode/"],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp zen4, repack off (run where the host has AVX-512), on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/zen4/no_repack/prompt/"],
+        },
+        Proof {
             level: Level::DecoderCli,
             against: "llama.cpp zen4, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
