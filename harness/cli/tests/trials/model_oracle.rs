@@ -776,9 +776,24 @@ fn llama_quant_mix(scheme: &str, build: Build, mode: Mode, repack: bool) -> Resu
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join(format!("{scheme}.gguf"));
     quantized_model(scheme, &path)?;
-    let model = Model::open(&path).map_err(|e| e.to_string())?;
+    let ids = forced_ids(trial_len(attn(KvType::F16, FlashAttn::On)));
+    default_attention_run(build, mode, repack, &path, &ids, &format!("the {scheme} model"))
+}
+
+/// `build` (repack as given, llama.cpp's default attention, one batch of every row in
+/// prompt mode) on the model at `path` with `ids`, against the build's lane: every tap
+/// bitwise. `on` names the model in the report.
+fn default_attention_run(
+    build: Build,
+    mode: Mode,
+    repack: bool,
+    path: &Path,
+    ids: &[u32],
+    on: &str,
+) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let model = Model::open(path).map_err(|e| e.to_string())?;
     let a = attn(KvType::F16, FlashAttn::On);
-    let ids = forced_ids(trial_len(a));
     let run = LlamaRun {
         mode,
         repack,
@@ -790,19 +805,15 @@ fn llama_quant_mix(scheme: &str, build: Build, mode: Mode, repack: bool) -> Resu
         state_in: None,
         numa: false,
     };
-    let theirs = llama_trace(build, &path, &ids, run, &dir.path().join("llama.safetensors"))?;
+    let theirs = llama_trace(build, path, ids, run, &dir.path().join("llama.safetensors"))?;
     let arith = lane_arith(build.lane(repack))?;
-    let mine = ours(&model, arith, &ids, mode, a, &dir.path().join("ours.safetensors"))?;
+    let mine = ours(&model, arith, ids, mode, a, &dir.path().join("ours.safetensors"))?;
     let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
     if !unmatched.is_empty() {
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
     }
-    let what = format!(
-        "{} vs llama.cpp {} {} on the {scheme} model",
-        build.lane(repack),
-        build.name(),
-        mode.name()
-    );
+    let what =
+        format!("{} vs llama.cpp {} {} on {on}", build.lane(repack), build.name(), mode.name());
     judge(&what, &diffs)
 }
 
@@ -823,39 +834,10 @@ fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(
     };
     let built =
         tiercheck_model::shaped::build_shaped(&opts, &mut |_, _| {}).map_err(|e| e.to_string())?;
-    let model = Model::open(&built.path).map_err(|e| e.to_string())?;
-    let a = attn(KvType::F16, FlashAttn::On);
-    let ids: Vec<u32> = forced_ids(trial_len(a)).iter().map(|&i| i % 4096).collect();
-    let theirs = llama_trace(
-        build,
-        &built.path,
-        &ids,
-        LlamaRun {
-            mode,
-            repack,
-            steps: 0,
-            attn: a,
-            batching: Batching::EVERY_ROW,
-            ctx: 512,
-            threads: LLAMA_THREADS,
-            state_in: None,
-            numa: false,
-        },
-        &dir.path().join("llama.safetensors"),
-    )?;
-    let arith = lane_arith(build.lane(repack))?;
-    let mine = ours(&model, arith, &ids, mode, a, &dir.path().join("ours.safetensors"))?;
-    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
-    if !unmatched.is_empty() {
-        return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
-    }
-    let what = format!(
-        "{} vs llama.cpp {} {} on the {shape} shape (2 layers, vocabulary 4096)",
-        build.lane(repack),
-        build.name(),
-        mode.name()
-    );
-    judge(&what, &diffs)
+    let ids: Vec<u32> =
+        forced_ids(trial_len(attn(KvType::F16, FlashAttn::On))).iter().map(|&i| i % 4096).collect();
+    let on = format!("the {shape} shape (2 layers, vocabulary 4096)");
+    default_attention_run(build, mode, repack, &built.path, &ids, &on)
 }
 
 /// The zen4 build is a tier of its own: the haswell lane (eight-wide loops) does not

@@ -4,7 +4,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{f16c, hsum_float_8, load128, load256, scale_shuffle_k4, unpack_q4_k_scales};
+use super::{f16c, hsum_float_8, load128, load256, scale_shuffle_k4, scales_and_min_products};
 use tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL;
 use tiercheck_core::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ5K, BlockQ8K, QK_K};
 
@@ -153,19 +153,7 @@ pub unsafe fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * f16c(xb.d);
         let dmin = -yb.d() * f16c(xb.dmin);
-        let utmp = unpack_q4_k_scales(&xb.scales);
-        let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-            utmp[3] as i32,
-            utmp[2] as i32,
-            utmp[1] as i32,
-            utmp[0] as i32,
-        ));
-        let q8sums = load256(&yb.bsums);
-        let q8s = _mm_hadd_epi16(
-            _mm256_extracti128_si256::<0>(q8sums),
-            _mm256_extracti128_si256::<1>(q8sums),
-        );
-        let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
+        let (mins_and_scales, prod) = scales_and_min_products(&xb.scales, yb);
         let zero = _mm_setzero_si128();
         let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, zero), zero);
         summs = dmin.mul_add(_mm_cvtsi128_si32(hsum) as f32, summs);

@@ -123,6 +123,27 @@ fn unpack_q4_k_scales(scales: &[u8; 12]) -> [u32; 4] {
     utmp
 }
 
+/// The Q4_K/Q5_K head of a superblock: the eight scales and eight mins widened to i16
+/// (`mins_and_scales`, scales in the low half) and the four i32 products of the mins with
+/// the wrapping i16 sums of adjacent `bsums` (`_mm_hadd_epi16`, `_mm_madd_epi16`).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn scales_and_min_products(scales: &[u8; 12], y: &BlockQ8K) -> (__m256i, __m128i) {
+    let utmp = unpack_q4_k_scales(scales);
+    let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+        utmp[3] as i32,
+        utmp[2] as i32,
+        utmp[1] as i32,
+        utmp[0] as i32,
+    ));
+    let q8sums = load256(&y.bsums);
+    let q8s = _mm_hadd_epi16(
+        _mm256_extracti128_si256::<0>(q8sums),
+        _mm256_extracti128_si256::<1>(q8sums),
+    );
+    (mins_and_scales, _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s))
+}
+
 /// `get_scale_shuffle_k4(i)`: every 16-bit lane selects bytes (2i, 2i+1).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -143,19 +164,7 @@ pub unsafe fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * f16c(xb.d);
         let dmin = -yb.d() * f16c(xb.dmin);
-        let utmp = unpack_q4_k_scales(&xb.scales);
-        let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-            utmp[3] as i32,
-            utmp[2] as i32,
-            utmp[1] as i32,
-            utmp[0] as i32,
-        ));
-        let q8sums = load256(&yb.bsums);
-        let q8s = _mm_hadd_epi16(
-            _mm256_extracti128_si256::<0>(q8sums),
-            _mm256_extracti128_si256::<1>(q8sums),
-        );
-        let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
+        let (mins_and_scales, prod) = scales_and_min_products(&xb.scales, yb);
         acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
 
         let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
