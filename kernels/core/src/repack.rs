@@ -33,9 +33,11 @@
 //!   sub-block scale j; ql chunk c (4 bytes) is bytes [(c/8)*4, (c/8)*4 + 4) of row
 //!   c % 8's `ql`, qh chunk c likewise of its `qh` (the same chunk size for both).
 //! - `q6_K_8x8` (ARM i8mm): `block_q6_Kx8` with an 8-byte interleave of `ql` and `qh`.
+//! - `iq4_nl_8x8` (`block_iq4_nlx8`, 144 bytes, x86 AVX2; builder `make_block_iq4_nlx8`):
+//!   `q4_0_8x8`'s layout without the XOR (the nibbles are table indices).
 //!
-//! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K and
-//! `q4_0_8x8` and q6_K layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8` and `q8_0_4x8`.
+//! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K,
+//! `q4_0_8x8`, `iq4_nl_8x8` and q6_K layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8` and `q8_0_4x8`.
 //!
 //! Repacking is a pure byte permutation (plus a fixed XOR), so [`RepackedMatrix::to_plain`]
 //! restores the original bytes exactly.
@@ -76,6 +78,8 @@ pub enum RepackLayout {
     Q6K8x4,
     /// `block_q6_Kx8` with 8-byte interleave (ARM i8mm).
     Q6K8x8,
+    /// `block_iq4_nlx8` with 8-byte interleave (x86 AVX2).
+    Iq4Nl8x8,
 }
 
 impl RepackLayout {
@@ -91,6 +95,7 @@ impl RepackLayout {
             RepackLayout::Q8_0_4x8 => "q8_0_4x8",
             RepackLayout::Q6K8x4 => "q6_K_8x4",
             RepackLayout::Q6K8x8 => "q6_K_8x8",
+            RepackLayout::Iq4Nl8x8 => "iq4_nl_8x8",
         }
     }
     /// The plain block type it interleaves.
@@ -104,6 +109,7 @@ impl RepackLayout {
             RepackLayout::Q4_0_4x8 => GgmlType::Q4_0,
             RepackLayout::Q8_0_4x8 => GgmlType::Q8_0,
             RepackLayout::Q6K8x4 | RepackLayout::Q6K8x8 => GgmlType::Q6_K,
+            RepackLayout::Iq4Nl8x8 => GgmlType::IQ4_NL,
         }
     }
     /// Rows interleaved into one block (ggml's `NB_COLS`).
@@ -113,7 +119,8 @@ impl RepackLayout {
             | RepackLayout::Q4_0_8x8
             | RepackLayout::Q4K8x4
             | RepackLayout::Q6K8x4
-            | RepackLayout::Q6K8x8 => 8,
+            | RepackLayout::Q6K8x8
+            | RepackLayout::Iq4Nl8x8 => 8,
             RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
             | RepackLayout::Q4_0_4x8
@@ -127,7 +134,8 @@ impl RepackLayout {
             | RepackLayout::Q4_0_8x8
             | RepackLayout::Q4_0_4x8
             | RepackLayout::Q8_0_4x8
-            | RepackLayout::Q6K8x8 => 8,
+            | RepackLayout::Q6K8x8
+            | RepackLayout::Iq4Nl8x8 => 8,
             RepackLayout::Q4K8x4
             | RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
@@ -165,6 +173,17 @@ pub struct BlockQ4_0x8 {
     pub qs: [u8; 128],
 }
 const _: () = assert!(core::mem::size_of::<BlockQ4_0x8>() == 144);
+
+/// `block_iq4_nlx8` (144 bytes): [`BlockQ4_0x8`]'s layout without the XOR.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockIq4Nlx8 {
+    /// Eight f16 scales.
+    pub d: [[u8; 2]; 8],
+    /// Interleaved table indices (8-byte interleave), as stored.
+    pub qs: [u8; 128],
+}
+const _: () = assert!(core::mem::size_of::<BlockIq4Nlx8>() == 144);
 
 /// `block_q4_0x4` (72 bytes).
 #[repr(C)]
@@ -318,6 +337,14 @@ impl BlockQ4_0x8 {
     }
 }
 
+impl BlockIq4Nlx8 {
+    /// The plain `qs` byte `o` (0..16) of row `r`.
+    #[inline]
+    pub fn q(&self, r: usize, o: usize) -> u8 {
+        self.qs[((o / 8) * 8 + r) * 8 + o % 8]
+    }
+}
+
 /// Encode 8 (scale, min) pairs, one per row, as one 12-byte `get_scale_min_k4` group.
 fn pack_scale_min(s: [u8; 8], m: [u8; 8]) -> [u8; 12] {
     let mut q = [0u8; 12];
@@ -422,6 +449,22 @@ impl RepackedMatrix {
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
+                RepackLayout::Iq4Nl8x8 => {
+                    let rows: Vec<&[crate::blocks::BlockIq4Nl]> = (0..8)
+                        .map(|r| cast_blocks(GgmlType::IQ4_NL, w.row(8 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let mut out = BlockIq4Nlx8 { d: [[0; 2]; 8], qs: [0; 128] };
+                        for r in 0..8 {
+                            out.d[r] = rows[r][b].d;
+                        }
+                        for c in 0..16 {
+                            let (r, off) = (c % 8, (c / 8) * 8);
+                            out.qs[8 * c..8 * c + 8].copy_from_slice(&rows[r][b].qs[off..off + 8]);
+                        }
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
                 RepackLayout::Q4_0_4x4 | RepackLayout::Q4_0_4x8 => {
                     let rows: Vec<&[BlockQ4_0]> = (0..4)
                         .map(|r| cast_blocks(GgmlType::Q4_0, w.row(4 * g + r)))
@@ -507,6 +550,14 @@ impl RepackedMatrix {
                         RepackLayout::Q4_0_8x8 => {
                             let x: &BlockQ4_0x8 = bytemuck::from_bytes(blk);
                             let mut pb = BlockQ4_0 { d: x.d[r], qs: [0; 16] };
+                            for o in 0..16 {
+                                pb.qs[o] = x.q(r, o);
+                            }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                        RepackLayout::Iq4Nl8x8 => {
+                            let x: &BlockIq4Nlx8 = bytemuck::from_bytes(blk);
+                            let mut pb = crate::blocks::BlockIq4Nl { d: x.d[r], qs: [0; 16] };
                             for o in 0..16 {
                                 pb.qs[o] = x.q(r, o);
                             }
@@ -625,6 +676,7 @@ mod tests {
             (GgmlType::Q8_0, RepackLayout::Q8_0_4x8),
             (GgmlType::Q6_K, RepackLayout::Q6K8x4),
             (GgmlType::Q6_K, RepackLayout::Q6K8x8),
+            (GgmlType::IQ4_NL, RepackLayout::Iq4Nl8x8),
         ] {
             let (n, k) = (16, 512);
             let bytes = sample(ty, n, k);

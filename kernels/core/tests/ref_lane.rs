@@ -207,15 +207,27 @@ fn unsupported_types_are_errors() {
     ));
     // A codec a lane does not multiply: its vec_dot and activation rule refuse it (the
     // ref and x86 lanes multiply every quantizable type, aarch64-neon the four of its
-    // recipe; x86_64-avx2-repack refuses IQ4_NL, whose repacked layout it does not
-    // reproduce, though its plain lane multiplies it).
+    // recipe). A repacked lane refuses the types its scheme lists as unreproduced, though
+    // its plain lane multiplies them.
     let neon = lane("aarch64-neon").unwrap();
     let w = weights::quantize(GgmlType::Q5_K, &[0.0; 256], 1, 256).unwrap();
     let a = neon.portable.quantize_act(GgmlType::Q4_K, &[0.0; 256]).unwrap();
     assert!(neon.portable.vec_dot(GgmlType::Q5_K, &w, &a).is_err());
     assert!(neon.portable.act_rule(GgmlType::Q5_K).is_err());
-    assert!(lane("x86_64-avx2-repack").unwrap().portable.act_rule(GgmlType::IQ4_NL).is_err());
-    assert!(lane("x86_64-avx2").unwrap().portable.act_rule(GgmlType::IQ4_NL).is_ok());
+    use tiercheck_core::Kernels;
+    let plain = lane("x86_64-avx2").unwrap().portable;
+    let scheme = tiercheck_core::arch::x86_64::avx2_repack::scheme(
+        tiercheck_core::arch::x86_64::avx2_repack::group,
+    );
+    let refusing = tiercheck_core::lane::RepackedLane {
+        plain,
+        scheme: tiercheck_core::lane::RepackScheme { unreproduced: &[GgmlType::IQ4_NL], ..scheme },
+    };
+    assert!(plain.act_rule(GgmlType::IQ4_NL).is_ok());
+    assert!(refusing.act_rule(GgmlType::IQ4_NL).is_err());
+    assert!(refusing.act_rule(GgmlType::Q5_K).is_ok());
+    let repack = lane("x86_64-avx2-repack").unwrap().portable;
+    assert!(repack.act_rule(GgmlType::IQ4_NL).is_ok());
     for &ty in weights::QUANTIZABLE {
         assert!(lane("ref").unwrap().portable.act_rule(ty).is_ok(), "{ty}");
     }

@@ -2386,15 +2386,12 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
     ];
     // The new weight types in llama.cpp's mixes, on the x86 builds (llama.cpp's default
     // attention): `llama_cpp/quant/<build>/<repack|no_repack>/<mode>/<scheme>/end_to_end`.
-    // The legacy fallbacks as uniform models (every matrix in the type); the haswell
-    // repack lane refuses IQ4_NL (its iq4_nl_8x8 layout is not reproduced).
+    // The legacy fallbacks as uniform models (every matrix in the type; IQ4_NL takes the
+    // iq4_nl_8x8 repack on haswell).
     for scheme in ["q5_k_m", "q3_k_m", "q2_k", "iq4_xs", "q4_1", "q5_0", "q5_1", "iq4_nl"] {
         for (build, repack) in
             [(Build::Haswell, true), (Build::Haswell, false), (Build::Zen4, false)]
         {
-            if scheme == "iq4_nl" && repack {
-                continue;
-            }
             for mode in [Mode::Decode, Mode::Prompt] {
                 let r = if repack { "repack" } else { "no_repack" };
                 let name = format!(

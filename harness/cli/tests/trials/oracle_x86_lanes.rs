@@ -2,13 +2,13 @@
 //! `ci/oracle` builds: one `ggml_mul_mat` node, weights plain or in the CPU repack
 //! buffer, llama.cpp's defaults otherwise: the tiled K-quant path on), bitwise.
 //!
-//! - `oracle/haswell/matmul-repack/<type>/x86_64-avx2-repack`: Q4_K and Q4_0 with the
-//!   repack buffer, at k in {256, 512, 1024}, n in {8, 16, 24}, m in {1, 2, 3, 4, 5, 7,
+//! - `oracle/haswell/matmul-repack/<type>/x86_64-avx2-repack`: Q4_K, Q4_0 and IQ4_NL with
+//!   the repack buffer, at k in {256, 512, 1024}, n in {8, 16, 24}, m in {1, 2, 3, 4, 5, 7,
 //!   8, 9, 12, 17} (gemm for groups of four rows, gemv for the rest) and four activation
 //!   kinds; plus n = 12, which ggml does not repack, against its plain path (from 8 rows
-//!   on the tiled K-quant matmul for Q4_K); every other type the lane multiplies (all
-//!   but IQ4_NL), which the haswell repack buffer does not take, against the plain path
-//!   (tiled from 8 rows for the K-quants and IQ4_XS);
+//!   on the tiled K-quant matmul for Q4_K, tinyBLAS from 2 for IQ4_NL); every other type,
+//!   which the haswell repack buffer does not take, against the plain path (tiled from 8
+//!   rows for the K-quants and IQ4_XS);
 //! - `oracle/haswell/matmul-plain/<type>/x86_64-avx2`: all twelve weight types at m in
 //!   {1, 3, 4, 5, 7, 8, 9, 16, 17} (below and from the x86 tiled path's m >= 8; IQ4_NL by
 //!   llamafile's tinyBLAS from two rows), same k/n grid.
@@ -31,10 +31,8 @@ pub const SUITE: &str = "oracle_x86_lanes";
 /// The suite's trials, in the order they run.
 pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = Vec::new();
-    // Every type the lane multiplies (all but IQ4_NL, whose iq4_nl_8x8 layout it does
-    // not reproduce): the repacked ones and the plain fallbacks.
-    let repack_types = weights::QUANTIZABLE.iter().copied().filter(|&t| t != GgmlType::IQ4_NL);
-    for ty in repack_types {
+    // Every type: the repacked ones (Q4_0, Q4_K, IQ4_NL) and the plain fallbacks.
+    for &ty in weights::QUANTIZABLE {
         trials.push(trial(
             format!("oracle/haswell/matmul-repack/{}/x86_64-avx2-repack", ty.name()),
             move |d| {

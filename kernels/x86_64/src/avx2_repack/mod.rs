@@ -10,7 +10,7 @@ pub mod kernels;
 use tiercheck_core::arch::x86_64::avx2_repack::scheme;
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailable};
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, RepackLayout};
+use tiercheck_core::repack::{BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, RepackLayout};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
 use crate::avx2;
@@ -52,6 +52,12 @@ fn group(
             let y = cast_blocks(GgmlType::Q8_0, act)?;
             // SAFETY: as above.
             out.copy_from_slice(&unsafe { kernels::gemv_q4_0_8x8(blocks, y) });
+        }
+        RepackLayout::Iq4Nl8x8 => {
+            let blocks: &[BlockIq4Nlx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_0, act)?;
+            // SAFETY: as above.
+            out.copy_from_slice(&unsafe { kernels::gemv_iq4_nl_8x8(blocks, y) });
         }
         other => return Err(unsupported_layout("x86_64-avx2-repack matmul", other)),
     }

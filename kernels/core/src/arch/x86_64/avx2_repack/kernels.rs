@@ -15,10 +15,16 @@
 //!   f16(dmin_j) * d_r, M).
 //! - `ggml_gemv_q4_0_8x8_q8_0` / `ggml_gemm_q4_0_8x8_q8_0`: per 32-value block,
 //!   acc_j = fma(float(isum_j), f16(d_j) * f16(d_y), acc_j).
+//! - `ggml_gemv_iq4_nl_8x8_q8_0` / `ggml_gemm_iq4_nl_8x8_q8_0`: the same template
+//!   (`gemv/gemm_q4_b32_8x8_q8_0_lut_avx`) with the IQ4_NL table in place of q4_0's
+//!   sign-extension table, so the same order: per block acc_j = fma(float(isum_j),
+//!   f16(d_j) * f16(d_y), acc_j), isum_j the table values times the q8_0 bytes by the
+//!   sign trick.
 
 use crate::arch::x86_64::avx2::vec_dot::sign_epi8;
+use crate::blocks::iq4_nl::KVALUES_IQ4NL;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
-use crate::repack::{BlockQ4Kx8, BlockQ4_0x8};
+use crate::repack::{BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8};
 
 /// Integer sums of one `block_q4_Kx8` against one q8_K block: per column j and
 /// sub-block s, `dot[j][s]` = sum of q4 * q8 over the sub-block's 32 values.
@@ -104,20 +110,38 @@ pub fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// `ggml_gemv_q4_0_8x8_q8_0` (and, per row, `ggml_gemm_q4_0_8x8_q8_0`) for one group of
 /// 8 columns.
 pub fn gemv_q4_0_8x8(blocks: &[BlockQ4_0x8], y: &[BlockQ8_0]) -> [f32; 8] {
+    let blocks = blocks.iter().map(|x| (&x.d, |j, o| x.q(j, o)));
+    gemv_b32_8x8(blocks, y, |n| n as i8 - 8)
+}
+
+/// `ggml_gemv_iq4_nl_8x8_q8_0` (and, per row, `ggml_gemm_iq4_nl_8x8_q8_0`) for one group
+/// of 8 columns.
+pub fn gemv_iq4_nl_8x8(blocks: &[BlockIq4Nlx8], y: &[BlockQ8_0]) -> [f32; 8] {
+    let blocks = blocks.iter().map(|x| (&x.d, |j, o| x.q(j, o)));
+    gemv_b32_8x8(blocks, y, |n| KVALUES_IQ4NL[n as usize])
+}
+
+/// The 32-value 8x8 template (`gemv_q4_b32_8x8_q8_0_lut_avx`): each block as its eight
+/// f16 scales and a reader of row j's plain byte o; `value` maps a nibble to its signed
+/// value (the kernel's table).
+fn gemv_b32_8x8<'a, Q: Fn(usize, usize) -> u8>(
+    blocks: impl Iterator<Item = (&'a [[u8; 2]; 8], Q)>,
+    y: &[BlockQ8_0],
+    value: impl Fn(u8) -> i8,
+) -> [f32; 8] {
     let mut acc = [0.0f32; 8];
-    for (x, yb) in blocks.iter().zip(y) {
+    for ((d, q), yb) in blocks.zip(y) {
         for j in 0..8 {
             let mut isum = 0i32;
             for o in 0..16 {
-                let q = x.q(j, o);
+                let b = q(j, o);
                 // `mul_sum_i8_pairs_acc_int32x8`: |x| times sign(y, x), as the kernel's
                 // `_mm256_sign_epi8` computes it (wrapping for y = -128).
-                for (xv, yv) in [((q & 0xF) as i8 - 8, yb.q(o)), ((q >> 4) as i8 - 8, yb.q(o + 16))]
-                {
+                for (xv, yv) in [(value(b & 0xF), yb.q(o)), (value(b >> 4), yb.q(o + 16))] {
                     isum += sign_epi8(xv, xv) as u8 as i32 * sign_epi8(yv, xv) as i32;
                 }
             }
-            let d = crate::fp16::f16_bits_to_f32(u16::from_le_bytes(x.d[j]));
+            let d = crate::fp16::f16_bits_to_f32(u16::from_le_bytes(d[j]));
             acc[j] = (isum as f32).mul_add(d * yb.d(), acc[j]);
         }
     }

@@ -1,15 +1,17 @@
 //! The `x86_64-avx2-repack` lane: ggml's haswell tier with the CPU repack buffer (the
-//! default in llama.cpp on AVX2 machines). Q4_K and Q4_0 weights whose row count is a
-//! multiple of 8 are repacked to `q4_K_8x8` / `q4_0_8x8` ([`crate::repack`]) and
-//! multiplied by the repacked kernels ([`kernels`]); other weights, and
-//! Q6_K and Q8_0 (which x86 does not repack), take the `x86_64-avx2` lane's plain path
-//! (for Q4_K and Q6_K at 8 or more rows: ggml's tiled K-quant matmul). The
+//! default in llama.cpp on AVX2 machines). Q4_K, Q4_0 and IQ4_NL weights whose row count
+//! is a multiple of 8 are repacked to `q4_K_8x8` / `q4_0_8x8` / `iq4_nl_8x8`
+//! ([`crate::repack`], `ggml_repack_get_optimal_repack_type`) and multiplied by the
+//! repacked kernels ([`kernels`]); other weights, and the types x86's AVX2 build does not
+//! repack (Q6_K, Q8_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS), take the
+//! `x86_64-avx2` lane's plain path (for the K-quants and IQ4_XS at 8 or more rows: ggml's
+//! tiled matmul). The
 //! matmul itself is the shared [`RepackedLane`]; this module supplies the layouts, the
 //! row rules and the group kernels.
 //!
 //! Row split, as `forward_mul_mat` does it: with m activation rows, the first
 //! m - m % 4 go through the gemm kernel (K-quants: activations by
-//! [`ActRule::Q8KX86x4`]; Q4_0: the x86 q8_0 rule), the last m % 4 through the gemv
+//! [`ActRule::Q8KX86x4`]; Q4_0, IQ4_NL: the x86 q8_0 rule), the last m % 4 through the gemv
 //! kernel (q8_K by the reference rule, q8_0 by the x86 rule). Every output is one pass
 //! over all of k, so column chunking (threads) never changes a bit.
 
@@ -23,7 +25,7 @@ use crate::lane::{
     RepackScheme, RepackedLane, RowPath, Status, WeightLayout,
 };
 use crate::quant::ActRule;
-use crate::repack::{BlockQ4Kx8, BlockQ4_0x8, RepackLayout};
+use crate::repack::{BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, RepackLayout};
 use crate::GgmlType;
 
 /// The `x86_64-avx2-repack` lane.
@@ -134,8 +136,7 @@ pub const fn scheme(group: crate::lane::GroupFn) -> RepackScheme {
         layout: |ty, n| x86_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: row_rule,
         group,
-        // iq4_nl_8x8.
-        unreproduced: &[GgmlType::IQ4_NL],
+        unreproduced: &[],
     }
 }
 
@@ -144,6 +145,7 @@ pub fn x86_layout(ty: GgmlType) -> Option<RepackLayout> {
     match ty {
         GgmlType::Q4_K => Some(RepackLayout::Q4K8x8),
         GgmlType::Q4_0 => Some(RepackLayout::Q4_0_8x8),
+        GgmlType::IQ4_NL => Some(RepackLayout::Iq4Nl8x8),
         _ => None,
     }
 }
@@ -178,6 +180,11 @@ pub fn group(
         RepackLayout::Q4_0_8x8 => {
             let blocks: &[BlockQ4_0x8] = bytemuck::cast_slice(bytes);
             out.copy_from_slice(&kernels::gemv_q4_0_8x8(blocks, cast_blocks(GgmlType::Q8_0, act)?));
+        }
+        RepackLayout::Iq4Nl8x8 => {
+            let blocks: &[BlockIq4Nlx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_0, act)?;
+            out.copy_from_slice(&kernels::gemv_iq4_nl_8x8(blocks, y));
         }
         other => return Err(unsupported_layout("x86_64-avx2-repack matmul", other)),
     }
