@@ -1,6 +1,7 @@
 //! Single-thread gemv throughput of every lane, next to this core's memory bandwidth.
 //!
-//! For each weight type (Q4_K, Q6_K, Q8_0 by default) and shape (n rows x k values:
+//! For each weight type (Q4_K, Q6_K, Q8_0 by default; `--type` takes any of the twelve,
+//! and a lane that does not multiply a type is left out of its rows) and shape (n rows x k values:
 //! 4096x4096 and the Qwen3 27B FFN shapes 5120x17408 and 17408x5120), every lane's
 //! portable twin and, where this CPU can run it, its native implementation multiply one
 //! activation row: `Kernels::prepare` once (the lane's repack decision, as at model load;
@@ -144,12 +145,10 @@ fn parse_args() -> Result<Opts, String> {
             "--type" => {
                 for name in split_list(&value("--type")?) {
                     let ty = GgmlType::from_name(name)
-                        .filter(|t| tiercheck_core::lane::WEIGHT_TYPES.contains(t))
+                        .filter(|t| weights::QUANTIZABLE.contains(t))
                         .ok_or_else(|| {
-                            let known: Vec<&str> = tiercheck_core::lane::WEIGHT_TYPES
-                                .iter()
-                                .map(|t| t.name())
-                                .collect();
+                            let known: Vec<&str> =
+                                weights::QUANTIZABLE.iter().map(|t| t.name()).collect();
                             format!("unknown weight type `{name}`; known: {}", known.join(", "))
                         })?;
                     o.types.push(ty);
@@ -596,6 +595,12 @@ fn main() {
             let w = WeightMatrix::new(ty, n, k, &data).expect("weight matrix");
             let x = rng.normals(k, 1.0);
             for &lane in &selected {
+                if lane.portable.act_rule(ty).is_err() {
+                    if !opts.lanes.is_empty() {
+                        println!("{}: does not multiply {}", lane.name, ty.name());
+                    }
+                    continue;
+                }
                 let mut native_result: Option<(f64, Vec<f32>)> = None;
                 let mut twin_out: Option<Vec<f32>> = None;
                 for &imp in &opts.impls {

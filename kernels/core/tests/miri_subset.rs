@@ -32,7 +32,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-const TYPES: [GgmlType; 4] = [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+const TYPES: &[GgmlType] = weights::QUANTIZABLE;
 
 /// The lanes of this process: every lane, or with `TIERCHECK_MIRI_SHARD=i/n` those at
 /// indices `i, i + n, ...` of [`LANES`] (Miri interprets on one thread, so `ci/miri` runs
@@ -49,7 +49,7 @@ fn shard_lanes() -> Vec<&'static tiercheck_core::Lane> {
 
 #[test]
 fn weight_quantizers_and_dequantizers() {
-    for ty in TYPES {
+    for &ty in TYPES {
         let k = 256;
         let x = values(k, 7);
         let q = weights::quantize(ty, &x, 1, k).unwrap();
@@ -57,7 +57,9 @@ fn weight_quantizers_and_dequantizers() {
         let mut y = vec![0.0f32; k];
         dequantize(ty, &q, &mut y).unwrap();
         let err: f32 = x.iter().zip(&y).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
-        assert!(err < 0.5, "{}: max round-trip error {err}", ty.name());
+        // Generous (the point is UB): the 2- and 3-bit types round wide blocks coarsely.
+        let bound = if matches!(ty, GgmlType::Q2_K | GgmlType::Q3_K) { 1.5 } else { 0.5 };
+        assert!(err < bound, "{}: max round-trip error {err}", ty.name());
     }
 }
 
@@ -65,7 +67,7 @@ fn weight_quantizers_and_dequantizers() {
 fn activation_rules_round_trip() {
     let x = values(256, 11);
     for l in shard_lanes() {
-        for ty in TYPES {
+        for &ty in TYPES {
             let Ok(rule) = l.portable.act_rule(ty) else { continue };
             let bytes = l.portable.quantize_act(ty, &x).unwrap();
             let fmt = rule.format();
@@ -82,7 +84,7 @@ fn every_twin_multiplies_correctly() {
     let (n, k) = (8, 256);
     let wf = values(n * k, 3);
     let x = values(k, 5);
-    for ty in TYPES {
+    for &ty in TYPES {
         let w = weights::quantize(ty, &wf, n, k).unwrap();
         let mut wd = vec![0.0f32; n * k];
         dequantize(ty, &w, &mut wd).unwrap();

@@ -53,13 +53,15 @@ use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x8, Prepared, RepackLayout, Ta
 use tiercheck_core::{GgmlType, Lane, WeightMatrix, LANES};
 
 /// Every activation rule (a new rule must be added here to be checked).
-const RULES: [ActRule; 9] = [
+const RULES: [ActRule; 11] = [
     ActRule::Q8KRef,
     ActRule::Q8KFusedNearest,
     ActRule::Q8_0Ref,
     ActRule::Q8_1Ref,
     ActRule::Q8_0X86,
+    ActRule::Q8_1X86,
     ActRule::Q8KX86x4,
+    ActRule::Q8_1Neon,
     ActRule::Q8_0Neon,
     ActRule::Q8_1HipMmvq,
     ActRule::Q8_1CudaMmvq,

@@ -2403,6 +2403,22 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             }
         }
     }
+    // aarch64-neon on the dotprod build (repack off: the build repacks Q5_K and IQ4_NL
+    // into layouts no lane reproduces), under qemu: prompt mode (each row through the
+    // same vec_dot a decode step takes on this build), and one mix in decode mode.
+    let arm = [("q3_k_m", Mode::Decode), ("q3_k_m", Mode::Prompt), ("iq4_xs", Mode::Prompt)];
+    let arm_uniform = [("q2_k", Mode::Prompt), ("q4_1", Mode::Prompt), ("q5_1", Mode::Prompt)];
+    for (scheme, mode) in arm.into_iter().chain(arm_uniform).chain([("iq4_nl", Mode::Prompt)]) {
+        {
+            let name = format!(
+                "llama_cpp/quant/arm-dotprod/no_repack/{}/{scheme}/end_to_end",
+                mode.name()
+            );
+            trials.push(trial(&name, move || {
+                llama_quant_mix(scheme, Build::ArmDotprod, mode, false)
+            }));
+        }
+    }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();

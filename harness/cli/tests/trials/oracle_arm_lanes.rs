@@ -2,10 +2,11 @@
 //! `arm-dotprod` flavour, `-march=armv8.2-a+dotprod`), run under qemu-user with the
 //! matching CPU model, bitwise:
 //!
-//! - `oracle/arm-dotprod/from_float/{q8_K,q8_0}/aarch64-neon`: the lane's activation
+//! - `oracle/arm-dotprod/from_float/{q8_K,q8_0,q8_1}/aarch64-neon`: the lane's activation
 //!   rules against the tier's `from_float`, 240 rows each (ties, both-sign maxima, tiny,
 //!   wide range, NaN/Inf, ...);
-//! - `oracle/arm-dotprod/vec_dot/<type>/aarch64-neon`: the lane's vec_dot (twin, and
+//! - `oracle/arm-dotprod/vec_dot/<type>/aarch64-neon` (all twelve weight types): the
+//!   lane's vec_dot (twin, and
 //!   native on aarch64 hosts) against the tier's `vec_dot` with nrc = 1, on activations
 //!   quantized by the tier, weights quantized by the reference quantizer, random and
 //!   edge blocks; k includes odd block counts (the scalar tail of the legacy kernels).
@@ -19,9 +20,12 @@
 //!   q4_K and q6_K, 10 for q4_0/q8_0) must be refused by the repack buffer and match the
 //!   plain matmul, m in {1, 2, 3, 4, 5, 7} (q4_0 and q8_0 from two rows through
 //!   llamafile's `tinyBLAS_Q0_ARM`).
-//! - `oracle/arm-dotprod/matmul-plain/{q4_0,q8_0}/aarch64-neon`: the lane's matmul
-//!   against one plain `ggml_mul_mat` node, n in {7, 8, 10, 16}, m in 1..=8, k in
-//!   {256, 512}: `tinyBLAS_Q0_ARM` from two activation rows, vec_dot for one.
+//! - `oracle/arm-dotprod/matmul-plain/<type>/aarch64-neon` (all twelve weight types): the
+//!   lane's matmul against one plain `ggml_mul_mat` node, n in {7, 8, 10, 16}, m in
+//!   1..=8, k in {256, 512}: for Q4_0 and Q8_0 `tinyBLAS_Q0_ARM` from two activation
+//!   rows, vec_dot for one; vec_dot for the other types. The same for
+//!   `aarch64-neon-repack` on the types the dotprod build does not repack (Q4_1, Q5_0,
+//!   Q5_1, Q2_K, Q3_K, IQ4_XS).
 //! - `oracle/arm-i8mm/matmul-repack/<type>/aarch64-i8mm-repack`: the same against the
 //!   `arm-i8mm` flavour (`-march=armv8.6-a+dotprod+i8mm`, qemu `max,sve=off`), layouts
 //!   q4_K_8x8, q6_K_8x8, q4_0_4x8, q8_0_4x8. Row counts without a layout (12 for q4_K
@@ -53,9 +57,11 @@ pub const SUITE: &str = "oracle_arm_lanes";
 pub fn trials(selection: &Selection) -> Vec<Trial> {
     let mut trials = Vec::new();
     let neon = lanes::find("aarch64-neon").expect("lane");
-    for (ty, rule) in
-        [(GgmlType::Q8_K, neon.recipe.act_k), (GgmlType::Q8_0, neon.recipe.act_legacy)]
-    {
+    for (ty, rule) in [
+        (GgmlType::Q8_K, neon.recipe.act_k),
+        (GgmlType::Q8_0, neon.recipe.act_legacy),
+        (GgmlType::Q8_1, tiercheck_core::quant::ActRule::Q8_1Neon),
+    ] {
         trials.push(trial(
             format!("oracle/arm-dotprod/from_float/{}/aarch64-neon", ty.name()),
             move |d| {
@@ -80,16 +86,31 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             },
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    for &ty in weights::QUANTIZABLE {
         trials.push(trial(
             format!("oracle/arm-dotprod/vec_dot/{}/aarch64-neon", ty.name()),
             move |d| check_vec_dot(d, ty, "aarch64-neon"),
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+    for &ty in weights::QUANTIZABLE {
         trials.push(trial(
             format!("oracle/arm-dotprod/matmul-plain/{}/aarch64-neon", ty.name()),
             move |d| check_matmul_plain(d, ty, "aarch64-neon"),
+        ));
+    }
+    // The types the dotprod build does not repack (and the lane multiplies): the repack
+    // lane's plain path against the plain matmul (ggml's repack buffer refuses them).
+    for ty in [
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::IQ4_XS,
+    ] {
+        trials.push(trial(
+            format!("oracle/arm-dotprod/matmul-plain/{}/aarch64-neon-repack", ty.name()),
+            move |d| check_matmul_plain(d, ty, "aarch64-neon-repack"),
         ));
     }
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {

@@ -76,12 +76,9 @@ impl Kernels for NeonNative {
                 // SAFETY: as above.
                 unsafe { vec_dot::vec_dot_q6_k_q8_k(x, y, dot) }
             }
-            other => {
-                return Err(KernelError::Unsupported {
-                    op: "aarch64-neon vec_dot",
-                    ty: other.name(),
-                })
-            }
+            // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS: the twin's code (the
+            // same bits; no NEON form yet).
+            _ => return NeonTwin.vec_dot(wtype, w_row, act),
         })
     }
 

@@ -78,6 +78,11 @@ impl ActRule {
     /// nearest even; NaN converts to 0), stored as the low byte; d to f16 by the hardware.
     pub const Q8_0Neon: ActRule =
         ActRule::new("Q8_0Neon", "q8_0/neon-1-over-d-nearest-even", GgmlType::Q8_0, q8_0_neon);
+    /// q8_1 as ggml's NEON `quantize_row_q8_1` (`arch/arm/quants.c`): the quants and d
+    /// of [`ActRule::Q8_0Neon`], and s = f16(d * (float)sum), the sum taken over the 32-bit
+    /// conversions (wrapping adds) before each is stored as its low byte.
+    pub const Q8_1Neon: ActRule =
+        ActRule::new("Q8_1Neon", "q8_1/neon-1-over-d-nearest-even", GgmlType::Q8_1, q8_1_neon);
     /// q8_1 as ggml's CUDA/HIP `quantize_q8_1` kernel compiled by HIP clang (the MMVQ
     /// activations): warp-butterfly amax and sum, d = amax/127 and q = roundf(x/d) by
     /// true divisions (half away from zero), d and the float sum of x stored as f16. See
@@ -209,6 +214,11 @@ fn q8k_x86x4(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
 
 fn q8_0_neon(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
     quantize_q8_0_neon(x, cast_blocks_mut(GgmlType::Q8_0, out)?);
+    Ok(())
+}
+
+fn q8_1_neon(x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+    quantize_q8_1_neon(x, cast_blocks_mut(GgmlType::Q8_1, out)?);
     Ok(())
 }
 
@@ -456,25 +466,60 @@ fn fcvtns(v: f32) -> i32 {
     }
 }
 
-/// Twin of ggml's NEON `quantize_row_q8_0`. The amax tree: eight 4-lane vectors
-/// (x[4j..4j+4]) of absolute values, vmaxq pairs (0,1),(2,3),(4,5),(6,7), then (0,2),
-/// (4,6), then (0,4), then `vmaxvq` over the four lanes (all `fmax`).
+/// The head of ggml's NEON `quantize_row_q8_0`/`_q8_1` for one block: the amax tree
+/// (eight 4-lane vectors x[4j..4j+4] of absolute values, vmaxq pairs (0,1),(2,3),(4,5),
+/// (6,7), then (0,2), (4,6), then (0,4), then `vmaxvq` over the four lanes, all `fmax`),
+/// d = amax/127, and the 32 conversions `vcvtnq_s32_f32(x * (1/d))`.
+fn neon_scale_convert(xb: &[f32]) -> (f32, [i32; QK]) {
+    let a = |j: usize, l: usize| xb[4 * j + l].abs();
+    let m: [f32; 4] = core::array::from_fn(|l| {
+        let p0 = fmax(a(0, l), a(1, l));
+        let p2 = fmax(a(2, l), a(3, l));
+        let p4 = fmax(a(4, l), a(5, l));
+        let p6 = fmax(a(6, l), a(7, l));
+        fmax(fmax(p0, p2), fmax(p4, p6))
+    });
+    let amax = fmax(fmax(m[0], m[1]), fmax(m[2], m[3]));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    (d, core::array::from_fn(|j| fcvtns(xb[j] * id)))
+}
+
+/// Twin of ggml's NEON `quantize_row_q8_0` (see [`neon_scale_convert`]): each conversion
+/// stored as its low byte.
 fn quantize_q8_0_neon(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
-        let a = |j: usize, l: usize| xb[4 * j + l].abs();
-        let m: [f32; 4] = core::array::from_fn(|l| {
-            let p0 = fmax(a(0, l), a(1, l));
-            let p2 = fmax(a(2, l), a(3, l));
-            let p4 = fmax(a(4, l), a(5, l));
-            let p6 = fmax(a(6, l), a(7, l));
-            fmax(fmax(p0, p2), fmax(p4, p6))
-        });
-        let amax = fmax(fmax(m[0], m[1]), fmax(m[2], m[3]));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (d, q) = neon_scale_convert(xb);
         y.d = crate::fp16::f32_to_f16_bits_hw(d).to_le_bytes();
-        for (q, &v) in y.qs.iter_mut().zip(xb) {
-            *q = fcvtns(v * id) as i8 as u8;
+        for (o, &v) in y.qs.iter_mut().zip(&q) {
+            *o = v as i8 as u8;
+        }
+    }
+}
+
+/// An aarch64 `fmul`: a NaN it generates from non-NaN operands (0 times infinity) is the
+/// default NaN, 0x7FC00000 (x86-64 generates 0xFFC00000); NaN operands propagate alike.
+#[inline]
+fn arm_mul(a: f32, b: f32) -> f32 {
+    let p = a * b;
+    if p.is_nan() && !a.is_nan() && !b.is_nan() {
+        f32::from_bits(0x7FC0_0000)
+    } else {
+        p
+    }
+}
+
+/// Twin of ggml's NEON `quantize_row_q8_1`: [`quantize_q8_0_neon`]'s quants and d, and
+/// s = f16(d * (float)sum) over the 32-bit conversions (wrapping adds), the product as
+/// aarch64 rounds it ([`arm_mul`]: an infinite d times a zero sum is the default NaN).
+fn quantize_q8_1_neon(x: &[f32], out: &mut [BlockQ8_1]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, q) = neon_scale_convert(xb);
+        y.d = crate::fp16::f32_to_f16_bits_hw(d).to_le_bytes();
+        let sum = q.iter().fold(0i32, |s, &v| s.wrapping_add(v));
+        y.s = crate::fp16::f32_to_f16_bits_hw(arm_mul(d, sum as f32)).to_le_bytes();
+        for (o, &v) in y.qs.iter_mut().zip(&q) {
+            *o = v as i8 as u8;
         }
     }
 }

@@ -286,6 +286,8 @@ impl Kernels for I8mmTwin {
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        // The nrc == 1 kernels are the NEON ones, for the types this lane multiplies.
+        self.act_rule(wtype)?;
         NeonTwin.vec_dot(wtype, w_row, act)
     }
 

@@ -2,15 +2,18 @@
 //! (`-march=armv8.2-a+dotprod`), plain weights, `nrc == 1` vec_dot (the decode path):
 //!
 //! - activations: q8_K by `quantize_row_q8_K_ref` as GCC compiles it on aarch64, with
-//!   `nearest_int(iscale * x)` fused into one multiply-add ([`ActRule::Q8KFusedNearest`]);
-//!   q8_0 by the NEON quantizer ([`ActRule::Q8_0Neon`]);
-//! - dot products: the NEON kernels with GCC's contractions ([`vec_dot`]);
+//!   `nearest_int(iscale * x)` fused into one multiply-add ([`ActRule::Q8KFusedNearest`]),
+//!   for the K-quants and IQ4_XS; q8_0 by the NEON quantizer ([`ActRule::Q8_0Neon`]) for
+//!   Q4_0, Q5_0, Q8_0 and IQ4_NL; q8_1 by the NEON quantizer ([`ActRule::Q8_1Neon`]) for
+//!   Q4_1 and Q5_1 ([`neon_act_rule`]);
+//! - dot products: the NEON kernels of all twelve weight types with GCC's contractions
+//!   ([`vec_dot`]);
 //! - dequantize: `dequantize_row_q4_K` contracted to `fma(d1, q, -m1)` by GCC (the other
 //!   formats have nothing to contract and equal `ref`).
 //!
 //! - the plain Q4_0 and Q8_0 matmul with two or more activation rows: llamafile's
-//!   `tinyBLAS_Q0_ARM` ([`tinyblas`], [`ARM_TINYBLAS_Q0`]); K-quants and single rows take
-//!   `vec_dot`.
+//!   `tinyBLAS_Q0_ARM` ([`tinyblas`], [`ARM_TINYBLAS_Q0`]); the other types (the ARM
+//!   tinyBLAS takes no others) and single rows take `vec_dot`.
 //!
 //! On i8mm builds ggml runs these vec_dots two rows at a time (smmla) when both row
 //! counts are even; that is the `aarch64-i8mm` family's business, not this lane's.
@@ -20,7 +23,7 @@ pub mod vec_dot;
 
 use crate::blocks::{cast_blocks, BlockQ4K, QK_K};
 use crate::error::KernelError;
-use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
+use crate::lane::dispatch::{check_pair, dispatch_vec_dot, VecDotFns};
 use crate::lane::{
     vec_dot_rows, Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, PlainGemm,
     Proof, Recipe, Status, WeightLayout,
@@ -127,6 +130,20 @@ pub static AARCH64_NEON: Lane = Lane {
             ],
         },
         Proof {
+            level: Level::DecoderDecode,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off, on llama.cpp's Q3_K_M mix (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-dotprod/no_repack/decode/"],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off, on llama.cpp's Q3_K_M and IQ4_XS mixes and uniform Q2_K, Q4_1, Q5_1 and IQ4_NL models (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-dotprod/no_repack/prompt/"],
+        },
+        Proof {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 dotprod build under qemu, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
@@ -164,9 +181,24 @@ pub fn dequantize_q4_k_fused(blocks: &[BlockQ4K], out: &mut [f32]) {
     }
 }
 
+/// The dotprod build's activation rule for weights of `wtype` (each type's
+/// `vec_dot_type` by the build's `from_float`): q8_K by the reference quantizer as GCC
+/// contracts it for the K-quants and IQ4_XS, q8_0 by the NEON quantizer for Q4_0, Q5_0,
+/// Q8_0 and IQ4_NL, q8_1 by the NEON quantizer for Q4_1 and Q5_1.
+pub fn neon_act_rule(wtype: GgmlType) -> Result<ActRule, KernelError> {
+    match wtype {
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q5_K | GgmlType::IQ4_XS => {
+            Ok(AARCH64_NEON.recipe.act_k)
+        }
+        GgmlType::Q5_0 | GgmlType::IQ4_NL => Ok(AARCH64_NEON.recipe.act_legacy),
+        GgmlType::Q4_1 | GgmlType::Q5_1 => Ok(ActRule::Q8_1Neon),
+        _ => AARCH64_NEON.recipe.act_rule(wtype, "aarch64-neon matmul"),
+    }
+}
+
 impl Kernels for NeonTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        AARCH64_NEON.recipe.act_rule(wtype, "aarch64-neon matmul")
+        neon_act_rule(wtype)
     }
 
     fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
@@ -192,7 +224,36 @@ impl Kernels for NeonTwin {
             q4_k: neon::vec_dot_q4_k_q8_k,
             q6_k: neon::vec_dot_q6_k_q8_k,
         };
-        dispatch_vec_dot(self, &fns, "aarch64-neon vec_dot", wtype, w_row, act)
+        let atype = self.act_rule(wtype)?.format();
+        check_pair(wtype, w_row, atype, act)?;
+        let (w, a) = (w_row, act);
+        Ok(match wtype {
+            GgmlType::Q4_1 => {
+                neon::vec_dot_q4_1_q8_1(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q5_0 => {
+                neon::vec_dot_q5_0_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q5_1 => {
+                neon::vec_dot_q5_1_q8_1(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q2_K => {
+                neon::vec_dot_q2_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q3_K => {
+                neon::vec_dot_q3_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::Q5_K => {
+                neon::vec_dot_q5_k_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::IQ4_NL => {
+                neon::vec_dot_iq4_nl_q8_0(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            GgmlType::IQ4_XS => {
+                neon::vec_dot_iq4_xs_q8_k(cast_blocks(wtype, w)?, cast_blocks(atype, a)?)
+            }
+            _ => return dispatch_vec_dot(self, &fns, "aarch64-neon vec_dot", wtype, w_row, act),
+        })
     }
 
     fn matmul_quantized(
