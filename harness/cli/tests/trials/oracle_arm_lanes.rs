@@ -39,6 +39,11 @@
 //!   plain `ggml_mul_mat` node of the i8mm build, n in {7, 8, 10, 16} and m in 1..=8
 //!   (tiles where both are even, `nrc == 1` otherwise), k in {256, 512}.
 //!
+//! - `oracle/<arm-i8mm|arm-sve128|arm-sve256>/{vec_dot,matmul-plain}/<type>/<lane>`: the
+//!   types each of these builds multiplies with the NEON `nrc == 1` kernels (Q5_0, Q5_1,
+//!   Q5_K, IQ4_NL, IQ4_XS; the i8mm build also Q2_K and Q3_K) on its plain lane, and the
+//!   plain matmul of its repack lane for those it does not repack.
+//!
 //! Ignored with the reason without the oracle; failures under
 //! `TIERCHECK_REQUIRE_ORACLE=1`.
 
@@ -178,6 +183,36 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             ));
         }
     }
+    // The other weight types each build runs through the NEON `nrc == 1` kernels (the
+    // i8mm build: all but Q4_1, which has a tile; the SVE builds: also not Q2_K and Q3_K,
+    // which have SVE kernels): vec_dot and plain matmul, and the repack lanes' plain path
+    // for those the builds do not repack (all but Q5_K and IQ4_NL).
+    let neon_types =
+        [GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS];
+    for (tier, plain, repacked) in [
+        (ArmTier::I8mm, "aarch64-i8mm", "aarch64-i8mm-repack"),
+        (ArmTier::Sve128, "aarch64-sve128", "aarch64-sve128-repack"),
+        (ArmTier::Sve256, "aarch64-sve256", "aarch64-sve256-repack"),
+    ] {
+        let extra: &[GgmlType] =
+            if tier == ArmTier::I8mm { &[GgmlType::Q2_K, GgmlType::Q3_K] } else { &[] };
+        for &ty in neon_types.iter().chain(extra) {
+            let (t, b) = (ty.name(), tier.name());
+            trials.push(trial_on(tier, format!("oracle/{b}/vec_dot/{t}/{plain}"), move |d| {
+                check_vec_dot(d, ty, plain)
+            }));
+            trials.push(trial_on(tier, format!("oracle/{b}/matmul-plain/{t}/{plain}"), move |d| {
+                check_matmul_plain(d, ty, plain)
+            }));
+            if !matches!(ty, GgmlType::Q5_K | GgmlType::IQ4_NL) {
+                trials.push(trial_on(
+                    tier,
+                    format!("oracle/{b}/matmul-plain/{t}/{repacked}"),
+                    move |d| check_matmul_plain(d, ty, repacked),
+                ));
+            }
+        }
+    }
     // The checks can fail: a neighbouring lane's kernels differ from each SVE build where
     // its own lane models a different order (NEON's unfused vmlaq and two vaddvq against
     // SVE-128; four lanes against eight and unfused against fused gemms at 256 bits).
@@ -190,6 +225,9 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (sve256, "vec_dot", GgmlType::Q4_0, "aarch64-sve128"),
         (sve256, "vec_dot", GgmlType::Q8_0, "aarch64-sve128"),
         (sve256, "matmul-repack", GgmlType::Q4_K, "aarch64-sve128-repack"),
+        // The i8mm builds' Q5_0 tail takes negative codes as unsigned bytes.
+        (ArmTier::I8mm, "vec_dot", GgmlType::Q5_0, "aarch64-neon"),
+        (sve128, "vec_dot", GgmlType::Q5_0, "aarch64-neon"),
     ] {
         let name = format!("oracle/{}/{kind}/{}/{wrong}_differs", tier.name(), ty.name());
         trials.push(trial_on(tier, name, move |d| {

@@ -94,9 +94,8 @@ impl Kernels for I8mmNative {
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        // The nrc == 1 kernels are the NEON ones, for the types this lane multiplies.
         self.act_rule(wtype)?;
-        neon::KERNELS.vec_dot(wtype, w_row, act)
+        tiercheck_core::arch::aarch64::i8mm::i8mm_build_vec_dot(&neon::KERNELS, wtype, w_row, act)
     }
 
     fn matmul_quantized(

@@ -179,7 +179,12 @@ impl Kernels for SveNative {
                 Ok(unsafe { (self.q8_0)(x, y) })
             }
             // The K-quants' `nrc == 1` order is NEON's (module doc).
-            _ => neon::KERNELS.vec_dot(wtype, w_row, act),
+            _ => tiercheck_core::arch::aarch64::i8mm::i8mm_build_vec_dot(
+                &neon::KERNELS,
+                wtype,
+                w_row,
+                act,
+            ),
         }
     }
 

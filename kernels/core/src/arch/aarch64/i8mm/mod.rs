@@ -2,7 +2,10 @@
 //! (`-march=armv8.6-a+dotprod+i8mm`), repack off (`--no-repack`), plain weights:
 //!
 //! - activations, dequantization and the single-row (`nrc == 1`) vec_dot: the
-//!   `aarch64-neon` lane's (the same source compiled for dotprod);
+//!   `aarch64-neon` lane's (the same source compiled for dotprod), but for Q5_0's scalar
+//!   tail, which this build computes with unsigned weight bytes ([`i8mm_build_vec_dot`]);
+//!   the types beside the four (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS) have one
+//!   row per call; Q4_1's own `nrc == 2` tile is not reproduced and refused;
 //! - the plain matmul ([`ARM_I8MM_NRC2`]): the i8mm build's type traits give Q4_0,
 //!   Q8_0, Q4_K and Q6_K `nrows = 2`, so `ggml_compute_forward_mul_mat` calls their
 //!   vec_dot on 2x2 tiles (two weight rows by two activation rows, `smmla`,
@@ -24,7 +27,7 @@
 
 pub mod vec_dot2;
 
-use crate::arch::aarch64::neon::NeonTwin;
+use crate::arch::aarch64::neon::{arm_act_rule, NeonTwin};
 use crate::blocks::cast_blocks;
 use crate::error::KernelError;
 use crate::lane::dispatch::check_pair;
@@ -276,9 +279,42 @@ pub fn matmul_nrc2<K: Kernels + ?Sized>(
     Ok(out)
 }
 
+/// The i8mm build's activation rules ([`arm_act_rule`]) for the types this lane
+/// multiplies: all but Q4_1, which the build runs through its own `nrc == 2` tile (not
+/// reproduced here); the other types beside the four have no tile and take the NEON
+/// `nrc == 1` kernels.
+pub fn i8mm_act_rule(wtype: GgmlType) -> Result<ActRule, KernelError> {
+    const OP: &str = "aarch64-i8mm matmul";
+    if wtype == GgmlType::Q4_1 {
+        return Err(KernelError::Unsupported { op: OP, ty: wtype.name() });
+    }
+    arm_act_rule(&AARCH64_I8MM.recipe, wtype, OP)
+}
+
+/// The `nrc == 1` vec_dot of ggml's i8mm builds (the `aarch64-i8mm` and SVE families)
+/// for a type the caller's lane multiplies: the NEON kernels (`neon`, twin or native),
+/// except Q5_0, whose scalar tail these builds compile differently
+/// ([`crate::arch::aarch64::neon::vec_dot::vec_dot_q5_0_q8_0_i8mm`]).
+pub fn i8mm_build_vec_dot(
+    neon: &dyn Kernels,
+    wtype: GgmlType,
+    w_row: &[u8],
+    act: &[u8],
+) -> Result<f32, KernelError> {
+    if wtype != GgmlType::Q5_0 {
+        return neon.vec_dot(wtype, w_row, act);
+    }
+    let atype = neon.act_rule(wtype)?.format();
+    check_pair(wtype, w_row, atype, act)?;
+    Ok(crate::arch::aarch64::neon::vec_dot::vec_dot_q5_0_q8_0_i8mm(
+        cast_blocks(wtype, w_row)?,
+        cast_blocks(atype, act)?,
+    ))
+}
+
 impl Kernels for I8mmTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        AARCH64_I8MM.recipe.act_rule(wtype, "aarch64-i8mm matmul")
+        i8mm_act_rule(wtype)
     }
 
     fn dequantize(&self, ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
@@ -286,9 +322,8 @@ impl Kernels for I8mmTwin {
     }
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
-        // The nrc == 1 kernels are the NEON ones, for the types this lane multiplies.
         self.act_rule(wtype)?;
-        NeonTwin.vec_dot(wtype, w_row, act)
+        i8mm_build_vec_dot(&NeonTwin, wtype, w_row, act)
     }
 
     fn matmul_quantized(

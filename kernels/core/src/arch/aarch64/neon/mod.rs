@@ -186,13 +186,22 @@ pub fn dequantize_q4_k_fused(blocks: &[BlockQ4K], out: &mut [f32]) {
 /// contracts it for the K-quants and IQ4_XS, q8_0 by the NEON quantizer for Q4_0, Q5_0,
 /// Q8_0 and IQ4_NL, q8_1 by the NEON quantizer for Q4_1 and Q5_1.
 pub fn neon_act_rule(wtype: GgmlType) -> Result<ActRule, KernelError> {
+    arm_act_rule(&AARCH64_NEON.recipe, wtype, "aarch64-neon matmul")
+}
+
+/// The aarch64 builds' activation rule for weights of `wtype` under `recipe` (its
+/// `act_k` for the K-quants and IQ4_XS, its `act_legacy` for Q4_0, Q5_0, Q8_0 and
+/// IQ4_NL, the NEON q8_1 rule for Q4_1 and Q5_1); `op` names the lane in errors.
+pub fn arm_act_rule(
+    recipe: &Recipe,
+    wtype: GgmlType,
+    op: &'static str,
+) -> Result<ActRule, KernelError> {
     match wtype {
-        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q5_K | GgmlType::IQ4_XS => {
-            Ok(AARCH64_NEON.recipe.act_k)
-        }
-        GgmlType::Q5_0 | GgmlType::IQ4_NL => Ok(AARCH64_NEON.recipe.act_legacy),
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q5_K | GgmlType::IQ4_XS => Ok(recipe.act_k),
+        GgmlType::Q5_0 | GgmlType::IQ4_NL => Ok(recipe.act_legacy),
         GgmlType::Q4_1 | GgmlType::Q5_1 => Ok(ActRule::Q8_1Neon),
-        _ => AARCH64_NEON.recipe.act_rule(wtype, "aarch64-neon matmul"),
+        _ => recipe.act_rule(wtype, op),
     }
 }
 

@@ -32,7 +32,8 @@ mod more;
 
 pub use more::{
     vec_dot_iq4_nl_q8_0, vec_dot_iq4_xs_q8_k, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k,
-    vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q5_k_q8_k,
+    vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_i8mm, vec_dot_q5_1_q8_1,
+    vec_dot_q5_k_q8_k,
 };
 
 /// `vaddvq_f32`: pairwise, (v0 + v1) + (v2 + v3).

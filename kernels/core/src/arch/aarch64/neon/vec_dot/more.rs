@@ -101,11 +101,30 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 
 /// `ggml_vec_dot_q5_0_q8_0`, NEON path, nrc = 1.
 pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    q5_0(x, y, |q| q - 16)
+}
+
+/// `ggml_vec_dot_q5_0_q8_0` as GCC builds it with i8mm (`-march=armv8.6-a+...+i8mm`,
+/// ggml's i8mm and SVE builds): the NEON pair loop as [`vec_dot_q5_0_q8_0`], but the
+/// scalar tail of an odd last block takes each code `(int8_t)(q - 16)` as its unsigned
+/// byte, `(q - 16) & 0xFF` (a negative code -16..-1 counts as 240..255). Measured: on
+/// these builds a block of codes -16 dotted with ones gives 240 per value, where the
+/// dotprod build gives -16. The loop's widening dot product is vectorized with the
+/// mixed-sign `usdot` that i8mm adds, the weight operand taken unsigned.
+pub fn vec_dot_q5_0_q8_0_i8mm(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    q5_0(x, y, |q| (q - 16) & 0xFF)
+}
+
+/// The Q5_0 kernel with `tail_code` mapping a 5-bit code (0..31) to the value the
+/// scalar tail multiplies.
+#[inline]
+fn q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0], tail_code: impl Fn(i32) -> i32) -> f32 {
     let nb = x.len().min(y.len());
     let codes = |b: usize| quants5(&x[b].qs, x[b].qh).map(|q| q as i32 - 16);
     let mut sumf = pairs(nb, |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d());
     for b in 2 * (nb / 2)..nb {
-        sumf = (x[b].d() * y[b].d()).mul_add(block_dot(&codes(b), &y[b].qs) as f32, sumf);
+        let tail = quants5(&x[b].qs, x[b].qh).map(|q| tail_code(q as i32));
+        sumf = (x[b].d() * y[b].d()).mul_add(block_dot(&tail, &y[b].qs) as f32, sumf);
     }
     sumf
 }
