@@ -206,16 +206,18 @@ fn unsupported_types_are_errors() {
         Err(KernelError::Unsupported { .. })
     ));
     // A codec a lane does not multiply: its vec_dot and activation rule refuse it (the
-    // ref, x86 and aarch64-neon lanes multiply every quantizable type, aarch64-i8mm all
-    // but Q4_1, whose nrc == 2 tile it does not reproduce). A repacked lane refuses the types its scheme lists as unreproduced, though
-    // its plain lane multiplies them.
-    let i8mm = lane("aarch64-i8mm").unwrap();
-    let w = weights::quantize(GgmlType::Q4_1, &[0.0; 256], 1, 256).unwrap();
-    let a =
-        lane("aarch64-neon").unwrap().portable.quantize_act(GgmlType::Q4_1, &[0.0; 256]).unwrap();
-    assert!(i8mm.portable.vec_dot(GgmlType::Q4_1, &w, &a).is_err());
-    assert!(i8mm.portable.act_rule(GgmlType::Q4_1).is_err());
-    assert!(i8mm.portable.act_rule(GgmlType::Q5_K).is_ok());
+    // ref, x86, aarch64-neon and aarch64-i8mm lanes multiply every quantizable type,
+    // aarch64-sve128 all but Q2_K and Q3_K, whose SVE kernels it does not reproduce). A
+    // repacked lane refuses the types its scheme lists as unreproduced, though its plain
+    // lane multiplies them.
+    let sve = lane("aarch64-sve128").unwrap();
+    let w = weights::quantize(GgmlType::Q3_K, &[0.0; 256], 1, 256).unwrap();
+    let neon = lane("aarch64-neon").unwrap().portable;
+    let a = neon.quantize_act(GgmlType::Q3_K, &[0.0; 256]).unwrap();
+    assert!(sve.portable.vec_dot(GgmlType::Q3_K, &w, &a).is_err());
+    assert!(sve.portable.act_rule(GgmlType::Q3_K).is_err());
+    assert!(sve.portable.act_rule(GgmlType::Q5_K).is_ok());
+    assert!(lane("aarch64-i8mm").unwrap().portable.act_rule(GgmlType::Q4_1).is_ok());
     assert!(lane("aarch64-neon-repack").unwrap().portable.act_rule(GgmlType::Q5_K).is_err());
     assert!(lane("aarch64-neon").unwrap().portable.act_rule(GgmlType::Q5_K).is_ok());
     use tiercheck_core::Kernels;

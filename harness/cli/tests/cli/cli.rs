@@ -265,15 +265,15 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
     let e = base("ref", "auto", "blk.0.attn_norm.weight");
     assert!(e.contains("matmul needs a 2-D weight"), "{e}");
     // A type the lane does not multiply: refused, with the types it does.
-    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q4_1.gguf"), "--type", "q4_1"]);
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q3k.gguf"), "--type", "uniform:q3_K"]);
     let e = fails(&[
         "matmul",
         "--lane",
-        "aarch64-i8mm",
+        "aarch64-sve128",
         "--impl",
         "portable",
         "--gguf",
-        &f.p("q4_1.gguf"),
+        &f.p("q3k.gguf"),
         "--tensor",
         "blk.0.attn_q.weight",
         "--input",
@@ -281,7 +281,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
         "--out",
         &f.p("y.safetensors"),
     ]);
-    assert!(e.contains("is q4_1") && e.contains("q5_K"), "{e}");
+    assert!(e.contains("is q3_K") && e.contains("q5_K"), "{e}");
     std::fs::write(f.p("bad.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     let e = fails(&[
         "matmul",

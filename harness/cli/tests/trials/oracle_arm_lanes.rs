@@ -40,9 +40,10 @@
 //!   (tiles where both are even, `nrc == 1` otherwise), k in {256, 512}.
 //!
 //! - `oracle/<arm-i8mm|arm-sve128|arm-sve256>/{vec_dot,matmul-plain}/<type>/<lane>`: the
-//!   types each of these builds multiplies with the NEON `nrc == 1` kernels (Q5_0, Q5_1,
-//!   Q5_K, IQ4_NL, IQ4_XS; the i8mm build also Q2_K and Q3_K) on its plain lane, and the
-//!   plain matmul of its repack lane for those it does not repack.
+//!   types each of these builds multiplies with its NEON code (Q4_1 with its `nrc == 2`
+//!   tile, also `vec_dot2`; Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS; the i8mm build also Q2_K and
+//!   Q3_K) on its plain lane, and the plain matmul of its repack lane for those it does
+//!   not repack.
 //!
 //! Ignored with the reason without the oracle; failures under
 //! `TIERCHECK_REQUIRE_ORACLE=1`.
@@ -183,12 +184,18 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             ));
         }
     }
-    // The other weight types each build runs through the NEON `nrc == 1` kernels (the
-    // i8mm build: all but Q4_1, which has a tile; the SVE builds: also not Q2_K and Q3_K,
-    // which have SVE kernels): vec_dot and plain matmul, and the repack lanes' plain path
-    // for those the builds do not repack (all but Q5_K and IQ4_NL).
-    let neon_types =
-        [GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS];
+    // The other weight types, in the NEON code of each build (Q4_1 with its `nrc == 2`
+    // tile; the SVE builds' Q2_K and Q3_K have SVE kernels, not reproduced): vec_dot,
+    // the tile and the plain matmul, and the repack lanes' plain path for those the
+    // builds do not repack (all but Q5_K and IQ4_NL).
+    let neon_types = [
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q5_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+    ];
     for (tier, plain, repacked) in [
         (ArmTier::I8mm, "aarch64-i8mm", "aarch64-i8mm-repack"),
         (ArmTier::Sve128, "aarch64-sve128", "aarch64-sve128-repack"),
@@ -204,6 +211,11 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             trials.push(trial_on(tier, format!("oracle/{b}/matmul-plain/{t}/{plain}"), move |d| {
                 check_matmul_plain(d, ty, plain)
             }));
+            if ty == GgmlType::Q4_1 {
+                trials.push(trial_on(tier, format!("oracle/{b}/vec_dot2/{t}/{plain}"), move |d| {
+                    check_vec_dot2(d, ty, plain)
+                }));
+            }
             if !matches!(ty, GgmlType::Q5_K | GgmlType::IQ4_NL) {
                 trials.push(trial_on(
                     tier,

@@ -71,12 +71,8 @@ pub(crate) fn tile(
                 [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
             )
         },
-        other => {
-            return Err(KernelError::Unsupported {
-                op: "aarch64-i8mm nrc=2 vec_dot",
-                ty: other.name(),
-            })
-        }
+        // Q4_1: the twin's code (the same bits; no i8mm form yet).
+        _ => return tiercheck_core::arch::aarch64::i8mm::tile(ty, atype, x, y),
     })
 }
 

@@ -5,9 +5,9 @@
 //!   `aarch64-neon` lane's (the same source compiled for dotprod), but for Q5_0's scalar
 //!   tail, which this build computes with unsigned weight bytes ([`i8mm_build_vec_dot`]);
 //!   the types beside the four (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS) have one
-//!   row per call; Q4_1's own `nrc == 2` tile is not reproduced and refused;
+//!   row per call, and Q4_1 has a tile of its own ([`vec_dot2::vec_dot2_q4_1_q8_1`]);
 //! - the plain matmul ([`ARM_I8MM_NRC2`]): the i8mm build's type traits give Q4_0,
-//!   Q8_0, Q4_K and Q6_K `nrows = 2`, so `ggml_compute_forward_mul_mat` calls their
+//!   Q4_1, Q8_0, Q4_K and Q6_K `nrows = 2`, so `ggml_compute_forward_mul_mat` calls their
 //!   vec_dot on 2x2 tiles (two weight rows by two activation rows, `smmla`,
 //!   [`vec_dot2`]) when the weight row count and the activation row count are both even
 //!   and the chunk of ggml's thread plan the output lies in has even spans in both
@@ -184,7 +184,7 @@ impl ChunkPlan {
 /// 2x2 tiles (`nrc == 2`) anywhere (chunks with odd spans still go one pair at a time:
 /// [`ChunkPlan`]).
 pub fn nrc2_applies(ty: GgmlType, n: usize, m: usize) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K)
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K)
         && n.is_multiple_of(2)
         && m.is_multiple_of(2)
 }
@@ -215,6 +215,10 @@ pub fn tile(
             [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
         ),
         GgmlType::Q8_0 => vec_dot2::vec_dot2_q8_0_q8_0(
+            [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+            [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+        ),
+        GgmlType::Q4_1 => vec_dot2::vec_dot2_q4_1_q8_1(
             [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
             [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
         ),
@@ -279,16 +283,10 @@ pub fn matmul_nrc2<K: Kernels + ?Sized>(
     Ok(out)
 }
 
-/// The i8mm build's activation rules ([`arm_act_rule`]) for the types this lane
-/// multiplies: all but Q4_1, which the build runs through its own `nrc == 2` tile (not
-/// reproduced here); the other types beside the four have no tile and take the NEON
-/// `nrc == 1` kernels.
+/// The i8mm build's activation rules ([`arm_act_rule`]), for all twelve types: Q4_1 has
+/// an `nrc == 2` tile as the four; the other types take the NEON `nrc == 1` kernels.
 pub fn i8mm_act_rule(wtype: GgmlType) -> Result<ActRule, KernelError> {
-    const OP: &str = "aarch64-i8mm matmul";
-    if wtype == GgmlType::Q4_1 {
-        return Err(KernelError::Unsupported { op: OP, ty: wtype.name() });
-    }
-    arm_act_rule(&AARCH64_I8MM.recipe, wtype, OP)
+    arm_act_rule(&AARCH64_I8MM.recipe, wtype, "aarch64-i8mm matmul")
 }
 
 /// The `nrc == 1` vec_dot of ggml's i8mm builds (the `aarch64-i8mm` and SVE families)

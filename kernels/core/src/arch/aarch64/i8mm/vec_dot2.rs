@@ -11,6 +11,9 @@
 //!
 //! - Q4_0, Q8_0: `acc = acc + round(float(isum) * round(f16(d_x) * f16(d_y)))`, isum the
 //!   block's integer dot (Q4_0 codes minus 8);
+//! - Q4_1 (`ggml_vec_dot_q4_1_q8_1`): the same with the unsigned codes 0..15 (the scale
+//!   product of two f16 values is exact), and beside it `summ = summ + f16(m_x) *
+//!   f16(s_y)` per block (exact products, `vaddq_f32`); the output is `acc + summ`;
 //! - Q4_K: `acc = acc - round(float(bias) * round(f16(dmin_x) * d_y))`, then
 //!   `acc = acc + round(float(isum) * round(f16(d_x) * d_y))`, isum = sum over the 8
 //!   sub-blocks of sc_s * dot_s, bias = sum of min_s * (`bsums[2s] + bsums[2s+1]`);
@@ -23,7 +26,7 @@
 
 use crate::arch::aarch64::neon::vec_dot::q6_k_isum;
 use crate::blocks::q4_k::scale_min_k4;
-use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1};
 
 /// The 2x2 tile `[[x0·y0, x1·y0], [x0·y1, x1·y1]]` (activation row outer, as ggml
 /// stores it: `s[0], s[1]` then `s[bs], s[bs + 1]`).
@@ -44,6 +47,28 @@ pub fn q4_0_isum(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
 pub fn q8_0_isum(x: &BlockQ8_0, y: &BlockQ8_0) -> i32 {
     crate::accelerated!(slots::Q8_0_ISUM, (x, y));
     (0..32).map(|o| x.q(o) as i32 * y.q(o) as i32).sum()
+}
+
+/// `ggml_vec_dot_q4_1_q8_1` with `nrc == 2`.
+pub fn vec_dot2_q4_1_q8_1(x: [&[BlockQ4_1]; 2], y: [&[BlockQ8_1]; 2]) -> Tile {
+    let mut t = [[0.0f32; 2]; 2];
+    let mut summ = [[0.0f32; 2]; 2];
+    for b in 0..x[0].len() {
+        for yi in 0..2 {
+            for xi in 0..2 {
+                let (xb, yb) = (&x[xi][b], &y[yi][b]);
+                let isum: i32 = (0..16)
+                    .map(|o| {
+                        (xb.qs[o] & 0xF) as i32 * yb.qs[o] as i8 as i32
+                            + (xb.qs[o] >> 4) as i32 * yb.qs[o + 16] as i8 as i32
+                    })
+                    .sum();
+                t[yi][xi] += isum as f32 * (xb.d() * yb.d());
+                summ[yi][xi] += xb.m() * yb.s();
+            }
+        }
+    }
+    core::array::from_fn(|yi| core::array::from_fn(|xi| t[yi][xi] + summ[yi][xi]))
 }
 
 /// `ggml_vec_dot_q4_0_q8_0` with `nrc == 2`.

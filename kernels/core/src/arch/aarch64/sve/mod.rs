@@ -6,10 +6,9 @@
 //! - activations and dequantization: the `aarch64-neon` lane's (the same source; ggml's
 //!   quantizers have no SVE path);
 //! - `nrc == 1` vec_dot: the SVE-128 kernels for Q4_0 and Q8_0 (fused `svmla`, one FADDV),
-//!   the NEON order for Q4_K and Q6_K ([`vec_dot`]), and for Q5_0 (with the i8mm builds'
-//!   unsigned tail, [`crate::arch::aarch64::i8mm::i8mm_build_vec_dot`]), Q5_1, Q5_K,
-//!   IQ4_NL and IQ4_XS; Q4_1 (an i8mm tile of its own), Q2_K and Q3_K (SVE kernels) are not
-//!   reproduced and refused;
+//!   the NEON order for Q4_K and Q6_K ([`vec_dot`]), and for Q4_1, Q5_0 (with the i8mm
+//!   builds' unsigned tail, [`crate::arch::aarch64::i8mm::i8mm_build_vec_dot`]), Q5_1,
+//!   Q5_K, IQ4_NL and IQ4_XS; Q2_K and Q3_K (SVE kernels) are not reproduced and refused;
 //! - the plain matmul: 2x2 tiles where both row counts are even, as on the i8mm build
 //!   ([`crate::arch::aarch64::i8mm::ARM_I8MM_NRC2`]), with the SVE + i8mm tile kernels for
 //!   Q4_K and Q6_K (fused) and the NEON i8mm ones for Q4_0 and Q8_0;
@@ -178,9 +177,9 @@ pub static SVE256_TWIN: SveTwin = SveTwin {
 
 impl Kernels for SveTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        // Q4_1 runs the build's own `nrc == 2` tile, Q2_K and Q3_K its SVE kernels: not
-        // reproduced. Q5_0, Q5_1, Q5_K, IQ4_NL and IQ4_XS take the NEON kernels.
-        if matches!(wtype, GgmlType::Q4_1 | GgmlType::Q2_K | GgmlType::Q3_K) {
+        // Q2_K and Q3_K run the build's SVE kernels: not reproduced. Q4_1 (with the i8mm
+        // tile), Q5_0, Q5_1, Q5_K, IQ4_NL and IQ4_XS take the NEON code.
+        if matches!(wtype, GgmlType::Q2_K | GgmlType::Q3_K) {
             return Err(KernelError::Unsupported { op: self.ops.0, ty: wtype.name() });
         }
         arm_act_rule(&self.lane.recipe, wtype, self.ops.0)
@@ -199,6 +198,7 @@ impl Kernels for SveTwin {
             q6_k: neon::vec_dot_q6_k_q8_k,
         };
         if !matches!(wtype, GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) {
+            // (Q4_1's single rows included.)
             // The other types this lane multiplies: the NEON kernels (module doc).
             self.act_rule(wtype)?;
             return crate::arch::aarch64::i8mm::i8mm_build_vec_dot(&NeonTwin, wtype, w_row, act);
