@@ -35,9 +35,12 @@
 //! - `q6_K_8x8` (ARM i8mm): `block_q6_Kx8` with an 8-byte interleave of `ql` and `qh`.
 //! - `iq4_nl_8x8` (`block_iq4_nlx8`, 144 bytes, x86 AVX2; builder `make_block_iq4_nlx8`):
 //!   `q4_0_8x8`'s layout without the XOR (the nibbles are table indices).
+//! - `iq4_nl_4x4` (`block_iq4_nlx4`, 72 bytes, ARM dotprod): `q4_0_4x4`'s layout without
+//!   the XOR.
 //!
 //! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K,
-//! `q4_0_8x8`, `iq4_nl_8x8` and q6_K layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8` and `q8_0_4x8`.
+//! `q4_0_8x8`, `iq4_nl_8x8` and q6_K layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8`,
+//! `q8_0_4x8` and `iq4_nl_4x4`.
 //!
 //! Repacking is a pure byte permutation (plus a fixed XOR), so [`RepackedMatrix::to_plain`]
 //! restores the original bytes exactly.
@@ -80,6 +83,8 @@ pub enum RepackLayout {
     Q6K8x8,
     /// `block_iq4_nlx8` with 8-byte interleave (x86 AVX2).
     Iq4Nl8x8,
+    /// `block_iq4_nlx4` with 4-byte interleave (ARM dotprod).
+    Iq4Nl4x4,
 }
 
 impl RepackLayout {
@@ -96,6 +101,7 @@ impl RepackLayout {
             RepackLayout::Q6K8x4 => "q6_K_8x4",
             RepackLayout::Q6K8x8 => "q6_K_8x8",
             RepackLayout::Iq4Nl8x8 => "iq4_nl_8x8",
+            RepackLayout::Iq4Nl4x4 => "iq4_nl_4x4",
         }
     }
     /// The plain block type it interleaves.
@@ -109,7 +115,7 @@ impl RepackLayout {
             RepackLayout::Q4_0_4x8 => GgmlType::Q4_0,
             RepackLayout::Q8_0_4x8 => GgmlType::Q8_0,
             RepackLayout::Q6K8x4 | RepackLayout::Q6K8x8 => GgmlType::Q6_K,
-            RepackLayout::Iq4Nl8x8 => GgmlType::IQ4_NL,
+            RepackLayout::Iq4Nl8x8 | RepackLayout::Iq4Nl4x4 => GgmlType::IQ4_NL,
         }
     }
     /// Rows interleaved into one block (ggml's `NB_COLS`).
@@ -124,7 +130,8 @@ impl RepackLayout {
             RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
             | RepackLayout::Q4_0_4x8
-            | RepackLayout::Q8_0_4x8 => 4,
+            | RepackLayout::Q8_0_4x8
+            | RepackLayout::Iq4Nl4x4 => 4,
         }
     }
     /// Bytes taken from one row at a time (the interleave, ggml's `blck_size_interleave`).
@@ -139,7 +146,8 @@ impl RepackLayout {
             RepackLayout::Q4K8x4
             | RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
-            | RepackLayout::Q6K8x4 => 4,
+            | RepackLayout::Q6K8x4
+            | RepackLayout::Iq4Nl4x4 => 4,
         }
     }
     /// Bytes of one interleaved block ([`RepackLayout::cols`] source blocks).
@@ -184,6 +192,17 @@ pub struct BlockIq4Nlx8 {
     pub qs: [u8; 128],
 }
 const _: () = assert!(core::mem::size_of::<BlockIq4Nlx8>() == 144);
+
+/// `block_iq4_nlx4` (72 bytes): [`BlockQ4_0x4`]'s 4-byte interleave without the XOR.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockIq4Nlx4 {
+    /// Four f16 scales.
+    pub d: [[u8; 2]; 4],
+    /// Interleaved table indices (4-byte interleave), as stored.
+    pub qs: [u8; 64],
+}
+const _: () = assert!(core::mem::size_of::<BlockIq4Nlx4>() == 72);
 
 /// `block_q4_0x4` (72 bytes).
 #[repr(C)]
@@ -337,6 +356,14 @@ impl BlockQ4_0x8 {
     }
 }
 
+impl BlockIq4Nlx4 {
+    /// The plain `qs` byte `o` (0..16) of row `r` (0..4).
+    #[inline]
+    pub fn q(&self, r: usize, o: usize) -> u8 {
+        self.qs[interleaved_index(4, 4, r, o)]
+    }
+}
+
 impl BlockIq4Nlx8 {
     /// The plain `qs` byte `o` (0..16) of row `r`.
     #[inline]
@@ -465,6 +492,21 @@ impl RepackedMatrix {
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
+                RepackLayout::Iq4Nl4x4 => {
+                    let rows: Vec<&[crate::blocks::BlockIq4Nl]> = (0..4)
+                        .map(|r| cast_blocks(GgmlType::IQ4_NL, w.row(4 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let mut out = BlockIq4Nlx4 { d: [[0; 2]; 4], qs: [0; 64] };
+                        for r in 0..4 {
+                            out.d[r] = rows[r][b].d;
+                            for o in 0..16 {
+                                out.qs[interleaved_index(4, 4, r, o)] = rows[r][b].qs[o];
+                            }
+                        }
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
                 RepackLayout::Q4_0_4x4 | RepackLayout::Q4_0_4x8 => {
                     let rows: Vec<&[BlockQ4_0]> = (0..4)
                         .map(|r| cast_blocks(GgmlType::Q4_0, w.row(4 * g + r)))
@@ -550,6 +592,14 @@ impl RepackedMatrix {
                         RepackLayout::Q4_0_8x8 => {
                             let x: &BlockQ4_0x8 = bytemuck::from_bytes(blk);
                             let mut pb = BlockQ4_0 { d: x.d[r], qs: [0; 16] };
+                            for o in 0..16 {
+                                pb.qs[o] = x.q(r, o);
+                            }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                        RepackLayout::Iq4Nl4x4 => {
+                            let x: &BlockIq4Nlx4 = bytemuck::from_bytes(blk);
+                            let mut pb = crate::blocks::BlockIq4Nl { d: x.d[r], qs: [0; 16] };
                             for o in 0..16 {
                                 pb.qs[o] = x.q(r, o);
                             }
@@ -677,6 +727,7 @@ mod tests {
             (GgmlType::Q6_K, RepackLayout::Q6K8x4),
             (GgmlType::Q6_K, RepackLayout::Q6K8x8),
             (GgmlType::IQ4_NL, RepackLayout::Iq4Nl8x8),
+            (GgmlType::IQ4_NL, RepackLayout::Iq4Nl4x4),
         ] {
             let (n, k) = (16, 512);
             let bytes = sample(ty, n, k);

@@ -2419,6 +2419,14 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             }));
         }
     }
+    // aarch64-neon-repack on the dotprod build with repack on: IQ4_NL in iq4_nl_4x4, and
+    // a type the build does not repack.
+    for scheme in ["iq4_nl", "q5_1"] {
+        let name = format!("llama_cpp/quant/arm-dotprod/repack/prompt/{scheme}/end_to_end");
+        trials.push(trial(&name, move || {
+            llama_quant_mix(scheme, Build::ArmDotprod, Mode::Prompt, true)
+        }));
+    }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();

@@ -16,7 +16,8 @@
 //!   and gemv leftovers), n in {8, 16, 24} (and 12 for the 4-row layouts), several
 //!   activation kinds; weights from the reference quantizer (passed as bytes: ggml's
 //!   aarch64 quantizer differs for q4_K); types q4_0, q8_0, q4_K and q6_K (layouts
-//!   q4_0_4x4, q8_0_4x4, q4_K_8x4, q6_K_8x4). Row counts ggml does not repack (12 for
+//!   q4_0_4x4, q8_0_4x4, q4_K_8x4, q6_K_8x4), and iq4_nl (iq4_nl_4x4, on every aarch64
+//!   build: the i8mm and SVE ones take the dotprod layout). Row counts ggml does not repack (12 for
 //!   q4_K and q6_K, 10 for q4_0/q8_0) must be refused by the repack buffer and match the
 //!   plain matmul, m in {1, 2, 3, 4, 5, 7} (q4_0 and q8_0 from two rows through
 //!   llamafile's `tinyBLAS_Q0_ARM`).
@@ -119,13 +120,13 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             move |d| check_matmul_plain(d, ty, "aarch64-neon-repack"),
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL] {
         trials.push(trial(
             format!("oracle/arm-dotprod/matmul-repack/{}/aarch64-neon-repack", ty.name()),
             move |d| check_matmul_repack(d, ty),
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL] {
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),
@@ -215,6 +216,18 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
                 trials.push(trial_on(tier, format!("oracle/{b}/vec_dot2/{t}/{plain}"), move |d| {
                     check_vec_dot2(d, ty, plain)
                 }));
+            }
+            if ty == GgmlType::IQ4_NL && tier != ArmTier::I8mm {
+                let lane = if tier == ArmTier::Sve128 {
+                    &tiercheck_core::arch::aarch64::sve_repack::AARCH64_SVE128_REPACK
+                } else {
+                    &tiercheck_core::arch::aarch64::sve_repack::AARCH64_SVE256_REPACK
+                };
+                trials.push(trial_on(
+                    tier,
+                    format!("oracle/{b}/matmul-repack/{t}/{repacked}"),
+                    move |d| check_matmul_repack_sve(d, ty, lane),
+                ));
             }
             if !matches!(ty, GgmlType::Q5_K | GgmlType::IQ4_NL) {
                 trials.push(trial_on(

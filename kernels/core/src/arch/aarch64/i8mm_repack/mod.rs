@@ -111,8 +111,8 @@ pub const fn scheme(group: GroupFn) -> RepackScheme {
         layout: |ty, n| arm_i8mm_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: arm_row_rule,
         group,
-        // q5_K_8x8 and iq4_nl_4x4.
-        unreproduced: &[GgmlType::Q5_K, GgmlType::IQ4_NL],
+        // q5_K_8x8.
+        unreproduced: &[GgmlType::Q5_K],
     }
 }
 
@@ -123,6 +123,8 @@ pub fn arm_i8mm_layout(ty: GgmlType) -> Option<RepackLayout> {
         GgmlType::Q6_K => Some(RepackLayout::Q6K8x8),
         GgmlType::Q4_0 => Some(RepackLayout::Q4_0_4x8),
         GgmlType::Q8_0 => Some(RepackLayout::Q8_0_4x8),
+        // No i8mm layout: the dotprod one (`ggml_repack_get_optimal_repack_type`).
+        GgmlType::IQ4_NL => Some(RepackLayout::Iq4Nl4x4),
         _ => None,
     }
 }
@@ -160,6 +162,9 @@ pub fn group(
         RepackLayout::Q8_0_4x8 => {
             let blocks: &[BlockQ8_0x4] = bytemuck::cast_slice(bytes);
             out.copy_from_slice(&kernels::gemv_q8_0_4x8(blocks, cast_blocks(GgmlType::Q8_0, act)?));
+        }
+        RepackLayout::Iq4Nl4x4 => {
+            crate::arch::aarch64::neon_repack::iq4_nl_4x4_group(bytes, act, out)?
         }
         other => return Err(unsupported_layout("aarch64-i8mm-repack matmul", other)),
     }

@@ -35,9 +35,10 @@
 //! Native counterpart: `tiercheck-aarch64` (`neon_repack::kernels`), same names.
 
 use crate::arch::aarch64::neon::vec_dot::q6_k_isum;
+use crate::blocks::iq4_nl::KVALUES_IQ4NL;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::fp16::f16_bits_to_f32;
-use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
+use crate::repack::{BlockIq4Nlx4, BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
 
 #[inline]
 fn f16(b: [u8; 2]) -> f32 {
@@ -69,6 +70,26 @@ pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
                 bias += m0 as i32 * s[2 * p] + m1 as i32 * s[2 * p + 1];
             }
             *a -= bias as f32 * min;
+        }
+    }
+    acc
+}
+
+/// `ggml_gemv_iq4_nl_4x4_q8_0` (and, per row, `ggml_gemm_iq4_nl_4x4_q8_0`) for one group
+/// of 4 columns: per block, each column's exact integer dot of the table values with the
+/// q8_0 bytes, then `acc[c] = acc[c] + round(round(d_y * d_c) * float(isum_c))`
+/// (`vmlaq_f32`, unfused; the gemm's `vmulq_laneq_f32(b_d, a_d, m)` is the same product).
+pub fn gemv_iq4_nl_4x4(blocks: &[BlockIq4Nlx4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let mut acc = [0.0f32; 4];
+    for (x, yb) in blocks.iter().zip(y) {
+        for (c, a) in acc.iter_mut().enumerate() {
+            let mut isum = 0i32;
+            for o in 0..16 {
+                let q = x.q(c, o);
+                isum += KVALUES_IQ4NL[(q & 0xF) as usize] as i32 * yb.q(o) as i32;
+                isum += KVALUES_IQ4NL[(q >> 4) as usize] as i32 * yb.q(o + 16) as i32;
+            }
+            *a += yb.d() * f16(x.d[c]) * isum as f32;
         }
     }
     acc

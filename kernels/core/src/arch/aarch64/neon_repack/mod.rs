@@ -67,6 +67,13 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
             ],
         },
         Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on, on uniform IQ4_NL (iq4_nl_4x4) and Q5_1 (not repacked) models (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-dotprod/repack/prompt/"],
+        },
+        Proof {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 dotprod build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
@@ -107,8 +114,8 @@ pub const fn scheme(group: GroupFn) -> RepackScheme {
         layout: |ty, n| arm_dotprod_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: arm_row_rule,
         group,
-        // q5_K_8x4 and iq4_nl_4x4.
-        unreproduced: &[GgmlType::Q5_K, GgmlType::IQ4_NL],
+        // q5_K_8x4.
+        unreproduced: &[GgmlType::Q5_K],
     }
 }
 
@@ -119,6 +126,7 @@ pub fn arm_dotprod_layout(ty: GgmlType) -> Option<RepackLayout> {
         GgmlType::Q6_K => Some(RepackLayout::Q6K8x4),
         GgmlType::Q4_0 => Some(RepackLayout::Q4_0_4x4),
         GgmlType::Q8_0 => Some(RepackLayout::Q8_0_4x4),
+        GgmlType::IQ4_NL => Some(RepackLayout::Iq4Nl4x4),
         _ => None,
     }
 }
@@ -131,6 +139,14 @@ pub fn arm_row_rule(layout: RepackLayout, _path: RowPath) -> ActRule {
         GgmlType::Q4_K | GgmlType::Q6_K => ActRule::Q8KFusedNearest,
         _ => ActRule::Q8_0Neon,
     }
+}
+
+/// One `iq4_nl_4x4` row group by the twin kernel, gemm and gemv rows alike (the same
+/// float order), for every aarch64 build that takes the layout.
+pub fn iq4_nl_4x4_group(bytes: &[u8], act: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+    let blocks: &[crate::repack::BlockIq4Nlx4] = bytemuck::cast_slice(bytes);
+    out.copy_from_slice(&kernels::gemv_iq4_nl_4x4(blocks, cast_blocks(GgmlType::Q8_0, act)?));
+    Ok(())
 }
 
 /// One row group by the twin kernels (the portable twin's [`RepackScheme::group`]).
@@ -166,6 +182,7 @@ pub fn group(
                 RowPath::Gemv => kernels::gemv_q8_0_4x4(blocks, y),
             });
         }
+        RepackLayout::Iq4Nl4x4 => iq4_nl_4x4_group(bytes, act, out)?,
         other => return Err(unsupported_layout("aarch64-neon-repack matmul", other)),
     }
     Ok(())
