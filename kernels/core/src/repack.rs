@@ -37,6 +37,10 @@
 //!   `q4_0_8x8`'s layout without the XOR (the nibbles are table indices).
 //! - `iq4_nl_4x4` (`block_iq4_nlx4`, 72 bytes, ARM dotprod): `q4_0_4x4`'s layout without
 //!   the XOR.
+//! - `q5_K_8x4` (`block_q5_Kx8`, 1408 bytes, ARM dotprod; builder `make_block_q5_Kx8`):
+//!   `d[8]`, `dmin[8]`, `scales[96]` as `q4_K_8x4`, `qh[256]`, `qs[1024]`; qs chunk c (4
+//!   bytes) is bytes [(c/8)*4, (c/8)*4 + 4) of row c % 8's `qs`, qh chunk c likewise of its
+//!   `qh`.
 //!
 //! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K,
 //! `q4_0_8x8`, `iq4_nl_8x8` and q6_K layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8`,
@@ -85,6 +89,8 @@ pub enum RepackLayout {
     Iq4Nl8x8,
     /// `block_iq4_nlx4` with 4-byte interleave (ARM dotprod).
     Iq4Nl4x4,
+    /// `block_q5_Kx8` with 4-byte interleave (ARM dotprod).
+    Q5K8x4,
 }
 
 impl RepackLayout {
@@ -102,6 +108,7 @@ impl RepackLayout {
             RepackLayout::Q6K8x8 => "q6_K_8x8",
             RepackLayout::Iq4Nl8x8 => "iq4_nl_8x8",
             RepackLayout::Iq4Nl4x4 => "iq4_nl_4x4",
+            RepackLayout::Q5K8x4 => "q5_K_8x4",
         }
     }
     /// The plain block type it interleaves.
@@ -116,6 +123,7 @@ impl RepackLayout {
             RepackLayout::Q8_0_4x8 => GgmlType::Q8_0,
             RepackLayout::Q6K8x4 | RepackLayout::Q6K8x8 => GgmlType::Q6_K,
             RepackLayout::Iq4Nl8x8 | RepackLayout::Iq4Nl4x4 => GgmlType::IQ4_NL,
+            RepackLayout::Q5K8x4 => GgmlType::Q5_K,
         }
     }
     /// Rows interleaved into one block (ggml's `NB_COLS`).
@@ -126,7 +134,8 @@ impl RepackLayout {
             | RepackLayout::Q4K8x4
             | RepackLayout::Q6K8x4
             | RepackLayout::Q6K8x8
-            | RepackLayout::Iq4Nl8x8 => 8,
+            | RepackLayout::Iq4Nl8x8
+            | RepackLayout::Q5K8x4 => 8,
             RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
             | RepackLayout::Q4_0_4x8
@@ -147,7 +156,8 @@ impl RepackLayout {
             | RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
             | RepackLayout::Q6K8x4
-            | RepackLayout::Iq4Nl4x4 => 4,
+            | RepackLayout::Iq4Nl4x4
+            | RepackLayout::Q5K8x4 => 4,
         }
     }
     /// Bytes of one interleaved block ([`RepackLayout::cols`] source blocks).
@@ -170,6 +180,23 @@ pub struct BlockQ4Kx8 {
     pub qs: [u8; 1024],
 }
 const _: () = assert!(core::mem::size_of::<BlockQ4Kx8>() == 1152);
+
+/// `block_q5_Kx8` (1408 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockQ5Kx8 {
+    /// Eight f16 scales.
+    pub d: [[u8; 2]; 8],
+    /// Eight f16 min scales.
+    pub dmin: [[u8; 2]; 8],
+    /// 8 sub-blocks x 12 bytes of packed 6-bit scales and mins (as `block_q4_Kx8`).
+    pub scales: [u8; 96],
+    /// Interleaved high bits (the rows' `qh`, the same chunk size as `qs`).
+    pub qh: [u8; 256],
+    /// Interleaved low nibbles.
+    pub qs: [u8; 1024],
+}
+const _: () = assert!(core::mem::size_of::<BlockQ5Kx8>() == 1408);
 
 /// `block_q4_0x8` (144 bytes).
 #[repr(C)]
@@ -319,6 +346,34 @@ impl BlockQ4Kx8 {
     #[inline]
     pub fn q_il4(&self, r: usize, o: usize) -> u8 {
         self.qs[interleaved_index(8, 4, r, o)]
+    }
+}
+
+impl BlockQ5Kx8 {
+    /// Row `r`'s plain block, for interleave `il` (4 or 8).
+    pub fn row(&self, r: usize, il: usize) -> crate::blocks::BlockQ5K {
+        let mut pb = crate::blocks::BlockQ5K {
+            d: self.d[r],
+            dmin: self.dmin[r],
+            scales: [0; 12],
+            qh: [0; 32],
+            qs: [0; 128],
+        };
+        for o in 0..128 {
+            pb.qs[o] = self.qs[interleaved_index(8, il, r, o)];
+        }
+        for o in 0..32 {
+            pb.qh[o] = self.qh[interleaved_index(8, il, r, o)];
+        }
+        let sm: Vec<(u8, u8)> = (0..8)
+            .map(|s| scale_min_k4(r, self.scales[12 * s..12 * s + 12].try_into().expect("12")))
+            .collect();
+        for j in 0..4 {
+            pb.scales[j] = sm[j].0 | ((sm[j + 4].0 >> 4) << 6);
+            pb.scales[j + 4] = sm[j].1 | ((sm[j + 4].1 >> 4) << 6);
+            pb.scales[j + 8] = (sm[j + 4].0 & 15) | ((sm[j + 4].1 & 15) << 4);
+        }
+        pb
     }
 }
 
@@ -492,6 +547,40 @@ impl RepackedMatrix {
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
+                RepackLayout::Q5K8x4 => {
+                    let rows: Vec<&[crate::blocks::BlockQ5K]> = (0..8)
+                        .map(|r| cast_blocks(GgmlType::Q5_K, w.row(8 * g + r)))
+                        .collect::<Result<_, _>>()?;
+                    for b in 0..nb {
+                        let mut out = BlockQ5Kx8 {
+                            d: [[0; 2]; 8],
+                            dmin: [[0; 2]; 8],
+                            scales: [0; 96],
+                            qh: [0; 256],
+                            qs: [0; 1024],
+                        };
+                        for r in 0..8 {
+                            out.d[r] = rows[r][b].d;
+                            out.dmin[r] = rows[r][b].dmin;
+                            for o in 0..128 {
+                                out.qs[interleaved_index(8, il, r, o)] = rows[r][b].qs[o];
+                            }
+                            for o in 0..32 {
+                                out.qh[interleaved_index(8, il, r, o)] = rows[r][b].qh[o];
+                            }
+                        }
+                        for s in 0..8 {
+                            let mut sc = [0u8; 8];
+                            let mut mn = [0u8; 8];
+                            for r in 0..8 {
+                                (sc[r], mn[r]) = scale_min_k4(s, &rows[r][b].scales);
+                            }
+                            out.scales[12 * s..12 * s + 12]
+                                .copy_from_slice(&pack_scale_min(sc, mn));
+                        }
+                        data.extend_from_slice(bytemuck::bytes_of(&out));
+                    }
+                }
                 RepackLayout::Iq4Nl4x4 => {
                     let rows: Vec<&[crate::blocks::BlockIq4Nl]> = (0..4)
                         .map(|r| cast_blocks(GgmlType::IQ4_NL, w.row(4 * g + r)))
@@ -595,6 +684,11 @@ impl RepackedMatrix {
                             for o in 0..16 {
                                 pb.qs[o] = x.q(r, o);
                             }
+                            dst.copy_from_slice(bytemuck::bytes_of(&pb));
+                        }
+                        RepackLayout::Q5K8x4 => {
+                            let x: &BlockQ5Kx8 = bytemuck::from_bytes(blk);
+                            let pb = x.row(r, self.layout.interleave());
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
                         }
                         RepackLayout::Iq4Nl4x4 => {
@@ -728,6 +822,7 @@ mod tests {
             (GgmlType::Q6_K, RepackLayout::Q6K8x8),
             (GgmlType::IQ4_NL, RepackLayout::Iq4Nl8x8),
             (GgmlType::IQ4_NL, RepackLayout::Iq4Nl4x4),
+            (GgmlType::Q5_K, RepackLayout::Q5K8x4),
         ] {
             let (n, k) = (16, 512);
             let bytes = sample(ty, n, k);

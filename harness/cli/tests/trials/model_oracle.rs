@@ -2419,9 +2419,10 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             }));
         }
     }
-    // aarch64-neon-repack on the dotprod build with repack on: IQ4_NL in iq4_nl_4x4, and
-    // a type the build does not repack.
-    for scheme in ["iq4_nl", "q5_1"] {
+    // aarch64-neon-repack on the dotprod build with repack on: IQ4_NL in iq4_nl_4x4, the
+    // Q3_K_M mix (Q5_K in q5_K_8x4, Q4_K and Q6_K in theirs, Q3_K plain), and a type the
+    // build does not repack.
+    for scheme in ["iq4_nl", "q3_k_m", "q5_1"] {
         let name = format!("llama_cpp/quant/arm-dotprod/repack/prompt/{scheme}/end_to_end");
         trials.push(trial(&name, move || {
             llama_quant_mix(scheme, Build::ArmDotprod, Mode::Prompt, true)

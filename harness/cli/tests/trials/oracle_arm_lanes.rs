@@ -120,7 +120,14 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             move |d| check_matmul_plain(d, ty, "aarch64-neon-repack"),
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ4_NL,
+    ] {
         trials.push(trial(
             format!("oracle/arm-dotprod/matmul-repack/{}/aarch64-neon-repack", ty.name()),
             move |d| check_matmul_repack(d, ty),

@@ -70,9 +70,9 @@ fn group(
                 }
             });
         }
-        // iq4_nl_4x4: the twin's code (the same bits; no NEON form yet).
-        RepackLayout::Iq4Nl4x4 => {
-            tiercheck_core::arch::aarch64::neon_repack::iq4_nl_4x4_group(bytes, act, out)?
+        // iq4_nl_4x4 and q5_K_8x4: the twin's code (the same bits; no NEON form yet).
+        RepackLayout::Iq4Nl4x4 | RepackLayout::Q5K8x4 => {
+            return tiercheck_core::arch::aarch64::neon_repack::group(layout, path, bytes, act, out)
         }
         other => return Err(unsupported_layout("aarch64-neon-repack matmul", other)),
     }

@@ -36,9 +36,10 @@
 
 use crate::arch::aarch64::neon::vec_dot::q6_k_isum;
 use crate::blocks::iq4_nl::KVALUES_IQ4NL;
+use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::fp16::f16_bits_to_f32;
-use crate::repack::{BlockIq4Nlx4, BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
+use crate::repack::{BlockIq4Nlx4, BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8, BlockQ8_0x4};
 
 #[inline]
 fn f16(b: [u8; 2]) -> f32 {
@@ -66,6 +67,36 @@ pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
                 }
                 let (sc0, m0) = x.scale_min(j, 2 * p);
                 let (sc1, m1) = x.scale_min(j, 2 * p + 1);
+                *a = scale.mul_add((sc0 as i32 * lo + sc1 as i32 * hi) as f32, *a);
+                bias += m0 as i32 * s[2 * p] + m1 as i32 * s[2 * p + 1];
+            }
+            *a -= bias as f32 * min;
+        }
+    }
+    acc
+}
+
+/// `ggml_gemv_q5_K_8x4_q8_K` for one group of 8 columns (and, per activation row,
+/// `ggml_gemm_q5_K_8x4_q8_K`): [`gemv_q4_k_8x4`]'s order with the 5-bit codes (the low
+/// nibble and the `qh` bit 2p of the pair's low half, bit 2p + 1 of its high half).
+pub fn gemv_q5_k_8x4(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        let s: [i32; 8] =
+            core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        for (j, a) in acc.iter_mut().enumerate() {
+            let row = x.row(j, 4);
+            let scale = f16(x.d[j]) * yb.d();
+            let min = f16(x.dmin[j]) * yb.d();
+            let mut bias = 0i32;
+            for p in 0..4 {
+                let (mut lo, mut hi) = (0i32, 0i32);
+                for l in 0..32 {
+                    lo += row.quant(64 * p + l) as i32 * yb.q(64 * p + l) as i32;
+                    hi += row.quant(64 * p + 32 + l) as i32 * yb.q(64 * p + 32 + l) as i32;
+                }
+                let (sc0, m0) = scale_min_k4(2 * p, &row.scales);
+                let (sc1, m1) = scale_min_k4(2 * p + 1, &row.scales);
                 *a = scale.mul_add((sc0 as i32 * lo + sc1 as i32 * hi) as f32, *a);
                 bias += m0 as i32 * s[2 * p] + m1 as i32 * s[2 * p + 1];
             }

@@ -68,7 +68,7 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack on, on uniform IQ4_NL (iq4_nl_4x4) and Q5_1 (not repacked) models (F16 KV cache with flash attention)",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on, on llama.cpp's Q3_K_M mix (Q5_K in q5_K_8x4) and uniform IQ4_NL (iq4_nl_4x4) and Q5_1 (not repacked) models (F16 KV cache with flash attention)",
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-dotprod/repack/prompt/"],
@@ -114,8 +114,7 @@ pub const fn scheme(group: GroupFn) -> RepackScheme {
         layout: |ty, n| arm_dotprod_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: arm_row_rule,
         group,
-        // q5_K_8x4.
-        unreproduced: &[GgmlType::Q5_K],
+        unreproduced: &[],
     }
 }
 
@@ -127,6 +126,7 @@ pub fn arm_dotprod_layout(ty: GgmlType) -> Option<RepackLayout> {
         GgmlType::Q4_0 => Some(RepackLayout::Q4_0_4x4),
         GgmlType::Q8_0 => Some(RepackLayout::Q8_0_4x4),
         GgmlType::IQ4_NL => Some(RepackLayout::Iq4Nl4x4),
+        GgmlType::Q5_K => Some(RepackLayout::Q5K8x4),
         _ => None,
     }
 }
@@ -136,7 +136,7 @@ pub fn arm_dotprod_layout(ty: GgmlType) -> Option<RepackLayout> {
 /// `ggml_quantize_mat_q8_0_4x4/4x8` equal it row by row).
 pub fn arm_row_rule(layout: RepackLayout, _path: RowPath) -> ActRule {
     match layout.source() {
-        GgmlType::Q4_K | GgmlType::Q6_K => ActRule::Q8KFusedNearest,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => ActRule::Q8KFusedNearest,
         _ => ActRule::Q8_0Neon,
     }
 }
@@ -183,6 +183,10 @@ pub fn group(
             });
         }
         RepackLayout::Iq4Nl4x4 => iq4_nl_4x4_group(bytes, act, out)?,
+        RepackLayout::Q5K8x4 => {
+            let blocks: &[crate::repack::BlockQ5Kx8] = bytemuck::cast_slice(bytes);
+            out.copy_from_slice(&kernels::gemv_q5_k_8x4(blocks, cast_blocks(GgmlType::Q8_K, act)?));
+        }
         other => return Err(unsupported_layout("aarch64-neon-repack matmul", other)),
     }
     Ok(())
