@@ -40,7 +40,7 @@
 //! - `q5_K_8x4` (`block_q5_Kx8`, 1408 bytes, ARM dotprod; builder `make_block_q5_Kx8`):
 //!   `d[8]`, `dmin[8]`, `scales[96]` as `q4_K_8x4`, `qh[256]`, `qs[1024]`; qs chunk c (4
 //!   bytes) is bytes [(c/8)*4, (c/8)*4 + 4) of row c % 8's `qs`, qh chunk c likewise of its
-//!   `qh`.
+//!   `qh`. `q5_K_8x8` (ARM i8mm): the same with an 8-byte interleave of `qs` and `qh`.
 //!
 //! A layout groups [`RepackLayout::cols`] rows (ggml's `NB_COLS`): 8 for the q4_K,
 //! `q4_0_8x8`, `iq4_nl_8x8` and q6_K layouts, 4 for `q4_0_4x4`, `q8_0_4x4`, `q4_0_4x8`,
@@ -91,6 +91,8 @@ pub enum RepackLayout {
     Iq4Nl4x4,
     /// `block_q5_Kx8` with 4-byte interleave (ARM dotprod).
     Q5K8x4,
+    /// `block_q5_Kx8` with 8-byte interleave (ARM i8mm).
+    Q5K8x8,
 }
 
 impl RepackLayout {
@@ -109,6 +111,7 @@ impl RepackLayout {
             RepackLayout::Iq4Nl8x8 => "iq4_nl_8x8",
             RepackLayout::Iq4Nl4x4 => "iq4_nl_4x4",
             RepackLayout::Q5K8x4 => "q5_K_8x4",
+            RepackLayout::Q5K8x8 => "q5_K_8x8",
         }
     }
     /// The plain block type it interleaves.
@@ -123,7 +126,7 @@ impl RepackLayout {
             RepackLayout::Q8_0_4x8 => GgmlType::Q8_0,
             RepackLayout::Q6K8x4 | RepackLayout::Q6K8x8 => GgmlType::Q6_K,
             RepackLayout::Iq4Nl8x8 | RepackLayout::Iq4Nl4x4 => GgmlType::IQ4_NL,
-            RepackLayout::Q5K8x4 => GgmlType::Q5_K,
+            RepackLayout::Q5K8x4 | RepackLayout::Q5K8x8 => GgmlType::Q5_K,
         }
     }
     /// Rows interleaved into one block (ggml's `NB_COLS`).
@@ -135,7 +138,8 @@ impl RepackLayout {
             | RepackLayout::Q6K8x4
             | RepackLayout::Q6K8x8
             | RepackLayout::Iq4Nl8x8
-            | RepackLayout::Q5K8x4 => 8,
+            | RepackLayout::Q5K8x4
+            | RepackLayout::Q5K8x8 => 8,
             RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
             | RepackLayout::Q4_0_4x8
@@ -151,7 +155,8 @@ impl RepackLayout {
             | RepackLayout::Q4_0_4x8
             | RepackLayout::Q8_0_4x8
             | RepackLayout::Q6K8x8
-            | RepackLayout::Iq4Nl8x8 => 8,
+            | RepackLayout::Iq4Nl8x8
+            | RepackLayout::Q5K8x8 => 8,
             RepackLayout::Q4K8x4
             | RepackLayout::Q4_0_4x4
             | RepackLayout::Q8_0_4x4
@@ -547,7 +552,7 @@ impl RepackedMatrix {
                         data.extend_from_slice(bytemuck::bytes_of(&out));
                     }
                 }
-                RepackLayout::Q5K8x4 => {
+                RepackLayout::Q5K8x4 | RepackLayout::Q5K8x8 => {
                     let rows: Vec<&[crate::blocks::BlockQ5K]> = (0..8)
                         .map(|r| cast_blocks(GgmlType::Q5_K, w.row(8 * g + r)))
                         .collect::<Result<_, _>>()?;
@@ -686,7 +691,7 @@ impl RepackedMatrix {
                             }
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
                         }
-                        RepackLayout::Q5K8x4 => {
+                        RepackLayout::Q5K8x4 | RepackLayout::Q5K8x8 => {
                             let x: &BlockQ5Kx8 = bytemuck::from_bytes(blk);
                             let pb = x.row(r, self.layout.interleave());
                             dst.copy_from_slice(bytemuck::bytes_of(&pb));
@@ -823,6 +828,7 @@ mod tests {
             (GgmlType::IQ4_NL, RepackLayout::Iq4Nl8x8),
             (GgmlType::IQ4_NL, RepackLayout::Iq4Nl4x4),
             (GgmlType::Q5_K, RepackLayout::Q5K8x4),
+            (GgmlType::Q5_K, RepackLayout::Q5K8x8),
         ] {
             let (n, k) = (16, 512);
             let bytes = sample(ty, n, k);

@@ -218,7 +218,8 @@ fn unsupported_types_are_errors() {
     assert!(sve.portable.act_rule(GgmlType::Q3_K).is_err());
     assert!(sve.portable.act_rule(GgmlType::Q5_K).is_ok());
     assert!(lane("aarch64-i8mm").unwrap().portable.act_rule(GgmlType::Q4_1).is_ok());
-    assert!(lane("aarch64-i8mm-repack").unwrap().portable.act_rule(GgmlType::Q5_K).is_err());
+    assert!(lane("aarch64-sve128-repack").unwrap().portable.act_rule(GgmlType::Q2_K).is_err());
+    assert!(lane("hip-wave32").unwrap().portable.act_rule(GgmlType::Q5_K).is_err());
     assert!(lane("aarch64-neon-repack").unwrap().portable.act_rule(GgmlType::Q5_K).is_ok());
     assert!(lane("aarch64-neon").unwrap().portable.act_rule(GgmlType::Q5_K).is_ok());
     use tiercheck_core::Kernels;

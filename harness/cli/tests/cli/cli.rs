@@ -883,7 +883,7 @@ fn a_q5_k_m_model_runs_on_ref_and_x86_and_is_refused_by_a_lane_without_q5_k() {
         tiercheck_model::sequence::read_trace(&avx2).unwrap().steps[0].input_ids,
         vec![1, 2, 3]
     );
-    let e = fails(&[&run[..], &["--lane", "aarch64-i8mm-repack", "--impl", "portable"]].concat());
+    let e = fails(&[&run[..], &["--lane", "hip-wave32", "--impl", "portable"]].concat());
     assert!(e.contains("blk.0.attn_q.weight") && e.contains("q5_K"), "{e}");
     assert!(e.contains("does not multiply"), "{e}");
 }

@@ -133,7 +133,14 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             move |d| check_matmul_repack(d, ty),
         ));
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ4_NL,
+    ] {
         trials.push(trial_on(
             ArmTier::I8mm,
             format!("oracle/arm-i8mm/matmul-repack/{}/aarch64-i8mm-repack", ty.name()),
@@ -224,7 +231,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
                     check_vec_dot2(d, ty, plain)
                 }));
             }
-            if ty == GgmlType::IQ4_NL && tier != ArmTier::I8mm {
+            if matches!(ty, GgmlType::IQ4_NL | GgmlType::Q5_K) && tier != ArmTier::I8mm {
                 let lane = if tier == ArmTier::Sve128 {
                     &tiercheck_core::arch::aarch64::sve_repack::AARCH64_SVE128_REPACK
                 } else {

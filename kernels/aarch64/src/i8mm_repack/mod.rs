@@ -70,9 +70,9 @@ pub(crate) fn group(
             // SAFETY: as above.
             out.copy_from_slice(&unsafe { kernels::gemv_q8_0_4x8(blocks, y) });
         }
-        // iq4_nl_4x4: the twin's code (the same bits; no NEON form yet).
-        RepackLayout::Iq4Nl4x4 => {
-            tiercheck_core::arch::aarch64::neon_repack::iq4_nl_4x4_group(bytes, act, out)?
+        // iq4_nl_4x4 and q5_K_8x8: the twin's code (the same bits; no NEON form yet).
+        RepackLayout::Iq4Nl4x4 | RepackLayout::Q5K8x8 => {
+            return tiercheck_core::arch::aarch64::i8mm_repack::group(layout, path, bytes, act, out)
         }
         other => return Err(unsupported_layout("aarch64-i8mm-repack matmul", other)),
     }

@@ -33,9 +33,10 @@
 //! `ggml_quantize_mat_q8_K_4x8`, whose per-row arithmetic is the 4x4 one's (the aarch64
 //! row rule). Native counterpart: `tiercheck-aarch64` (`i8mm_repack::kernels`).
 
+use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::fp16::f16_bits_to_f32;
-use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ8_0x4};
 
 #[inline]
 pub(crate) fn f16(b: [u8; 2]) -> f32 {
@@ -99,6 +100,63 @@ pub fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
             let min = f16(x.dmin[j]) * yb.d();
             let scale = f16(x.d[j]) * yb.d();
             *a -= q4_k_bias(x, j, yb) as f32 * min;
+            *a += isum as f32 * scale;
+        }
+    }
+    acc
+}
+
+/// Row `j`'s five-bit codes of one `block_q5_Kx8` (8-byte interleave) dotted with the
+/// activation, per sub-block, and the row's (scale, min) pairs.
+fn q5_k_8x8_parts(x: &BlockQ5Kx8, j: usize, y: &BlockQ8K) -> ([i32; 8], [(u8, u8); 8]) {
+    let row = x.row(j, 8);
+    let dots = core::array::from_fn(|s| {
+        (32 * s..32 * s + 32).map(|i| row.quant(i) as i32 * y.q(i) as i32).sum()
+    });
+    (dots, core::array::from_fn(|s| scale_min_k4(s, &row.scales)))
+}
+
+/// `ggml_gemv_q5_K_8x8_q8_K` for one group of 8 columns: per pair p of sub-blocks,
+/// `acc = fma(d_c d_y, float(sc_2p * dot_2p), acc)`, `acc = fma(d_c d_y, float(sc_2p+1 *
+/// dot_2p+1), acc)` (`vfmaq_f32`), then `acc = acc - round(dmin_c d_y * float(m_2p *
+/// S_2p + m_2p+1 * S_2p+1))` (`vmlsq_f32`, unfused), S the wrapping i16 pair sums of
+/// `bsums`.
+pub fn gemv_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        let s: [i32; 8] =
+            core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        for (j, a) in acc.iter_mut().enumerate() {
+            let (dots, sm) = q5_k_8x8_parts(x, j, yb);
+            let scale = f16(x.d[j]) * yb.d();
+            let min = f16(x.dmin[j]) * yb.d();
+            for p in 0..4 {
+                *a = scale.mul_add((sm[2 * p].0 as i32 * dots[2 * p]) as f32, *a);
+                *a = scale.mul_add((sm[2 * p + 1].0 as i32 * dots[2 * p + 1]) as f32, *a);
+                let bias = sm[2 * p].1 as i32 * s[2 * p] + sm[2 * p + 1].1 as i32 * s[2 * p + 1];
+                *a -= min * bias as f32;
+            }
+        }
+    }
+    acc
+}
+
+/// `ggml_gemm_q5_K_8x8_q8_K` for one group of 8 columns and one activation row: per
+/// superblock `acc = acc - round(float(bias) * dmin_c d_y)`, then `acc = acc +
+/// round(float(isum) * d_c d_y)` (`vmlsq_f32`, `vmlaq_f32`, unfused), as
+/// [`gemm_q4_k_8x8`].
+pub fn gemm_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [0.0f32; 8];
+    for (x, yb) in blocks.iter().zip(y) {
+        let s: [i32; 8] =
+            core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        for (j, a) in acc.iter_mut().enumerate() {
+            let (dots, sm) = q5_k_8x8_parts(x, j, yb);
+            let isum: i32 = (0..8).map(|t| sm[t].0 as i32 * dots[t]).sum();
+            let bias: i32 = (0..8).map(|t| sm[t].1 as i32 * s[t]).sum();
+            let min = f16(x.dmin[j]) * yb.d();
+            let scale = f16(x.d[j]) * yb.d();
+            *a -= bias as f32 * min;
             *a += isum as f32 * scale;
         }
     }

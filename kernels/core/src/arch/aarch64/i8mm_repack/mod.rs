@@ -111,8 +111,7 @@ pub const fn scheme(group: GroupFn) -> RepackScheme {
         layout: |ty, n| arm_i8mm_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
         act_rule: arm_row_rule,
         group,
-        // q5_K_8x8.
-        unreproduced: &[GgmlType::Q5_K],
+        unreproduced: &[],
     }
 }
 
@@ -123,6 +122,7 @@ pub fn arm_i8mm_layout(ty: GgmlType) -> Option<RepackLayout> {
         GgmlType::Q6_K => Some(RepackLayout::Q6K8x8),
         GgmlType::Q4_0 => Some(RepackLayout::Q4_0_4x8),
         GgmlType::Q8_0 => Some(RepackLayout::Q8_0_4x8),
+        GgmlType::Q5_K => Some(RepackLayout::Q5K8x8),
         // No i8mm layout: the dotprod one (`ggml_repack_get_optimal_repack_type`).
         GgmlType::IQ4_NL => Some(RepackLayout::Iq4Nl4x4),
         _ => None,
@@ -162,6 +162,14 @@ pub fn group(
         RepackLayout::Q8_0_4x8 => {
             let blocks: &[BlockQ8_0x4] = bytemuck::cast_slice(bytes);
             out.copy_from_slice(&kernels::gemv_q8_0_4x8(blocks, cast_blocks(GgmlType::Q8_0, act)?));
+        }
+        RepackLayout::Q5K8x8 => {
+            let blocks: &[crate::repack::BlockQ5Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            out.copy_from_slice(&match path {
+                RowPath::Gemm => kernels::gemm_q5_k_8x8(blocks, y),
+                RowPath::Gemv => kernels::gemv_q5_k_8x8(blocks, y),
+            });
         }
         RepackLayout::Iq4Nl4x4 => {
             crate::arch::aarch64::neon_repack::iq4_nl_4x4_group(bytes, act, out)?

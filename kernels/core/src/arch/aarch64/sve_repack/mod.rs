@@ -108,8 +108,7 @@ pub const SCHEME: RepackScheme = RepackScheme {
     layout: |ty, n| arm_i8mm_layout(ty).filter(|l| n.is_multiple_of(l.cols())),
     act_rule: arm_row_rule,
     group,
-    // q5_K_8x8.
-    unreproduced: &[GgmlType::Q5_K],
+    unreproduced: &[],
 };
 
 /// The portable twin: the shared repacked matmul over the `aarch64-sve128` twin.
@@ -231,8 +230,7 @@ pub const SCHEME256: RepackScheme = RepackScheme {
     layout: sve256_layout,
     act_rule: arm_row_rule,
     group: group256,
-    // q5_K_8x8.
-    unreproduced: &[GgmlType::Q5_K],
+    unreproduced: &[],
 };
 
 /// The portable twin: the shared repacked matmul over the `aarch64-sve256` twin.
