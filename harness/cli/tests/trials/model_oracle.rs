@@ -2428,6 +2428,25 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             llama_quant_mix(scheme, Build::ArmDotprod, Mode::Prompt, true)
         }));
     }
+    // The i8mm build (prompt mode: even row counts take the nrc == 2 tiles, Q4_1's
+    // included), repack off and on (Q5_K in q5_K_8x8, IQ4_NL in iq4_nl_4x4), and the
+    // 128-bit SVE build on a mix without the SVE kernels it runs for Q2_K and Q3_K.
+    let i8mm =
+        [("q3_k_m", false), ("q4_1", false), ("q5_0", false), ("q3_k_m", true), ("iq4_nl", true)];
+    for (scheme, repack) in i8mm {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name = format!("llama_cpp/quant/arm-i8mm/{r}/prompt/{scheme}/end_to_end");
+        trials.push(trial(&name, move || {
+            llama_quant_mix(scheme, Build::ArmI8mm, Mode::Prompt, repack)
+        }));
+    }
+    for (scheme, repack) in [("iq4_xs", false), ("q5_k_m", true)] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name = format!("llama_cpp/quant/arm-sve128/{r}/prompt/{scheme}/end_to_end");
+        trials.push(trial(&name, move || {
+            llama_quant_mix(scheme, Build::ArmSve128, Mode::Prompt, repack)
+        }));
+    }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();

@@ -83,6 +83,13 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
             ],
         },
         Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 armv8.6_2 build at 128-bit SVE under qemu, repack on, on llama.cpp's Q5_K_M mix (Q5_K in q5_K_8x8) (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve128/repack/prompt/"],
+        },
+        Proof {
             level: Level::DecoderCli,
             against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
