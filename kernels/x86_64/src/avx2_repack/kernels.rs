@@ -165,48 +165,14 @@ pub unsafe fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 pub unsafe fn gemv_q4_0_8x8(blocks: &[BlockQ4_0x8], y: &[BlockQ8_0]) -> [f32; 8] {
     let m4 = _mm256_set1_epi8(0xF);
     let eight = _mm256_set1_epi8(8);
-    let ones = _mm256_set1_epi16(1);
     let x88 = _mm256_set1_epi8(0x88u8 as i8);
-    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-    let mut acc = _mm256_setzero_ps();
-    for (x, yb) in blocks.iter().zip(y) {
-        let (mut s03, mut s47) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        for t in 0..2 {
-            // SAFETY: 64 bytes at offset 64t lie inside the 128-byte `qs`.
-            let (b03, b47) = unsafe {
-                let p = x.qs.as_ptr().add(64 * t);
-                (_mm256_loadu_si256(p.cast()), _mm256_loadu_si256(p.add(32).cast()))
-            };
-            let ylo = _mm256_set1_epi64x(i64::from_le_bytes(
-                yb.qs[8 * t..8 * t + 8].try_into().expect("8 bytes"),
-            ));
-            let yhi = _mm256_set1_epi64x(i64::from_le_bytes(
-                yb.qs[16 + 8 * t..24 + 8 * t].try_into().expect("8 bytes"),
-            ));
-            let dot = |b: __m256i| {
-                let plain = _mm256_xor_si256(b, x88);
-                let lo = _mm256_sub_epi8(_mm256_and_si256(plain, m4), eight);
-                let hi =
-                    _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16::<4>(plain), m4), eight);
-                let p = |xv: __m256i, yv: __m256i| {
-                    _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(yv, xv)),
-                        ones,
-                    )
-                };
-                _mm256_add_epi32(p(lo, ylo), p(hi, yhi))
-            };
-            s03 = _mm256_add_epi32(s03, dot(b03));
-            s47 = _mm256_add_epi32(s47, dot(b47));
-        }
-        let isum = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(s03, s47), order);
-        let dcol = _mm256_mul_ps(load_f16x8(&x.d), _mm256_set1_ps(yb.d()));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dcol, acc);
-    }
-    let mut out = [0.0f32; 8];
-    // SAFETY: `out` is 32 writable bytes.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
-    out
+    let values = |b: __m256i| {
+        let plain = _mm256_xor_si256(b, x88);
+        let lo = _mm256_sub_epi8(_mm256_and_si256(plain, m4), eight);
+        let hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16::<4>(plain), m4), eight);
+        (lo, hi)
+    };
+    gemv_b32_8x8(blocks.iter().map(|x| (&x.d, &x.qs)), y, values)
 }
 
 /// `ggml_gemv_iq4_nl_8x8_q8_0` (per row also the gemm) for one group of 8 columns: the
@@ -218,18 +184,36 @@ pub unsafe fn gemv_q4_0_8x8(blocks: &[BlockQ4_0x8], y: &[BlockQ8_0]) -> [f32; 8]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn gemv_iq4_nl_8x8(blocks: &[BlockIq4Nlx8], y: &[BlockQ8_0]) -> [f32; 8] {
     let m4 = _mm256_set1_epi8(0xF);
-    let ones = _mm256_set1_epi16(1);
     // SAFETY: the table is 16 readable bytes; the load is unaligned.
     let table = unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) };
     let lut = _mm256_set_m128i(table, table);
+    let values = |b: __m256i| {
+        let lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m4));
+        let hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(b), m4));
+        (lo, hi)
+    };
+    gemv_b32_8x8(blocks.iter().map(|x| (&x.d, &x.qs)), y, values)
+}
+
+/// `gemv_q4_b32_8x8_q8_0_lut_avx` (the template of both): each block as its eight f16
+/// scales and 128 interleaved bytes; `values` turns 32 stored bytes into their low and
+/// high nibbles' signed values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemv_b32_8x8<'a>(
+    blocks: impl Iterator<Item = (&'a [[u8; 2]; 8], &'a [u8; 128])>,
+    y: &[BlockQ8_0],
+    values: impl Fn(__m256i) -> (__m256i, __m256i),
+) -> [f32; 8] {
+    let ones = _mm256_set1_epi16(1);
     let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     let mut acc = _mm256_setzero_ps();
-    for (x, yb) in blocks.iter().zip(y) {
+    for ((d, qs), yb) in blocks.zip(y) {
         let (mut s03, mut s47) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for t in 0..2 {
             // SAFETY: 64 bytes at offset 64t lie inside the 128-byte `qs`.
             let (b03, b47) = unsafe {
-                let p = x.qs.as_ptr().add(64 * t);
+                let p = qs.as_ptr().add(64 * t);
                 (_mm256_loadu_si256(p.cast()), _mm256_loadu_si256(p.add(32).cast()))
             };
             let ylo = _mm256_set1_epi64x(i64::from_le_bytes(
@@ -239,8 +223,7 @@ pub unsafe fn gemv_iq4_nl_8x8(blocks: &[BlockIq4Nlx8], y: &[BlockQ8_0]) -> [f32;
                 yb.qs[16 + 8 * t..24 + 8 * t].try_into().expect("8 bytes"),
             ));
             let dot = |b: __m256i| {
-                let lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m4));
-                let hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(b), m4));
+                let (lo, hi) = values(b);
                 let p = |xv: __m256i, yv: __m256i| {
                     _mm256_madd_epi16(
                         _mm256_maddubs_epi16(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(yv, xv)),
@@ -253,7 +236,7 @@ pub unsafe fn gemv_iq4_nl_8x8(blocks: &[BlockIq4Nlx8], y: &[BlockQ8_0]) -> [f32;
             s47 = _mm256_add_epi32(s47, dot(b47));
         }
         let isum = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(s03, s47), order);
-        let dcol = _mm256_mul_ps(load_f16x8(&x.d), _mm256_set1_ps(yb.d()));
+        let dcol = _mm256_mul_ps(load_f16x8(d), _mm256_set1_ps(yb.d()));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dcol, acc);
     }
     let mut out = [0.0f32; 8];
