@@ -269,7 +269,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
     let e = fails(&[
         "matmul",
         "--lane",
-        "aarch64-sve128",
+        "hip-wave32",
         "--impl",
         "portable",
         "--gguf",
@@ -281,7 +281,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
         "--out",
         &f.p("y.safetensors"),
     ]);
-    assert!(e.contains("is q3_K") && e.contains("q5_K"), "{e}");
+    assert!(e.contains("is q3_K") && e.contains("hip-wave32 multiplies"), "{e}");
     std::fs::write(f.p("bad.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     let e = fails(&[
         "matmul",

@@ -41,10 +41,9 @@
 //!   (tiles where both are even, `nrc == 1` otherwise), k in {256, 512}.
 //!
 //! - `oracle/<arm-i8mm|arm-sve128|arm-sve256>/{vec_dot,matmul-plain}/<type>/<lane>`: the
-//!   types each of these builds multiplies with its NEON code (Q4_1 with its `nrc == 2`
-//!   tile, also `vec_dot2`; Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS; the i8mm build also Q2_K and
-//!   Q3_K) on its plain lane, and the plain matmul of its repack lane for those it does
-//!   not repack.
+//!   eight other types on each build's plain lane (Q4_1 with its `nrc == 2` tile, also
+//!   `vec_dot2`; Q2_K with the SVE builds' own kernels, the rest with their NEON code),
+//!   and the plain matmul of its repack lane for those it does not repack.
 //!
 //! Ignored with the reason without the oracle; failures under
 //! `TIERCHECK_REQUIRE_ORACLE=1`.
@@ -216,8 +215,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (ArmTier::Sve128, "aarch64-sve128", "aarch64-sve128-repack"),
         (ArmTier::Sve256, "aarch64-sve256", "aarch64-sve256-repack"),
     ] {
-        let extra: &[GgmlType] =
-            if tier == ArmTier::I8mm { &[GgmlType::Q2_K, GgmlType::Q3_K] } else { &[] };
+        let extra: &[GgmlType] = &[GgmlType::Q2_K, GgmlType::Q3_K];
         for &ty in neon_types.iter().chain(extra) {
             let (t, b) = (ty.name(), tier.name());
             trials.push(trial_on(tier, format!("oracle/{b}/vec_dot/{t}/{plain}"), move |d| {
@@ -267,6 +265,9 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         // The i8mm builds' Q5_0 tail takes negative codes as unsigned bytes.
         (ArmTier::I8mm, "vec_dot", GgmlType::Q5_0, "aarch64-neon"),
         (sve128, "vec_dot", GgmlType::Q5_0, "aarch64-neon"),
+        // Q2_K's SVE kernels: lane accumulators and one FADDV, four or eight lanes.
+        (sve128, "vec_dot", GgmlType::Q2_K, "aarch64-neon"),
+        (sve256, "vec_dot", GgmlType::Q2_K, "aarch64-sve128"),
     ] {
         let name = format!("oracle/{}/{kind}/{}/{wrong}_differs", tier.name(), ty.name());
         trials.push(trial_on(tier, name, move |d| {

@@ -178,6 +178,8 @@ impl Kernels for SveNative {
                 // SAFETY: as above.
                 Ok(unsafe { (self.q8_0)(x, y) })
             }
+            // Q2_K: the twin's SVE order (the same bits; no SVE form yet).
+            GgmlType::Q2_K => self.twin.vec_dot(wtype, w_row, act),
             // The K-quants' `nrc == 1` order is NEON's (module doc).
             _ => tiercheck_core::arch::aarch64::i8mm::i8mm_build_vec_dot(
                 &neon::KERNELS,

@@ -8,7 +8,8 @@
 //! - `nrc == 1` vec_dot: the SVE-128 kernels for Q4_0 and Q8_0 (fused `svmla`, one FADDV),
 //!   the NEON order for Q4_K and Q6_K ([`vec_dot`]), and for Q4_1, Q5_0 (with the i8mm
 //!   builds' unsigned tail, [`crate::arch::aarch64::i8mm::i8mm_build_vec_dot`]), Q5_1,
-//!   Q5_K, IQ4_NL and IQ4_XS; Q2_K and Q3_K (SVE kernels) are not reproduced and refused;
+//!   Q5_K, IQ4_NL and IQ4_XS; Q2_K by its SVE kernel at this length, Q3_K by the NEON
+//!   order (its SVE kernel reduces the integers exactly, so the bits are NEON's);
 //! - the plain matmul: 2x2 tiles where both row counts are even, as on the i8mm build
 //!   ([`crate::arch::aarch64::i8mm::ARM_I8MM_NRC2`]), with the SVE + i8mm tile kernels for
 //!   Q4_K and Q6_K (fused) and the NEON i8mm ones for Q4_0 and Q8_0;
@@ -25,9 +26,9 @@ pub mod vec_dot;
 
 use crate::arch::aarch64::i8mm::{matmul_nrc2, nrc2_applies, nrc2_split, Tile, ARM_I8MM_NRC2};
 use crate::arch::aarch64::neon::{arm_act_rule, NeonTwin};
-use crate::blocks::{cast_blocks, BlockQ4_0, BlockQ8_0};
+use crate::blocks::{cast_blocks, BlockQ4_0, BlockQ8K, BlockQ8_0};
 use crate::error::KernelError;
-use crate::lane::dispatch::{dispatch_vec_dot, VecDotFns};
+use crate::lane::dispatch::{check_pair, dispatch_vec_dot, VecDotFns};
 use crate::lane::{
     Accumulation, Arch, Contraction, Kernels, Lane, Level, MatmulPath, Proof, Recipe, Status,
     WeightLayout,
@@ -162,6 +163,8 @@ pub struct SveTwin {
     q4_0: fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32,
     /// `ggml_vec_dot_q8_0_q8_0` at this vector length.
     q8_0: fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32,
+    /// `ggml_vec_dot_q2_K_q8_K` at this vector length.
+    pub q2_k: fn(&[crate::blocks::BlockQ2K], &[BlockQ8K]) -> f32,
     /// Operation names for errors.
     ops: (&'static str, &'static str),
 }
@@ -171,6 +174,7 @@ pub static SVE128_TWIN: SveTwin = SveTwin {
     lane: &AARCH64_SVE128,
     q4_0: vec_dot::vec_dot_q4_0_q8_0_sve128,
     q8_0: vec_dot::vec_dot_q8_0_q8_0_sve128,
+    q2_k: vec_dot::vec_dot_q2_k_q8_k_sve128,
     ops: ("aarch64-sve128 matmul", "aarch64-sve128 vec_dot"),
 };
 
@@ -179,16 +183,15 @@ pub static SVE256_TWIN: SveTwin = SveTwin {
     lane: &AARCH64_SVE256,
     q4_0: vec_dot::vec_dot_q4_0_q8_0_sve256,
     q8_0: vec_dot::vec_dot_q8_0_q8_0_sve256,
+    q2_k: vec_dot::vec_dot_q2_k_q8_k_sve256,
     ops: ("aarch64-sve256 matmul", "aarch64-sve256 vec_dot"),
 };
 
 impl Kernels for SveTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
-        // Q2_K and Q3_K run the build's SVE kernels: not reproduced. Q4_1 (with the i8mm
-        // tile), Q5_0, Q5_1, Q5_K, IQ4_NL and IQ4_XS take the NEON code.
-        if matches!(wtype, GgmlType::Q2_K | GgmlType::Q3_K) {
-            return Err(KernelError::Unsupported { op: self.ops.0, ty: wtype.name() });
-        }
+        // Q2_K has SVE kernels of its own ([`vec_dot`]); Q3_K's SVE kernel gives NEON's
+        // bits; Q4_1 (with the i8mm tile), Q5_0, Q5_1, Q5_K, IQ4_NL and IQ4_XS take the
+        // NEON code.
         arm_act_rule(&self.lane.recipe, wtype, self.ops.0)
     }
 
@@ -204,6 +207,11 @@ impl Kernels for SveTwin {
             q4_k: neon::vec_dot_q4_k_q8_k,
             q6_k: neon::vec_dot_q6_k_q8_k,
         };
+        if wtype == GgmlType::Q2_K {
+            let atype = self.act_rule(wtype)?.format();
+            check_pair(wtype, w_row, atype, act)?;
+            return Ok((self.q2_k)(cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?));
+        }
         if !matches!(wtype, GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) {
             // (Q4_1's single rows included.)
             // The other types this lane multiplies: the NEON kernels (module doc).

@@ -27,6 +27,14 @@
 //!   d_y * f16(d_x), acc)` (NEON i8mm: unfused).
 //! - `ggml_vec_dot_q4_0_q8_0`, `ggml_vec_dot_q8_0_q8_0` with `nrc == 2`: the NEON i8mm
 //!   branch, which the SVE build compiles unchanged (the `aarch64-i8mm` twin's).
+//! - `ggml_vec_dot_q2_K_q8_K`: W float lanes (4 at 128 bits, 8 at 256); per superblock
+//!   first `acc[t] = fma(float(mins_t), -d_y * f16(dmin_x), acc[t])`, mins_t the lane's
+//!   integer sum of `m_s * bsums[s]` over s = t, t + W, ... (the 4-bit mins of the
+//!   16-value sub-blocks), then `acc[t] = fma(float(sumi_t), d_y * f16(d_x), acc[t])`,
+//!   sumi_t the sum over the values i with `(i mod 4W) / 4 == t` of `sc_(i/16) * q_i *
+//!   a_i` (the `svdot` lanes, scaled per sub-block); the result one FADDV of the lanes.
+//! - `ggml_vec_dot_q3_K_q8_K`: the integer lanes reduced exactly (`svaddv_s32`), then
+//!   `sum = fma(d_y * f16(d_x), float(isum), sum)`: the NEON order and bits.
 //!
 //! Native counterpart: `tiercheck-aarch64` (`sve::vec_dot`, the Q4_0/Q8_0 `nrc == 1`
 //! kernels in SVE assembly; the others are the native NEON and i8mm kernels).
@@ -38,8 +46,44 @@
 
 use crate::arch::aarch64::i8mm::vec_dot2::{q4_k_isum_bias, Tile};
 use crate::arch::aarch64::neon::vec_dot::{q4_0_halves, q6_k_isum, q8_halves, sdot_lanes};
-use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use crate::blocks::{BlockQ2K, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 use crate::elem::faddv;
+
+/// `ggml_vec_dot_q2_K_q8_K` with `W` float lanes (the module doc's order).
+fn q2_k_sve<const W: usize>(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    let mut acc = [0.0f32; W];
+    for (xb, yb) in x.iter().zip(y) {
+        let d = yb.d() * xb.d();
+        let dmin = -yb.d() * xb.dmin();
+        let mins: [i32; W] = core::array::from_fn(|t| {
+            (t..16).step_by(W).map(|s| (xb.scales[s] >> 4) as i32 * yb.bsum(s) as i32).sum()
+        });
+        for t in 0..W {
+            acc[t] = (mins[t] as f32).mul_add(dmin, acc[t]);
+        }
+        let mut sumi = [0i32; W];
+        for i in 0..crate::blocks::QK_K {
+            let q = crate::blocks::q2_k::crumb(&xb.qs, i) as i32;
+            let sc = (xb.scales[i / 16] & 0xF) as i32;
+            let t = (i % (4 * W)) / 4;
+            sumi[t] = sumi[t].wrapping_add(sc * q * yb.q(i) as i32);
+        }
+        for t in 0..W {
+            acc[t] = (sumi[t] as f32).mul_add(d, acc[t]);
+        }
+    }
+    faddv(&acc)
+}
+
+/// `ggml_vec_dot_q2_K_q8_K`, SVE at 128 bits.
+pub fn vec_dot_q2_k_q8_k_sve128(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    q2_k_sve::<4>(x, y)
+}
+
+/// `ggml_vec_dot_q2_K_q8_K`, SVE at 256 bits.
+pub fn vec_dot_q2_k_q8_k_sve256(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    q2_k_sve::<8>(x, y)
+}
 
 /// The pair loop of the SVE legacy kernels with `W` i32 lanes per block: `lanes(b)`
 /// gives block b's lanes and `d(b)` its scale product.
