@@ -2440,11 +2440,18 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             llama_quant_mix(scheme, Build::ArmI8mm, Mode::Prompt, repack)
         }));
     }
-    for (scheme, repack) in [("iq4_xs", false), ("q5_k_m", true)] {
+    for (scheme, repack) in [("iq4_xs", false), ("q2_k", false), ("q5_k_m", true)] {
         let r = if repack { "repack" } else { "no_repack" };
         let name = format!("llama_cpp/quant/arm-sve128/{r}/prompt/{scheme}/end_to_end");
         trials.push(trial(&name, move || {
             llama_quant_mix(scheme, Build::ArmSve128, Mode::Prompt, repack)
+        }));
+    }
+    // The 256-bit SVE build: its own Q2_K kernel (llama.cpp's Q2_K mix) and Q3_K.
+    for scheme in ["q2_k", "q3_k_m"] {
+        let name = format!("llama_cpp/quant/arm-sve256/no_repack/prompt/{scheme}/end_to_end");
+        trials.push(trial(&name, move || {
+            llama_quant_mix(scheme, Build::ArmSve256, Mode::Prompt, false)
         }));
     }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {

@@ -102,7 +102,7 @@ pub static AARCH64_SVE128: Lane = Lane {
         },
         Proof {
             level: Level::DecoderPrompt,
-            against: "llama.cpp aarch64 armv8.6_2 build at 128-bit SVE under qemu, repack off, on llama.cpp's IQ4_XS mix (F16 KV cache with flash attention)",
+            against: "llama.cpp aarch64 armv8.6_2 build at 128-bit SVE under qemu, repack off, on llama.cpp's IQ4_XS and Q2_K mixes (F16 KV cache with flash attention)",
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-sve128/no_repack/prompt/"],
@@ -307,6 +307,13 @@ pub static AARCH64_SVE256: Lane = Lane {
                 "llama_cpp/arm-sve256/f32_off/no_repack/prompt/end_to_end",
                 "llama_cpp/arm-sve256/f32_off/no_repack/prompt/layer_local",
             ],
+        },
+        Proof {
+            level: Level::DecoderPrompt,
+            against: "llama.cpp aarch64 armv8.6_1 build at 256-bit SVE under qemu, repack off, on llama.cpp's Q2_K and Q3_K_M mixes (F16 KV cache with flash attention)",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve256/no_repack/prompt/"],
         },
         Proof {
             level: Level::DecoderCli,
