@@ -36,7 +36,7 @@ use crate::GgmlType;
 pub static AARCH64_I8MM_REPACK: Lane = Lane {
     name: "aarch64-i8mm-repack",
     arch: Arch::Aarch64,
-    summary: "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K 8x8, q6_K 8x8, q4_0/q8_0 4x8 gemv and gemm; \
+    summary: "ggml aarch64 (GCC, dotprod+i8mm) with CPU repack: q4_K/q5_K/q6_K 8x8, q4_0/q8_0 4x8, iq4_nl 4x4 gemv and gemm; \
               plain weights as aarch64-i8mm; attention without llamafile",
     status: Status::Proven(&[
         Proof {
@@ -79,7 +79,7 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on, on the embedded Q4_K_M model (q4_K and q6_K weights), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             suite: "model_oracle",
             trials: &[

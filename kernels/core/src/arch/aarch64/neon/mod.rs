@@ -145,7 +145,7 @@ pub static AARCH64_NEON: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off, on the embedded Q4_K_M model (q4_K and q6_K weights), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             suite: "model_oracle",
             trials: &[

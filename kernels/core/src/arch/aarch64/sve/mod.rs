@@ -109,7 +109,7 @@ pub static AARCH64_SVE128: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off, on the embedded Q4_K_M model (q4_K and q6_K weights), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             suite: "model_oracle",
             trials: &[
@@ -317,7 +317,7 @@ pub static AARCH64_SVE256: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, on the embedded Q4_K_M model (q4_K and q6_K weights), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             suite: "model_oracle",
             trials: &[

@@ -35,7 +35,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
     name: "aarch64-sve128-repack",
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_2 variant at 128-bit SVE (Neoverse V2/V3) with CPU repack: \
-              q4_K/q6_K 8x8, q4_0/q8_0 4x8 (NEON+i8mm kernels at this length); plain weights \
+              q4_K/q5_K/q6_K 8x8, q4_0/q8_0 4x8, iq4_nl 4x4 (NEON+i8mm kernels at this length); plain weights \
               as aarch64-sve128; SVE elementwise; native on 128-bit SVE only",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
@@ -91,7 +91,7 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, on the embedded Q4_K_M model (q4_K and q6_K weights), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             suite: "model_oracle",
             trials: &[
@@ -126,7 +126,7 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
     name: "aarch64-sve256-repack",
     arch: Arch::Aarch64,
     summary: "ggml aarch64 armv8.6_1 variant at 256-bit SVE (Neoverse V1) with CPU repack: \
-              q4_0 8x8 (ggml's SVE assembly), q4_K 8x8 (fused SVE gemm), q6_K 8x8, q8_0 4x8; plain \
+              q4_0 8x8 (SVE assembly), q4_K 8x8 (fused SVE gemm), q5_K/q6_K 8x8, q8_0 4x8, iq4_nl 4x4; plain \
               weights as aarch64-sve256; 8-wide SVE elementwise; native on 256-bit SVE only",
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
@@ -174,7 +174,7 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on, on the embedded Q4_K_M model (q4_K and q6_K weights), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 and 3 threads; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             suite: "model_oracle",
             trials: &[

@@ -32,7 +32,7 @@ use crate::GgmlType;
 pub static X86_64_AVX2_REPACK: Lane = Lane {
     name: "x86_64-avx2-repack",
     arch: Arch::X86_64,
-    summary: "ggml haswell tier with CPU repack: q4_K/q4_0 8x8 gemv and gemm",
+    summary: "ggml haswell tier with CPU repack: q4_K/q4_0/iq4_nl 8x8 gemv and gemm",
     status: Status::Proven(&[
         Proof {
             level: Level::Kernel,
@@ -81,7 +81,7 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp haswell, run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
+            against: "llama.cpp haswell, on the embedded Q4_K_M model (q4_K and q6_K weights), run as llama-cli runs it: a prompt in batches and ubatches (157 ids in ubatches of 64, and 600 ids in ubatches of 512 and 88 in 1024 cells), the last row's logits, greedy steps; 1, 2, 3, 8 and 14 threads, 3 NUMA-aware; decode steps after 4096 and 16384 cells saved by the haswell build, in a context of 32768; F16 KV cache with flash attention and F32 without",
             only: "",
             suite: "model_oracle",
             trials: &[
