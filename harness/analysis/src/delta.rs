@@ -15,7 +15,7 @@ use crate::results::Run;
 use crate::side::{decoder, lane_run, DeltaOptions, SideRun, Source};
 use crate::teacher_forced::{self, TeacherForced};
 use crate::trace::{
-    check_trace_state, taps_lacking, trace_attention, trace_batching, trace_prompt,
+    check_trace_state, taps_lacking, trace_attention, trace_batching, trace_ctx, trace_prompt,
 };
 use crate::{floor, identify};
 
@@ -218,6 +218,7 @@ pub fn delta_cached(
             let t = tiercheck_model::import::load(model, p, &o.dump)?;
             let (pr, md, gen) = trace_prompt(p, &t)?;
             own.attn = trace_attention(p, &t, o.attn)?;
+            own.n_ctx = trace_ctx(p, &t, o.n_ctx)?;
             own.batching = trace_batching(p, &t, o.batching, model.hp.n_layer)?;
             (pr, gen.len(), md)
         }

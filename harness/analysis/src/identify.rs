@@ -34,7 +34,9 @@ use crate::layer_local::NOISE_RATIO;
 use crate::metrics::stat;
 use crate::result_cache::{Cache, Ctx};
 use crate::side::{decoder, DeltaOptions};
-use crate::trace::{check_trace_state, tap_order, trace_batching, trace_numa, trace_prompt};
+use crate::trace::{
+    check_trace_state, tap_order, trace_batching, trace_ctx, trace_numa, trace_prompt,
+};
 
 /// One candidate's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -335,6 +337,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
     check_trace_state(path, &t, o.state.as_deref())?;
     let (prompt, mode, generated) = trace_prompt(path, &t)?;
     let batching = trace_batching(path, &t, Batching::LLAMA_CLI, model.hp.n_layer)?;
+    let n_ctx = trace_ctx(path, &t, o.n_ctx)?;
     let lanes_list: Vec<&'static tiercheck_core::Lane> = match &o.lanes {
         Some(l) => l.clone(),
         None => lanes::all().to_vec(),
@@ -349,7 +352,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         let c = lanes::choose(lane, o.imp).map_err(anyhow::Error::msg)?;
         let plan = lane.recipe.plain_gemm == tiercheck_core::arch::aarch64::i8mm::ARM_I8MM_NRC2;
         let classes =
-            if recorded { vec![Vec::new()] } else { thread_classes(&t, model, o.n_ctx, plan) };
+            if recorded { vec![Vec::new()] } else { thread_classes(&t, model, n_ctx, plan) };
         // A saved cache fixes the cache type and the attention path.
         let settings = attentions(&t)
             .into_iter()
@@ -365,7 +368,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
                 mode,
                 batching,
                 residual: o.residual,
-                n_ctx: o.n_ctx,
+                n_ctx,
                 attn,
                 threshold: 0.0,
                 floor_seeds: o.floor_seeds,

@@ -58,4 +58,4 @@ pub use result_cache::{Cache, OnResult, StageCost};
 pub use results::{Floor, Replay};
 pub use side::{DeltaOptions, Source};
 pub use teacher_forced::{StepMetric, TeacherForced};
-pub use trace::{check_trace_state, trace_batching, trace_numa, trace_of, trace_prompt};
+pub use trace::{check_trace_state, trace_batching, trace_ctx, trace_numa, trace_of, trace_prompt};

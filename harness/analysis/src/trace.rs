@@ -109,6 +109,20 @@ pub(crate) fn trace_attention(
     Ok(a)
 }
 
+/// The context a trace ran in (`n_ctx` metadata; tiercheck and the capture tool record
+/// it), else `default`.
+pub fn trace_ctx(path: &Path, t: &Trace, default: usize) -> anyhow::Result<usize> {
+    match t.meta.get("n_ctx") {
+        None => Ok(default),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => {
+                anyhow::bail!("{}: metadata n_ctx = '{v}' is not a context length", path.display())
+            }
+        },
+    }
+}
+
 /// The batching a trace records: `n_batch`, `n_ubatch` and `logits` metadata, each one
 /// it lacks taken from its step records (a prompt step's recorded graphs and output
 /// rows; a trace whose records say neither ran its prompt as one graph, and its pruned

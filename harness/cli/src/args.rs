@@ -3,7 +3,7 @@
 //! `attribute`.
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
@@ -16,6 +16,11 @@ use tiercheck_model::embedded::{self, Prompts, Recipe};
 use tiercheck_model::lane_run::{PromptIds, RunOptions};
 use tiercheck_model::state::KvState;
 use tiercheck_model::{Attention, Batching, FlashAttn, KvType, Logits, Mode, Model, Residual};
+
+use crate::replay::{self, Flag};
+
+/// The context length where neither `--ctx` nor a trace gives one.
+pub const DEFAULT_CTX: usize = 512;
 
 /// The lane named `name`, or clap's error naming the known lanes.
 fn lane(cmd: &clap::Command, name: &str) -> Result<&'static Lane, clap::Error> {
@@ -111,38 +116,40 @@ pub struct Setup {
     /// Residual stream type.
     #[arg(long, value_enum, default_value_t = Residual::F32)]
     pub residual: Residual,
-    /// Context length (a multiple of 256).
-    #[arg(long = "ctx", default_value_t = 512)]
-    pub n_ctx: usize,
-    /// K/V cache type (llama.cpp's `--cache-type-k/-v`; its default is f16).
-    #[arg(long, value_enum, default_value_t = KvType::F16)]
-    pub kv: KvType,
-    /// Flash attention (llama.cpp's `--flash-attn`; its default, auto, is on for the CPU
-    /// backend).
-    #[arg(long, value_enum, default_value_t = FlashAttn::On)]
-    pub fa: FlashAttn,
-    /// Threads the tier ran with (llama.cpp's `-t`). Only ggml's split-KV flash
-    /// attention (one token attending 512 cells or more) depends on it; tiercheck's own
-    /// `--threads` never changes a result.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub tier_threads: u32,
+    /// Context length (a multiple of 256; default 512). A trace brings its own: for
+    /// `delta` and `attribute` the flag is then only a check.
+    #[arg(long = "ctx")]
+    pub n_ctx: Option<usize>,
+    /// K/V cache type (llama.cpp's `--cache-type-k/-v`; default f16, llama.cpp's).
+    #[arg(long, value_enum)]
+    pub kv: Option<KvType>,
+    /// Flash attention (llama.cpp's `--flash-attn`; default on: llama.cpp's auto is on for
+    /// the CPU backend).
+    #[arg(long, value_enum)]
+    pub fa: Option<FlashAttn>,
+    /// Threads the tier ran with (llama.cpp's `-t`; default 1). Only ggml's split-KV
+    /// flash attention (one token attending 512 cells or more) depends on it;
+    /// tiercheck's own `--threads` never changes a result.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tier_threads: Option<u32>,
     /// The tier's ggml ran NUMA-aware (llama.cpp's `--numa` on a host with several NUMA
     /// nodes): the i8mm builds' matmul chunk plan then always chunks by thread.
     #[arg(long)]
     pub tier_numa: bool,
-    /// Tokens per `llama_decode` of the prompt (llama-cli's `-b`; capped at `--ctx`, as
-    /// llama.cpp caps it).
-    #[arg(long = "batch", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
-    pub n_batch: u32,
-    /// Tokens per graph (llama-cli's `-ub`; capped at the batch size): a longer prompt is
-    /// evaluated as several graphs, each choosing its kernels by its own row count.
-    #[arg(long = "ubatch", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
-    pub n_ubatch: u32,
-    /// Which prompt rows get logits: `last` (llama-cli and llama-server: the last layer
-    /// after its attention and the head run on that row alone) or `all` (the perplexity
-    /// tool).
-    #[arg(long, value_enum, default_value_t = Logits::Last)]
-    pub logits: Logits,
+    /// Tokens per `llama_decode` of the prompt (llama-cli's `-b`; default 2048, capped at
+    /// `--ctx`, as llama.cpp caps it).
+    #[arg(long = "batch", value_parser = clap::value_parser!(u32).range(1..))]
+    pub n_batch: Option<u32>,
+    /// Tokens per graph (llama-cli's `-ub`; default 512, capped at the batch size): a
+    /// longer prompt is evaluated as several graphs, each choosing its kernels by its own
+    /// row count.
+    #[arg(long = "ubatch", value_parser = clap::value_parser!(u32).range(1..))]
+    pub n_ubatch: Option<u32>,
+    /// Which prompt rows get logits: `last` (the default; llama-cli and llama-server: the
+    /// last layer after its attention and the head run on that row alone) or `all` (the
+    /// perplexity tool).
+    #[arg(long, value_enum)]
+    pub logits: Option<Logits>,
     /// Start from the K/V cache llama.cpp saved in this file (a sequence state, as
     /// `llama_state_seq_save_file` and llama-server's slot save write it, or a session,
     /// as `llama_state_save_file` and llama-completion's `--prompt-cache` write it): the ids
@@ -201,17 +208,12 @@ impl Setup {
         }
     }
 
-    /// The model (the embedded one unless `--model` names a file).
-    pub fn model(&self) -> Result<Model> {
-        Ok(Model::open(&self.model_path()?)?)
-    }
-
     /// The prompts file, checked against `model` (vocabulary, context length).
     fn prompts_file(&self, model: &Model) -> Result<(PathBuf, Prompts)> {
         let path = self.prompts.clone().unwrap_or_else(Prompts::default_path);
         let mut limits = Recipe::load(&Recipe::default_path())?;
         limits.n_vocab = model.hp.n_vocab as u32;
-        limits.context_length = self.n_ctx as u32;
+        limits.context_length = self.n_ctx() as u32;
         let prompts = Prompts::load(&path, &limits)?;
         Ok((path, prompts))
     }
@@ -269,7 +271,7 @@ impl Setup {
             batching: self.batching(),
             residual: self.residual,
             threads: exec.threads.get(jobs),
-            n_ctx: self.n_ctx,
+            n_ctx: self.n_ctx(),
             attn: self.attention(),
             traces,
             state: self.state()?,
@@ -285,22 +287,70 @@ impl Setup {
         }
     }
 
-    /// The batching options.
+    /// The context length (`--ctx`, default 512).
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx.unwrap_or(DEFAULT_CTX)
+    }
+
+    /// The batching options (llama-cli's where not given).
     pub fn batching(&self) -> Batching {
+        let d = Batching::LLAMA_CLI;
         Batching {
-            n_batch: self.n_batch as usize,
-            n_ubatch: self.n_ubatch as usize,
-            logits: self.logits,
+            n_batch: self.n_batch.map_or(d.n_batch, |n| n as usize),
+            n_ubatch: self.n_ubatch.map_or(d.n_ubatch, |n| n as usize),
+            logits: self.logits.unwrap_or(d.logits),
         }
     }
 
-    /// The attention options.
+    /// The attention options (llama.cpp's defaults on the CPU where not given).
     pub fn attention(&self) -> Attention {
         Attention {
-            kv: self.kv,
-            fa: self.fa,
-            tier_threads: self.tier_threads as usize,
+            kv: self.kv.unwrap_or(KvType::F16),
+            fa: self.fa.unwrap_or(FlashAttn::On),
+            tier_threads: self.tier_threads.map_or(1, |n| n as usize),
             tier_numa: self.tier_numa,
         }
+    }
+
+    /// The flags given, as a trace records their settings (batch sizes capped by the
+    /// context as llama.cpp caps them).
+    fn given(&self, n_ctx: usize) -> Vec<Flag> {
+        let eff = self.batching().effective(n_ctx);
+        let mut f = Vec::new();
+        let mut add = |flag, keys, value: Option<String>| {
+            if let Some(value) = value {
+                f.push(Flag { flag, keys, value });
+            }
+        };
+        add("--ctx", &["n_ctx"][..], self.n_ctx.map(|n| n.to_string()));
+        add("--kv", &["kv"], self.kv.map(|k| k.name().to_string()));
+        add("--fa", &["fa"], self.fa.map(|x| x.name().to_string()));
+        add(
+            "--tier-threads",
+            &["tier_threads", "threads"],
+            self.tier_threads.map(|n| n.to_string()),
+        );
+        add("--batch", &["n_batch"], self.n_batch.map(|_| eff.n_batch.to_string()));
+        add("--ubatch", &["n_ubatch"], self.n_ubatch.map(|_| eff.n_ubatch.to_string()));
+        add("--logits", &["logits"], self.logits.map(|l| l.name().to_string()));
+        add("--mode", &["mode"], self.mode.map(|m| m.name().to_string()));
+        f
+    }
+
+    /// For a command reading trace files among `args` (the others are lane names): the
+    /// model they ran and this setup with the context they ran in where `--ctx` is not
+    /// given ([`crate::replay`]); a flag contradicting a trace is an error.
+    pub fn for_traces<'a>(
+        &self,
+        args: impl IntoIterator<Item = &'a Path>,
+    ) -> Result<(Model, Setup)> {
+        let traces = replay::recorded(args);
+        let mut setup = self.clone();
+        if setup.n_ctx.is_none() {
+            setup.n_ctx = replay::recorded_ctx(&traces)?;
+        }
+        replay::check_flags(&traces, &self.given(setup.n_ctx()))?;
+        let model = replay::model(&traces, self.model.as_deref())?;
+        Ok((model, setup))
     }
 }

@@ -7,6 +7,7 @@ mod args;
 mod cmd;
 mod lane_plan;
 mod progress;
+mod replay;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

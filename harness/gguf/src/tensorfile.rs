@@ -68,6 +68,40 @@ pub fn read(path: &Path) -> Result<(Vec<Tensor>, BTreeMap<String, String>), Tens
     read_bytes(path, &bytes)
 }
 
+/// The string metadata of a safetensors file, read from its header alone (a trace of a
+/// long run is hundreds of megabytes; its metadata a few kilobytes).
+pub fn read_metadata(path: &Path) -> Result<BTreeMap<String, String>, TensorFileError> {
+    use std::io::Read;
+    let io = |source| TensorFileError::Io { path: path.to_owned(), source };
+    let bad = |reason: String| TensorFileError::Format { path: path.to_owned(), reason };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n).map_err(|_| bad("shorter than its 8-byte header length".into()))?;
+    let n = u64::from_le_bytes(n);
+    // The safetensors format caps its header at 100 MB.
+    if n > 100_000_000 || n > len.saturating_sub(8) {
+        return Err(bad(format!("a header of {n} bytes in a file of {len}")));
+    }
+    let mut header = vec![0u8; n as usize];
+    f.read_exact(&mut header).map_err(io)?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&header).map_err(|e| bad(format!("header: {e}")))?;
+    let mut out = BTreeMap::new();
+    if let Some(meta) = json.get("__metadata__") {
+        let Some(map) = meta.as_object() else {
+            return Err(bad("__metadata__ is not an object of strings".into()));
+        };
+        for (k, v) in map {
+            let Some(v) = v.as_str() else {
+                return Err(bad(format!("__metadata__ entry '{k}' is not a string")));
+            };
+            out.insert(k.clone(), v.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// [`read`] on a file's bytes already in memory; `path` names it in errors.
 pub fn read_bytes(
     path: &Path,
@@ -142,7 +176,16 @@ pub fn write(
     let raws: Vec<Vec<u8>> =
         tensors.iter().map(|t| t.data.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
     let mut views = Vec::with_capacity(tensors.len());
+    let mut names = std::collections::BTreeSet::new();
     for (t, raw) in tensors.iter().zip(&raws) {
+        // Two tensors of one name would make the safetensors serializer index past its
+        // name list.
+        if !names.insert(t.name.as_str()) {
+            return Err(TensorFileError::Content {
+                path: path.to_owned(),
+                problem: format!("two tensors are named '{}'", t.name),
+            });
+        }
         let view = TensorView::new(Dtype::F32, t.shape.clone(), raw).map_err(|e| {
             TensorFileError::Content {
                 path: path.to_owned(),
@@ -162,6 +205,16 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_tensors_of_one_name_are_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.safetensors");
+        let t = Tensor { name: "a".into(), shape: vec![1, 2], data: vec![1.0, 2.0] };
+        let e = write(&p, &[t.clone(), t], &BTreeMap::new()).unwrap_err().to_string();
+        assert!(e.contains("two tensors are named 'a'"), "{e}");
+        assert!(!p.exists());
+    }
 
     #[test]
     fn round_trip_and_errors() {

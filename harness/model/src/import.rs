@@ -157,6 +157,7 @@ fn dump_mode(path: &Path, d: &Dump, opts: &ImportOptions) -> Result<Mode> {
 /// A trace from a plain dump (module doc).
 pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Result<Trace> {
     let p = path.display();
+    check_model(model, path, &d.meta)?;
     let ids = dump_ids(path, d, opts)?;
     if let Some(bad) = ids.iter().find(|&&i| i as usize >= model.hp.n_vocab) {
         bail!("{p}: token id {bad} is outside the model's vocabulary of {}", model.hp.n_vocab);
@@ -293,12 +294,98 @@ pub fn import(model: &Model, path: &Path, d: &Dump, opts: &ImportOptions) -> Res
     Ok(Trace { taps, steps, meta })
 }
 
+/// The model a file's metadata records (`model_sha256`, perhaps `model_path`) is `model`.
+fn check_model(model: &Model, path: &Path, meta: &BTreeMap<String, String>) -> Result<()> {
+    if let Some(want) = meta.get("model_sha256") {
+        if *want != model.sha256 {
+            let at = meta.get("model_path").map(|m| format!(" (at {m})")).unwrap_or_default();
+            bail!(
+                "{} ran the model with sha256 {want}{at}; the model given, {}, has sha256 {}",
+                path.display(),
+                model.path.display(),
+                model.sha256
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A trace file fits `model`: the model it records (`model_sha256`) is this one, and its
+/// step records and taps have the model's shapes (ids inside the vocabulary, each known
+/// tap of a layer the model has, as wide as the model's tap, with a row per row of its
+/// step, or per output row for the pruned taps). An analysis indexes taps by these
+/// shapes, so a trace of another model is an error here, naming the file and what
+/// differs, never an out-of-bounds index later. Tap names that are not the decoder's
+/// (an engine's own tensors) are left alone.
+pub fn check_trace(model: &Model, path: &Path, t: &Trace) -> Result<()> {
+    let p = path.display();
+    let hp = &model.hp;
+    check_model(model, path, &t.meta)?;
+    let mut by_step = BTreeMap::new();
+    for (i, s) in t.steps.iter().enumerate() {
+        let rows = s.rows();
+        if rows == 0 || s.input_ids.len() != rows {
+            bail!(
+                "{p}: step record {i} has {rows} positions and {} ids (one id per position, at least one)",
+                s.input_ids.len()
+            );
+        }
+        for &id in s.input_ids.iter().chain(std::iter::once(&s.emitted)) {
+            if id as usize >= hp.n_vocab {
+                bail!(
+                    "{p}: step {}: token id {id} is outside the model's vocabulary of {}",
+                    s.step,
+                    hp.n_vocab
+                );
+            }
+        }
+        if let Some(bad) = s.outputs.iter().flatten().find(|&&r| r >= rows) {
+            bail!("{p}: step {}: output row {bad} is past its {rows} rows", s.step);
+        }
+        if !s.ubatches.is_empty() && s.ubatches.iter().sum::<usize>() != rows {
+            bail!(
+                "{p}: step {}: graphs of {:?} rows do not add up to its {rows} rows",
+                s.step,
+                s.ubatches
+            );
+        }
+        if by_step.insert(s.step, s).is_some() {
+            bail!("{p}: step {} has two records", s.step);
+        }
+    }
+    for ((step, name), x) in &t.taps {
+        let width = match tap_width(model, name) {
+            Ok(w) => w,
+            Err(why) if why.starts_with("not a tap name") => continue,
+            Err(why) => bail!("{p}: tap '{}': {why}", x.name),
+        };
+        let Some(s) = by_step.get(step) else {
+            bail!("{p}: tap '{}' belongs to step {step}, which has no step record", x.name)
+        };
+        let (rows, w) = (x.shape[0], x.shape[1]);
+        if w != width {
+            bail!("{p}: tap '{}' is {w} wide; the model's {name} is {width} wide", x.name);
+        }
+        let outputs = s.output_rows().len();
+        if rows != s.rows() && !(is_pruned(name, hp.n_layer) && rows == outputs) {
+            bail!(
+                "{p}: tap '{}' has {rows} rows; its step has {} rows ({outputs} of them outputs)",
+                x.name,
+                s.rows()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A trace file (tiercheck's own) or a plain dump, imported with `opts`.
 pub fn load(model: &Model, path: &Path, opts: &ImportOptions) -> Result<Trace> {
     let bytes = std::fs::read(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     if let Ok((_, meta)) = tensorfile::read_bytes(path, &bytes) {
         if meta.contains_key("tiercheck.format") {
-            return Ok(crate::sequence::parse_trace(path, &bytes)?);
+            let t = crate::sequence::parse_trace(path, &bytes)?;
+            check_trace(model, path, &t)?;
+            return Ok(t);
         }
     }
     let d = dump::read(path)?;

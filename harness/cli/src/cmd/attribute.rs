@@ -94,7 +94,7 @@ fn side(
         lanes: None,
         imp: Impl::Auto,
         residual: setup.residual,
-        n_ctx: setup.n_ctx,
+        n_ctx: setup.n_ctx(),
         floor_seeds: 0,
         dump: dump.clone(),
         threads,
@@ -128,9 +128,11 @@ fn side(
 }
 
 /// `tiercheck attribute`.
-pub fn run(a: AttributeArgs) -> Result<()> {
+pub fn run(mut a: AttributeArgs) -> Result<()> {
     let layers = if a.whole_model { None } else { Some(parse_layers(&a.layers)?) };
-    let model = a.setup.model()?;
+    let files = [a.a.as_str(), a.b.as_str()].map(Path::new);
+    let (model, setup) = a.setup.for_traces(files)?;
+    a.setup = setup;
     let dump = ImportOptions {
         ids: a.ids.as_deref().map(crate::cmd::delta::parse_ids).transpose()?,
         mode: a.setup.mode,
@@ -155,7 +157,7 @@ pub fn run(a: AttributeArgs) -> Result<()> {
             (ids, steps, a.setup.mode(), a.setup.attention(), a.setup.batching())
         }
     };
-    let Setup { residual, n_ctx, .. } = a.setup;
+    let (residual, n_ctx) = (a.setup.residual, a.setup.n_ctx());
     let o = analysis::attribute::AttributeOptions {
         prompt: ids,
         steps,

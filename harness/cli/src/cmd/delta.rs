@@ -338,10 +338,15 @@ pub fn costs(stages: &[analysis::StageCost]) -> String {
 }
 
 /// `tiercheck delta`.
-pub fn run(a: DeltaArgs) -> Result<()> {
-    let model = a.setup.model()?;
+pub fn run(mut a: DeltaArgs) -> Result<()> {
     let sa = Source::parse(&a.a, a.imp)?;
     let sb = Source::parse(&a.b, a.imp)?;
+    let files = [&sa, &sb].into_iter().filter_map(|s| match s {
+        Source::Trace(p) => Some(p.as_path()),
+        _ => None,
+    });
+    let (model, setup) = a.setup.for_traces(files)?;
+    a.setup = setup;
     // A trace brings its own ids: the prompts file is read only when both sides are lanes.
     let (ids, steps) = match (&sa, &sb) {
         (Source::Lane(_), Source::Lane(_)) => a.setup.prompt(&model)?,
@@ -366,7 +371,7 @@ pub fn run(a: DeltaArgs) -> Result<()> {
         mode: a.setup.mode(),
         batching: a.setup.batching(),
         residual: a.setup.residual,
-        n_ctx: a.setup.n_ctx,
+        n_ctx: a.setup.n_ctx(),
         attn: a.setup.attention(),
         threshold: a.threshold,
         floor_seeds: a.floor_seeds,

@@ -8,17 +8,19 @@ use clap::Args;
 use tiercheck_analysis::identify::{self, IdentifyOptions};
 use tiercheck_lanes::Impl;
 use tiercheck_model::import::ImportOptions;
-use tiercheck_model::{Mode, Model, Residual};
+use tiercheck_model::{Mode, Residual};
 
-use crate::args::{LaneList, LaneListParser};
+use crate::args::{LaneList, LaneListParser, DEFAULT_CTX};
 use crate::cmd::delta::parse_ids;
+use crate::replay::{self, Flag};
 
 /// `tiercheck identify`.
 #[derive(Args, Clone, Debug)]
 pub struct IdentifyArgs {
     /// The trace (tiercheck's, an oracle's) or a plain dump (docs/TRACES.md).
     pub trace: PathBuf,
-    /// GGUF model (qwen3) the trace ran. Default: the embedded model.
+    /// GGUF model (qwen3) the trace ran. Default: the model the trace records (its path,
+    /// then `$TIERCHECK_MODELS`, its sha256 checked), else the embedded model.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Only these lanes (comma-separated; default: every lane).
@@ -30,9 +32,10 @@ pub struct IdentifyArgs {
     /// Residual stream type.
     #[arg(long, value_enum, default_value_t = Residual::F32)]
     pub residual: Residual,
-    /// Context length (a multiple of 256).
-    #[arg(long = "ctx", default_value_t = 512)]
-    pub n_ctx: usize,
+    /// Context length (a multiple of 256). Default: the trace's, else 512; given, it must
+    /// be the trace's.
+    #[arg(long = "ctx")]
+    pub n_ctx: Option<usize>,
     /// Dither seeds of the floor measured at the first unexplained tap (0: none).
     #[arg(long, default_value_t = 1)]
     pub floor_seeds: u64,
@@ -59,16 +62,25 @@ pub struct IdentifyArgs {
 
 /// `tiercheck identify`.
 pub fn run(a: IdentifyArgs) -> Result<()> {
-    let path = match &a.model {
-        Some(p) => p.clone(),
-        None => tiercheck_model::embedded::ensure_model(None)?,
+    let traces = replay::recorded([a.trace.as_path()]);
+    let n_ctx = match a.n_ctx {
+        Some(n) => n,
+        None => replay::recorded_ctx(&traces)?.unwrap_or(DEFAULT_CTX),
     };
-    let model = Model::open(&path)?;
+    let mut given = Vec::new();
+    if let Some(n) = a.n_ctx {
+        given.push(Flag { flag: "--ctx", keys: &["n_ctx"], value: n.to_string() });
+    }
+    if let Some(m) = a.mode {
+        given.push(Flag { flag: "--mode", keys: &["mode"], value: m.name().to_string() });
+    }
+    replay::check_flags(&traces, &given)?;
+    let model = replay::model(&traces, a.model.as_deref())?;
     let o = IdentifyOptions {
         lanes: a.lanes.map(|l| l.0),
         imp: a.imp,
         residual: a.residual,
-        n_ctx: a.n_ctx,
+        n_ctx,
         floor_seeds: a.floor_seeds,
         threads: a.threads.get(1),
         dump: ImportOptions {

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use tiercheck_model::import::{self, ImportOptions};
-use tiercheck_model::{Mode, Model};
+use tiercheck_model::Mode;
 
 use crate::cmd::delta::parse_ids;
 
@@ -19,7 +19,9 @@ pub enum TraceCommand {
     Import {
         /// The dump.
         dump: PathBuf,
-        /// GGUF model (qwen3) the dump ran. Default: the embedded model.
+        /// GGUF model (qwen3) the dump ran. Default: the model its metadata records
+        /// (`model_sha256`, `model_path`; looked up as `delta` looks it up), else the
+        /// embedded model.
         #[arg(long)]
         model: Option<PathBuf>,
         /// The evaluated token ids (comma-separated), where the dump holds none.
@@ -43,11 +45,8 @@ pub enum TraceCommand {
 pub fn run(c: TraceCommand) -> Result<()> {
     match c {
         TraceCommand::Import { dump, model, ids, mode, out, strict } => {
-            let path = match model {
-                Some(p) => p,
-                None => tiercheck_model::embedded::ensure_model(None)?,
-            };
-            let model = Model::open(&path)?;
+            let model =
+                crate::replay::model(&crate::replay::recorded([dump.as_path()]), model.as_deref())?;
             let opts =
                 ImportOptions { ids: ids.as_deref().map(parse_ids).transpose()?, mode, strict };
             let t = import::load(&model, &dump, &opts)?;

@@ -426,7 +426,9 @@ fn model_with_eps_times_ten(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// A trace of `lane` on `model` (prompt short-4, 4 greedy tokens), optionally without
-/// its provenance (`lane` metadata), as an engine's dump would be.
+/// its provenance (`lane` metadata), as an engine's dump would be. A model other than the
+/// embedded one stands for a faulty tier running the embedded model: its trace does not
+/// name the model it ran (the analysis would refuse it as another model's trace).
 fn trace_on(model: &std::path::Path, lane: &str, out: &std::path::Path, provenance: bool) {
     let st = std::process::Command::new(env!("CARGO_BIN_EXE_tiercheck"))
         .args(["run", "--lane", lane, "--impl", "portable", "--prompt", "short-4", "--steps", "4"])
@@ -437,9 +439,16 @@ fn trace_on(model: &std::path::Path, lane: &str, out: &std::path::Path, provenan
         .status()
         .unwrap();
     assert!(st.success());
-    if !provenance {
+    let faulty = model != embedded::ensure_model(None).unwrap();
+    if !provenance || faulty {
         let mut t = tiercheck_model::sequence::read_trace(out).unwrap();
-        t.meta.remove("lane");
+        if !provenance {
+            t.meta.remove("lane");
+        }
+        if faulty {
+            t.meta.remove("model_sha256");
+            t.meta.remove("model_path");
+        }
         tiercheck_model::import::write(out, &t).unwrap();
     }
 }

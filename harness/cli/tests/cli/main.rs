@@ -16,4 +16,5 @@ mod lane_status;
 mod malformed_inputs;
 mod model_determinism;
 mod partial_traces;
+mod replay;
 mod require_lanes;
