@@ -113,6 +113,8 @@ fn a_trace_replays_its_model_context_and_tier_threads_without_flags() {
     dl(at, "x86_64-avx2", &["--ctx", "1024", "--tier-threads", "2", "--model", m], None);
     let e = fails(&["identify", at, "--ctx", "512"], None);
     assert!(e.contains("--ctx 512 contradicts") && e.contains("n_ctx = 1024"), "{e}");
+    let e = fails(&["attribute", at, "ref", "--ctx", "512"], None);
+    assert!(e.contains("--ctx 512 contradicts"), "{e}");
     let e = fails(&["delta", at, "ref", "--tier-threads", "4"], None);
     assert!(e.contains("--tier-threads 4 contradicts") && e.contains("a.safetensors"), "{e}");
     let embedded = embedded::ensure_model(None).unwrap();
@@ -122,7 +124,9 @@ fn a_trace_replays_its_model_context_and_tier_threads_without_flags() {
     let away = dir.path().join("away");
     std::fs::create_dir(&away).unwrap();
     std::fs::rename(&model, away.join("m.gguf")).unwrap();
-    for args in [&["identify", at][..], &["delta", at, "x86_64-avx2"][..]] {
+    for args in
+        [&["identify", at][..], &["delta", at, "x86_64-avx2"][..], &["attribute", at, "ref"]]
+    {
         let e = fails(args, None);
         assert!(e.contains(&sha) && e.contains(m) && e.contains("--model"), "{e}");
     }
@@ -136,23 +140,6 @@ fn a_trace_replays_its_model_context_and_tier_threads_without_flags() {
     std::fs::copy(&embedded, &model).unwrap();
     let e = fails(&["identify", at], None);
     assert!(e.contains(&sha) && e.contains("3503cc44c954"), "{e}");
-}
-
-/// A small deterministic generator (splitmix64) for the mutations below.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 fn delta_opts() -> DeltaOptions {
@@ -194,7 +181,8 @@ fn traces_of_other_shapes_are_errors_never_panics() {
     let good = read_trace(&base).unwrap();
     let hp = &model.hp;
     let refl = Source::Lane(lanes::choose(lanes::find("ref").unwrap(), Impl::Portable).unwrap());
-    let mut rng = Rng(0x7ace);
+    let mut rng = tiercheck_core::rng::Rng::new(0x7ace);
+    let mut below = |n: usize| rng.below(n as u64) as usize;
     let mut kinds = [0usize; 8];
     for i in 0..48 {
         let mut t = good.clone();
@@ -203,14 +191,14 @@ fn traces_of_other_shapes_are_errors_never_panics() {
             t.meta.remove("model_sha256");
         }
         let steps = t.steps.len();
-        let s = rng.below(steps);
-        let kind = if i < kinds.len() { i } else { rng.below(kinds.len()) };
+        let s = below(steps);
+        let kind = if i < kinds.len() { i } else { below(kinds.len()) };
         kinds[kind] += 1;
-        let grow = 1 + rng.below(400);
+        let grow = 1 + below(400);
         let want = match kind {
             // Another vocabulary: the logits of every step wider or narrower.
             0 => {
-                let narrower = rng.below(2) == 0;
+                let narrower = below(2) == 0;
                 for ((_, name), x) in t.taps.iter_mut() {
                     if name == "result_output" {
                         let w = if narrower {
@@ -226,7 +214,7 @@ fn traces_of_other_shapes_are_errors_never_panics() {
             }
             // Another layer count: a layer past the model's.
             1 => {
-                let l = hp.n_layer + rng.below(4);
+                let l = hp.n_layer + below(4);
                 let mut x = t.taps[&(s, "l_out-0".to_string())].clone();
                 x.name = tiercheck_model::sequence::tap_key(s, &format!("l_out-{l}"));
                 t.taps.insert((s, format!("l_out-{l}")), x);
