@@ -207,10 +207,19 @@ impl Case {
 
 /// Activation formats with quantize cases.
 pub(crate) const ACT_FORMATS: &[GgmlType] = &[GgmlType::Q8_K, GgmlType::Q8_0, GgmlType::Q8_1];
-/// Weight types with dequantize, vec_dot, gemv and gemm cases: the four every lane
-/// multiplies. (The `ref` lane's other eight are proven against ggml's x64 build by the
-/// `oracle_ref` trials; their inputs would take golden/ past its size budget.)
+/// Weight types with dequantize, vec_dot, gemv and gemm cases on the full shape set: the
+/// four every lane multiplies.
 pub const WEIGHT_TYPES: &[GgmlType] = tiercheck_core::lane::WEIGHT_TYPES;
+
+/// The other eight quantizable types (the CPU lanes multiply them; the GPU lanes do not,
+/// and have no trials for them): the shorter shape set below, which keeps golden/ within
+/// its 20 MB budget and still covers every row split, the tiled path and tinyBLAS.
+pub fn more_types() -> impl Iterator<Item = GgmlType> {
+    tiercheck_core::quant::weights::QUANTIZABLE
+        .iter()
+        .copied()
+        .filter(|t| !WEIGHT_TYPES.contains(t))
+}
 
 /// Activation kinds for quantize cases, one per case index.
 const QUANTIZE_KINDS: [RowKind; 8] = [
@@ -246,6 +255,26 @@ const GEMM_SHAPES: [(usize, usize, usize); 11] = [
 ];
 const DEQUANT_SHAPES: [(usize, usize); 3] = [(256, 1), (512, 3), (4096, 4)];
 
+/// The shorter shape set of [`more_types`]: k up to 4096 and weight rows up to 24 (one
+/// dequantized row: dequantizers are checked bitwise against ggml's by `oracle_ref`), the
+/// same row splits (m = 4..9 on n = 8, 16, 24: leftovers 0 to 3 after the groups of four;
+/// n = 12 with m = 9; n = 7 and 9: no repacked layout), m = 8 and 9 for the x86 tiled
+/// path, m >= 2 for llamafile's tinyBLAS.
+const MORE_VEC_DOT_K: [usize; 3] = [256, 512, 4096];
+const MORE_GEMV_SHAPES: [(usize, usize); 5] = [(256, 1), (256, 3), (512, 4), (512, 7), (4096, 8)];
+const MORE_GEMM_SHAPES: [(usize, usize, usize); 9] = [
+    (256, 4, 2),
+    (256, 9, 3),
+    (512, 8, 4),
+    (512, 7, 5),
+    (256, 8, 5),
+    (256, 24, 6),
+    (512, 16, 7),
+    (256, 16, 8),
+    (256, 12, 9),
+];
+const MORE_DEQUANT_SHAPES: [(usize, usize); 1] = [(256, 1)];
+
 /// Every case, sorted by name.
 pub fn catalogue() -> Vec<Case> {
     let mut cases = Vec::new();
@@ -275,6 +304,28 @@ pub fn catalogue() -> Vec<Case> {
             }
         }
         for (k, n, m) in GEMM_SHAPES {
+            for i in 0..2 {
+                cases.push(Case::new(Op::Gemm(t), k, n, m, i));
+            }
+        }
+    }
+    for t in more_types() {
+        for (k, n) in MORE_DEQUANT_SHAPES {
+            for i in 0..3 {
+                cases.push(Case::new(Op::Dequantize(t), k, n, 1, i));
+            }
+        }
+        for k in MORE_VEC_DOT_K {
+            for i in 0..3 {
+                cases.push(Case::new(Op::VecDot(t), k, 1, 1, i));
+            }
+        }
+        for (k, n) in MORE_GEMV_SHAPES {
+            for i in 0..2 {
+                cases.push(Case::new(Op::Gemv(t), k, n, 1, i));
+            }
+        }
+        for (k, n, m) in MORE_GEMM_SHAPES {
             for i in 0..2 {
                 cases.push(Case::new(Op::Gemm(t), k, n, m, i));
             }
@@ -441,7 +492,10 @@ mod tests {
         assert!(cases.iter().any(|c| c.name == "q4_K/gemv/k=4096,n=8,m=1/case0"));
         // Every row split of both row groups, per weight type: leftover rows 0..4 on a
         // repacked row count (a multiple of 4 and 8), and n a multiple of 4 but not 8.
-        for &t in WEIGHT_TYPES {
+        for t in WEIGHT_TYPES.iter().copied().chain(more_types()) {
+            assert!(cases.iter().any(|c| c.op == Op::Gemm(t) && c.m >= 8), "{t:?}: tiled");
+            assert!(cases.iter().any(|c| c.op == Op::Dequantize(t)), "{t:?}");
+            assert!(cases.iter().any(|c| c.op == Op::VecDot(t)), "{t:?}");
             let gemm = |f: &dyn Fn(&Case) -> bool| {
                 cases.iter().any(|c| c.op == Op::Gemm(t) && c.m >= 4 && f(c))
             };

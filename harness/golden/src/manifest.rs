@@ -1,5 +1,5 @@
 //! The golden manifest: one JSON file per lane (`golden/lanes/<lane>/manifest.json`),
-//! keys in a stable order, one entry per output tensor.
+//! keys in a stable order, one entry per output tensor, each on its own line.
 //!
 //! Each entry holds the sha256 of the output's exact bits (f32 little-endian or raw
 //! block bytes), its shape and dtype, summary statistics of its finite values (for a
@@ -125,11 +125,22 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Pretty JSON with a trailing newline (stable: keys are sorted maps or fixed
-    /// struct order).
+    /// JSON with one entry per line, compact within the line, and a trailing newline
+    /// (stable: keys are sorted maps or fixed struct order). A refresh's diff is then one
+    /// line per case that moved, and the file a third smaller than indented JSON.
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("manifests serialize");
-        s.push('\n');
+        let text = |v: &str| serde_json::to_string(v).expect("strings serialize");
+        let mut s = format!(
+            "{{\n\"format\": {},\n\"lane\": {},\n\"outputs_file\": {},\n\"entries\": {{",
+            self.format,
+            text(&self.lane),
+            text(&self.outputs_file)
+        );
+        for (i, (name, e)) in self.entries.iter().enumerate() {
+            let entry = serde_json::to_string(e).expect("entries serialize");
+            s += &format!("{}\n{}: {entry}", if i == 0 { "" } else { "," }, text(name));
+        }
+        s += "\n}\n}\n";
         s
     }
 }
@@ -142,4 +153,45 @@ pub fn hex(bytes: &[u8]) -> String {
 /// sha256 of `bytes`, lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_one_entry_per_line_layout_reads_back_as_written() {
+        let prov = Provenance {
+            lane: "ref".into(),
+            implementation: "portable".into(),
+            cpu_features: "avx2".into(),
+            qemu_cpu: None,
+            tiercheck_version: "0".into(),
+            git_revision: "r".into(),
+        };
+        let e = |sha: &str| {
+            Entry {
+                sha256: sha.into(),
+                shape: vec![2],
+                dtype: "f32".into(),
+                stored: 2,
+                stored_sha256: sha.into(),
+                stats: Stats { min: -1.5, max: 2.0, mean: 0.25, nonfinite: 0 },
+                provenance: prov.clone(),
+                check: String::new(),
+            }
+            .seal("a")
+        };
+        let m = Manifest {
+            format: FORMAT,
+            lane: "ref".into(),
+            outputs_file: "outputs-0.safetensors".into(),
+            entries: [("a/\"q\"".to_string(), e("00")), ("b".to_string(), e("11"))].into(),
+        };
+        let text = m.to_json();
+        assert_eq!(text.lines().count(), 9, "{text}");
+        assert_eq!(serde_json::from_str::<Manifest>(&text).unwrap(), m);
+        let empty = Manifest { entries: BTreeMap::new(), ..m };
+        assert_eq!(serde_json::from_str::<Manifest>(&empty.to_json()).unwrap(), empty);
+    }
 }
