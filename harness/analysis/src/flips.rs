@@ -12,6 +12,10 @@ use tiercheck_model::Model;
 use crate::metrics::Acc;
 use crate::trace::tap_order;
 
+/// Distance from a rounding boundary (code units) within which a flipped activation
+/// code counts as decided by last-bit noise.
+pub const NEAR_BOUNDARY: f64 = 0.05;
+
 /// Activation codes at one quantized matmul input, layer-local.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Flip {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tiercheck_model::sequence::{StepRecord, Trace};
 use tiercheck_model::Model;
 
-use crate::flips::{flips, matmul_input, Flip};
+use crate::flips::{flips, matmul_input, Flip, NEAR_BOUNDARY};
 use crate::metrics::{self, Acc, Stat};
 use crate::side::{SideRun, Source};
 use crate::trace::tap_order;
@@ -30,7 +30,10 @@ pub struct TapRow {
     pub ratio: Option<f64>,
 }
 
-/// A single-op jump of the divergence: the signature of an activation-quantization flip.
+/// A single-op jump of the divergence (the relative L2 grows a hundredfold or more from
+/// one tap to the next). It is called an activation-quantization flip only where the
+/// codes entering its matmul were compared and every flipped one sat within
+/// [`NEAR_BOUNDARY`] of a rounding boundary ([`Jump::kind`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Jump {
     /// Step.
@@ -46,6 +49,17 @@ pub struct Jump {
     /// The activation codes entering the matmul that produced `to`, compared between
     /// the two sides (when `to` is a matmul output and a lane side can quantize).
     pub codes: Option<Flip>,
+    /// `flip` (measured: codes differ, each within [`NEAR_BOUNDARY`] of a rounding
+    /// boundary), else `jump` (named by its size alone).
+    #[serde(default)]
+    pub kind: String,
+}
+
+impl Jump {
+    /// Whether the measured codes make this jump an activation-quantization flip.
+    pub fn is_flip(&self) -> bool {
+        self.codes.as_ref().is_some_and(|f| f.codes_differ > 0 && f.max_boundary <= NEAR_BOUNDARY)
+    }
 }
 
 /// A tap-by-tap comparison over some steps.
@@ -134,6 +148,7 @@ pub(crate) fn compare(
                     from_rel: r0,
                     to_rel: r1,
                     codes: None,
+                    kind: "jump".into(),
                 });
             }
         }
@@ -190,6 +205,9 @@ pub(crate) fn analyse(
                 flip_effect: 0.0,
                 observed: None,
             }));
+            if j.is_flip() {
+                j.kind = "flip".into();
+            }
         }
     }
     Ok(free)
@@ -216,4 +234,40 @@ pub(crate) fn verdict(a: &SideRun, b: &SideRun, agree: usize, threshold: f32) ->
         sb.gap,
         if near { "a near-tie: explained by reduction-order noise" } else { "NOT a near-tie: a wrong tier is suspected" }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jump(codes: Option<(usize, f64)>) -> Jump {
+        Jump {
+            step: 0,
+            from: "ffn_norm-1".into(),
+            to: "ffn_swiglu-1".into(),
+            from_rel: 1e-6,
+            to_rel: 1e-3,
+            codes: codes.map(|(differ, max)| Flip {
+                step: 0,
+                input: "ffn_norm-1".into(),
+                weights: Vec::new(),
+                codes_differ: differ,
+                codes: 2048,
+                min_boundary: max / 2.0,
+                max_boundary: max,
+                flip_effect: 0.0,
+                observed: None,
+            }),
+            kind: "jump".into(),
+        }
+    }
+
+    #[test]
+    fn a_jump_is_a_flip_only_with_flipped_codes_measured_near_a_boundary() {
+        assert!(jump(Some((1, 1e-4))).is_flip());
+        assert!(jump(Some((3, NEAR_BOUNDARY))).is_flip());
+        assert!(!jump(Some((3, 0.3))).is_flip(), "codes far from the boundary");
+        assert!(!jump(Some((0, f64::NAN))).is_flip(), "identical codes");
+        assert!(!jump(None).is_flip(), "not measured");
+    }
 }

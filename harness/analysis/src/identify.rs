@@ -10,13 +10,24 @@
 //! layer or two, and only the best one runs through the whole trace.
 //!
 //! The **best** candidate reproduces the longest prefix of the trace's taps (ties: the
-//! first in `tiercheck lanes` order). If it reproduces every tap the trace is
-//! *explained*; else its first mismatch is the first tap no candidate reproduces (every
-//! other candidate stopped earlier or there), reported with its relative error against
-//! the best candidate, the ratio to that candidate's layer-local floor, and what kind of
-//! difference it is: a matmul whose input is bitwise equal but whose output is not (a
-//! kernel-level difference), a matmul whose input the trace lacks (a flipped activation
-//! code or a kernel-level difference), or an elementwise or attention op.
+//! trace's own lane, then the first in `tiercheck lanes` order). If it reproduces every
+//! tap the trace is *explained*; else its first mismatch is the first tap no candidate
+//! reproduces (every other candidate stopped earlier or there), reported with its
+//! relative error against the best candidate, the ratio to that candidate's layer-local
+//! floor, and what kind of difference it is: a matmul whose input is bitwise equal but
+//! whose output is not (a kernel-level difference), a matmul whose input the trace lacks
+//! (a flipped activation code or a kernel-level difference), or an elementwise or
+//! attention op. The kind of a stop always follows from the replay of the candidate that
+//! stopped there: every tap before it, the matmul's input among them, was reproduced.
+//!
+//! A trace that names its lane (provenance `lane`) is diagnosed from that **claim**
+//! first: the claimed lane is always a candidate; the report says whether it reproduces
+//! the trace, where it stops and which candidates go further. Where another lane explains
+//! the trace, the verdict is "explained by" that lane, "not by its own lane", with the
+//! claimed lane's stop; where the claimed lane stops and another lane goes further
+//! without explaining the trace either, it is "reproduced by neither", naming both stops,
+//! each with its kind (a fault in the claimed lane's own kernel shows at the claimed
+//! lane's stop, not at the later one of a lane that does not share the fault).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -90,6 +101,23 @@ pub struct Unexplained {
     pub what: String,
 }
 
+/// What the trace's own lane (its provenance) reproduces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The lane the trace names.
+    pub lane: String,
+    /// Its candidate that reproduces the most taps (`lane (kv=.. fa=..)`).
+    pub candidate: String,
+    /// Taps it reproduces before its first mismatch.
+    pub reproduced: usize,
+    /// Whether it reproduces every tap.
+    pub reproduces: bool,
+    /// Where it stops, and what kind of difference that is.
+    pub stop: Option<Unexplained>,
+    /// The candidates that reproduce more taps than it does.
+    pub further: Vec<String>,
+}
+
 /// The report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IdentifyReport {
@@ -124,6 +152,10 @@ pub struct IdentifyReport {
     pub ambiguity: Option<String>,
     /// The first tap no candidate reproduces.
     pub first_unexplained: Option<Unexplained>,
+    /// What the lane the trace names in its provenance (`lane`) reproduces, when it names
+    /// one: the diagnosis starts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
     /// The verdict in words.
     pub verdict: String,
     /// Every candidate.
@@ -338,13 +370,23 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
     let (prompt, mode, generated) = trace_prompt(path, &t)?;
     let batching = trace_batching(path, &t, Batching::LLAMA_CLI, model.hp.n_layer)?;
     let n_ctx = trace_ctx(path, &t, o.n_ctx)?;
-    let lanes_list: Vec<&'static tiercheck_core::Lane> = match &o.lanes {
+    let mut lanes_list: Vec<&'static tiercheck_core::Lane> = match &o.lanes {
         Some(l) => l.clone(),
         None => lanes::all().to_vec(),
     };
-    let mut candidates = Vec::new();
+    // The lane the trace says it is (its provenance): always a candidate, and the one a
+    // diagnosis starts from.
+    let claimed = t.meta.get("lane").and_then(|l| lanes::find(l).ok());
+    if let Some(c) = claimed {
+        if !lanes_list.iter().any(|l| l.name == c.name) {
+            lanes_list.push(c);
+        }
+    }
+    let is_claimed = |name: &str| claimed.is_some_and(|c| c.name == name);
+    let mut candidates: Vec<CandidateResult> = Vec::new();
+    let mut runs: Vec<(Chosen, DeltaOptions)> = Vec::new();
     let mut per: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
-    let mut best: Option<(usize, usize, Chosen, DeltaOptions)> = None;
+    let mut best: Option<(usize, usize)> = None;
     // Without a recorded thread count, every class of counts that changes the arithmetic
     // is a candidate of its own.
     let recorded = t.meta.contains_key("tier_threads") || t.meta.contains_key("threads");
@@ -386,9 +428,17 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
                 per.entry(key.clone()).or_default().push(name.clone());
             }
             let i = candidates.len();
-            if best.as_ref().is_none_or(|b| matched.len() > b.0) {
-                best = Some((matched.len(), i, c, opts.clone()));
+            // The most taps; on a tie, the claimed lane before the others.
+            let better = |b: &(usize, usize)| {
+                matched.len() > b.0
+                    || (matched.len() == b.0
+                        && is_claimed(lane.name)
+                        && !is_claimed(&candidates[b.1].lane))
+            };
+            if best.as_ref().is_none_or(better) {
+                best = Some((matched.len(), i));
             }
+            runs.push((c, opts.clone()));
             candidates.push(CandidateResult {
                 name,
                 lane: lane.name.into(),
@@ -400,54 +450,50 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
             });
         }
     }
-    let (best_n, best_i, best_c, best_o) =
-        best.ok_or_else(|| anyhow::anyhow!("identify: no candidate lanes"))?;
+    let (best_n, best_i) = best.ok_or_else(|| anyhow::anyhow!("identify: no candidate lanes"))?;
+    let best_o = runs[best_i].1.clone();
     let best_lanes: Vec<String> =
         candidates.iter().filter(|c| c.reproduced == best_n).map(|c| c.name.clone()).collect();
     let best_cand = &candidates[best_i];
     let explained = best_cand.first_mismatch.is_none();
-    let first_unexplained = match &best_cand.first_mismatch {
+    // Where a candidate stops, what kind of difference it is (measured against that
+    // candidate's own floor).
+    let stop_of = |i: usize| -> anyhow::Result<Option<Unexplained>> {
+        let Some((step, tap, rel)) = &candidates[i].first_mismatch else { return Ok(None) };
+        let floor = if o.floor_seeds > 0 {
+            let cache = Cache::new();
+            let ctx = Ctx::new(&cache);
+            let (c, opts) = &runs[i];
+            let f = floor::measure(&ctx, model, c, opts, &prompt, mode, &generated)?;
+            f.layer_local.get(tap).copied()
+        } else {
+            None
+        };
+        Ok(Some(difference(&t, *step, tap, *rel, floor)))
+    };
+    let first_unexplained = stop_of(best_i)?;
+    // The claimed lane's best candidate (the claimed lane may stand for several settings
+    // where the trace records none), and the candidates that reproduce more than it.
+    let claim = match claimed {
         None => None,
-        Some((step, tap, rel)) => {
-            let floor = if o.floor_seeds > 0 {
-                let cache = Cache::new();
-                let ctx = Ctx::new(&cache);
-                let f = floor::measure(&ctx, model, &best_c, &best_o, &prompt, mode, &generated)?;
-                f.layer_local.get(tap).copied()
-            } else {
-                None
-            };
-            let ratio = floor.filter(|f| *f > 0.0).map(|f| rel / f);
-            let (kind, what) = match matmul_input(tap) {
-                Some(input) if t.taps.contains_key(&(*step, input.clone())) => (
-                    "kernel",
-                    format!(
-                        "a kernel-level difference: the matmul's input {input} is reproduced bitwise, its output {tap} is not"
-                    ),
-                ),
-                Some(input) => (
-                    "input-missing",
-                    format!(
-                        "the trace lacks the matmul's input {input}: a flipped activation code there or a kernel-level difference"
-                    ),
-                ),
-                None => ("elementwise", format!("an elementwise or attention difference ({tap} is not a matmul output)")),
-            };
-            let size = match ratio {
-                Some(q) if q <= NOISE_RATIO => {
-                    format!("x{q:.1} the layer-local floor: noise-sized")
-                }
-                Some(q) => format!("x{q:.0} the layer-local floor: beyond the floor"),
-                None => "no floor measured".into(),
-            };
-            Some(Unexplained {
-                step: *step,
-                tap: tap.clone(),
-                rel_l2: *rel,
-                floor,
-                ratio,
-                kind: kind.into(),
-                what: format!("{what}; relative L2 {rel:.1e}, {size}"),
+        Some(l) => {
+            let i = (0..candidates.len())
+                .filter(|&i| candidates[i].lane == l.name)
+                .max_by_key(|&i| (candidates[i].reproduced, std::cmp::Reverse(i)))
+                .expect("the claimed lane is a candidate");
+            let further: Vec<String> = candidates
+                .iter()
+                .filter(|c| c.reproduced > candidates[i].reproduced)
+                .map(|c| c.name.clone())
+                .collect();
+            let stop = if i == best_i { first_unexplained.clone() } else { stop_of(i)? };
+            Some(Claim {
+                lane: l.name.into(),
+                candidate: candidates[i].name.clone(),
+                reproduced: candidates[i].reproduced,
+                reproduces: stop.is_none(),
+                stop,
+                further,
             })
         }
     };
@@ -455,13 +501,42 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         candidates.iter().filter(|c| explained && c.reproduced == best_n).collect();
     let ambiguous = tied.len() > 1;
     let ambiguity = ambiguous.then(|| ambiguity_reason(&tied, &t));
+    let stop_text = |u: &Unexplained| format!("step {} tap {} ({})", u.step, u.tap, u.what);
+    let claim_verdict = claim.as_ref().and_then(|c| {
+        let stop = c.stop.as_ref()?;
+        Some(match &first_unexplained {
+            None => format!(
+                "explained by {}, not by its own lane {}: {} stops at {}",
+                best_cand.name,
+                c.lane,
+                c.candidate,
+                stop_text(stop)
+            ),
+            Some(u) if c.further.is_empty() => format!(
+                "unexplained from step {} tap {}: its lane {} stops there and no lane goes further; {}",
+                u.step, u.tap, c.candidate, u.what
+            ),
+            Some(u) => format!(
+                "reproduced by neither: its lane {} stops at {}; {} goes further ({} taps) and stops at {}",
+                c.candidate,
+                stop_text(stop),
+                best_cand.name,
+                best_n,
+                stop_text(u)
+            ),
+        })
+    });
     let verdict = match &first_unexplained {
+        _ if claim_verdict.is_some() => claim_verdict.expect("some"),
         None if ambiguous => format!(
             "explained, ambiguously: {} candidates reproduce every tap bitwise ({}): {}",
             tied.len(),
             tied.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
             ambiguity.as_deref().unwrap_or("")
         ),
+        None if claim.is_some() => {
+            format!("explained: its lane {} reproduces every tap bitwise", best_cand.name)
+        }
         None => format!("explained: {} reproduces every tap bitwise", best_cand.name),
         Some(u) => format!(
             "unexplained from step {} tap {}: no lane reproduces it (best: {}, {} taps before it); {}",
@@ -486,10 +561,54 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         ambiguous,
         ambiguity,
         first_unexplained,
+        claim,
         verdict,
         candidates,
         per_tap,
     })
+}
+
+/// The difference at a candidate's first mismatch (`step`, `tap`, relative L2 `rel`,
+/// that candidate's layer-local `floor` there). The candidate replayed every tap before
+/// this one bitwise, the layer's inputs being the trace's own: so where the tap is a
+/// matmul output whose input the trace holds, that input was reproduced and the matmul
+/// itself differs (kernel-level); where the trace lacks the input, a flipped activation
+/// code is as possible as a kernel difference; any other tap is an elementwise or
+/// attention op.
+fn difference(t: &Trace, step: usize, tap: &str, rel: f64, floor: Option<f64>) -> Unexplained {
+    let ratio = floor.filter(|f| *f > 0.0).map(|f| rel / f);
+    let (kind, what) = match matmul_input(tap) {
+        Some(input) if t.taps.contains_key(&(step, input.clone())) => (
+            "kernel",
+            format!(
+                "a kernel-level difference: the matmul's input {input} is reproduced bitwise, its output {tap} is not"
+            ),
+        ),
+        Some(input) => (
+            "input-missing",
+            format!(
+                "the trace lacks the matmul's input {input}: a flipped activation code there or a kernel-level difference"
+            ),
+        ),
+        None => (
+            "elementwise",
+            format!("an elementwise or attention difference ({tap} is not a matmul output)"),
+        ),
+    };
+    let size = match ratio {
+        Some(q) if q <= NOISE_RATIO => format!("x{q:.1} the layer-local floor: noise-sized"),
+        Some(q) => format!("x{q:.0} the layer-local floor: beyond the floor"),
+        None => "no floor measured".into(),
+    };
+    Unexplained {
+        step,
+        tap: tap.into(),
+        rel_l2: rel,
+        floor,
+        ratio,
+        kind: kind.into(),
+        what: format!("{what}; relative L2 {rel:.1e}, {size}"),
+    }
 }
 
 /// Why the `tied` candidates (each reproducing every tap of `t`) coincide: the lanes'
@@ -565,6 +684,20 @@ pub fn render(r: &IdentifyReport) -> String {
         &r.model_sha256[..12]
     );
     s += &format!("verdict: {}\n", r.verdict);
+    if let Some(c) = &r.claim {
+        let how = match &c.stop {
+            None => "reproduces every tap".to_string(),
+            Some(u) => format!(
+                "stops at step {} {} after {} taps ({})",
+                u.step, u.tap, c.reproduced, u.kind
+            ),
+        };
+        s += &format!("its lane: {} {how}", c.candidate);
+        if !c.further.is_empty() {
+            s += &format!("; further: {}", c.further.join(", "));
+        }
+        s.push('\n');
+    }
     if r.best_lanes.len() > 1 && !r.ambiguous {
         s += &format!("equally good: {}\n", r.best_lanes.join(", "));
     }

@@ -11,7 +11,7 @@ use tiercheck_lanes::Chosen;
 use tiercheck_model::sequence::{graphs, Graph, RunOutput, Trace};
 use tiercheck_model::{Decoder, Model, TapSink};
 
-use crate::flips::{flips, Flip};
+use crate::flips::{flips, Flip, NEAR_BOUNDARY};
 use crate::free_running::{compare, Divergence};
 use crate::result_cache::{self, Ctx};
 use crate::results::Replay;
@@ -39,9 +39,6 @@ pub struct LayerVerdict {
 
 /// Ratio to the floor up to which a divergence counts as reduction-order noise.
 pub const NOISE_RATIO: f64 = 4.0;
-/// Distance from a rounding boundary (code units) within which a flipped activation
-/// code counts as decided by last-bit noise.
-pub const NEAR_BOUNDARY: f64 = 0.05;
 
 /// Smallest part of the observed change of a matmul's output that its flipped input codes
 /// must cause alone (the other side's codes through this side's kernel) for the flip to

@@ -51,8 +51,9 @@ mod trace;
 
 pub use delta::{delta, delta_cached, delta_results};
 pub use flips::Flip;
+pub use flips::NEAR_BOUNDARY;
 pub use free_running::{Divergence, Jump, TapRow};
-pub use layer_local::{LayerVerdict, NEAR_BOUNDARY, NOISE_RATIO};
+pub use layer_local::{LayerVerdict, NOISE_RATIO};
 pub use report::{DeltaReport, Headline};
 pub use result_cache::{Cache, OnResult, StageCost};
 pub use results::{Floor, Replay};

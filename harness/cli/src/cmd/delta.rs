@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use tiercheck_analysis::{self as analysis, plot, DeltaOptions, DeltaReport, Divergence, Source};
+use tiercheck_analysis::{
+    self as analysis, plot, DeltaOptions, DeltaReport, Divergence, Source, NEAR_BOUNDARY,
+};
 use tiercheck_gguf::atomic_write::write_atomic;
 use tiercheck_lanes::Impl;
 
@@ -153,18 +155,31 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
         }
     }
     for j in &r.free.jumps {
-        // A jump into the attention output has no quantized matmul input: there the
-        // discrete event is an F16 K/V value rounding to the other F16 neighbour (or the
-        // flash kernel's F16 accumulator), which an F32 cache without flash attention
-        // does not have.
-        let why = if j.to.starts_with("kqv_out") {
+        // A jump is named a flip only where the codes entering its matmul were measured
+        // near a rounding boundary; otherwise by its size. A jump into the attention
+        // output has no quantized matmul input: with an F16 cache or flash attention, an
+        // F16 value rounding to its other neighbour is one cause, not measured here.
+        let why = if j.is_flip() {
+            "an activation-quantization flip".to_string()
+        } else if j.to.starts_with("kqv_out") {
             if r.attention == "kv=f32 fa=off" {
-                "a single-op jump in attention (softmax and f32 dot products)"
+                "a single-op jump in attention (softmax and f32 dot products)".to_string()
             } else {
-                "a single-op jump in attention, the signature of an F16 rounding flip (F16 K/V cache or flash attention's F16 accumulator)"
+                "a single-op jump in attention (not measured: an F16 rounding in the K/V cache or in flash attention's accumulator is one cause)".to_string()
             }
         } else {
-            "a single-op jump, the signature of an activation-quantization flip"
+            match &j.codes {
+                Some(f) if f.codes_differ > 0 => format!(
+                    "a single-op jump of x{:.0}, not a flip: flipped values sat up to {:.1e} code units from the boundary, beyond the {NEAR_BOUNDARY} that last-bit noise reaches",
+                    j.to_rel / j.from_rel,
+                    f.max_boundary
+                ),
+                Some(_) => format!("a single-op jump of x{:.0}", j.to_rel / j.from_rel),
+                None => format!(
+                    "a single-op jump of x{:.0} (codes not measured: no lane side quantizes them)",
+                    j.to_rel / j.from_rel
+                ),
+            }
         };
         s += &format!(
             "  JUMP at step {}: {} {:.1e} -> {} {:.1e} (x{:.0}): {why}\n",
@@ -178,7 +193,7 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
         match &j.codes {
             Some(f) if f.codes_differ > 0 => {
                 s += &format!(
-                    "    confirmed: {} of {} int8 codes of {} differ between the sides (the flipped values sat {:.1e}..{:.1e} code units from the rounding boundary); the flips alone move the matmul output by {:.1e}\n",
+                    "    measured: {} of {} int8 codes of {} differ between the sides (the flipped values sat {:.1e}..{:.1e} code units from the rounding boundary); the flips alone move the matmul output by {:.1e}\n",
                     f.codes_differ, f.codes, f.input, f.min_boundary, f.max_boundary, f.flip_effect
                 );
             }

@@ -184,6 +184,9 @@ fn legitimate_tiers_are_noise_or_near_boundary_flips_never_discrepancies() {
     let c = j.codes.as_ref().unwrap();
     assert_eq!(c.codes_differ, 1);
     assert!(c.max_boundary < 1e-3);
+    // Measured near the boundary: a flip; a jump whose codes were not measured is not.
+    assert!(j.kind == "flip" && j.is_flip(), "{j:?}");
+    assert!(r.free.jumps.iter().all(|j| (j.kind == "flip") == j.is_flip()), "{:?}", r.free.jumps);
     let t = r.teacher.as_ref().unwrap();
     assert!(t.unexplained.is_empty() && t.top1_agreement < 1.0);
     assert!(r.layer_verdicts.iter().all(|v| v.verdict != "discrepancy"), "{:?}", r.layer_verdicts);

@@ -12,6 +12,7 @@ mod fault_injection;
 mod fuzz_corpus;
 mod gguf_malformed;
 mod golden_controls;
+mod identify_claims;
 mod lane_status;
 mod malformed_inputs;
 mod model_determinism;
