@@ -67,11 +67,34 @@ pub enum ElemKind {
     /// One output of the GPU's `mul_mat_vec_f` with a `half2` F16 accumulator (`V·p` of
     /// an F16 cache): GPU flavours only. Operands: [`mmvf_operands`].
     MmvfF16,
+    /// Flash attention, one query row over fewer than 512 cells: ggml's one-chunk path
+    /// (F16 K/V, the F16 accumulator). The attention kinds run the decoder's attention
+    /// ([`ATTN_GEOMETRY`], operands [`attention_operands`]); `k` is the cell count.
+    AttnFaChunk,
+    /// Flash attention, one query row over 512 padded cells, two tier threads: split-KV,
+    /// two chunks merged.
+    AttnFaSplit2,
+    /// The same with four tier threads: four chunks merged.
+    AttnFaSplit4,
+    /// Flash attention, [`ATTN_TILED_ROWS`] query rows: the tiled path.
+    AttnFaTiled,
+    /// Without flash attention, an F32 cache: the `KQ` and `KQV` products and softmax.
+    AttnF32,
+    /// Without flash attention, an F16 cache.
+    AttnF16,
 }
+
+/// The attention cases' geometry: query heads, K/V heads (grouped-query, two queries per
+/// K/V head) and head size, in a context of 512 cells.
+pub const ATTN_GEOMETRY: (usize, usize, usize) = (2, 1, 32);
+
+/// Query rows of the tiled attention case: past ggml's 64-row threshold, and more values
+/// (65 x 64) than an outputs file keeps whole.
+pub const ATTN_TILED_ROWS: usize = 65;
 
 impl ElemKind {
     /// Every kind.
-    pub const ALL: [ElemKind; 9] = [
+    pub const ALL: [ElemKind; 15] = [
         ElemKind::SoftMax,
         ElemKind::SoftMaxRow,
         ElemKind::SwiGlu,
@@ -81,6 +104,12 @@ impl ElemKind {
         ElemKind::Rope,
         ElemKind::MmvfF32,
         ElemKind::MmvfF16,
+        ElemKind::AttnFaChunk,
+        ElemKind::AttnFaSplit2,
+        ElemKind::AttnFaSplit4,
+        ElemKind::AttnFaTiled,
+        ElemKind::AttnF32,
+        ElemKind::AttnF16,
     ];
     /// The name in case names.
     pub fn name(self) -> &'static str {
@@ -94,7 +123,28 @@ impl ElemKind {
             ElemKind::Rope => "rope",
             ElemKind::MmvfF32 => "mmvf_f32acc",
             ElemKind::MmvfF16 => "mmvf_f16acc",
+            ElemKind::AttnFaChunk => "attn_fa_chunk",
+            ElemKind::AttnFaSplit2 => "attn_fa_split2",
+            ElemKind::AttnFaSplit4 => "attn_fa_split4",
+            ElemKind::AttnFaTiled => "attn_fa_tiled",
+            ElemKind::AttnF32 => "attn_f32",
+            ElemKind::AttnF16 => "attn_f16",
         }
+    }
+    /// The attention options of an attention kind (`None` for the others).
+    pub fn attention(self) -> Option<tiercheck_model::Attention> {
+        use tiercheck_model::{Attention, FlashAttn, KvType};
+        let fa = |threads| Attention { tier_threads: threads, ..Attention::LLAMA_DEFAULT };
+        Some(match self {
+            ElemKind::AttnFaChunk | ElemKind::AttnFaTiled => fa(1),
+            ElemKind::AttnFaSplit2 => fa(2),
+            ElemKind::AttnFaSplit4 => fa(4),
+            ElemKind::AttnF32 => Attention::F32_OFF,
+            ElemKind::AttnF16 => {
+                Attention { kv: KvType::F16, fa: FlashAttn::Off, ..Attention::F32_OFF }
+            }
+            _ => return None,
+        })
     }
     /// Whether only GPU flavours (those with [`ElemFlavour::mmvf`]) have this kernel.
     ///
@@ -102,10 +152,19 @@ impl ElemKind {
     pub fn gpu_only(self) -> bool {
         matches!(self, ElemKind::MmvfF32 | ElemKind::MmvfF16)
     }
-    /// Input rows: one (soft_max, soft_max_row, rope) or two (the second operand).
+    /// Input rows: one (soft_max, soft_max_row, rope) or two (the second operand); for an
+    /// attention kind, its query rows.
     pub fn rows(self) -> usize {
         match self {
-            ElemKind::SoftMax | ElemKind::SoftMaxRow | ElemKind::Rope => 1,
+            ElemKind::AttnFaTiled => ATTN_TILED_ROWS,
+            ElemKind::SoftMax
+            | ElemKind::SoftMaxRow
+            | ElemKind::Rope
+            | ElemKind::AttnFaChunk
+            | ElemKind::AttnFaSplit2
+            | ElemKind::AttnFaSplit4
+            | ElemKind::AttnF32
+            | ElemKind::AttnF16 => 1,
             _ => 2,
         }
     }
@@ -125,6 +184,21 @@ impl ElemKind {
             // dot_f32's even rows (they share its input tensors): one warp with idle
             // lanes (16), one pair per thread (256) and chains of 8 or 16 pairs (4096).
             ElemKind::MmvfF32 | ElemKind::MmvfF16 => &[16, 256, 4096],
+            // Cells: one chunk (padded to 256), split-KV (padded to 512; 300 cells in
+            // chunks of 256 and 128: the last chunks partly or wholly masked), the tiled
+            // path over three KV tiles of 64 (the last one partial).
+            ElemKind::AttnFaChunk => &[200],
+            ElemKind::AttnFaSplit2 | ElemKind::AttnFaSplit4 => &[300],
+            ElemKind::AttnFaTiled => &[130],
+            ElemKind::AttnF32 | ElemKind::AttnF16 => &[300],
+        }
+    }
+    /// Cases per length: three, two for the attention kinds (golden/ size budget).
+    fn cases(self) -> usize {
+        if self.attention().is_some() {
+            2
+        } else {
+            3
         }
     }
 }
@@ -188,6 +262,17 @@ impl Case {
         }
     }
 
+    /// For an attention case: the stored tensors its operands are cut from, K and V from
+    /// the first, Q from the second ([`attention_operands`]).
+    pub fn attention_inputs(&self) -> Option<(String, String)> {
+        match self.op {
+            Op::Elem(kind) if kind.attention().is_some() => {
+                Some(("x/gemm/k=17408,m=2/case0".into(), "x/gemv/k=17408,m=1/case0".into()))
+            }
+            _ => None,
+        }
+    }
+
     /// Name of the activation input tensor, if the case has activations. Activations
     /// do not depend on the weight type, so cases of every type with the same op, k, m
     /// and index share one tensor: `x/<op>/k=<k>,m=<m>/case<i>` (a quantize case is one
@@ -196,6 +281,7 @@ impl Case {
         // soft_max_row reads soft_max's rows (and masks them: [`soft_max_row_scores`]).
         let op = match self.op {
             Op::Dequantize(_) => return None,
+            Op::Elem(kind) if kind.attention().is_some() => return None,
             Op::Elem(ElemKind::SoftMaxRow) => ElemKind::SoftMax.name(),
             // The MMVF cases read dot_f32's rows ([`mmvf_operands`]).
             Op::Elem(ElemKind::MmvfF32 | ElemKind::MmvfF16) => ElemKind::DotF32.name(),
@@ -255,13 +341,14 @@ const GEMM_SHAPES: [(usize, usize, usize); 11] = [
 ];
 const DEQUANT_SHAPES: [(usize, usize); 3] = [(256, 1), (512, 3), (4096, 4)];
 
-/// The shorter shape set of [`more_types`]: k up to 4096 and weight rows up to 24 (one
+/// The shorter shape set of [`more_types`]: k up to 4096 (vec_dot; matmuls up to 512)
+/// and weight rows up to 24 (one
 /// dequantized row: dequantizers are checked bitwise against ggml's by `oracle_ref`), the
 /// same row splits (m = 4..9 on n = 8, 16, 24: leftovers 0 to 3 after the groups of four;
 /// n = 12 with m = 9; n = 7 and 9: no repacked layout), m = 8 and 9 for the x86 tiled
 /// path, m >= 2 for llamafile's tinyBLAS.
 const MORE_VEC_DOT_K: [usize; 3] = [256, 512, 4096];
-const MORE_GEMV_SHAPES: [(usize, usize); 5] = [(256, 1), (256, 3), (512, 4), (512, 7), (4096, 8)];
+const MORE_GEMV_SHAPES: [(usize, usize); 4] = [(256, 1), (256, 3), (512, 4), (512, 7)];
 const MORE_GEMM_SHAPES: [(usize, usize, usize); 9] = [
     (256, 4, 2),
     (256, 9, 3),
@@ -333,7 +420,7 @@ pub fn catalogue() -> Vec<Case> {
     }
     for kind in ElemKind::ALL {
         for &k in kind.lengths() {
-            for i in 0..3 {
+            for i in 0..kind.cases() {
                 cases.push(Case::new(Op::Elem(kind), k, 1, kind.rows(), i));
             }
         }
@@ -386,6 +473,18 @@ pub fn mmvf_operands(kind: ElemKind, rows: &[&[f32]]) -> (Vec<f32>, Vec<f32>) {
         ),
         _ => (rows[0].to_vec(), rows[1].to_vec()),
     }
+}
+
+/// The operands of an attention case, cut from its two stored tensors
+/// ([`Case::attention_inputs`]): K (`cells x 32`), then V (the same), from the first
+/// (normal rows, then tie rows), Q (`m x 64`) from the second; case i starts 8000 values
+/// (K and V) and 4200 values (Q) further in. `None` where a tensor is too short.
+pub fn attention_operands<'a>(case: &Case, kv: &'a [f32], q: &'a [f32]) -> Option<[&'a [f32]; 3]> {
+    let (nh, nkv, hd) = ATTN_GEOMETRY;
+    let n = case.k * nkv * hd;
+    let (ko, qo) = (8000 * case.index, 4200 * case.index);
+    let nq = case.m * nh * hd;
+    Some([kv.get(ko..ko + n)?, kv.get(ko + n..ko + 2 * n)?, q.get(qo..qo + nq)?])
 }
 
 /// A stable 64-bit seed for a case's input, from its name (FNV-1a).
@@ -504,6 +603,34 @@ mod tests {
             }
             assert!(gemm(&|c| c.n % 4 == 0 && c.n % 8 != 0 && c.m > 8));
             assert!(gemm(&|c| c.n % 4 != 0));
+        }
+    }
+
+    #[test]
+    fn attention_cases_reach_each_path() {
+        use tiercheck_model::attention::{padded_n_kv, FA_SPLIT_KV_MIN, FA_TILE_Q};
+        let cases = catalogue();
+        let of = |k: ElemKind| cases.iter().filter(move |c| c.op == Op::Elem(k));
+        for kind in ElemKind::ALL.into_iter().filter(|k| k.attention().is_some()) {
+            assert_eq!(of(kind).count(), 2, "{kind:?}");
+        }
+        for c in of(ElemKind::AttnFaTiled) {
+            assert!(c.m >= FA_TILE_Q && c.m * 64 > crate::manifest::STORE_FULL_MAX);
+            // Three KV tiles of 64, the last one partial.
+            assert!(c.k > 2 * 64 && c.k < 3 * 64);
+        }
+        for k in [ElemKind::AttnFaSplit2, ElemKind::AttnFaSplit4, ElemKind::AttnF32] {
+            for c in of(k) {
+                assert!(c.m == 1 && padded_n_kv(c.k, 512) >= FA_SPLIT_KV_MIN, "{c:?}");
+            }
+        }
+        for c in of(ElemKind::AttnFaChunk) {
+            assert!(c.m == 1 && padded_n_kv(c.k, 512) < FA_SPLIT_KV_MIN, "{c:?}");
+        }
+        // Every attention case's operands fit in its stored tensors.
+        let (kv, q) = (vec![0.0f32; 2 * 17408], vec![0.0f32; 17408]);
+        for c in cases.iter().filter(|c| c.attention_inputs().is_some()) {
+            assert!(attention_operands(c, &kv, &q).is_some(), "{}", c.name);
         }
     }
 

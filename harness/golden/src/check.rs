@@ -582,5 +582,85 @@ pub fn elem_exact(
             }
             (want, bound)
         }
+        ElemKind::AttnFaChunk
+        | ElemKind::AttnFaSplit2
+        | ElemKind::AttnFaSplit4
+        | ElemKind::AttnFaTiled
+        | ElemKind::AttnF32
+        | ElemKind::AttnF16 => attention_exact(kind, case, rows),
     }
+}
+
+/// The exact answer of an attention case and a rigorous bound on any flavour's result.
+/// K and V are taken as the cache holds them (rounded to F16 for an F16 cache or flash
+/// attention); per query row at position p and head h, the scores `s_j = q·k_j / sqrt(d)`
+/// over cells j <= p, the weights `w_j = exp(s_j - max)`, `S = sum w_j`, and the output
+/// `sum w_j v_j / S`, all in f64. The bound adds, per output element:
+/// - the scores' errors: each score within `delta_j = |q|·|k_j| / sqrt(d) * (2^-10 + (d +
+///   4) u)` (the query rounded to F16 where the path does, the products and sums in f32),
+///   which moves each weight by a factor within `exp(+-2 delta)` after normalization, so
+///   the output by at most `(exp(2 delta_max) - 1) * 2 * sum w_j |v_j| / S`;
+/// - the accumulation's errors: the F16 accumulator (or F16 weights) rounds each step's
+///   partial sum, relative 2^-11, twice a step where a new maximum rescales it; every
+///   partial sum of a chunk is at most `B_t = sum_{i <= t} w_i |v_i|` in the final scale,
+///   so `2 * 2^-11 * sum_t B_t / S`, plus 2^-24 per cell for F16's subnormal range, plus
+///   16u of `sum w_j |v_j| / S` for the exponentials and the final division.
+fn attention_exact(kind: ElemKind, case: &Case, rows: &[&[f32]]) -> (Vec<f64>, Vec<f64>) {
+    const U: f64 = 1.0 / (1u64 << 24) as f64;
+    const U16: f64 = 1.0 / 2048.0;
+    let (nh, nkv, hd) = crate::cases::ATTN_GEOMETRY;
+    let attn = kind.attention().expect("an attention kind");
+    let f16 = attn.kv == tiercheck_model::KvType::F16 || attn.fa == tiercheck_model::FlashAttn::On;
+    let stored = |x: f32| -> f64 {
+        if f16 {
+            f64::from(tiercheck_core::fp16::f16_bits_to_f32(tiercheck_core::fp16::f32_to_f16_bits(
+                x,
+            )))
+        } else {
+            f64::from(x)
+        }
+    };
+    let (k, v, q) = (rows[0], rows[1], rows[2]);
+    let cells = case.k;
+    let kd = nkv * hd;
+    let scale = 1.0 / (hd as f64).sqrt();
+    let (mut want, mut bound) = (Vec::new(), Vec::new());
+    for i in 0..case.m {
+        let p = cells - case.m + i;
+        for h in 0..nh {
+            let g = h / (nh / nkv);
+            let qh = &q[(i * nh + h) * hd..(i * nh + h + 1) * hd];
+            let kj = |j: usize| (0..hd).map(move |d| stored(k[j * kd + g * hd + d]));
+            let vj = |j: usize, d: usize| stored(v[j * kd + g * hd + d]);
+            let s: Vec<f64> = (0..=p)
+                .map(|j| kj(j).zip(qh).map(|(a, &b)| a * f64::from(b)).sum::<f64>() * scale)
+                .collect();
+            let delta = (0..=p)
+                .map(|j| {
+                    let mag: f64 = kj(j).zip(qh).map(|(a, &b)| (a * f64::from(b)).abs()).sum();
+                    mag * scale * (2.0 * U16 + (hd as f64 + 4.0) * U)
+                })
+                .fold(0.0f64, f64::max);
+            let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = s.iter().map(|x| (x - max).exp()).collect();
+            let sum: f64 = w.iter().sum();
+            for d in 0..hd {
+                let out: f64 = (0..=p).map(|j| w[j] * vj(j, d)).sum::<f64>() / sum;
+                let abs: f64 = (0..=p).map(|j| w[j] * vj(j, d).abs()).sum::<f64>() / sum;
+                let mut b_t = 0.0f64;
+                let mut partials = 0.0f64;
+                for (j, wj) in w.iter().enumerate() {
+                    b_t += wj * vj(j, d).abs();
+                    partials += b_t;
+                }
+                let b = ((2.0 * delta).exp() - 1.0) * 2.0 * abs
+                    + 2.0 * U16 * partials / sum
+                    + (p + 1) as f64 * 2f64.powi(-24)
+                    + 16.0 * U * abs;
+                want.push(out);
+                bound.push(b * 1.001 + 1e-30);
+            }
+        }
+    }
+    (want, bound)
 }

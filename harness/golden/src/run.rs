@@ -65,6 +65,12 @@ pub fn rope_pos(case: &Case) -> i32 {
 
 /// The input rows of an elementwise case.
 pub fn elem_rows<'a>(case: &Case, inputs: &'a Inputs) -> Result<Vec<&'a [f32]>, String> {
+    if let Some((kv, q)) = case.attention_inputs() {
+        let (kv, q) = (f32_input(inputs, &kv)?, f32_input(inputs, &q)?);
+        return crate::cases::attention_operands(case, kv, q)
+            .map(|r| r.to_vec())
+            .ok_or_else(|| format!("{}: its input tensors are too short", case.name));
+    }
     let x = f32_input(inputs, case.activation_input().as_deref().unwrap_or_default())?;
     if x.len() != case.m * case.k {
         return Err(format!(
@@ -127,6 +133,27 @@ pub fn run_elem(ops: &dyn ElemOps, case: &Case, inputs: &Inputs) -> Result<Outpu
             let fl = ops.flavour();
             elem::rope_neox(&mut y, &fl.rope_cache(rope_pos(case), k, 1e6), fl.rope_rotation());
             y
+        }
+        ElemKind::AttnFaChunk
+        | ElemKind::AttnFaSplit2
+        | ElemKind::AttnFaSplit4
+        | ElemKind::AttnFaTiled
+        | ElemKind::AttnF32
+        | ElemKind::AttnF16 => {
+            let (n_head, n_head_kv, head_dim) = crate::cases::ATTN_GEOMETRY;
+            let c = tiercheck_model::attention::AttnCase {
+                n_head,
+                n_head_kv,
+                head_dim,
+                n_ctx: 512,
+                attn: kind.attention().expect("an attention kind"),
+                cells: k,
+                k: rows[0],
+                v: rows[1],
+                q: rows[2],
+                m: case.m,
+            };
+            tiercheck_model::attention::attend_case(ops, &c).map_err(|e| e.to_string())?
         }
     };
     let n = data.len();

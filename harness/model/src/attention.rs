@@ -259,6 +259,77 @@ impl KvCache {
     }
 }
 
+/// One layer's attention step on given K, V and Q, as the decoder computes it: the
+/// kernel-level cases of the golden suite.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnCase<'a> {
+    /// Query heads.
+    pub n_head: usize,
+    /// K/V heads (`n_head` a multiple of it: grouped-query attention).
+    pub n_head_kv: usize,
+    /// Size of one head.
+    pub head_dim: usize,
+    /// Context length (a multiple of 256: the padded KV length depends on it).
+    pub n_ctx: usize,
+    /// Cache type, flash attention and the tier's thread count (split-KV).
+    pub attn: Attention,
+    /// Cells in the cache (the query rows are its last `m` positions).
+    pub cells: usize,
+    /// K rows, `cells x n_head_kv x head_dim`, stored as the decoder stores them (rounded
+    /// to F16 for an F16 cache or flash attention).
+    pub k: &'a [f32],
+    /// V rows, the same shape.
+    pub v: &'a [f32],
+    /// Query rows, `m x n_head x head_dim`.
+    pub q: &'a [f32],
+    /// Query rows.
+    pub m: usize,
+}
+
+/// [`AttnCase`] through the decoder's attention with the elementwise kernels `elem`: the
+/// path the decoder would take for it (flash attention's one chunk, split-KV or tiled
+/// form, or the two products without it). The output is `m x n_head x head_dim`.
+pub fn attend_case(elem: &dyn ElemOps, c: &AttnCase<'_>) -> Result<Vec<f32>, ModelError> {
+    let bad = |what: String| Err(ModelError::Request(format!("attention case: {what}")));
+    let kv_dim = c.n_head_kv * c.head_dim;
+    if c.n_head_kv == 0 || c.head_dim == 0 || !c.n_head.is_multiple_of(c.n_head_kv) {
+        return bad(format!("{} heads over {} K/V heads of {}", c.n_head, c.n_head_kv, c.head_dim));
+    }
+    if c.m == 0 || c.m > c.cells || c.cells > c.n_ctx || !c.n_ctx.is_multiple_of(256) {
+        return bad(format!("{} rows, {} cells, context {}", c.m, c.cells, c.n_ctx));
+    }
+    if c.k.len() != c.cells * kv_dim
+        || c.v.len() != c.cells * kv_dim
+        || c.q.len() != c.m * c.n_head * c.head_dim
+    {
+        return bad(format!(
+            "{} K, {} V, {} Q values for {} cells and {} rows",
+            c.k.len(),
+            c.v.len(),
+            c.q.len(),
+            c.cells,
+            c.m
+        ));
+    }
+    let hp = HParams {
+        arch: "qwen3".into(),
+        n_embd: c.n_head * c.head_dim,
+        n_layer: 1,
+        n_head: c.n_head,
+        n_head_kv: c.n_head_kv,
+        head_dim: c.head_dim,
+        n_ff: 1,
+        n_vocab: 1,
+        n_ctx_train: c.n_ctx,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    };
+    let mut cache = KvCache::new(&hp, c.n_ctx, c.attn)?;
+    cache.load(c.cells, &[c.k.to_vec()], &[c.v.to_vec()]);
+    let step = Step { hp: &hp, elem, n_ctx: c.n_ctx, threads: 1 };
+    Ok(step.attend(0, &cache, c.q, c.cells - c.m, c.m))
+}
+
 /// llama.cpp's padded KV length for `used` filled cells in a cache of `n_ctx`.
 pub fn padded_n_kv(used: usize, n_ctx: usize) -> usize {
     let pad = used.div_ceil(256) * 256;
