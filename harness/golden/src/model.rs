@@ -1,5 +1,8 @@
 //! Model goldens: per lane, the embedded model's greedy tokens on every prompt and the
-//! sha256 of every tap over all steps, checked bitwise (`golden/model/lanes/<lane>.json`).
+//! sha256 of every tap over all steps, checked bitwise (`golden/model/lanes/<lane>.json`);
+//! and the same for the [`path_runs`]: runs made the way users make them that reach the
+//! paths the short prompts do not (several ubatches, the tiled flash attention and
+//! matmuls of 64 rows and more, split-KV flash attention at two and four tier threads).
 //!
 //! The goldens are produced by [`compute`] (the decoder in prompt mode, f32 residual,
 //! llama.cpp's default attention: F16 K/V cache and flash attention; the prompts file's
@@ -47,6 +50,85 @@ pub struct ModelGolden {
     pub provenance: BTreeMap<String, String>,
     /// Per prompt.
     pub prompts: Vec<PromptGolden>,
+    /// Per path run ([`path_runs`]), by name.
+    #[serde(default)]
+    pub runs: Vec<PromptGolden>,
+}
+
+/// A run of the embedded model on a path the prompts do not reach.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathRun {
+    /// Name (`ubatches-136`, ...).
+    pub name: &'static str,
+    /// What it reaches, in words.
+    pub what: &'static str,
+    /// Prompt ids (`(37 i + 11) mod 3072`).
+    pub ids: Vec<u32>,
+    /// Greedy steps after the prompt.
+    pub steps: usize,
+    /// Batching (llama-cli's, but for the ubatch size).
+    pub batching: Batching,
+    /// Attention: llama.cpp's default (F16 cache, flash attention) at a tier thread count.
+    pub attn: Attention,
+}
+
+/// The path runs, cheapest first: a prompt of 136 ids in ubatches of 128 (the first graph
+/// takes the tiled flash attention, its rows from 64 on over two KV tiles of 64, and for
+/// the x86 lanes the tiled matmuls; the second has 8 rows), last-row logits, 2 greedy
+/// steps; and a prompt of 260 ids (one graph) then
+/// 2 greedy steps at 260 and 261 cells, which llama.cpp pads to 512: split-KV flash
+/// attention at two and at four tier threads (the i8mm builds' chunk plan of the prompt's
+/// matmuls depends on the count too).
+pub fn path_runs() -> Vec<PathRun> {
+    let ids = |n: u32| (0..n).map(|i| (37 * i + 11) % 3072).collect::<Vec<u32>>();
+    let cli = Batching::LLAMA_CLI;
+    let fa = |t: usize| Attention { tier_threads: t, ..Attention::LLAMA_DEFAULT };
+    vec![
+        PathRun {
+            name: "ubatches-136",
+            what: "two ubatches (128 + 8 rows): tiled flash attention over two KV tiles and tiled matmuls, last-row logits",
+            ids: ids(136),
+            steps: 2,
+            batching: Batching { n_ubatch: 128, ..cli },
+            attn: fa(1),
+        },
+        PathRun {
+            name: "split-kv-t2",
+            what:
+                "260 prompt rows, then one-row steps over 512 padded cells: split-KV at 2 threads",
+            ids: ids(260),
+            steps: 2,
+            batching: cli,
+            attn: fa(2),
+        },
+        PathRun {
+            name: "split-kv-t4",
+            what: "the same at 4 threads",
+            ids: ids(260),
+            steps: 2,
+            batching: cli,
+            attn: fa(4),
+        },
+    ]
+}
+
+/// Run `chosen` on a path run (context 512, f32 residual, prompt mode).
+pub fn compute_run(model: &Model, chosen: &Chosen, run: &PathRun) -> anyhow::Result<PromptGolden> {
+    let opts = RunOptions {
+        steps: run.steps,
+        mode: Mode::Prompt,
+        batching: run.batching,
+        residual: Residual::F32,
+        threads: 1,
+        n_ctx: 512,
+        attn: run.attn,
+        traces: None,
+        state: None,
+    };
+    let list = [PromptIds { name: run.name.into(), ids: run.ids.clone() }];
+    let r = lane_run::run_lane(model, chosen, &list, &opts, |_| {})?;
+    let p = r.prompts.into_iter().next().expect("one prompt");
+    Ok(PromptGolden { name: p.name, ids: p.ids, generated: p.generated, digests: p.digests })
 }
 
 /// The golden file of `lane` under the golden root `root`.
@@ -104,6 +186,7 @@ pub fn compute(
                 digests: p.digests,
             })
             .collect(),
+        runs: Vec::new(),
     })
 }
 
@@ -121,7 +204,12 @@ pub fn store(path: &Path, g: &ModelGolden) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("{}: cannot create: {e}", dir.display()))?;
     }
-    let text = serde_json::to_string_pretty(g)? + "\n";
+    // One value per line, not indented (the digests of 15 lanes stay within golden/'s
+    // budget; a refresh's diff is still one line per tap that moved).
+    let mut buf = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"");
+    serde::Serialize::serialize(g, &mut serde_json::Serializer::with_formatter(&mut buf, fmt))?;
+    let text = String::from_utf8(buf)? + "\n";
     write_atomic(path, text.as_bytes()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -185,11 +273,16 @@ pub fn bless_lane(root: &Path, lane: &'static tiercheck_core::Lane) -> anyhow::R
     let (model, prompts, steps) = inputs()?;
     let portable = tiercheck_lanes::choose(lane, tiercheck_lanes::Impl::Portable)
         .map_err(anyhow::Error::msg)?;
+    let runs = |c: &Chosen| -> anyhow::Result<Vec<PromptGolden>> {
+        path_runs().iter().map(|run| compute_run(&model, c, run)).collect()
+    };
     let mut g = compute(&model, &portable, &prompts, steps)?;
+    g.runs = runs(&portable)?;
     let mut how = "portable".to_string();
     if let Ok(native) = tiercheck_lanes::choose(lane, tiercheck_lanes::Impl::Native) {
-        let n = compute(&model, &native, &prompts, steps)?;
-        for (a, b) in n.prompts.iter().zip(&g.prompts) {
+        let mut n = compute(&model, &native, &prompts, steps)?;
+        n.runs = runs(&native)?;
+        for (a, b) in n.prompts.iter().zip(&g.prompts).chain(n.runs.iter().zip(&g.runs)) {
             check_prompt(b, a).map_err(|e| {
                 anyhow::anyhow!(
                     "lane {}: native and portable disagree, not blessing: {e}",
@@ -204,10 +297,15 @@ pub fn bless_lane(root: &Path, lane: &'static tiercheck_core::Lane) -> anyhow::R
     let old = load(&p).ok();
     let changed = match &old {
         None => "new".to_string(),
-        Some(o) if o.prompts == g.prompts && o.model_sha256 == g.model_sha256 => "unchanged".into(),
+        Some(o)
+            if o.prompts == g.prompts && o.runs == g.runs && o.model_sha256 == g.model_sha256 =>
+        {
+            "unchanged".into()
+        }
         Some(o) => {
             let n = o.prompts.iter().zip(&g.prompts).filter(|(a, b)| a != b).count();
-            format!("{n} prompt(s) changed")
+            let r = g.runs.iter().filter(|x| !o.runs.contains(x)).count();
+            format!("{n} prompt(s) and {r} path run(s) changed")
         }
     };
     // An unchanged golden is left as it is (its provenance names the build that made

@@ -10,6 +10,11 @@
 //! `TIERCHECK_MODEL_PROMPTS=N` limits the run to the first N prompts (used under qemu,
 //! where the decoder is slow): the other prompts' trials are reported ignored with that
 //! reason, never left out.
+//!
+//! The path runs (`tiercheck_golden::model::path_runs`: several ubatches with tiled
+//! flash attention, split-KV at two and four tier threads) have one trial each per lane
+//! and implementation, `model::<lane>/<impl>/run/<name>`; `TIERCHECK_MODEL_RUNS=N`
+//! limits them to the first N (the cheapest first), the others ignored with the reason.
 
 use std::sync::{Arc, OnceLock};
 
@@ -39,10 +44,11 @@ pub const SUITE: &str = "model";
 /// The suite's trials, in the order they run.
 pub fn trials(_selection: &Selection) -> Vec<Trial> {
     let dir = GoldenDir::from_env();
-    let limit: usize = std::env::var("TIERCHECK_MODEL_PROMPTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(usize::MAX);
+    let env_limit = |key: &str| -> usize {
+        std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(usize::MAX)
+    };
+    let limit = env_limit("TIERCHECK_MODEL_PROMPTS");
+    let run_limit = env_limit("TIERCHECK_MODEL_RUNS");
     let required = required_lanes();
     let recipe =
         tiercheck_model::embedded::Recipe::load(&tiercheck_model::embedded::Recipe::default_path())
@@ -98,6 +104,40 @@ pub fn trials(_selection: &Selection) -> Vec<Trial> {
                     let got = mg::compute(model, &chosen, &list[i..i + 1], *steps)
                         .map_err(|e| format!("{e:#}"))?;
                     mg::check_prompt(want, &got.prompts[0])?;
+                    Ok(Completion::Completed)
+                }));
+            }
+            for (j, run) in mg::path_runs().into_iter().enumerate() {
+                let name = format!("{}/{imp_name}/run/{}", lane.name, run.name);
+                let golden = Arc::clone(&golden);
+                let must = required.iter().any(|r| r == lane.name);
+                trials.push(Trial::ignorable_test(trial_name(SUITE, name), move || {
+                    if j >= run_limit {
+                        return Ok(Completion::ignored_with(format!(
+                            "TIERCHECK_MODEL_RUNS={run_limit}: only the first {run_limit} path runs run"
+                        )));
+                    }
+                    let chosen = match lanes::choose(lane, imp) {
+                        Ok(c) => c,
+                        Err(why) if must => {
+                            return Err(format!("required lane cannot run natively: {why}").into())
+                        }
+                        Err(why) => return Ok(Completion::ignored_with(why)),
+                    };
+                    let golden = golden.as_ref().as_ref().map_err(Clone::clone)?;
+                    let (model, _, _) = inputs()?;
+                    if golden.model_sha256 != model.sha256 {
+                        return Err(format!(
+                            "golden was made for model {} but the embedded model is {}: run `tiercheck bless`",
+                            golden.model_sha256, model.sha256
+                        )
+                        .into());
+                    }
+                    let want = golden.runs.iter().find(|g| g.name == run.name).ok_or_else(|| {
+                        format!("no golden for path run '{}': run `tiercheck bless --lane {}`", run.name, lane.name)
+                    })?;
+                    let got = mg::compute_run(model, &chosen, &run).map_err(|e| format!("{e:#}"))?;
+                    mg::check_prompt(want, &got)?;
                     Ok(Completion::Completed)
                 }));
             }
