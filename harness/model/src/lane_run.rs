@@ -102,7 +102,9 @@ pub(crate) fn provenance_for(
     insert_batching(&mut m, &opts.batching.effective(opts.n_ctx));
     insert_attention(&mut m, &opts.attn);
     m.insert("model_sha256".into(), model.sha256.clone());
-    m.insert("model_path".into(), model.path.display().to_string());
+    // The absolute path, so that an analysis run from another folder finds the model.
+    let path = std::fs::canonicalize(&model.path).unwrap_or_else(|_| model.path.clone());
+    m.insert("model_path".into(), path.display().to_string());
     if let Some(s) = dec.state() {
         s.provenance(&mut m);
     }

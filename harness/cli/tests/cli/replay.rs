@@ -318,3 +318,36 @@ fn traces_of_different_lengths_compare_and_another_models_trace_is_refused() {
     let theirs = Model::open(&small).unwrap().sha256;
     assert!(e.contains(&theirs) && e.contains(&model.sha256), "{e}");
 }
+
+/// A trace made with a relative `--model` records the model's absolute path, so an
+/// analysis run from another folder finds it.
+#[test]
+fn a_relative_model_path_is_recorded_absolute() {
+    let dir = tempfile::tempdir().unwrap();
+    small_model(dir.path());
+    let st = Command::new(env!("CARGO_BIN_EXE_tiercheck"))
+        .current_dir(dir.path())
+        .args(["run", "--lane", "ref", "--impl", "portable", "--model", "m.gguf"])
+        .args(["--teacher-force", "5,17,900", "--steps", "1", "--quiet", "--out", "t.safetensors"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = dir.path().join("t.safetensors");
+    let recorded = read_trace(&t).unwrap().meta["model_path"].clone();
+    assert!(Path::new(&recorded).is_absolute(), "{recorded}");
+    let r = ok(
+        &[
+            "delta",
+            t.to_str().unwrap(),
+            "ref",
+            "--impl",
+            "portable",
+            "--floor-seeds",
+            "0",
+            "--json",
+        ],
+        None,
+    );
+    let j: serde_json::Value = serde_json::from_str(&r).unwrap();
+    assert_eq!(j["headline"]["kind"], serde_json::json!("identical"), "{}", j["headline"]);
+}
