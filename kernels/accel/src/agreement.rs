@@ -129,6 +129,61 @@ fn x86_vec_dot_forms_equal_the_baseline_build() {
     }
 }
 
+/// The x86 lanes' vec_dot of the 32-value types beside Q4_0/Q8_0 (Q4_1, Q5_0, Q5_1 and
+/// IQ4_NL, with odd block counts for IQ4_NL's scalar tail): accelerated against the scalar
+/// twin, bitwise.
+#[test]
+fn x86_legacy_vec_dots_equal_the_scalar_twin() {
+    use avx2::vec_dot::{self as v, slots};
+    use tiercheck_core::blocks::{BlockIq4Nl, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_1};
+    let x = x86();
+    installed("q4_1", &slots::VEC_DOT_Q4_1_Q8_1, x);
+    installed("q5_0", &slots::VEC_DOT_Q5_0_Q8_0, x);
+    installed("q5_1", &slots::VEC_DOT_Q5_1_Q8_1, x);
+    installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, x);
+    let mut rng = Rng::new(47);
+    for round in 0..400 {
+        let extreme = round % 10 == 9;
+        let nb = 1 + round % 9;
+        let mut gen = |ty| blocks(&mut rng, ty, nb, extreme);
+        let x41: Vec<BlockQ4_1> = cast(GgmlType::Q4_1, &gen(GgmlType::Q4_1));
+        let x50: Vec<BlockQ5_0> = cast(GgmlType::Q5_0, &gen(GgmlType::Q5_0));
+        let x51: Vec<BlockQ5_1> = cast(GgmlType::Q5_1, &gen(GgmlType::Q5_1));
+        let xnl: Vec<BlockIq4Nl> = cast(GgmlType::IQ4_NL, &gen(GgmlType::IQ4_NL));
+        let y80: Vec<BlockQ8_0> = cast(GgmlType::Q8_0, &gen(GgmlType::Q8_0));
+        let y81: Vec<BlockQ8_1> = cast(GgmlType::Q8_1, &gen(GgmlType::Q8_1));
+        let checks: [(&str, f32, f32); 4] = [
+            (
+                "q4_1",
+                v::vec_dot_q4_1_q8_1(&x41, &y81),
+                with_scalar(|| v::vec_dot_q4_1_q8_1(&x41, &y81)),
+            ),
+            (
+                "q5_0",
+                v::vec_dot_q5_0_q8_0(&x50, &y80),
+                with_scalar(|| v::vec_dot_q5_0_q8_0(&x50, &y80)),
+            ),
+            (
+                "q5_1",
+                v::vec_dot_q5_1_q8_1(&x51, &y81),
+                with_scalar(|| v::vec_dot_q5_1_q8_1(&x51, &y81)),
+            ),
+            (
+                "iq4_nl",
+                v::vec_dot_iq4_nl_q8_0(&xnl, &y80),
+                with_scalar(|| v::vec_dot_iq4_nl_q8_0(&xnl, &y80)),
+            ),
+        ];
+        for (what, fast, scalar) in checks {
+            assert_eq!(
+                fast.to_bits(),
+                scalar.to_bits(),
+                "{what} round {round} ({nb} blocks): accelerated {fast} scalar {scalar}"
+            );
+        }
+    }
+}
+
 #[test]
 fn i8mm_two_row_integer_sums_equal_the_scalar_twin() {
     use i8mm::vec_dot2::{self as v, slots};

@@ -42,8 +42,10 @@
 //!   float sides of their Q4_0/Q8_0 and Q6_K gemv and Q6_K gemm (the rows in SSE/AVX
 //!   lanes, the f16 scales by F16C), as `x86_64-avx2-repack`'s Q4_K 8x8 gemv;
 //! - the x86 lanes' vec_dot twins (`arch::x86_64::avx2::vec_dot`): the tier's own
-//!   integer lanes (for Q4_0/Q8_0 its `sign`/`maddubs`/`madd` sequence,
-//!   `x86::mul_sum_i8_lanes`) and its eight-lane FMA accumulation; on aarch64 hosts the
+//!   integer lanes (for Q4_0/Q8_0, Q5_0 and IQ4_NL its `sign`/`maddubs`/`madd` sequence,
+//!   `x86::mul_sum_i8_lanes`; for Q4_1 and Q5_1 `maddubs`/`madd` on the unsigned codes)
+//!   and its eight-lane FMA accumulation (Q4_1, Q5_0, Q5_1 and IQ4_NL on x86-64 hosts
+//!   only); on aarch64 hosts the
 //!   same lanes from NEON widening products (`neon::q4k_lanes`, `neon::q6k_lanes`,
 //!   `neon::bsums_lanes`, `neon::mul_sum_i8_lanes`) and the accumulation as two
 //!   four-float `fmla` vectors; with the scalar twins asked for, the same scalar code

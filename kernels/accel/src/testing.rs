@@ -25,7 +25,14 @@ pub(crate) fn blocks(rng: &mut Rng, ty: GgmlType, nb: usize, extreme: bool) -> V
     for blk in b.chunks_exact_mut(size) {
         let f16 = |rng: &mut Rng| (0x3000u16 + rng.below(0x1800) as u16).to_le_bytes();
         match ty {
-            GgmlType::Q4_0 | GgmlType::Q8_0 => blk[..2].copy_from_slice(&f16(rng)),
+            GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::IQ4_NL => {
+                blk[..2].copy_from_slice(&f16(rng))
+            }
+            // d, then m (Q4_1, Q5_1) or s (Q8_1: d times the block's sum, any finite value).
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => {
+                blk[..2].copy_from_slice(&f16(rng));
+                blk[2..4].copy_from_slice(&f16(rng));
+            }
             GgmlType::Q4_K => {
                 blk[..2].copy_from_slice(&f16(rng));
                 blk[2..4].copy_from_slice(&f16(rng));

@@ -487,16 +487,86 @@ pub(crate) fn q4_0x4_isums(qs: &[u8; 64], il: usize, y: &[u8; 32]) -> [i32; 4] {
     rows4(lo, hi, il)
 }
 
+/// The 16 low and 16 high nibbles of 16 packed bytes, unsigned (0..15).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn nibble_halves(qs: &[u8; 16]) -> (__m128i, __m128i) {
+    let q = load16(qs);
+    let m4 = _mm_set1_epi8(0x0F);
+    (_mm_and_si128(q, m4), _mm_and_si128(_mm_srli_epi16::<4>(q), m4))
+}
+
 /// The 16 low and 16 high signed values of a Q4_0 block's nibbles, minus 8.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn q4_0_halves(qs: &[u8; 16]) -> (__m128i, __m128i) {
-    let q = load16(qs);
-    let m4 = _mm_set1_epi8(0x0F);
+    let (lo, hi) = nibble_halves(qs);
     let eight = _mm_set1_epi8(8);
-    let lo = _mm_sub_epi8(_mm_and_si128(q, m4), eight);
-    let hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16::<4>(q), m4), eight);
-    (lo, hi)
+    (_mm_sub_epi8(lo, eight), _mm_sub_epi8(hi, eight))
+}
+
+/// A 32-value block's nibbles in value order (the low nibbles of its 16 bytes, then the
+/// high ones), unsigned.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn nibbles32(qs: &[u8; 16]) -> __m256i {
+    let (lo, hi) = nibble_halves(qs);
+    _mm256_set_m128i(hi, lo)
+}
+
+/// Byte i is 0xFF where bit i of the little-endian 32-bit `qh` is set, else 0: byte i
+/// takes qh's byte i / 8 (a shuffle of the broadcast word; the upper 128-bit lane reads
+/// the same four bytes) and keeps bit i % 8.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn bit_bytes32(qh: [u8; 4]) -> __m256i {
+    let word = _mm256_set1_epi32(i32::from_le_bytes(qh));
+    let pick =
+        _mm256_set_epi64x(0x0303_0303_0303_0303, 0x0202_0202_0202_0202, 0x0101_0101_0101_0101, 0);
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let sel = _mm256_and_si256(_mm256_shuffle_epi8(word, pick), bit);
+    _mm256_cmpeq_epi8(sel, bit)
+}
+
+/// The eight lanes of `madd(1, maddubs(u, y))` for unsigned codes `u` of at most 5 bits
+/// against signed bytes `y`: lane t sums bytes 4t..4t+3 (no pair saturates: 2 * 31 *
+/// 128 < 32767).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn unsigned_lanes(u: __m256i, y: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(u, y))
+}
+
+/// The exact sum of the 32 products of signed bytes x and y (widened to i16 first, so
+/// no `sign` wrap-around: the scalar loops' sum).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn dot_i8_exact(x: __m256i, y: __m256i) -> i32 {
+    let wide = |v: __m256i, h: bool| {
+        _mm256_cvtepi8_epi16(if h {
+            _mm256_extracti128_si256::<1>(v)
+        } else {
+            _mm256_castsi256_si128(v)
+        })
+    };
+    let p = _mm256_add_epi32(
+        _mm256_madd_epi16(wide(x, false), wide(y, false)),
+        _mm256_madd_epi16(wide(x, true), wide(y, true)),
+    );
+    let mut l = [0i32; 8];
+    // SAFETY: `l` holds eight i32; the store is unaligned.
+    unsafe { _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, p) };
+    l.iter().sum()
+}
+
+/// The 16 signed IQ4_NL table values of `table` broadcast to both 128-bit lanes, for a
+/// byte shuffle by 4-bit codes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn table16(table: &[i8; 16]) -> __m256i {
+    // SAFETY: `table` is 16 readable bytes; the load is unaligned.
+    let t = unsafe { _mm_loadu_si128(table.as_ptr() as *const __m128i) };
+    _mm256_set_m128i(t, t)
 }
 
 /// The two 16-byte halves of a Q8_0 block's values.

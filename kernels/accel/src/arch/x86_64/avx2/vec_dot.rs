@@ -7,7 +7,10 @@
 #[allow(unused_imports)]
 use tiercheck_core::arch::x86_64::avx2::vec_dot::{slots, *};
 #[allow(unused_imports)]
-use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use tiercheck_core::blocks::{
+    BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
+    BlockQ8_0, BlockQ8_1,
+};
 
 use crate::Host;
 
@@ -23,6 +26,14 @@ pub(crate) fn install(host: Host) {
         slots::VEC_DOT_Q4_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q4_k_q8_k(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q6_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q6_k_q8_k(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_Q4_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q4_1_q8_1(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_Q5_0_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_q5_0_q8_0(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_Q5_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q5_1_q8_1(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q4_0_Q8_0.set_spec(|x, y| unsafe { wide::vec_dot_q4_0_q8_0(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
@@ -88,6 +99,79 @@ mod fast {
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         legacy(x, y, |b| x86::q8_0_bytes(&b.qs), |b| b.d())
+    }
+
+    /// The Q4_1/Q5_1 loop: `summs = fma(m_x, s_y, summs)` (scalar, as the twin),
+    /// `acc = fma(d_x * d_y, float(lanes), acc)` on the unsigned codes `codes` gives,
+    /// `hsum_float_8(acc) + summs`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn offset<B>(
+        x: &[B],
+        y: &[BlockQ8_1],
+        codes: impl Fn(&B) -> __m256i,
+        dm: impl Fn(&B) -> (f32, f32),
+    ) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        let mut summs = 0.0f32;
+        for (xb, yb) in x.iter().zip(y) {
+            let (d, m) = dm(xb);
+            summs = m.mul_add(yb.s(), summs);
+            let q = x86::unsigned_lanes(codes(xb), x86::q8_0_bytes(&yb.qs));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * yb.d()), _mm256_cvtepi32_ps(q), acc);
+        }
+        hsum_float_8(lanes(acc)) + summs
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+        offset(x, y, |b| x86::nibbles32(&b.qs), |b| (b.d(), b.m()))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+        // Codes nibble | high bit << 4.
+        let codes = |b: &BlockQ5_1| {
+            let hi = _mm256_and_si256(x86::bit_bytes32(b.qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(x86::nibbles32(&b.qs), hi)
+        };
+        offset(x, y, codes, |b| (b.d(), b.m()))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+        // Signed codes (nibble | high bit << 4) - 16: the nibble with 0xF0 set where the
+        // high bit is clear (two's complement nibble - 16).
+        let bytes = |b: &BlockQ5_0| {
+            let clear = _mm256_andnot_si256(x86::bit_bytes32(b.qh), _mm256_set1_epi8(0xF0u8 as i8));
+            _mm256_or_si256(x86::nibbles32(&b.qs), clear)
+        };
+        legacy(x, y, bytes, |b| b.d())
+    }
+
+    /// IQ4_NL: blocks in pairs, even ones into `acc0`, odd ones into `acc1` (`fma(d_y *
+    /// d_x, float(lanes), acc)`), `hsum_float_8(acc0 + acc1)`; an odd last block by the
+    /// scalar tail, `s = fma(d_y * d_x, (float)sum, s)` with its 32 products' exact sum
+    /// (the scalar loop has no `sign` wrap-around of an activation byte of -128).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+        let table = x86::table16(&tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL);
+        let codes = |b: &BlockIq4Nl| _mm256_shuffle_epi8(table, x86::nibbles32(&b.qs));
+        let nb = x.len().min(y.len());
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for ib in 0..nb / 2 * 2 {
+            let (xb, yb) = (&x[ib], &y[ib]);
+            let q = x86::mul_sum_i8_lanes(codes(xb), x86::q8_0_bytes(&yb.qs));
+            let d = _mm256_set1_ps(yb.d() * xb.d());
+            acc[ib % 2] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc[ib % 2]);
+        }
+        let mut s = hsum_float_8(lanes(_mm256_add_ps(acc[0], acc[1])));
+        for ib in nb / 2 * 2..nb {
+            let (xb, yb) = (&x[ib], &y[ib]);
+            let sum = x86::dot_i8_exact(codes(xb), x86::q8_0_bytes(&yb.qs));
+            s = (yb.d() * xb.d()).mul_add(sum as f32, s);
+        }
+        s
     }
 
     #[target_feature(enable = "avx2,fma")]

@@ -47,6 +47,7 @@ fn nibbles(qs: &[u8; QK / 2]) -> [u8; QK] {
 
 /// `ggml_vec_dot_q4_1_q8_1`, AVX2 path.
 pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q4_1_Q8_1, (x, y));
     let mut acc = [0.0f32; 8];
     let mut summs = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
@@ -60,6 +61,7 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 
 /// `ggml_vec_dot_q5_0_q8_0`, AVX2 path.
 pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q5_0_Q8_0, (x, y));
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = xb.d() * yb.d();
@@ -74,6 +76,7 @@ pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
 
 /// `ggml_vec_dot_q5_1_q8_1`, AVX2 path.
 pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q5_1_Q8_1, (x, y));
     let mut acc = [0.0f32; 8];
     let mut summs = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
@@ -95,6 +98,7 @@ fn iq4_nl_codes(qs: &[u8; QK / 2]) -> [i8; QK] {
 
 /// `ggml_vec_dot_iq4_nl_q8_0`, AVX2 path (two accumulators, scalar tail).
 pub fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_IQ4_NL_Q8_0, (x, y));
     let mut acc = [[0.0f32; 8]; 2];
     let nb = x.len().min(y.len());
     let pairs = nb / 2;

@@ -334,6 +334,7 @@ pub mod slots {
 
     use super::*;
     use crate::accel::Slot;
+    use crate::blocks::{BlockIq4Nl, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_1};
 
     /// [`vec_dot_q4_0_q8_0`].
     pub static VEC_DOT_Q4_0_Q8_0: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
@@ -343,6 +344,14 @@ pub mod slots {
     pub static VEC_DOT_Q4_K_Q8_K: Slot<fn(&[BlockQ4K], &[BlockQ8K]) -> f32> = Slot::new();
     /// [`vec_dot_q6_k_q8_k`].
     pub static VEC_DOT_Q6_K_Q8_K: Slot<fn(&[BlockQ6K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q4_1_q8_1`].
+    pub static VEC_DOT_Q4_1_Q8_1: Slot<fn(&[BlockQ4_1], &[BlockQ8_1]) -> f32> = Slot::new();
+    /// [`vec_dot_q5_0_q8_0`].
+    pub static VEC_DOT_Q5_0_Q8_0: Slot<fn(&[BlockQ5_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q5_1_q8_1`].
+    pub static VEC_DOT_Q5_1_Q8_1: Slot<fn(&[BlockQ5_1], &[BlockQ8_1]) -> f32> = Slot::new();
+    /// [`vec_dot_iq4_nl_q8_0`].
+    pub static VEC_DOT_IQ4_NL_Q8_0: Slot<fn(&[BlockIq4Nl], &[BlockQ8_0]) -> f32> = Slot::new();
 }
 
 #[cfg(test)]
