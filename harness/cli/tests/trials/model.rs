@@ -38,6 +38,37 @@ fn required_lanes() -> Vec<String> {
     tiercheck_testkit::require::required_lanes().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A lane's implementation and the embedded model.
+type Ready = (tiercheck_lanes::Chosen, &'static Model);
+
+/// What a trial needs before it runs: the lane's implementation and its golden, made for
+/// the embedded model; else how the trial ends (`Ok`: ignored with the reason; `Err`: a
+/// required lane that cannot run natively, or a golden that does not fit).
+fn ready<'g>(
+    lane: &'static tiercheck_core::Lane,
+    imp: Impl,
+    must: bool,
+    golden: &'g Result<ModelGolden, String>,
+) -> Result<(Ready, &'g ModelGolden), Result<Completion, libtest_mimic::Failed>> {
+    let chosen = match lanes::choose(lane, imp) {
+        Ok(c) => c,
+        Err(why) if must => {
+            return Err(Err(format!("required lane cannot run natively: {why}").into()))
+        }
+        Err(why) => return Err(Ok(Completion::ignored_with(why))),
+    };
+    let golden = golden.as_ref().map_err(|e| Err(e.clone().into()))?;
+    let (model, _, _) = inputs().map_err(|e| Err(e.into()))?;
+    if golden.model_sha256 != model.sha256 {
+        return Err(Err(format!(
+            "golden was made for model {} but the embedded model is {}: run `tiercheck bless`",
+            golden.model_sha256, model.sha256
+        )
+        .into()));
+    }
+    Ok(((chosen, model), golden))
+}
+
 /// This suite's name, the first part of its trials' names.
 pub const SUITE: &str = "model";
 
@@ -77,24 +108,17 @@ pub fn trials(_selection: &Selection) -> Vec<Trial> {
                             "TIERCHECK_MODEL_PROMPTS={limit}: only the first {limit} prompts run"
                         )));
                     }
-                    let chosen = match lanes::choose(lane, imp) {
-                        Ok(c) => c,
-                        Err(why) if must => {
-                            return Err(format!("required lane cannot run natively: {why}").into())
-                        }
-                        Err(why) => return Ok(Completion::ignored_with(why)),
+                    let ((chosen, model), golden) = match ready(lane, imp, must, &golden) {
+                        Ok(r) => r,
+                        Err(done) => return done,
                     };
-                    let golden = golden.as_ref().as_ref().map_err(Clone::clone)?;
-                    let (model, list, steps) = inputs()?;
-                    if golden.model_sha256 != model.sha256 {
+                    let (_, list, steps) = inputs()?;
+                    if golden.steps != *steps {
                         return Err(format!(
-                            "golden was made for model {} but the embedded model is {}: run `tiercheck bless`",
-                            golden.model_sha256, model.sha256
+                            "golden has {} steps, the prompts file {steps}",
+                            golden.steps
                         )
                         .into());
-                    }
-                    if golden.steps != *steps {
-                        return Err(format!("golden has {} steps, the prompts file {steps}", golden.steps).into());
                     }
                     let want = golden
                         .prompts
@@ -117,22 +141,10 @@ pub fn trials(_selection: &Selection) -> Vec<Trial> {
                             "TIERCHECK_MODEL_RUNS={run_limit}: only the first {run_limit} path runs run"
                         )));
                     }
-                    let chosen = match lanes::choose(lane, imp) {
-                        Ok(c) => c,
-                        Err(why) if must => {
-                            return Err(format!("required lane cannot run natively: {why}").into())
-                        }
-                        Err(why) => return Ok(Completion::ignored_with(why)),
+                    let ((chosen, model), golden) = match ready(lane, imp, must, &golden) {
+                        Ok(r) => r,
+                        Err(done) => return done,
                     };
-                    let golden = golden.as_ref().as_ref().map_err(Clone::clone)?;
-                    let (model, _, _) = inputs()?;
-                    if golden.model_sha256 != model.sha256 {
-                        return Err(format!(
-                            "golden was made for model {} but the embedded model is {}: run `tiercheck bless`",
-                            golden.model_sha256, model.sha256
-                        )
-                        .into());
-                    }
                     let want = golden.runs.iter().find(|g| g.name == run.name).ok_or_else(|| {
                         format!("no golden for path run '{}': run `tiercheck bless --lane {}`", run.name, lane.name)
                     })?;
