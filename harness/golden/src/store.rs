@@ -2,7 +2,11 @@
 //!
 //! ```text
 //! golden/
-//!   inputs/kernels.safetensors   every case's inputs (f32 activations, u8 weight blocks)
+//!   inputs/kernels.safetensors   the inputs of every case but the next file's (f32
+//!                                activations, u8 weight blocks)
+//!   inputs/kernels-more.safetensors
+//!                                the weight blocks of the eight types beyond the four
+//!                                every lane multiplies (each file under 5 MiB)
 //!   inputs/manifest.json         sha256 of that file and of each tensor
 //!   lanes/<lane>/manifest.json   expected outputs of one lane (see `manifest`)
 //!   lanes/<lane>/outputs-<sha12>.safetensors
@@ -82,9 +86,15 @@ pub(crate) struct InputsManifest {
     pub generator: String,
     /// sha256 of `kernels.safetensors`.
     pub file_sha256: String,
+    /// sha256 of `kernels-more.safetensors`.
+    #[serde(default)]
+    pub more_sha256: String,
     /// Per tensor: sha256 of its bytes.
     pub tensors: BTreeMap<String, String>,
 }
+
+/// Inputs with their tensor names, as the generator makes them.
+pub type NamedInputs = Vec<(String, Input)>;
 
 /// Loaded inputs, by tensor name.
 pub type Inputs = HashMap<String, Input>;
@@ -108,6 +118,24 @@ impl GoldenDir {
 
     fn inputs_file(&self) -> PathBuf {
         self.root.join("inputs").join("kernels.safetensors")
+    }
+    fn more_inputs_file(&self) -> PathBuf {
+        self.root.join("inputs").join("kernels-more.safetensors")
+    }
+
+    /// The inputs as the two files hold them: the tensors only cases of
+    /// [`crate::cases::more_types`] read in the second, everything else in the first.
+    pub fn split_inputs(inputs: &[(String, Input)]) -> (NamedInputs, NamedInputs) {
+        let more: Vec<GgmlType> = crate::cases::more_types().collect();
+        let mut base = std::collections::HashSet::new();
+        for c in crate::cases::catalogue() {
+            if !more.contains(&c.op.ty()) {
+                base.extend(c.weight_input());
+                base.extend(c.activation_input());
+                base.extend(c.attention_inputs().into_iter().flat_map(|(a, b)| [a, b]));
+            }
+        }
+        inputs.iter().cloned().partition(|(n, _)| base.contains(n))
     }
     fn inputs_manifest(&self) -> PathBuf {
         self.root.join("inputs").join("manifest.json")
@@ -150,13 +178,17 @@ impl GoldenDir {
     pub fn write_inputs(&self, inputs: &[(String, Input)]) -> Result<(), GoldenError> {
         let dir = self.root.join("inputs");
         fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let bytes = Self::inputs_bytes(inputs);
+        let (main, more) = Self::split_inputs(inputs);
+        let (bytes, more_bytes) = (Self::inputs_bytes(&main), Self::inputs_bytes(&more));
         let file = self.inputs_file();
         write_atomic(&file, &bytes).map_err(io(&file))?;
+        let more_file = self.more_inputs_file();
+        write_atomic(&more_file, &more_bytes).map_err(io(&more_file))?;
         let manifest = InputsManifest {
             format: FORMAT,
             generator: "tiercheck golden gen-inputs".into(),
             file_sha256: sha256_hex(&bytes),
+            more_sha256: sha256_hex(&more_bytes),
             tensors: inputs.iter().map(|(n, i)| (n.clone(), sha256_hex(&input_bytes(i)))).collect(),
         };
         let mpath = self.inputs_manifest();
@@ -171,23 +203,37 @@ impl GoldenDir {
         let text = fs::read_to_string(&mpath).map_err(io(&mpath))?;
         let manifest: InputsManifest = serde_json::from_str(&text)
             .map_err(|e| corrupt(&mpath, format!("not a valid inputs manifest: {e}")))?;
-        let file = self.inputs_file();
-        let bytes = fs::read(&file).map_err(io(&file))?;
+        let mut out = HashMap::new();
+        for (file, want) in [
+            (self.inputs_file(), &manifest.file_sha256),
+            (self.more_inputs_file(), &manifest.more_sha256),
+        ] {
+            Self::read_inputs(&file, want, &mpath, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Read one inputs file into `out`, checking its digest against `want`.
+    fn read_inputs(
+        file: &Path,
+        want: &str,
+        mpath: &Path,
+        out: &mut Inputs,
+    ) -> Result<(), GoldenError> {
+        let bytes = fs::read(file).map_err(io(file))?;
         let digest = sha256_hex(&bytes);
-        if digest != manifest.file_sha256 {
+        if digest != want {
             return Err(corrupt(
                 &file,
                 format!(
-                    "sha256 {digest} differs from {} recorded in {}; regenerate with \
+                    "sha256 {digest} differs from {want} recorded in {}; regenerate with \
                      `tiercheck golden gen-inputs`",
-                    manifest.file_sha256,
                     mpath.display()
                 ),
             ));
         }
         let st = SafeTensors::deserialize(&bytes)
-            .map_err(|e| corrupt(&file, format!("not valid safetensors: {e}")))?;
-        let mut out = HashMap::new();
+            .map_err(|e| corrupt(file, format!("not valid safetensors: {e}")))?;
         for (name, view) in st.tensors() {
             let raw = view.data();
             let input = match view.dtype() {
@@ -200,7 +246,7 @@ impl GoldenDir {
                 },
                 Dtype::U8 => {
                     let ty = type_of_case(&name).ok_or_else(|| {
-                        corrupt(&file, format!("tensor {name}: no block type in its name"))
+                        corrupt(file, format!("tensor {name}: no block type in its name"))
                     })?;
                     Input::Blocks {
                         ty,
@@ -209,15 +255,12 @@ impl GoldenDir {
                     }
                 }
                 other => {
-                    return Err(corrupt(
-                        &file,
-                        format!("tensor {name}: unexpected dtype {other:?}"),
-                    ))
+                    return Err(corrupt(file, format!("tensor {name}: unexpected dtype {other:?}")))
                 }
             };
             out.insert(name, input);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Load one lane's manifest and outputs, checking their integrity.

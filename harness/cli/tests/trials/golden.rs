@@ -344,21 +344,23 @@ impl Trials {
 /// Regenerating the inputs in memory reproduces the committed file byte for byte.
 fn inputs_reproducible(dir: GoldenDir) -> Trial {
     Trial::test(trial_name(SUITE, "inputs-reproducible"), move || {
-        let bytes = GoldenDir::inputs_bytes(&generate());
-        let path = dir.root().join("inputs").join("kernels.safetensors");
-        let committed = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if bytes == committed {
-            Ok(())
-        } else {
-            Err(format!(
-                "regenerated inputs (sha256 {}) differ from {} (sha256 {}); if the generator \
+        let (main, more) = GoldenDir::split_inputs(&generate());
+        for (inputs, file) in [(main, "kernels.safetensors"), (more, "kernels-more.safetensors")] {
+            let bytes = GoldenDir::inputs_bytes(&inputs);
+            let path = dir.root().join("inputs").join(file);
+            let committed = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if bytes != committed {
+                return Err(format!(
+                    "regenerated inputs (sha256 {}) differ from {} (sha256 {}); if the generator \
                  changed on purpose, run `cargo run -p tiercheck -- golden gen-inputs` and then \
                  `cargo run -p tiercheck -- bless`",
-                sha256_hex(&bytes),
-                path.display(),
-                sha256_hex(&committed)
-            )
-            .into())
+                    sha256_hex(&bytes),
+                    path.display(),
+                    sha256_hex(&committed)
+                )
+                .into());
+            }
         }
+        Ok(())
     })
 }
