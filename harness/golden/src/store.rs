@@ -224,7 +224,7 @@ impl GoldenDir {
         let digest = sha256_hex(&bytes);
         if digest != want {
             return Err(corrupt(
-                &file,
+                file,
                 format!(
                     "sha256 {digest} differs from {want} recorded in {}; regenerate with \
                      `tiercheck golden gen-inputs`",
