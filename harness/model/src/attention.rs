@@ -214,11 +214,6 @@ impl KvCache {
         self.used = cells;
     }
 
-    /// Positions filled so far.
-    pub fn used(&self) -> usize {
-        self.used
-    }
-
     /// Store layer `il`'s K and V rows (`kv_dim` values each) for position `pos`,
     /// rounded to F16 where attention reads F16 (an F16 cache, or flash attention,
     /// which casts an F32 cache to F16).
@@ -290,6 +285,15 @@ pub struct AttnCase<'a> {
 /// path the decoder would take for it (flash attention's one chunk, split-KV or tiled
 /// form, or the two products without it). The output is `m x n_head x head_dim`.
 pub fn attend_case(elem: &dyn ElemOps, c: &AttnCase<'_>) -> Result<Vec<f32>, ModelError> {
+    attend_case_on(elem, c, 1)
+}
+
+/// [`attend_case`] with the (query row, head) outputs split over `threads` threads.
+fn attend_case_on(
+    elem: &dyn ElemOps,
+    c: &AttnCase<'_>,
+    threads: usize,
+) -> Result<Vec<f32>, ModelError> {
     let bad = |what: String| Err(ModelError::Request(format!("attention case: {what}")));
     let kv_dim = c.n_head_kv * c.head_dim;
     if c.n_head_kv == 0 || c.head_dim == 0 || !c.n_head.is_multiple_of(c.n_head_kv) {
@@ -326,7 +330,7 @@ pub fn attend_case(elem: &dyn ElemOps, c: &AttnCase<'_>) -> Result<Vec<f32>, Mod
     };
     let mut cache = KvCache::new(&hp, c.n_ctx, c.attn)?;
     cache.load(c.cells, &[c.k.to_vec()], &[c.v.to_vec()]);
-    let step = Step { hp: &hp, elem, n_ctx: c.n_ctx, threads: 1 };
+    let step = Step { hp: &hp, elem, n_ctx: c.n_ctx, threads };
     Ok(step.attend(0, &cache, c.q, c.cells - c.m, c.m))
 }
 
@@ -792,3 +796,6 @@ fn finish(o: &mut [f32], acc: &[f32], s: f32) {
         *d = a * inv;
     }
 }
+
+#[cfg(test)]
+mod tests;
