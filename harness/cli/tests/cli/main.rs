@@ -16,6 +16,7 @@ mod identify_claims;
 mod lane_status;
 mod malformed_inputs;
 mod model_determinism;
+mod mutants_doc;
 mod partial_traces;
 mod replay;
 mod require_lanes;
