@@ -42,6 +42,8 @@ mod recipe;
 mod registry;
 mod repacked;
 mod status;
+#[cfg(test)]
+mod tests;
 
 pub use recipe::{Accumulation, Contraction, MatmulPath, PlainGemm, Recipe, WeightLayout};
 pub use registry::{
