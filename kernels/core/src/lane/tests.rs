@@ -120,3 +120,136 @@ fn the_plain_defaults_describe_a_per_row_kernel() {
     assert_eq!(RefTwin.plain_split(GgmlType::Q6_K, 32, 3), Some(1));
     assert_eq!(RefTwin.planted_fault(), None);
 }
+
+/// Empty shapes on every lane's twin: no weight rows gives no outputs, no values per
+/// row gives zeros (an empty sum), never a panic and never a vector of another length.
+#[test]
+fn every_twin_takes_empty_shapes() {
+    let x = activations();
+    for lane in crate::LANES {
+        for ty in WEIGHT_TYPES.iter().copied() {
+            let k = lane.portable;
+            if k.act_rule(ty).is_err() {
+                continue;
+            }
+            let none = WeightMatrix::new(ty, 0, K, &[]).unwrap();
+            let got = k.matmul(&none, &x, M).unwrap_or_else(|e| panic!("{}: {e}", lane.name));
+            assert!(
+                got.is_empty(),
+                "{} {}: n = 0 gave {} outputs",
+                lane.name,
+                ty.name(),
+                got.len()
+            );
+            let flat = WeightMatrix::new(ty, 5, 0, &[]).unwrap();
+            let got = k.matmul(&flat, &[], M).unwrap_or_else(|e| panic!("{}: {e}", lane.name));
+            assert_eq!(got, vec![0.0; M * 5], "{} {}: k = 0", lane.name, ty.name());
+        }
+    }
+}
+
+fn weights_nk(ty: GgmlType, n: usize, seed: usize) -> Vec<u8> {
+    let x: Vec<f32> =
+        (0..n * K).map(|i| (((i + seed) * 7919 % 1013) as f32 - 506.0) * 0.004).collect();
+    crate::quant::weights::quantize(ty, &x, n, K).unwrap()
+}
+
+fn quantized(lane: &dyn Kernels, ty: GgmlType, x: &[f32]) -> Vec<u8> {
+    x.chunks_exact(K).flat_map(|xi| lane.quantize_act(ty, xi).unwrap()).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+/// Every lane's five ways to multiply weights that stay plain (6 rows: no interleaved
+/// layout takes them) are one computation: `matmul`, `matmul_quantized`, its form on a
+/// one-thread pool, and `matmul_prepared` with its pool form, bitwise; and the result is
+/// the product within a float64 bound. An override that returns another vector, or
+/// hands plain weights to another kernel than the tier's, fails here.
+#[test]
+fn every_lane_multiplies_plain_weights_one_way() {
+    let (n, m) = (6, 4);
+    let x: Vec<f32> = (0..m * K).map(|i| ((i * 3571 % 601) as f32 - 300.0) * 0.01).collect();
+    for lane in crate::LANES {
+        let k = lane.portable;
+        for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1] {
+            if k.act_rule(ty).is_err() {
+                continue;
+            }
+            let what = format!("{} {}", lane.name, ty.name());
+            let bytes = weights_nk(ty, n, 1);
+            let w = WeightMatrix::new(ty, n, K, &bytes).unwrap();
+            let prepared = k.prepare(w, crate::repack::Target::Cpu).unwrap();
+            assert!(matches!(prepared, Prepared::Plain(_)), "{what}: 6 rows stay plain");
+            let act = quantized(k, ty, &x);
+            let one = TierPool::threads(1);
+            let a = k.matmul(&w, &x, m).unwrap();
+            assert_eq!(a.len(), m * n, "{what}");
+            for (form, got) in [
+                ("matmul_quantized", k.matmul_quantized(&w, &act, m).unwrap()),
+                ("matmul_quantized_tier", k.matmul_quantized_tier(&w, &act, m, one).unwrap()),
+                ("matmul_prepared", k.matmul_prepared(&prepared, &x, m).unwrap()),
+                ("matmul_prepared_tier", k.matmul_prepared_tier(&prepared, &x, m, one).unwrap()),
+            ] {
+                assert_eq!(bits(&got), bits(&a), "{what}: {form} differs from matmul");
+            }
+            // the product, from the dequantized weights and the lane's own activation codes
+            let mut wf = vec![0.0f32; n * K];
+            crate::blocks::dequantize(ty, &bytes, &mut wf).unwrap();
+            let atype = k.act_rule(ty).unwrap().format();
+            let arow = act.len() / m;
+            let mut scale = 0.0f64;
+            let mut want = vec![0.0f64; m * n];
+            for i in 0..m {
+                let mut af = vec![0.0f32; K];
+                crate::blocks::dequantize(atype, &act[i * arow..(i + 1) * arow], &mut af).unwrap();
+                for j in 0..n {
+                    let row = &wf[j * K..(j + 1) * K];
+                    want[i * n + j] = row.iter().zip(&af).map(|(&p, &q)| p as f64 * q as f64).sum();
+                    scale = scale.max(want[i * n + j].abs());
+                }
+            }
+            for (idx, (&g, &e)) in a.iter().zip(&want).enumerate() {
+                assert!(
+                    (g as f64 - e).abs() <= 1e-3 * scale,
+                    "{what}: out[{idx}] = {g}, product {e}"
+                );
+            }
+        }
+    }
+}
+
+/// `matmul_parallel` splits the output columns between 1 to 5 threads, on plain weights
+/// (6 and 42 rows) and on interleaved ones (40 rows: five groups of 8 where a lane
+/// repacks), with the tier's pool at 3 threads: every split is bitwise the unsplit
+/// `matmul_prepared_tier`. At 42 rows by 2 activation rows the i8mm build tiles every
+/// pair (chunks of 14 rows on 3 tier threads), and 21-row halves would tile none: a
+/// split that ignores `plain_split` fails there.
+#[test]
+fn matmul_parallel_is_the_unsplit_matmul() {
+    let tier = TierPool::threads(3);
+    for lane in crate::LANES {
+        let k = lane.portable;
+        for ty in [GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q4_1] {
+            if k.act_rule(ty).is_err() {
+                continue;
+            }
+            for (n, m) in [(42usize, 2usize), (40, 5), (40, 2), (6, 3)] {
+                let what = format!("{} {} n={n} m={m}", lane.name, ty.name());
+                let bytes = weights_nk(ty, n, n + m);
+                let x: Vec<f32> =
+                    (0..m * K).map(|i| ((i * 3571 % 601) as f32 - 300.0) * 0.01).collect();
+                let w = WeightMatrix::new(ty, n, K, &bytes).unwrap();
+                let prepared = k.prepare(w, crate::repack::Target::Cpu).unwrap();
+                let whole = k.matmul_prepared_tier(&prepared, &x, m, tier).unwrap();
+                assert_eq!(whole.len(), m * n, "{what}");
+                for threads in 1..=5 {
+                    let got = parallel::matmul_parallel(k, &prepared, &x, m, threads, tier)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(bits(&got), bits(&whole), "{what}: {threads} threads");
+                }
+            }
+        }
+    }
+}

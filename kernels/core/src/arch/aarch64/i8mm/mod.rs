@@ -392,4 +392,82 @@ mod tests {
             }
         }
     }
+    /// The outputs of `matmul_nrc2` on `n` weight rows by `m` activation rows at the
+    /// tier pool `tier`, against an expectation built without [`ChunkPlan`]: the 2x2
+    /// tile's value where `tiled(j, i)` (worked out by hand from ggml's chunking below),
+    /// the single-row vec_dot elsewhere, each at `out[i * n + j]`.
+    fn check_plan(
+        ty: GgmlType,
+        n: usize,
+        m: usize,
+        tier: crate::lane::TierPool,
+        tiled: impl Fn(usize, usize) -> bool,
+    ) {
+        let k = 256;
+        let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.001).collect();
+        let x: Vec<f32> = (0..m * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 0.002).collect();
+        let bytes = weights::quantize(ty, &w, n, k).unwrap();
+        let wm = WeightMatrix::new(ty, n, k, &bytes).unwrap();
+        let atype = I8mmTwin.act_rule(ty).unwrap().format();
+        let act: Vec<u8> =
+            x.chunks(k).flat_map(|xi| I8mmTwin.quantize_act(ty, xi).unwrap()).collect();
+        let rows = act_rows(&I8mmTwin, &wm, &act, m).unwrap();
+        let got = I8mmTwin.matmul_quantized_tier(&wm, &act, m, tier).unwrap();
+        assert_eq!(got.len(), m * n);
+        let mut differ = 0;
+        for i in 0..m {
+            for j in 0..n {
+                let (i0, j0) = (i / 2 * 2, j / 2 * 2);
+                let t = tile(ty, atype, [wm.row(j0), wm.row(j0 + 1)], [rows[i0], rows[i0 + 1]])
+                    .unwrap()[i - i0][j - j0];
+                let one = I8mmTwin.vec_dot(ty, wm.row(j), rows[i]).unwrap();
+                differ += usize::from(t.to_bits() != one.to_bits());
+                let want = if tiled(j, i) { t } else { one };
+                assert_eq!(
+                    got[i * n + j].to_bits(),
+                    want.to_bits(),
+                    "{ty:?} n={n} m={m} {tier:?}: out[{i}][{j}] (tiled: {})",
+                    tiled(j, i)
+                );
+            }
+        }
+        assert!(
+            differ > 0,
+            "{ty:?} n={n} m={m}: tiles and single rows agree, the case proves nothing"
+        );
+    }
+
+    /// ggml's chunking (`ggml_compute_forward_mul_mat`), worked by hand per case: chunks
+    /// of 16 rows per side, re-chunked by thread along the longer side when there are
+    /// fewer than four chunks per thread (always when NUMA-aware); a pair is tiled when
+    /// the chunk spans holding it are even on both sides.
+    #[test]
+    fn nrc2_tiles_follow_ggml_chunk_plan() {
+        use crate::lane::TierPool;
+        let numa = |threads| TierPool { threads, numa: true };
+        for ty in [GgmlType::Q4_K, GgmlType::Q4_0] {
+            // 88 activation rows: 6 chunks of 15 (spans 15 x5, 13): no tile anywhere
+            check_plan(ty, 2, 88, TierPool::threads(1), |_, _| false);
+            // 96: 6 chunks of 16: every pair tiled
+            check_plan(ty, 2, 96, TierPool::threads(1), |_, _| true);
+            // NUMA-aware, 1 thread: one chunk of 88 rows, even: every pair tiled
+            check_plan(ty, 2, 88, numa(1), |_, _| true);
+            // 20 rows on 3 threads: 2 chunks < 12, by thread along the activations:
+            // chunks of 7 (spans 7, 7, 6): rows 14..20 tiled
+            check_plan(ty, 2, 20, TierPool::threads(3), |_, i| i >= 14);
+            // 20 weight rows by 2 on 3 threads: along the weights, spans 7, 7, 6
+            check_plan(ty, 20, 2, TierPool::threads(3), |j, _| j >= 14);
+            // 42 weight rows by 2 on 3 threads, NUMA-aware: along the (longer) weights,
+            // chunks of 14: every pair tiled (along the activations: spans of 1, none)
+            check_plan(ty, 42, 2, numa(3), |_, _| true);
+            // 30 weight rows: 1 thread, one chunk of 30; 2 threads, chunks of 15
+            check_plan(ty, 30, 2, TierPool::threads(1), |_, _| true);
+            check_plan(ty, 30, 2, TierPool::threads(2), |_, _| false);
+            // 36 by 34 on 1 thread: 3 x 3 chunks of 12 weight and 12 activation rows
+            // (spans 12, 12, 12 and 12, 12, 10): every pair tiled
+            check_plan(ty, 36, 34, TierPool::threads(1), |_, _| true);
+            // 18 by 34 on 1 thread: 2 x 3 chunks, spans 9, 9 (odd) by 12, 12, 10: none
+            check_plan(ty, 18, 34, TierPool::threads(1), |_, _| false);
+        }
+    }
 }
