@@ -635,3 +635,6 @@ fn check_outputs(outputs: &[usize], m: usize) -> Result<(), ModelError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
