@@ -1,7 +1,8 @@
 //! The decoder's dense matmul for F32 weights (and for every weight under
 //! [`Arith::DequantF32`], the float reference forward): each output a float64 sum of one
 //! weight row times one activation row, rounded to f32 once, at `out[i * n + j]`.
-//! Checked on hand-worked products, independent of the code.
+//! Checked on hand-worked products, independent of the code. And the kernel path each
+//! matmul records for a trace's provenance, per row count.
 
 use super::*;
 use crate::shaped::{build_shaped, ShapeOptions};
@@ -43,4 +44,55 @@ fn the_dense_product_is_a_float64_sum_per_row_rounded_once() {
             dec.matmul_paths()
         );
     });
+}
+
+/// The kernel path a matmul records (a trace's `matmul_paths`): ggml's repacked
+/// matmul runs the gemm on the rows in whole fours and the gemv on the rest, so 1 or 3
+/// rows are `gemv`, 4 and 8 `gemm`, 5 `gemm+gemv`; plain weights name the lane's kernel.
+#[test]
+fn matmul_paths_name_the_kernel_each_row_count_takes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = ShapeOptions {
+        shape: "0.6b".into(),
+        layers: Some(1),
+        vocab: Some(512),
+        out: Some(tmp.path().join("m.gguf")),
+        ..Default::default()
+    };
+    let model = Model::open(&build_shaped(&opts, &mut |_, _| {}).unwrap().path).unwrap();
+    let repack = tiercheck_lanes::all().iter().find(|l| l.name == "x86_64-avx2-repack").unwrap();
+    let chosen = tiercheck_lanes::choose(repack, tiercheck_lanes::Impl::Portable).unwrap();
+    let lane = chosen.kernels;
+    let dec = Decoder::new(
+        &model,
+        Arith::from_chosen(&chosen, 1),
+        Residual::F32,
+        256,
+        Attention::LLAMA_DEFAULT,
+    )
+    .unwrap();
+    let (n, k) = (8usize, 256usize);
+    let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.004).collect();
+    let bytes = tiercheck_core::quant::weights::quantize(GgmlType::Q4_K, &w, n, k).unwrap();
+    let wm = tiercheck_core::WeightMatrix::new(GgmlType::Q4_K, n, k, &bytes).unwrap();
+    let repacked = lane.prepare(wm, tiercheck_core::repack::Target::Cpu).unwrap();
+    assert!(matches!(repacked, Prepared::Repacked(_)));
+    let plain = Linear::Lane(Prepared::Plain(wm));
+    let repacked = Linear::Lane(repacked);
+    for m in [1usize, 3, 4, 5, 8] {
+        let x = vec![0.5f32; m * k];
+        dec.matmul(&repacked, &x, m, "t").unwrap();
+    }
+    dec.matmul(&plain, &[0.5f32; 256], 1, "t").unwrap();
+    let paths = dec.matmul_paths();
+    for want in [
+        "q4_K q4_K_8x8 m=1 gemv",
+        "q4_K q4_K_8x8 m=3 gemv",
+        "q4_K q4_K_8x8 m=4 gemm",
+        "q4_K q4_K_8x8 m=5 gemm+gemv",
+        "q4_K q4_K_8x8 m=8 gemm",
+        "q4_K plain m=1 vec_dot",
+    ] {
+        assert!(paths.iter().any(|p| p == want), "no `{want}` in {paths:?}");
+    }
 }
