@@ -222,7 +222,8 @@ fn every_lane_multiplies_plain_weights_one_way() {
 
 /// `matmul_parallel` splits the output columns between 1 to 5 threads, on plain weights
 /// (6 and 42 rows) and on interleaved ones (40 rows: five groups of 8 where a lane
-/// repacks), with the tier's pool at 3 threads: every split is bitwise the unsplit
+/// repacks; 128 rows: 16 groups, 8 a thread at 2 threads), with the tier's pool at 3
+/// threads: every split is bitwise the unsplit
 /// `matmul_prepared_tier`. At 42 rows by 2 activation rows the i8mm build tiles every
 /// pair (chunks of 14 rows on 3 tier threads), and 21-row halves would tile none: a
 /// split that ignores `plain_split` fails there.
@@ -235,7 +236,7 @@ fn matmul_parallel_is_the_unsplit_matmul() {
             if k.act_rule(ty).is_err() {
                 continue;
             }
-            for (n, m) in [(42usize, 2usize), (40, 5), (40, 2), (6, 3)] {
+            for (n, m) in [(42usize, 2usize), (40, 5), (40, 2), (6, 3), (128, 2)] {
                 let what = format!("{} {} n={n} m={m}", lane.name, ty.name());
                 let bytes = weights_nk(ty, n, n + m);
                 let x: Vec<f32> =
@@ -251,5 +252,46 @@ fn matmul_parallel_is_the_unsplit_matmul() {
                 }
             }
         }
+    }
+}
+
+/// Every lane's recipe names the activation rules its twin applies to the four types
+/// every lane multiplies (`act_k` for Q4_K and Q6_K, `act_legacy` for Q4_0 and Q8_0),
+/// and a GPU lane's recipe the device compiler's fusions its twin's MMVQ schedule uses
+/// (HIP's clang on wave32 RDNA2 or wave64 gfx90a, nvcc): the recipe `tiercheck lanes`
+/// prints and `attribute` composes from is the arithmetic the twin runs.
+#[test]
+fn every_recipe_names_its_twins_rules() {
+    use crate::gpu::Contraction as Fusions;
+    for lane in crate::LANES {
+        for ty in WEIGHT_TYPES.iter().copied() {
+            let Ok(twin) = lane.portable.act_rule(ty) else { continue };
+            let recipe = lane.recipe.act_rule(ty, "recipe").unwrap();
+            assert_eq!(
+                recipe,
+                twin,
+                "{} {}: the recipe's rule is not the twin's",
+                lane.name,
+                ty.name()
+            );
+        }
+    }
+    for (lane, twin, fusions) in [
+        (&crate::arch::hip::HIP_WAVE32, &crate::arch::hip::HIP_WAVE32_TWIN, Fusions::HIP_CLANG),
+        (
+            &crate::arch::hip::HIP_WAVE64,
+            &crate::arch::hip::HIP_WAVE64_TWIN,
+            Fusions::HIP_CLANG_GFX90A,
+        ),
+        (&crate::arch::hip::CUDA_SM90, &crate::arch::hip::CUDA_SM90_TWIN, Fusions::NVCC),
+    ] {
+        assert_eq!(twin.0.contraction, fusions, "{}: the twin's fusions", lane.name);
+        let named = match lane.recipe.contraction {
+            Contraction::Nvcc => Fusions::NVCC,
+            Contraction::HipClang if twin.0.warp_size == 32 => Fusions::HIP_CLANG,
+            Contraction::HipClang => Fusions::HIP_CLANG_GFX90A,
+            other => panic!("{}: a GPU recipe with contraction {}", lane.name, other.name()),
+        };
+        assert_eq!(named, fusions, "{}: the recipe names other fusions than the twin's", lane.name);
     }
 }
