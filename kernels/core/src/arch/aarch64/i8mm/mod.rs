@@ -460,6 +460,9 @@ mod tests {
             // 42 weight rows by 2 on 3 threads, NUMA-aware: along the (longer) weights,
             // chunks of 14: every pair tiled (along the activations: spans of 1, none)
             check_plan(ty, 42, 2, numa(3), |_, _| true);
+            // 20 by 20, NUMA-aware, 3 threads: the weights do not outnumber the
+            // activations, so by thread along the activations: rows 14..20 tiled
+            check_plan(ty, 20, 20, numa(3), |_, i| i >= 14);
             // 30 weight rows: 1 thread, one chunk of 30; 2 threads, chunks of 15
             check_plan(ty, 30, 2, TierPool::threads(1), |_, _| true);
             check_plan(ty, 30, 2, TierPool::threads(2), |_, _| false);
