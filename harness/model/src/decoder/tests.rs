@@ -7,18 +7,22 @@
 use super::*;
 use crate::shaped::{build_shaped, ShapeOptions};
 
-/// A decoder over a one-layer shaped model (the dense path does not read the model).
-fn with_decoder(f: impl FnOnce(&Decoder<'_>)) {
-    let tmp = tempfile::tempdir().unwrap();
+/// A one-layer shaped model in `dir` (the paths tested here do not read its weights).
+fn small_model(dir: &std::path::Path) -> Model {
     let opts = ShapeOptions {
         shape: "0.6b".into(),
         layers: Some(1),
         vocab: Some(512),
-        out: Some(tmp.path().join("m.gguf")),
+        out: Some(dir.join("m.gguf")),
         ..Default::default()
     };
-    let built = build_shaped(&opts, &mut |_, _| {}).unwrap();
-    let model = Model::open(&built.path).unwrap();
+    Model::open(&build_shaped(&opts, &mut |_, _| {}).unwrap().path).unwrap()
+}
+
+/// A decoder of the float reference forward over [`small_model`].
+fn with_decoder(f: impl FnOnce(&Decoder<'_>)) {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = small_model(tmp.path());
     let dec = Decoder::new(&model, Arith::DequantF32, Residual::F32, 256, Attention::LLAMA_DEFAULT)
         .unwrap();
     f(&dec);
@@ -52,14 +56,7 @@ fn the_dense_product_is_a_float64_sum_per_row_rounded_once() {
 #[test]
 fn matmul_paths_name_the_kernel_each_row_count_takes() {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = ShapeOptions {
-        shape: "0.6b".into(),
-        layers: Some(1),
-        vocab: Some(512),
-        out: Some(tmp.path().join("m.gguf")),
-        ..Default::default()
-    };
-    let model = Model::open(&build_shaped(&opts, &mut |_, _| {}).unwrap().path).unwrap();
+    let model = small_model(tmp.path());
     let repack = tiercheck_lanes::all().iter().find(|l| l.name == "x86_64-avx2-repack").unwrap();
     let chosen = tiercheck_lanes::choose(repack, tiercheck_lanes::Impl::Portable).unwrap();
     let lane = chosen.kernels;
