@@ -129,6 +129,82 @@ fn x86_vec_dot_forms_equal_the_baseline_build() {
     }
 }
 
+/// The x86 lanes' vec_dot of Q2_K, Q3_K, Q5_K and IQ4_XS (IQ4_XS's `sign` wrap-around of
+/// an activation byte of -128 included: the extreme rounds hold them): accelerated
+/// against the scalar twin, bitwise.
+#[test]
+fn x86_kquant_vec_dots_equal_the_scalar_twin() {
+    use avx2::vec_dot::{self as v, slots};
+    let x = x86();
+    installed("q2_K", &slots::VEC_DOT_Q2_K_Q8_K, x);
+    installed("q3_K", &slots::VEC_DOT_Q3_K_Q8_K, x);
+    installed("q5_K", &slots::VEC_DOT_Q5_K_Q8_K, x);
+    installed("iq4_xs", &slots::VEC_DOT_IQ4_XS_Q8_K, x);
+    let mut rng = Rng::new(53);
+    for round in 0..300 {
+        let (extreme, nb) = (round % 10 == 9, 1 + round % 5);
+        let mut gen = |ty| blocks(&mut rng, ty, nb, extreme);
+        let (x2, x3, x5, xs, yk) = (
+            gen(GgmlType::Q2_K),
+            gen(GgmlType::Q3_K),
+            gen(GgmlType::Q5_K),
+            gen(GgmlType::IQ4_XS),
+            gen(GgmlType::Q8_K),
+        );
+        let y: &[BlockQ8K] = cast_blocks(GgmlType::Q8_K, &yk).unwrap();
+        same("q2_K", || v::vec_dot_q2_k_q8_k(cast_blocks(GgmlType::Q2_K, &x2).unwrap(), y));
+        same("q3_K", || v::vec_dot_q3_k_q8_k(cast_blocks(GgmlType::Q3_K, &x3).unwrap(), y));
+        same("q5_K", || v::vec_dot_q5_k_q8_k(cast_blocks(GgmlType::Q5_K, &x5).unwrap(), y));
+        same("iq4_xs", || v::vec_dot_iq4_xs_q8_k(cast_blocks(GgmlType::IQ4_XS, &xs).unwrap(), y));
+    }
+}
+
+/// The aarch64 twins' `nrc == 1` vec_dot of the eight types beside Q4_0, Q8_0, Q4_K and
+/// Q6_K (the Q4_1/Q5_0/Q5_1 pair loops, i8mm's Q5_0 tail, odd block counts for every
+/// scalar tail): accelerated against the scalar twin, bitwise.
+#[test]
+fn neon_vec_dots_of_the_other_types_equal_the_scalar_twin() {
+    use tiercheck_core::arch::aarch64::neon::vec_dot::{self as v, slots};
+    use tiercheck_core::blocks::{
+        BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+        BlockQ8_1,
+    };
+    let x = x86();
+    installed("q4_1 pairs", &slots::Q4_1_PAIRS, x);
+    installed("q5_0 pairs", &slots::Q5_0_PAIRS, x);
+    installed("q5_1 pairs", &slots::Q5_1_PAIRS, x);
+    installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, x);
+    installed("iq4_xs", &slots::VEC_DOT_IQ4_XS_Q8_K, x);
+    installed("q2_K", &slots::VEC_DOT_Q2_K_Q8_K, x);
+    installed("q3_K", &slots::VEC_DOT_Q3_K_Q8_K, x);
+    installed("q5_K", &slots::VEC_DOT_Q5_K_Q8_K, x);
+    let mut rng = Rng::new(59);
+    for round in 0..300 {
+        let (extreme, nb) = (round % 10 == 9, 1 + round % 7);
+        let mut gen = |ty| blocks(&mut rng, ty, nb, extreme);
+        let x41: Vec<BlockQ4_1> = cast(GgmlType::Q4_1, &gen(GgmlType::Q4_1));
+        let x50: Vec<BlockQ5_0> = cast(GgmlType::Q5_0, &gen(GgmlType::Q5_0));
+        let x51: Vec<BlockQ5_1> = cast(GgmlType::Q5_1, &gen(GgmlType::Q5_1));
+        let xnl: Vec<BlockIq4Nl> = cast(GgmlType::IQ4_NL, &gen(GgmlType::IQ4_NL));
+        let y80: Vec<BlockQ8_0> = cast(GgmlType::Q8_0, &gen(GgmlType::Q8_0));
+        let y81: Vec<BlockQ8_1> = cast(GgmlType::Q8_1, &gen(GgmlType::Q8_1));
+        let x2: Vec<BlockQ2K> = cast(GgmlType::Q2_K, &gen(GgmlType::Q2_K));
+        let x3: Vec<BlockQ3K> = cast(GgmlType::Q3_K, &gen(GgmlType::Q3_K));
+        let x5: Vec<BlockQ5K> = cast(GgmlType::Q5_K, &gen(GgmlType::Q5_K));
+        let xs: Vec<BlockIq4Xs> = cast(GgmlType::IQ4_XS, &gen(GgmlType::IQ4_XS));
+        let yk: Vec<BlockQ8K> = cast(GgmlType::Q8_K, &gen(GgmlType::Q8_K));
+        same("q4_1", || v::vec_dot_q4_1_q8_1(&x41, &y81));
+        same("q5_0", || v::vec_dot_q5_0_q8_0(&x50, &y80));
+        same("q5_0 i8mm", || v::vec_dot_q5_0_q8_0_i8mm(&x50, &y80));
+        same("q5_1", || v::vec_dot_q5_1_q8_1(&x51, &y81));
+        same("iq4_nl", || v::vec_dot_iq4_nl_q8_0(&xnl, &y80));
+        same("iq4_xs", || v::vec_dot_iq4_xs_q8_k(&xs, &yk));
+        same("q2_K", || v::vec_dot_q2_k_q8_k(&x2, &yk));
+        same("q3_K", || v::vec_dot_q3_k_q8_k(&x3, &yk));
+        same("q5_K", || v::vec_dot_q5_k_q8_k(&x5, &yk));
+    }
+}
+
 /// The x86 lanes' vec_dot of the 32-value types beside Q4_0/Q8_0 (Q4_1, Q5_0, Q5_1 and
 /// IQ4_NL, with odd block counts for IQ4_NL's scalar tail): accelerated against the scalar
 /// twin, bitwise.

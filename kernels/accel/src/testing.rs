@@ -33,10 +33,18 @@ pub(crate) fn blocks(rng: &mut Rng, ty: GgmlType, nb: usize, extreme: bool) -> V
                 blk[..2].copy_from_slice(&f16(rng));
                 blk[2..4].copy_from_slice(&f16(rng));
             }
-            GgmlType::Q4_K => {
+            GgmlType::Q4_K | GgmlType::Q5_K => {
                 blk[..2].copy_from_slice(&f16(rng));
                 blk[2..4].copy_from_slice(&f16(rng));
             }
+            GgmlType::IQ4_XS => blk[..2].copy_from_slice(&f16(rng)),
+            // scales, qs, then d and dmin.
+            GgmlType::Q2_K => {
+                blk[80..82].copy_from_slice(&f16(rng));
+                blk[82..84].copy_from_slice(&f16(rng));
+            }
+            // hmask, qs, scales, then d.
+            GgmlType::Q3_K => blk[108..110].copy_from_slice(&f16(rng)),
             GgmlType::Q6_K => blk[208..210].copy_from_slice(&f16(rng)),
             GgmlType::Q8_K => {
                 blk[..4].copy_from_slice(&(rng.range(-2.0, 2.0) * 1e-2).to_le_bytes());

@@ -27,10 +27,10 @@ fn at16<const N: usize>(b: &[u8; N], o: usize) -> &[u8; 16] {
     b[o..o + 16].try_into().expect("16 bytes")
 }
 
-/// The sum of the eight i32 lanes of `v`.
+/// The sum of the eight i32 lanes of `v` (wrapping).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn hsum_i32(v: __m256i) -> i32 {
+pub(crate) fn hsum_i32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
@@ -574,4 +574,125 @@ pub(crate) fn table16(table: &[i8; 16]) -> __m256i {
 #[target_feature(enable = "avx2")]
 pub(crate) fn q8_halves(qs: &[u8; 32]) -> (__m128i, __m128i) {
     (load16(at16(qs, 0)), load16(at16(qs, 16)))
+}
+
+/// `(v >> s) & mask` per byte for a shift `s` with `s + width(mask) <= 8` (the 16-bit
+/// shift's bits from the neighbouring byte land above the mask).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn bits_at(v: __m256i, s: usize, mask: i8) -> __m256i {
+    let count = _mm_cvtsi32_si128(s as i32);
+    _mm256_and_si256(_mm256_srl_epi16(v, count), _mm256_set1_epi8(mask))
+}
+
+/// `madd(p, scales)` on the i16 pair sums `p` of one 32-byte run: bytes 0..16 times
+/// `lo`, bytes 16..32 times `hi`; lane t sums bytes 4t..4t+3.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scaled_run(p: __m256i, lo: i16, hi: i16) -> __m256i {
+    _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)))
+}
+
+/// The 2-bit fields of run `r` (values 32r..32r+32) of a Q2_K/Q3_K `qs` array: byte l
+/// is `(qs[32 * (r / 4) + l] >> (2 * (r % 4))) & 3` (`blocks::q2_k::crumb`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn crumbs32(qs: &[u8; 64], r: usize) -> __m256i {
+    bits_at(load32(at32(qs, 32 * (r / 4))), 2 * (r % 4), 3)
+}
+
+/// The eight lanes of one Q2_K superblock as ggml's AVX2 kernel forms them: lane t sums,
+/// over the eight 32-value runs, bytes 4t..4t+3 of `code * y` times the 4-bit scale of
+/// their 16-value sub-block (`sc[s] & 0xF`). Bounds: a `maddubs` pair at most 2 * 3 *
+/// 128, a run's lane at most 2 * 768 * 15.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn q2k_lanes(qs: &[u8; 64], sc: &[u8; 16], y: &[u8; 256]) -> __m256i {
+    let mut acc = _mm256_setzero_si256();
+    for r in 0..8 {
+        let p = _mm256_maddubs_epi16(crumbs32(qs, r), load32(at32(y, 32 * r)));
+        let (lo, hi) = ((sc[2 * r] & 0xF) as i16, (sc[2 * r + 1] & 0xF) as i16);
+        acc = _mm256_add_epi32(acc, scaled_run(p, lo, hi));
+    }
+    acc
+}
+
+/// The eight lanes of one Q3_K superblock as ggml's AVX2 kernel forms them:
+/// `maddubs(low 2 bits, y) - maddubs(4 where the high bit is clear, y)` per run (codes
+/// -4..3; bit r of `hmask[l]` is value 32r + l's), times the signed scales `sc` of its
+/// 16-value sub-blocks. Bounds: a pair at most 2 * 4 * 128, a run's lane at most 2 *
+/// 1024 * 32.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn q3k_lanes(qs: &[u8; 64], hmask: &[u8; 32], sc: &[i16; 16], y: &[u8; 256]) -> __m256i {
+    let (one, hm) = (_mm256_set1_epi8(1), load32(hmask));
+    let mut acc = _mm256_setzero_si256();
+    for r in 0..8 {
+        let yv = load32(at32(y, 32 * r));
+        let four = _mm256_slli_epi16::<2>(_mm256_xor_si256(bits_at(hm, r, 1), one));
+        let p = _mm256_sub_epi16(
+            _mm256_maddubs_epi16(crumbs32(qs, r), yv),
+            _mm256_maddubs_epi16(four, yv),
+        );
+        acc = _mm256_add_epi32(acc, scaled_run(p, sc[2 * r], sc[2 * r + 1]));
+    }
+    acc
+}
+
+/// The eight lanes of one Q5_K superblock as ggml's AVX2 kernel forms them: codes of
+/// run s (sub-block s) the nibbles `(qs[32 * (s / 2) + l] >> 4 * (s % 2)) & 15` with bit
+/// s of `qh[l]` as bit 4, `maddubs` against the activations, times `sc[s]`. Bounds: a
+/// pair at most 2 * 31 * 128, a run's lane at most 2 * 7936 * 63.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn q5k_lanes(qs: &[u8; 128], qh: &[u8; 32], sc: &[u8; 8], y: &[u8; 256]) -> __m256i {
+    let hv = load32(qh);
+    let mut acc = _mm256_setzero_si256();
+    for s in 0..8 {
+        let low = bits_at(load32(at32(qs, 32 * (s / 2))), 4 * (s % 2), 0x0F);
+        let code = _mm256_or_si256(low, _mm256_slli_epi16::<4>(bits_at(hv, s, 1)));
+        let p = _mm256_maddubs_epi16(code, load32(at32(y, 32 * s)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(sc[s] as i16)));
+    }
+    acc
+}
+
+/// The IQ4_NL/IQ4_XS table values of the 32 codes of sub-block `s` of an IQ4_XS `qs`
+/// array (low nibbles of `qs[16s..16s+16]`, then their high nibbles).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn iq4xs_values(table: __m256i, qs: &[u8; 128], s: usize) -> __m256i {
+    _mm256_shuffle_epi8(table, nibbles32(at16(qs, 16 * s)))
+}
+
+/// The eight lanes of one IQ4_XS superblock as ggml's AVX2 kernel forms them: per
+/// sub-block s [`mul_sum_i8_lanes`] of its table values against the activations (the
+/// tier's `sign` wrap-around included), times `ls[s]`, summed. Bounds: a lane of a
+/// sub-block at most 4 * 128 * 128, times |ls| <= 32.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn iq4xs_lanes(qs: &[u8; 128], ls: &[i32; 8], y: &[u8; 256]) -> __m256i {
+    let table = table16(&tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL);
+    let mut acc = _mm256_setzero_si256();
+    for (s, &l) in ls.iter().enumerate() {
+        let lanes = mul_sum_i8_lanes(iq4xs_values(table, qs, s), load32(at32(y, 32 * s)));
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(lanes, _mm256_set1_epi32(l)));
+    }
+    acc
+}
+
+/// `sum_s ls[s] * (sub-block s's table values . activations)` of one IQ4_XS superblock,
+/// the products exact (widened to i16 first: no `sign` wrap-around). Bounds as
+/// [`iq4xs_lanes`].
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn iq4xs_isum(qs: &[u8; 128], ls: &[i32; 8], y: &[u8; 256]) -> i32 {
+    let table = table16(&tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL);
+    let mut acc = _mm256_setzero_si256();
+    for (s, &l) in ls.iter().enumerate() {
+        let (a, b) = madd_i8_halves(iq4xs_values(table, qs, s), load32(at32(y, 32 * s)));
+        let lanes = _mm256_add_epi32(a, b);
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(lanes, _mm256_set1_epi32(l)));
+    }
+    hsum_i32(acc)
 }

@@ -7,7 +7,10 @@
 #[allow(unused_imports)]
 use tiercheck_core::arch::aarch64::neon::vec_dot::{slots, *};
 #[allow(unused_imports)]
-use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use tiercheck_core::blocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
+};
 
 use crate::Host;
 
@@ -25,6 +28,22 @@ pub(crate) fn install(host: Host) {
         slots::Q6_K_ISUM.set_fast(|x, y| unsafe { fast::q6_k_isum(x, y) });
         // SAFETY: as above.
         slots::VEC_DOT_Q6_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q6_k_q8_k(x, y) });
+        // SAFETY: as above.
+        slots::Q4_1_PAIRS.set_fast(|x, y| unsafe { fast::q4_1_pairs(x, y) });
+        // SAFETY: as above.
+        slots::Q5_0_PAIRS.set_fast(|x, y| unsafe { fast::q5_0_pairs(x, y) });
+        // SAFETY: as above.
+        slots::Q5_1_PAIRS.set_fast(|x, y| unsafe { fast::q5_1_pairs(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_IQ4_XS_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_iq4_xs_q8_k(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q2_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q2_k_q8_k(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q3_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q3_k_q8_k(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q5_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q5_k_q8_k(x, y) });
     }
     let _ = host;
 }
@@ -51,9 +70,9 @@ mod fast {
     /// vaddvq(sumv1)`; an odd last block by the scalar tail.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn pairs<B>(
+    fn pairs<B, Y: Q8>(
         x: &[B],
-        y: &[BlockQ8_0],
+        y: &[Y],
         halves: impl Fn(&B) -> (__m128i, __m128i),
         d: impl Fn(&B) -> f32,
     ) -> (usize, f32) {
@@ -66,13 +85,140 @@ mod fast {
         while ib + 1 < nb {
             for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
                 let (xl, xh) = halves(&x[b]);
-                let p = x86::sdot_lanes(xl, xh, &y[b].qs);
+                let p = x86::sdot_lanes(xl, xh, y[b].qs());
                 let db = _mm_set1_ps(d(&x[b]) * y[b].d());
                 *sumv = _mm_add_ps(*sumv, _mm_mul_ps(_mm_cvtepi32_ps(p), db));
             }
             ib += 2;
         }
         (ib, vaddvq_f32(lanes(sumv0)) + vaddvq_f32(lanes(sumv1)))
+    }
+
+    /// The 32-byte activation blocks: their values and f16 scale widened.
+    trait Q8 {
+        fn qs(&self) -> &[u8; 32];
+        fn d(&self) -> f32;
+    }
+
+    impl Q8 for BlockQ8_0 {
+        fn qs(&self) -> &[u8; 32] {
+            &self.qs
+        }
+        fn d(&self) -> f32 {
+            BlockQ8_0::d(self)
+        }
+    }
+
+    impl Q8 for BlockQ8_1 {
+        fn qs(&self) -> &[u8; 32] {
+            &self.qs
+        }
+        fn d(&self) -> f32 {
+            BlockQ8_1::d(self)
+        }
+    }
+
+    /// The two 16-value halves of a 5-bit block's codes, `nibble | high bit << 4`
+    /// (bit i of `qh` is value i's), minus `offset`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn q5_halves(qs: &[u8; 16], qh: [u8; 4], offset: i8) -> (__m128i, __m128i) {
+        let (lo, hi) = x86::nibble_halves(qs);
+        let bits = _mm256_and_si256(x86::bit_bytes32(qh), _mm256_set1_epi8(0x10));
+        let off = _mm_set1_epi8(offset);
+        let code = |n: __m128i, b: __m128i| _mm_sub_epi8(_mm_or_si128(n, b), off);
+        (code(lo, _mm256_castsi256_si128(bits)), code(hi, _mm256_extracti128_si256::<1>(bits)))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn q4_1_pairs(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+        pairs(x, y, |b| x86::nibble_halves(&b.qs), |b| b.d()).1
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn q5_0_pairs(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+        pairs(x, y, |b| q5_halves(&b.qs, b.qh, 16), |b| b.d()).1
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn q5_1_pairs(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+        pairs(x, y, |b| q5_halves(&b.qs, b.qh, 0), |b| b.d()).1
+    }
+
+    /// Per pair `sumf = sumf + fma(d_x0 * d_y0, float(p0), (d_x1 * d_y1) * float(p1))`,
+    /// an odd last block `sumf = fma(d_y * d_x, float(p), sumf)`; p the block's exact
+    /// dot.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+        let table = x86::table16(&tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL);
+        let dot = |b: usize| {
+            let v = _mm256_shuffle_epi8(table, x86::nibbles32(&x[b].qs));
+            x86::dot_i8_exact(v, x86::q8_0_bytes(&y[b].qs)) as f32
+        };
+        let nb = x.len().min(y.len());
+        let mut sumf = 0.0f32;
+        for b in (0..2 * (nb / 2)).step_by(2) {
+            let second = (x[b + 1].d() * y[b + 1].d()) * dot(b + 1);
+            sumf += (x[b].d() * y[b].d()).mul_add(dot(b), second);
+        }
+        for b in 2 * (nb / 2)..nb {
+            sumf = (y[b].d() * x[b].d()).mul_add(dot(b), sumf);
+        }
+        sumf
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (xb, yb) in x.iter().zip(y) {
+            let ls: [i32; 8] = core::array::from_fn(|s| xb.scale(s) as i32 - 32);
+            let sumi = x86::iq4xs_isum(&xb.qs, &ls, &yb.qs);
+            sumf = (xb.d() * yb.d()).mul_add(sumi as f32, sumf);
+        }
+        sumf
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        let mut sum = 0.0f32;
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = -yb.d() * xb.dmin();
+            let m: [u8; 16] = core::array::from_fn(|s| xb.scales[s] >> 4);
+            sum = dmin.mul_add(x86::hsum_i32(x86::bsums_lanes(&yb.bsums, &m)) as f32, sum);
+            let isum = x86::hsum_i32(x86::q2k_lanes(&xb.qs, &xb.scales, &yb.qs));
+            sum = d.mul_add(isum as f32, sum);
+        }
+        sum
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+        let mut sum = 0.0f32;
+        for (xb, yb) in x.iter().zip(y) {
+            let sc: [i16; 16] = core::array::from_fn(|s| xb.scale(s) as i16 - 32);
+            let isum = x86::hsum_i32(x86::q3k_lanes(&xb.qs, &xb.hmask, &sc, &yb.qs));
+            sum = (yb.d() * xb.d()).mul_add(isum as f32, sum);
+        }
+        sum
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = yb.d() * xb.dmin();
+            let (sc, mn) = crate::q4k_scales_mins(&xb.scales);
+            let mut mins = 0i32;
+            for s in 0..8 {
+                let pair = yb.bsum(2 * s).wrapping_add(yb.bsum(2 * s + 1));
+                mins = mins.wrapping_add(mn[s] as i32 * pair as i32);
+            }
+            let sumi = x86::hsum_i32(x86::q5k_lanes(&xb.qs, &xb.qh, &sc, &yb.qs));
+            sumf += d.mul_add(sumi as f32, -(dmin * mins as f32));
+        }
+        sumf
     }
 
     #[target_feature(enable = "avx2,fma")]

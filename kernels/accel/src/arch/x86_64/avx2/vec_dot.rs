@@ -8,8 +8,8 @@
 use tiercheck_core::arch::x86_64::avx2::vec_dot::{slots, *};
 #[allow(unused_imports)]
 use tiercheck_core::blocks::{
-    BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
-    BlockQ8_0, BlockQ8_1,
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
 };
 
 use crate::Host;
@@ -34,6 +34,14 @@ pub(crate) fn install(host: Host) {
         slots::VEC_DOT_Q5_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q5_1_q8_1(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_Q2_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q2_k_q8_k(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_Q3_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q3_k_q8_k(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_Q5_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q5_k_q8_k(x, y) });
+        // SAFETY: installed only where the CPU has AVX2 and FMA.
+        slots::VEC_DOT_IQ4_XS_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_iq4_xs_q8_k(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q4_0_Q8_0.set_spec(|x, y| unsafe { wide::vec_dot_q4_0_q8_0(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
@@ -212,6 +220,68 @@ mod fast {
             let q = x86::q6k_lanes(&xb.ql, &xb.qh, &yb.qs, &xb.scales);
             let l = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, sub));
             acc = _mm256_fmadd_ps(d, l, acc);
+        }
+        hsum_float_8(lanes(acc))
+    }
+
+    /// `acc[t] = fma(d, float(l[t]), acc[t])` on eight lanes.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn fma_int(d: f32, l: __m256i, acc: __m256) -> __m256 {
+        _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(l), acc)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = -yb.d() * xb.dmin();
+            let mins: [u8; 16] = core::array::from_fn(|s| xb.scales[s] >> 4);
+            acc = fma_int(dmin, x86::bsums_lanes(&yb.bsums, &mins), acc);
+            acc = fma_int(d, x86::q2k_lanes(&xb.qs, &xb.scales, &yb.qs), acc);
+        }
+        hsum_float_8(lanes(acc))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let sc: [i16; 16] = core::array::from_fn(|s| xb.scale(s) as i16 - 32);
+            let l = x86::q3k_lanes(&xb.qs, &xb.hmask, &sc, &yb.qs);
+            acc = fma_int(yb.d() * xb.d(), l, acc);
+        }
+        hsum_float_8(lanes(acc))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        let mut summs = 0.0f32;
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = -yb.d() * xb.dmin();
+            let (sc, mn) = crate::q4k_scales_mins(&xb.scales);
+            // _mm_hadd_epi16 of the bsums: wrapping i16 pair sums, then madd with mins.
+            let s: [i32; 8] =
+                core::array::from_fn(|j| yb.bsum(2 * j).wrapping_add(yb.bsum(2 * j + 1)) as i32);
+            let p: [i32; 4] = core::array::from_fn(|i| {
+                mn[2 * i] as i32 * s[2 * i] + mn[2 * i + 1] as i32 * s[2 * i + 1]
+            });
+            let hsum = p[0].wrapping_add(p[1]).wrapping_add(p[2].wrapping_add(p[3]));
+            summs = dmin.mul_add(hsum as f32, summs);
+            acc = fma_int(d, x86::q5k_lanes(&xb.qs, &xb.qh, &sc, &yb.qs), acc);
+        }
+        hsum_float_8(lanes(acc)) + summs
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let ls: [i32; 8] = core::array::from_fn(|s| xb.scale(s) as i32 - 32);
+            acc = fma_int(xb.d() * yb.d(), x86::iq4xs_lanes(&xb.qs, &ls, &yb.qs), acc);
         }
         hsum_float_8(lanes(acc))
     }

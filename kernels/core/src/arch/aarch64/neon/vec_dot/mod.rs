@@ -31,9 +31,9 @@ use crate::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 mod more;
 
 pub use more::{
-    vec_dot_iq4_nl_q8_0, vec_dot_iq4_xs_q8_k, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k,
-    vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_i8mm, vec_dot_q5_1_q8_1,
-    vec_dot_q5_k_q8_k,
+    q4_1_pairs, q5_0_pairs, q5_1_pairs, vec_dot_iq4_nl_q8_0, vec_dot_iq4_xs_q8_k,
+    vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0,
+    vec_dot_q5_0_q8_0_i8mm, vec_dot_q5_1_q8_1, vec_dot_q5_k_q8_k,
 };
 
 /// `vaddvq_f32`: pairwise, (v0 + v1) + (v2 + v3).
@@ -198,6 +198,10 @@ pub mod slots {
 
     use super::*;
     use crate::accel::Slot;
+    use crate::blocks::{
+        BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+        BlockQ8_1,
+    };
 
     /// [`vec_dot_q4_0_q8_0`].
     pub static VEC_DOT_Q4_0_Q8_0: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
@@ -209,4 +213,20 @@ pub mod slots {
     pub static Q6_K_ISUM: Slot<fn(&BlockQ6K, &BlockQ8K) -> i32> = Slot::new();
     /// [`vec_dot_q6_k_q8_k`].
     pub static VEC_DOT_Q6_K_Q8_K: Slot<fn(&[BlockQ6K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`q4_1_pairs`].
+    pub static Q4_1_PAIRS: Slot<fn(&[BlockQ4_1], &[BlockQ8_1]) -> f32> = Slot::new();
+    /// [`q5_0_pairs`].
+    pub static Q5_0_PAIRS: Slot<fn(&[BlockQ5_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`q5_1_pairs`].
+    pub static Q5_1_PAIRS: Slot<fn(&[BlockQ5_1], &[BlockQ8_1]) -> f32> = Slot::new();
+    /// [`vec_dot_iq4_nl_q8_0`].
+    pub static VEC_DOT_IQ4_NL_Q8_0: Slot<fn(&[BlockIq4Nl], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_iq4_xs_q8_k`].
+    pub static VEC_DOT_IQ4_XS_Q8_K: Slot<fn(&[BlockIq4Xs], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q2_k_q8_k`].
+    pub static VEC_DOT_Q2_K_Q8_K: Slot<fn(&[BlockQ2K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q3_k_q8_k`].
+    pub static VEC_DOT_Q3_K_Q8_K: Slot<fn(&[BlockQ3K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q5_k_q8_k`].
+    pub static VEC_DOT_Q5_K_Q8_K: Slot<fn(&[BlockQ5K], &[BlockQ8K]) -> f32> = Slot::new();
 }

@@ -87,8 +87,7 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     for b in (0..2 * (nb / 2)).step_by(2) {
         summs += x[b].m() * y[b].s() + x[b + 1].m() * y[b + 1].s();
     }
-    let lanes = |b: usize| block_lanes(&nibbles(&x[b].qs), &y[b].qs);
-    let mut sumf = pairs(nb, lanes, |b| x[b].d() * y[b].d());
+    let mut sumf = q4_1_pairs(x, y);
     if nb >= 2 {
         sumf += summs;
     }
@@ -97,6 +96,29 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
         sumf += (x[b].d() * y[b].d()).mul_add(sumi as f32, x[b].m() * y[b].s());
     }
     sumf
+}
+
+/// [`pairs`] of Q4_1 (codes its nibbles, scale `d_x * d_y`): [`vec_dot_q4_1_q8_1`]'s
+/// pair loop.
+pub fn q4_1_pairs(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    crate::accelerated!(super::slots::Q4_1_PAIRS, (x, y));
+    let lanes = |b: usize| block_lanes(&nibbles(&x[b].qs), &y[b].qs);
+    pairs(x.len().min(y.len()), lanes, |b| x[b].d() * y[b].d())
+}
+
+/// [`pairs`] of Q5_0 (codes `q - 16`, scale `d_x * d_y`): the pair loop of
+/// [`vec_dot_q5_0_q8_0`] and [`vec_dot_q5_0_q8_0_i8mm`].
+pub fn q5_0_pairs(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    crate::accelerated!(super::slots::Q5_0_PAIRS, (x, y));
+    let codes = |b: usize| quants5(&x[b].qs, x[b].qh).map(|q| q as i32 - 16);
+    pairs(x.len().min(y.len()), |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d())
+}
+
+/// [`pairs`] of Q5_1 (codes `q`, scale `d_x * d_y`): [`vec_dot_q5_1_q8_1`]'s pair loop.
+pub fn q5_1_pairs(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    crate::accelerated!(super::slots::Q5_1_PAIRS, (x, y));
+    let codes = |b: usize| quants5(&x[b].qs, x[b].qh).map(|q| q as i32);
+    pairs(x.len().min(y.len()), |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d())
 }
 
 /// `ggml_vec_dot_q5_0_q8_0`, NEON path, nrc = 1.
@@ -120,8 +142,7 @@ pub fn vec_dot_q5_0_q8_0_i8mm(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
 #[inline]
 fn q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0], tail_code: impl Fn(i32) -> i32) -> f32 {
     let nb = x.len().min(y.len());
-    let codes = |b: usize| quants5(&x[b].qs, x[b].qh).map(|q| q as i32 - 16);
-    let mut sumf = pairs(nb, |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d());
+    let mut sumf = q5_0_pairs(x, y);
     for b in 2 * (nb / 2)..nb {
         let tail = quants5(&x[b].qs, x[b].qh).map(|q| tail_code(q as i32));
         sumf = (x[b].d() * y[b].d()).mul_add(block_dot(&tail, &y[b].qs) as f32, sumf);
@@ -138,7 +159,7 @@ pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
         summs1 += x[b + 1].m() * y[b + 1].s();
     }
     let codes = |b: usize| quants5(&x[b].qs, x[b].qh).map(|q| q as i32);
-    let mut sumf = pairs(nb, |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d());
+    let mut sumf = q5_1_pairs(x, y);
     if nb >= 2 {
         sumf = sumf + summs0 + summs1;
     }
@@ -159,6 +180,7 @@ fn iq4_values(qs: &[u8]) -> [i32; QK] {
 
 /// `ggml_vec_dot_iq4_nl_q8_0`, NEON path, nrc = 1.
 pub fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_IQ4_NL_Q8_0, (x, y));
     let nb = x.len().min(y.len());
     let dot = |b: usize| block_dot(&iq4_values(&x[b].qs), &y[b].qs) as f32;
     let mut sumf = 0.0f32;
@@ -174,6 +196,7 @@ pub fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
 
 /// `ggml_vec_dot_iq4_xs_q8_K`, NEON path.
 pub fn vec_dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_IQ4_XS_Q8_K, (x, y));
     let mut sumf = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let mut sumi = 0i32;
@@ -200,6 +223,7 @@ fn scaled_sum16(code: impl Fn(usize) -> i32, scale: impl Fn(usize) -> i32, y: &B
 
 /// `ggml_vec_dot_q2_K_q8_K`, NEON path.
 pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q2_K_Q8_K, (x, y));
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();
@@ -214,6 +238,7 @@ pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
 
 /// `ggml_vec_dot_q3_K_q8_K`, NEON path.
 pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q3_K_Q8_K, (x, y));
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();
@@ -225,6 +250,7 @@ pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
 
 /// `ggml_vec_dot_q5_K_q8_K`, NEON path.
 pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q5_K_Q8_K, (x, y));
     let mut sumf = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();

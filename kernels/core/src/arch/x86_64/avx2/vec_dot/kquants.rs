@@ -52,6 +52,7 @@ fn scaled_lanes(code: &[i32; QK_K], scale16: &[i32; 16], y: &BlockQ8K) -> [i32; 
 
 /// `ggml_vec_dot_q2_K_q8_K`, AVX2 path.
 pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q2_K_Q8_K, (x, y));
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();
@@ -72,6 +73,7 @@ pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
 
 /// `ggml_vec_dot_q3_K_q8_K`, AVX2 path.
 pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q3_K_Q8_K, (x, y));
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let d = yb.d() * xb.d();
@@ -85,6 +87,7 @@ pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
 
 /// `ggml_vec_dot_q5_K_q8_K`, AVX2 path.
 pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_Q5_K_Q8_K, (x, y));
     let mut acc = [0.0f32; 8];
     let mut summs = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
@@ -111,6 +114,7 @@ pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
 
 /// `ggml_vec_dot_iq4_xs_q8_K`, AVX2 path.
 pub fn vec_dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(super::slots::VEC_DOT_IQ4_XS_Q8_K, (x, y));
     let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let mut lanes = [0i32; 8];

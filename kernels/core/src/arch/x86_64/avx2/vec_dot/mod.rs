@@ -334,7 +334,10 @@ pub mod slots {
 
     use super::*;
     use crate::accel::Slot;
-    use crate::blocks::{BlockIq4Nl, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_1};
+    use crate::blocks::{
+        BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+        BlockQ8_1,
+    };
 
     /// [`vec_dot_q4_0_q8_0`].
     pub static VEC_DOT_Q4_0_Q8_0: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
@@ -352,6 +355,14 @@ pub mod slots {
     pub static VEC_DOT_Q5_1_Q8_1: Slot<fn(&[BlockQ5_1], &[BlockQ8_1]) -> f32> = Slot::new();
     /// [`vec_dot_iq4_nl_q8_0`].
     pub static VEC_DOT_IQ4_NL_Q8_0: Slot<fn(&[BlockIq4Nl], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q2_k_q8_k`].
+    pub static VEC_DOT_Q2_K_Q8_K: Slot<fn(&[BlockQ2K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q3_k_q8_k`].
+    pub static VEC_DOT_Q3_K_Q8_K: Slot<fn(&[BlockQ3K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q5_k_q8_k`].
+    pub static VEC_DOT_Q5_K_Q8_K: Slot<fn(&[BlockQ5K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_iq4_xs_q8_k`].
+    pub static VEC_DOT_IQ4_XS_Q8_K: Slot<fn(&[BlockIq4Xs], &[BlockQ8K]) -> f32> = Slot::new();
 }
 
 #[cfg(test)]
