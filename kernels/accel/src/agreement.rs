@@ -334,6 +334,71 @@ fn repacked_kernels_equal_the_scalar_twin() {
     }
 }
 
+/// The repacked layouts of the other weight types: the x86 lane's `q4_0_8x8` and
+/// `iq4_nl_8x8` gemv, the aarch64 lanes' `iq4_nl_4x4` and the Q5_K 8-row layouts.
+#[test]
+fn repacked_kernels_of_the_other_types_equal_the_scalar_twin() {
+    use tiercheck_core::repack::{BlockIq4Nlx4, BlockIq4Nlx8, BlockQ4_0x8, BlockQ5Kx8};
+    let f16c = x86() && crate::Host::detect().f16c;
+    installed("iq4_nl x4 isums", &neon_repack::kernels::slots::IQ4_NLX4_ISUMS, x86());
+    installed("q5_K x8 dots", &neon_repack::kernels::slots::Q5_KX8_DOTS, x86());
+    installed("iq4_nl 4x4 gemv", &neon_repack::kernels::slots::GEMV_IQ4_NL_4X4, f16c);
+    installed("q5_K 8x4 gemv", &neon_repack::kernels::slots::GEMV_Q5_K_8X4, x86());
+    installed("q5_K 8x8 gemv", &i8mm_repack::kernels::slots::GEMV_Q5_K_8X8, x86());
+    installed("q5_K 8x8 gemm", &i8mm_repack::kernels::slots::GEMM_Q5_K_8X8, x86());
+    installed("avx2 q4_0 8x8 gemv", &avx2_repack::kernels::slots::GEMV_Q4_0_8X8, f16c);
+    installed("avx2 iq4_nl 8x8 gemv", &avx2_repack::kernels::slots::GEMV_IQ4_NL_8X8, f16c);
+    let mut rng = Rng::new(61);
+    for round in 0..40 {
+        let n = 1 + round % 3;
+        let extreme = round % 5 == 4;
+        let scaled = |b: &mut [[u8; 2]; 8], r: &mut Rng| *b = core::array::from_fn(|_| f16(r));
+        let q8x8: Vec<BlockQ4_0x8> = (0..n)
+            .map(|_| random(&mut rng, |b: &mut BlockQ4_0x8, r| scaled(&mut b.d, r)))
+            .collect();
+        let nlx8: Vec<BlockIq4Nlx8> = (0..n)
+            .map(|_| random(&mut rng, |b: &mut BlockIq4Nlx8, r| scaled(&mut b.d, r)))
+            .collect();
+        let y8: Vec<BlockQ8_0> =
+            cast(GgmlType::Q8_0, &blocks(&mut rng, GgmlType::Q8_0, n, extreme));
+        use avx2_repack::kernels as ar;
+        same8("avx2 q4_0 8x8 gemv", || ar::gemv_q4_0_8x8(&q8x8, &y8));
+        same8("avx2 iq4_nl 8x8 gemv", || ar::gemv_iq4_nl_8x8(&nlx8, &y8));
+        let nlx4: Vec<BlockIq4Nlx4> = (0..2 * n)
+            .map(|_| {
+                random(&mut rng, |b: &mut BlockIq4Nlx4, r| b.d = core::array::from_fn(|_| f16(r)))
+            })
+            .collect();
+        let y8: Vec<BlockQ8_0> =
+            cast(GgmlType::Q8_0, &blocks(&mut rng, GgmlType::Q8_0, 2 * n, extreme));
+        same4("iq4_nl 4x4 gemv", || neon_repack::kernels::gemv_iq4_nl_4x4(&nlx4, &y8));
+        for c in 0..4 {
+            let isums = || neon_repack::kernels::iq4_nlx4_isums(&nlx4[0], &y8[0])[c];
+            same_int("iq4_nl x4 isums", isums);
+        }
+        let k5: Vec<BlockQ5Kx8> = (0..n)
+            .map(|_| {
+                random(&mut rng, |b: &mut BlockQ5Kx8, r| {
+                    b.d = core::array::from_fn(|_| f16(r));
+                    b.dmin = core::array::from_fn(|_| f16(r));
+                })
+            })
+            .collect();
+        let yk: Vec<BlockQ8K> = cast(GgmlType::Q8_K, &blocks(&mut rng, GgmlType::Q8_K, n, extreme));
+        for il in [4, 8] {
+            for s in 0..8 {
+                for j in 0..8 {
+                    let dots = || neon_repack::kernels::q5_kx8_dots(&k5[0], il, &yk[0])[s][j];
+                    same_int("q5_K x8 dots", dots);
+                }
+            }
+        }
+        same8("q5_K 8x4 gemv", || neon_repack::kernels::gemv_q5_k_8x4(&k5, &yk));
+        same8("q5_K 8x8 gemv", || i8mm_repack::kernels::gemv_q5_k_8x8(&k5, &yk));
+        same8("q5_K 8x8 gemm", || i8mm_repack::kernels::gemm_q5_k_8x8(&k5, &yk));
+    }
+}
+
 #[test]
 fn tiled_matmul_equals_the_scalar_twin() {
     use tiercheck_core::WeightMatrix;

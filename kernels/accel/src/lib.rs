@@ -151,14 +151,15 @@ pub fn q4k_scales_mins(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     (sc, mn)
 }
 
-/// The (scale, min) pairs of all eight rows of a `block_q4_Kx8`, by sub-block then row:
-/// `.0[s][r], .1[s][r]` equal `BlockQ4Kx8::scale_min(r, s)`.
+/// The (scale, min) pairs of all eight rows of a `block_q4_Kx8` or `block_q5_Kx8` from
+/// its 96 scale bytes, by sub-block then row: `.0[s][r], .1[s][r]` equal
+/// `BlockQ4Kx8::scale_min(r, s)`.
 #[inline]
-pub fn q4kx8_scales_mins(x: &tiercheck_core::repack::BlockQ4Kx8) -> ([[u8; 8]; 8], [[u8; 8]; 8]) {
+pub fn q4kx8_scales_mins(scales: &[u8; 96]) -> ([[u8; 8]; 8], [[u8; 8]; 8]) {
     let mut sc = [[0u8; 8]; 8];
     let mut mn = [[0u8; 8]; 8];
     for s in 0..8 {
-        let q: &[u8; 12] = x.scales[12 * s..12 * s + 12].try_into().expect("12 bytes");
+        let q: &[u8; 12] = scales[12 * s..12 * s + 12].try_into().expect("12 bytes");
         (sc[s], mn[s]) = q4k_scales_mins(q);
     }
     (sc, mn)

@@ -469,14 +469,31 @@ pub(crate) fn q8_0x4_isums(qs: &[u8; 128], il: usize, y: &[u8; 32]) -> [i32; 4] 
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn q4_0x4_isums(qs: &[u8; 64], il: usize, y: &[u8; 32]) -> [i32; 4] {
+    let minus8: [i8; 16] = core::array::from_fn(|n| n as i8 - 8);
+    nib4x4_isums(qs, il, y, 0x88, &minus8)
+}
+
+/// The exact integer dots of the four rows of one 4-row 32-value nibble block (`il` 4
+/// or 8, quants stored XOR `flip`, each nibble's value by `table`: `block_q4_0x4`,
+/// `block_iq4_nlx4`) with one Q8_0 activation block: `sum_o v(lo_o) * y[o] + v(hi_o) *
+/// y[o + 16]` over the row's 16 plain bytes. Bounds: 32 products of at most 128 * 128.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn nib4x4_isums(
+    qs: &[u8; 64],
+    il: usize,
+    y: &[u8; 32],
+    flip: u8,
+    table: &[i8; 16],
+) -> [i32; 4] {
     let yv = load32(y);
     let m4 = _mm256_set1_epi8(0x0F);
-    let eight = _mm256_set1_epi8(8);
+    let table = table16(table);
     let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
     for c in 0..2 {
-        let q = _mm256_xor_si256(load32(at32(qs, 32 * c)), _mm256_set1_epi8(0x88u8 as i8));
-        let ql = _mm256_sub_epi8(_mm256_and_si256(q, m4), eight);
-        let qh = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16::<4>(q), m4), eight);
+        let q = _mm256_xor_si256(load32(at32(qs, 32 * c)), _mm256_set1_epi8(flip as i8));
+        let ql = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+        let qh = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4));
         let w = 2 * c as i32;
         for (v, yw) in [(ql, y_for_chunk(yv, w, il)), (qh, y_for_chunk(yv, w + 4, il))] {
             let (l, h) = madd_i8_halves(v, yw);
@@ -542,21 +559,8 @@ pub(crate) fn unsigned_lanes(u: __m256i, y: __m256i) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn dot_i8_exact(x: __m256i, y: __m256i) -> i32 {
-    let wide = |v: __m256i, h: bool| {
-        _mm256_cvtepi8_epi16(if h {
-            _mm256_extracti128_si256::<1>(v)
-        } else {
-            _mm256_castsi256_si128(v)
-        })
-    };
-    let p = _mm256_add_epi32(
-        _mm256_madd_epi16(wide(x, false), wide(y, false)),
-        _mm256_madd_epi16(wide(x, true), wide(y, true)),
-    );
-    let mut l = [0i32; 8];
-    // SAFETY: `l` holds eight i32; the store is unaligned.
-    unsafe { _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, p) };
-    l.iter().sum()
+    let (a, b) = madd_i8_halves(x, y);
+    hsum_i32(_mm256_add_epi32(a, b))
 }
 
 /// The 16 signed IQ4_NL table values of `table` broadcast to both 128-bit lanes, for a
@@ -695,4 +699,80 @@ pub(crate) fn iq4xs_isum(qs: &[u8; 128], ls: &[i32; 8], y: &[u8; 256]) -> i32 {
         acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(lanes, _mm256_set1_epi32(l)));
     }
     hsum_i32(acc)
+}
+
+/// The eight rows' sums of one 8-row, 8-byte-interleaved 32-value block (`block_q4_0x8`,
+/// `block_iq4_nlx8`: plain byte o of row r at `64 * (o / 8) + 8r + o % 8`, stored XOR
+/// `flip`) against one Q8_0 block's values `y`, each nibble mapped by `table`: per row
+/// the products `|x| * sign(y, x)` of [`mul_sum_i8_lanes`] (the tier's `sign`
+/// wrap-around of -128 included), low nibbles against `y[o]`, high ones against
+/// `y[o + 16]`; the rows in order. Bounds: a `maddubs` pair at most 2 * 127 * 128.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn b32x8_isums(qs: &[u8; 128], flip: u8, table: __m256i, y: &[u8; 32]) -> __m256i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let y8 = |o: usize| _mm256_set1_epi64x(i64::from_le_bytes(y[o..o + 8].try_into().expect("8")));
+    // Load c holds bytes 8 * (c / 2)..+8 of rows 4 * (c % 2)..+4, lanes 2q and 2q + 1 row q.
+    let mut half = [_mm256_setzero_si256(); 2];
+    for c in 0..4 {
+        let q = _mm256_xor_si256(load32(at32(qs, 32 * c)), _mm256_set1_epi8(flip as i8));
+        let lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+        let hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4));
+        let o = 8 * (c / 2);
+        let s = _mm256_add_epi32(mul_sum_i8_lanes(lo, y8(o)), mul_sum_i8_lanes(hi, y8(o + 16)));
+        half[c % 2] = _mm256_add_epi32(half[c % 2], s);
+    }
+    // hadd: rows (0, 1, 4, 5 | 2, 3, 6, 7); the 64-bit permutation puts them in order.
+    _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(half[0], half[1]))
+}
+
+/// The sub-block dots of the eight rows of one `block_q5_Kx8` (interleave `il`, 4 or 8,
+/// for `qs` and `qh` alike) against one Q8_K block: `dot[s][r]` = [`q4kx8_dots`]'s nibble
+/// dot plus 16 times the sum of the activations whose value has its high bit set (bit s
+/// of row r's plain `qh` byte l for value 32s + l). Bounds: a sub-block dot at most 32 *
+/// 31 * 128.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn q5kx8_dots(
+    qs: &[u8; 1024],
+    qh: &[u8; 256],
+    y: &[u8; 256],
+    il: usize,
+) -> [[i32; 8]; 8] {
+    let mut dot = q4kx8_dots(qs, y, il);
+    let ones = _mm256_set1_epi16(1);
+    let y4 = |o: usize| i32::from_le_bytes([y[o], y[o + 1], y[o + 2], y[o + 3]]);
+    let y8 = |o: usize| i64::from_le_bytes(y[o..o + 8].try_into().expect("8 bytes"));
+    let sum = |bits: __m256i, yv: __m256i| _mm256_madd_epi16(_mm256_maddubs_epi16(bits, yv), ones);
+    for (s, d) in dot.iter_mut().enumerate() {
+        let hsum = if il == 4 {
+            // Load t: plain qh bytes 4t..4t+4 of all eight rows (row r at bytes 4r..4r+4).
+            let mut acc = _mm256_setzero_si256();
+            for t in 0..8 {
+                let bits = bits_at(load32(at32(qh, 32 * t)), s, 1);
+                acc = _mm256_add_epi32(acc, sum(bits, _mm256_set1_epi32(y4(32 * s + 4 * t))));
+            }
+            acc
+        } else {
+            // Loads (t, h): plain qh bytes 8t..8t+8 of rows 4h..4h+4; row 4h + q in lanes
+            // 2q, 2q + 1 of acc[h], put in order as in `q4kx8_dots`.
+            let mut acc = [_mm256_setzero_si256(); 2];
+            for t in 0..4 {
+                let yv = _mm256_set1_epi64x(y8(32 * s + 8 * t));
+                for (h, a) in acc.iter_mut().enumerate() {
+                    let bits = bits_at(load32(at32(qh, 64 * t + 32 * h)), s, 1);
+                    *a = _mm256_add_epi32(*a, sum(bits, yv));
+                }
+            }
+            let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+            _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[0], acc[1]), order)
+        };
+        let mut h = [0i32; 8];
+        // SAFETY: `h` holds eight i32; the store is unaligned.
+        unsafe { _mm256_storeu_si256(h.as_mut_ptr() as *mut __m256i, hsum) };
+        for r in 0..8 {
+            d[r] += 16 * h[r];
+        }
+    }
+    dot
 }

@@ -355,6 +355,12 @@ impl BlockQ4Kx8 {
 }
 
 impl BlockQ5Kx8 {
+    /// (scale, min) of row `r` (0..8), sub-block `s` (0..8).
+    #[inline]
+    pub fn scale_min(&self, r: usize, s: usize) -> (u8, u8) {
+        let q: &[u8; 12] = self.scales[12 * s..12 * s + 12].try_into().expect("12 bytes");
+        scale_min_k4(r, q)
+    }
     /// Row `r`'s plain block, for interleave `il` (4 or 8).
     pub fn row(&self, r: usize, il: usize) -> crate::blocks::BlockQ5K {
         let mut pb = crate::blocks::BlockQ5K {
@@ -370,9 +376,7 @@ impl BlockQ5Kx8 {
         for o in 0..32 {
             pb.qh[o] = self.qh[interleaved_index(8, il, r, o)];
         }
-        let sm: Vec<(u8, u8)> = (0..8)
-            .map(|s| scale_min_k4(r, self.scales[12 * s..12 * s + 12].try_into().expect("12")))
-            .collect();
+        let sm: [(u8, u8); 8] = core::array::from_fn(|s| self.scale_min(r, s));
         for j in 0..4 {
             pb.scales[j] = sm[j].0 | ((sm[j + 4].0 >> 4) << 6);
             pb.scales[j + 4] = sm[j].1 | ((sm[j + 4].1 >> 4) << 6);

@@ -5,7 +5,7 @@
 #[allow(unused_imports)]
 use tiercheck_core::arch::aarch64::sve::vec_dot::{slots, *};
 #[allow(unused_imports)]
-use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use tiercheck_core::blocks::{BlockQ2K, BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
 #[allow(unused_imports)]
 use tiercheck_core::elem::faddv;
 
@@ -27,6 +27,12 @@ pub(crate) fn install(host: Host) {
         // SAFETY: as above.
         slots::VEC_DOT_Q8_0_Q8_0_SVE256
             .set_fast(|x, y| unsafe { fast::vec_dot_q8_0_q8_0_sve256(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q2_K_Q8_K_SVE128
+            .set_fast(|x, y| unsafe { fast::vec_dot_q2_k_q8_k_sve128(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q2_K_Q8_K_SVE256
+            .set_fast(|x, y| unsafe { fast::vec_dot_q2_k_q8_k_sve256(x, y) });
     }
     let _ = host;
 }
@@ -137,6 +143,59 @@ mod fast {
     pub(super) fn vec_dot_q8_0_q8_0_sve256(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         legacy::<_, true>(x, y, |b| x86::q8_halves(&b.qs), |b| b.d(), q8_0_tail)
     }
+
+    /// Q2_K's mins of the W lanes: `sum over s = t, t + W, ... of (scales[s] >> 4) *
+    /// bsum_s` (exact).
+    #[inline]
+    fn q2_k_mins<const W: usize>(xb: &BlockQ2K, yb: &BlockQ8K) -> [i32; W] {
+        core::array::from_fn(|t| {
+            (t..16).step_by(W).map(|s| (xb.scales[s] >> 4) as i32 * yb.bsum(s) as i32).sum()
+        })
+    }
+
+    /// Q2_K at 256 bits: the eight `svdot` lanes are the AVX2 kernel's (lane t: values
+    /// i with `i mod 32` in 4t..4t+3, scaled per sub-block); `acc = fma(float(mins),
+    /// dmin, acc)`, then `acc = fma(float(sumi), d, acc)`; one FADDV.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q2_k_q8_k_sve256(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = -yb.d() * xb.dmin();
+            let mins = q2_k_mins::<8>(xb, yb);
+            // SAFETY: `mins` holds eight i32; the load is unaligned.
+            let mins = unsafe { _mm256_loadu_si256(mins.as_ptr() as *const __m256i) };
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin), acc);
+            let sumi = x86::q2k_lanes(&xb.qs, &xb.scales, &yb.qs);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d), acc);
+        }
+        let mut s = [0.0f32; 8];
+        // SAFETY: `s` holds eight floats; the store is unaligned.
+        unsafe { _mm256_storeu_ps(s.as_mut_ptr(), acc) };
+        faddv(&s)
+    }
+
+    /// Q2_K at 128 bits: lane t of four sums the 256-bit lanes t and t + 4 (values with
+    /// `i mod 16` in 4t..4t+3); otherwise as [`vec_dot_q2_k_q8_k_sve256`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn vec_dot_q2_k_q8_k_sve128(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            let d = yb.d() * xb.d();
+            let dmin = -yb.d() * xb.dmin();
+            let mins = q2_k_mins::<4>(xb, yb);
+            // SAFETY: `mins` holds four i32; the load is unaligned.
+            let mins = unsafe { _mm_loadu_si128(mins.as_ptr() as *const __m128i) };
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(dmin), acc);
+            let l8 = x86::q2k_lanes(&xb.qs, &xb.scales, &yb.qs);
+            let sumi = _mm_add_epi32(_mm256_castsi256_si128(l8), _mm256_extracti128_si256::<1>(l8));
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sumi), _mm_set1_ps(d), acc);
+        }
+        let mut s = [0.0f32; 4];
+        // SAFETY: `s` holds four floats; the store is unaligned.
+        unsafe { _mm_storeu_ps(s.as_mut_ptr(), acc) };
+        faddv(&s)
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +230,23 @@ mod tests {
             same("q8_0 sve128", || vec_dot_q8_0_q8_0_sve128(x8b, y8b));
             same("q4_0 sve256", || vec_dot_q4_0_q8_0_sve256(x4b, y8b));
             same("q8_0 sve256", || vec_dot_q8_0_q8_0_sve256(x8b, y8b));
+        }
+    }
+
+    #[test]
+    fn q2_k_accelerated_forms_equal_the_scalar_twin_bitwise() {
+        let x86 = crate::testing::avx2_here() && cfg!(target_arch = "x86_64");
+        installed("q2_K sve128", &slots::VEC_DOT_Q2_K_Q8_K_SVE128, x86);
+        installed("q2_K sve256", &slots::VEC_DOT_Q2_K_Q8_K_SVE256, x86);
+        let mut rng = Rng::new(31);
+        for round in 0..300 {
+            let (extreme, nb) = (round % 10 == 9, 1 + round % 5);
+            let x2 = blocks(&mut rng, GgmlType::Q2_K, nb, extreme);
+            let yk = blocks(&mut rng, GgmlType::Q8_K, nb, extreme);
+            let x2b: &[BlockQ2K] = cast_blocks(GgmlType::Q2_K, &x2).unwrap();
+            let ykb: &[BlockQ8K] = cast_blocks(GgmlType::Q8_K, &yk).unwrap();
+            same("q2_K sve128", || vec_dot_q2_k_q8_k_sve128(x2b, ykb));
+            same("q2_K sve256", || vec_dot_q2_k_q8_k_sve256(x2b, ykb));
         }
     }
 }

@@ -8,7 +8,9 @@ use tiercheck_core::arch::x86_64::avx2_repack::kernels::{slots, sub_block_sums};
 #[allow(unused_imports)]
 use tiercheck_core::blocks::BlockQ8K;
 #[allow(unused_imports)]
-use tiercheck_core::repack::BlockQ4Kx8;
+use tiercheck_core::blocks::BlockQ8_0;
+#[allow(unused_imports)]
+use tiercheck_core::repack::{BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8};
 
 use crate::Host;
 
@@ -26,6 +28,16 @@ pub(crate) fn install(host: Host) {
     if host.avx2_fma && host.f16c {
         // SAFETY: installed only where the CPU has AVX2, FMA and F16C.
         slots::GEMV_Q4_K_8X8.set_fast(|b, y| unsafe { avx::gemv_q4_k_8x8_avx2(b, y) });
+        // SAFETY: as above.
+        slots::GEMV_Q4_0_8X8.set_fast(|b, y| unsafe {
+            let table: [i8; 16] = core::array::from_fn(|n| n as i8 - 8);
+            avx::gemv_b32_8x8_avx2(b.iter().map(|x| (&x.qs, &x.d)), y, 0x88, &table)
+        });
+        // SAFETY: as above.
+        slots::GEMV_IQ4_NL_8X8.set_fast(|b, y| unsafe {
+            let table = &tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL;
+            avx::gemv_b32_8x8_avx2(b.iter().map(|x| (&x.qs, &x.d)), y, 0, table)
+        });
     }
     let _ = host;
 }
@@ -34,6 +46,38 @@ pub(crate) fn install(host: Host) {
 #[cfg(target_arch = "x86_64")]
 mod avx {
     use super::*;
+
+    /// The 32-value 8x8 template (`gemv_q4_0_8x8`, `gemv_iq4_nl_8x8`) with the eight
+    /// columns in AVX lanes: the rows' sums by [`crate::x86::b32x8_isums`] (the scalar
+    /// form's wrapping `sign` products, exact otherwise), `f16(d_j) * d_y` one `vmulps`
+    /// after `vcvtph2ps` (exact), then `acc_j = fma(float(isum_j), d_j * d_y, acc_j)`
+    /// one `vfmadd`: the scalar form's float operations lane by lane. Each block is its
+    /// stored quants (XOR `flip`) and eight f16 scales; `table` maps a nibble to its value.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemv_b32_8x8_avx2<'a>(
+        blocks: impl Iterator<Item = (&'a [u8; 128], &'a [[u8; 2]; 8])>,
+        y: &[BlockQ8_0],
+        flip: u8,
+        table: &[i8; 16],
+    ) -> [f32; 8] {
+        use std::arch::x86_64::*;
+        let table = crate::x86::table16(table);
+        let mut acc = _mm256_setzero_ps();
+        for ((qs, d), yb) in blocks.zip(y) {
+            let isum = crate::x86::b32x8_isums(qs, flip, table, &yb.qs);
+            // SAFETY: `d` is 16 readable bytes; the load is unaligned.
+            let d = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(d.as_ptr().cast()) });
+            let dd = _mm256_mul_ps(d, _mm256_set1_ps(yb.d()));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc);
+        }
+        let mut out = [0.0f32; 8];
+        // SAFETY: `out` holds eight floats; the store is unaligned.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+        out
+    }
 
     /// `gemv_q4_k_8x8` with the eight columns in the lanes of AVX vectors: the same
     /// exact integers (`isum_j`, `imin_j`; bounds: a sub-block dot at most 32 * 15 * 128, a
@@ -52,7 +96,7 @@ mod avx {
         for (x, yb) in blocks.iter().zip(y) {
             // dot[s][j] and the (scale, min) of row j's sub-block s by sub-block then row.
             let dot = crate::x86::q4kx8_dots(&x.qs, &yb.qs, 8);
-            let (sc, mn) = crate::q4kx8_scales_mins(x);
+            let (sc, mn) = crate::q4kx8_scales_mins(&x.scales);
             let s = sub_block_sums(yb);
             let (mut isum, mut imin) = (_mm256_setzero_si256(), _mm256_setzero_si256());
             for sb in 0..8 {

@@ -33,7 +33,6 @@
 //! `ggml_quantize_mat_q8_K_4x8`, whose per-row arithmetic is the 4x4 one's (the aarch64
 //! row rule). Native counterpart: `tiercheck-aarch64` (`i8mm_repack::kernels`).
 
-use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::fp16::f16_bits_to_f32;
 use crate::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ8_0x4};
@@ -106,14 +105,16 @@ pub fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     acc
 }
 
-/// Row `j`'s five-bit codes of one `block_q5_Kx8` (8-byte interleave) dotted with the
-/// activation, per sub-block, and the row's (scale, min) pairs.
-fn q5_k_8x8_parts(x: &BlockQ5Kx8, j: usize, y: &BlockQ8K) -> ([i32; 8], [(u8, u8); 8]) {
-    let row = x.row(j, 8);
-    let dots = core::array::from_fn(|s| {
-        (32 * s..32 * s + 32).map(|i| row.quant(i) as i32 * y.q(i) as i32).sum()
-    });
-    (dots, core::array::from_fn(|s| scale_min_k4(s, &row.scales)))
+/// A row's sub-block dots and (scale, min) pairs.
+type RowParts = ([i32; 8], [(u8, u8); 8]);
+
+/// Per row j of one `block_q5_Kx8` (8-byte interleave): its five-bit codes dotted with
+/// the activation, per sub-block, and its (scale, min) pairs.
+fn q5_k_8x8_parts(x: &BlockQ5Kx8, y: &BlockQ8K) -> [RowParts; 8] {
+    let dot = crate::arch::aarch64::neon_repack::kernels::q5_kx8_dots(x, 8, y);
+    core::array::from_fn(|j| {
+        (core::array::from_fn(|s| dot[s][j]), core::array::from_fn(|s| x.scale_min(j, s)))
+    })
 }
 
 /// `ggml_gemv_q5_K_8x8_q8_K` for one group of 8 columns: per pair p of sub-blocks,
@@ -122,12 +123,14 @@ fn q5_k_8x8_parts(x: &BlockQ5Kx8, j: usize, y: &BlockQ8K) -> ([i32; 8], [(u8, u8
 /// S_2p + m_2p+1 * S_2p+1))` (`vmlsq_f32`, unfused), S the wrapping i16 pair sums of
 /// `bsums`.
 pub fn gemv_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    crate::accelerated!(slots::GEMV_Q5_K_8X8, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let s: [i32; 8] =
             core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        let parts = q5_k_8x8_parts(x, yb);
         for (j, a) in acc.iter_mut().enumerate() {
-            let (dots, sm) = q5_k_8x8_parts(x, j, yb);
+            let (dots, sm) = parts[j];
             let scale = f16(x.d[j]) * yb.d();
             let min = f16(x.dmin[j]) * yb.d();
             for p in 0..4 {
@@ -146,12 +149,14 @@ pub fn gemv_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// round(float(isum) * d_c d_y)` (`vmlsq_f32`, `vmlaq_f32`, unfused), as
 /// [`gemm_q4_k_8x8`].
 pub fn gemm_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    crate::accelerated!(slots::GEMM_Q5_K_8X8, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let s: [i32; 8] =
             core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        let parts = q5_k_8x8_parts(x, yb);
         for (j, a) in acc.iter_mut().enumerate() {
-            let (dots, sm) = q5_k_8x8_parts(x, j, yb);
+            let (dots, sm) = parts[j];
             let isum: i32 = (0..8).map(|t| sm[t].0 as i32 * dots[t]).sum();
             let bias: i32 = (0..8).map(|t| sm[t].1 as i32 * s[t]).sum();
             let min = f16(x.dmin[j]) * yb.d();
@@ -188,4 +193,8 @@ pub mod slots {
     pub static GEMV_Q4_K_8X8: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
     /// [`gemm_q4_k_8x8`].
     pub static GEMM_Q4_K_8X8: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
+    /// [`gemv_q5_k_8x8`].
+    pub static GEMV_Q5_K_8X8: Slot<fn(&[BlockQ5Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
+    /// [`gemm_q5_k_8x8`].
+    pub static GEMM_Q5_K_8X8: Slot<fn(&[BlockQ5Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
 }

@@ -36,7 +36,6 @@
 
 use crate::arch::aarch64::neon::vec_dot::q6_k_isum;
 use crate::blocks::iq4_nl::KVALUES_IQ4NL;
-use crate::blocks::q4_k::scale_min_k4;
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::fp16::f16_bits_to_f32;
 use crate::repack::{BlockIq4Nlx4, BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8, BlockQ8_0x4};
@@ -80,23 +79,20 @@ pub fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// `ggml_gemm_q5_K_8x4_q8_K`): [`gemv_q4_k_8x4`]'s order with the 5-bit codes (the low
 /// nibble and the `qh` bit 2p of the pair's low half, bit 2p + 1 of its high half).
 pub fn gemv_q5_k_8x4(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    crate::accelerated!(slots::GEMV_Q5_K_8X4, (blocks, y));
     let mut acc = [0.0f32; 8];
     for (x, yb) in blocks.iter().zip(y) {
         let s: [i32; 8] =
             core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+        let dot = q5_kx8_dots(x, 4, yb);
         for (j, a) in acc.iter_mut().enumerate() {
-            let row = x.row(j, 4);
             let scale = f16(x.d[j]) * yb.d();
             let min = f16(x.dmin[j]) * yb.d();
             let mut bias = 0i32;
             for p in 0..4 {
-                let (mut lo, mut hi) = (0i32, 0i32);
-                for l in 0..32 {
-                    lo += row.quant(64 * p + l) as i32 * yb.q(64 * p + l) as i32;
-                    hi += row.quant(64 * p + 32 + l) as i32 * yb.q(64 * p + 32 + l) as i32;
-                }
-                let (sc0, m0) = scale_min_k4(2 * p, &row.scales);
-                let (sc1, m1) = scale_min_k4(2 * p + 1, &row.scales);
+                let (lo, hi) = (dot[2 * p][j], dot[2 * p + 1][j]);
+                let (sc0, m0) = x.scale_min(j, 2 * p);
+                let (sc1, m1) = x.scale_min(j, 2 * p + 1);
                 *a = scale.mul_add((sc0 as i32 * lo + sc1 as i32 * hi) as f32, *a);
                 bias += m0 as i32 * s[2 * p] + m1 as i32 * s[2 * p + 1];
             }
@@ -106,24 +102,50 @@ pub fn gemv_q5_k_8x4(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     acc
 }
 
+/// The sub-block dots of the eight rows of one `block_q5_Kx8` (interleave `il`, 4 or 8)
+/// with one Q8_K block: `dot[s][r]` = sum over sub-block s's 32 values (32s..32s+32) of
+/// row r of the 5-bit code times the activation (exact).
+pub fn q5_kx8_dots(x: &BlockQ5Kx8, il: usize, yb: &BlockQ8K) -> [[i32; 8]; 8] {
+    crate::accelerated!(slots::Q5_KX8_DOTS, (x, il, yb));
+    let mut dot = [[0i32; 8]; 8];
+    for r in 0..8 {
+        let row = x.row(r, il);
+        for (s, d) in dot.iter_mut().enumerate() {
+            d[r] = (32 * s..32 * s + 32).map(|i| row.quant(i) as i32 * yb.q(i) as i32).sum();
+        }
+    }
+    dot
+}
+
 /// `ggml_gemv_iq4_nl_4x4_q8_0` (and, per row, `ggml_gemm_iq4_nl_4x4_q8_0`) for one group
 /// of 4 columns: per block, each column's exact integer dot of the table values with the
 /// q8_0 bytes, then `acc[c] = acc[c] + round(round(d_y * d_c) * float(isum_c))`
 /// (`vmlaq_f32`, unfused; the gemm's `vmulq_laneq_f32(b_d, a_d, m)` is the same product).
 pub fn gemv_iq4_nl_4x4(blocks: &[BlockIq4Nlx4], y: &[BlockQ8_0]) -> [f32; 4] {
+    crate::accelerated!(slots::GEMV_IQ4_NL_4X4, (blocks, y));
     let mut acc = [0.0f32; 4];
     for (x, yb) in blocks.iter().zip(y) {
+        let isum = iq4_nlx4_isums(x, yb);
         for (c, a) in acc.iter_mut().enumerate() {
-            let mut isum = 0i32;
-            for o in 0..16 {
-                let q = x.q(c, o);
-                isum += KVALUES_IQ4NL[(q & 0xF) as usize] as i32 * yb.q(o) as i32;
-                isum += KVALUES_IQ4NL[(q >> 4) as usize] as i32 * yb.q(o + 16) as i32;
-            }
-            *a += yb.d() * f16(x.d[c]) * isum as f32;
+            *a += yb.d() * f16(x.d[c]) * isum[c] as f32;
         }
     }
     acc
+}
+
+/// The four columns' exact integer dots of one `block_iq4_nlx4` (4-byte interleave) with
+/// one Q8_0 block: `sum_o v(lo_o) * y[o] + v(hi_o) * y[o + 16]`, v the IQ4_NL table.
+pub fn iq4_nlx4_isums(x: &BlockIq4Nlx4, yb: &BlockQ8_0) -> [i32; 4] {
+    crate::accelerated!(slots::IQ4_NLX4_ISUMS, (x, yb));
+    core::array::from_fn(|c| {
+        let mut isum = 0i32;
+        for o in 0..16 {
+            let q = x.q(c, o);
+            isum += KVALUES_IQ4NL[(q & 0xF) as usize] as i32 * yb.q(o) as i32;
+            isum += KVALUES_IQ4NL[(q >> 4) as usize] as i32 * yb.q(o + 16) as i32;
+        }
+        isum
+    })
 }
 
 /// `ggml_gemv_q4_0_4x4_q8_0` (and, per row, `ggml_gemm_q4_0_4x4_q8_0`) for one group of
@@ -278,6 +300,14 @@ pub mod slots {
         Slot::new();
     /// [`q6_k_x8_isums`] (interleave 4 or 8).
     pub static Q6_K_X8_ISUMS: Slot<fn(&BlockQ6Kx8, usize, &BlockQ8K) -> [i32; 8]> = Slot::new();
+    /// [`gemv_q5_k_8x4`].
+    pub static GEMV_Q5_K_8X4: Slot<fn(&[BlockQ5Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
+    /// [`q5_kx8_dots`].
+    pub static Q5_KX8_DOTS: Slot<fn(&BlockQ5Kx8, usize, &BlockQ8K) -> [[i32; 8]; 8]> = Slot::new();
+    /// [`gemv_iq4_nl_4x4`].
+    pub static GEMV_IQ4_NL_4X4: Slot<fn(&[BlockIq4Nlx4], &[BlockQ8_0]) -> [f32; 4]> = Slot::new();
+    /// [`iq4_nlx4_isums`].
+    pub static IQ4_NLX4_ISUMS: Slot<fn(&BlockIq4Nlx4, &BlockQ8_0) -> [i32; 4]> = Slot::new();
     /// [`gemv_q6_k_8x4`].
     pub static GEMV_Q6_K_8X4: Slot<fn(&[BlockQ6Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
     /// [`gemm_q6_k_8xil`] (interleave 4 or 8).

@@ -77,11 +77,13 @@ fn q2_k_sve<const W: usize>(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
 
 /// `ggml_vec_dot_q2_K_q8_K`, SVE at 128 bits.
 pub fn vec_dot_q2_k_q8_k_sve128(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(slots::VEC_DOT_Q2_K_Q8_K_SVE128, (x, y));
     q2_k_sve::<4>(x, y)
 }
 
 /// `ggml_vec_dot_q2_K_q8_K`, SVE at 256 bits.
 pub fn vec_dot_q2_k_q8_k_sve256(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    crate::accelerated!(slots::VEC_DOT_Q2_K_Q8_K_SVE256, (x, y));
     q2_k_sve::<8>(x, y)
 }
 
@@ -254,4 +256,8 @@ pub mod slots {
     pub static VEC_DOT_Q4_0_Q8_0_SVE256: Slot<fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32> = Slot::new();
     /// [`vec_dot_q8_0_q8_0_sve256`].
     pub static VEC_DOT_Q8_0_Q8_0_SVE256: Slot<fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32> = Slot::new();
+    /// [`vec_dot_q2_k_q8_k_sve128`].
+    pub static VEC_DOT_Q2_K_Q8_K_SVE128: Slot<fn(&[BlockQ2K], &[BlockQ8K]) -> f32> = Slot::new();
+    /// [`vec_dot_q2_k_q8_k_sve256`].
+    pub static VEC_DOT_Q2_K_Q8_K_SVE256: Slot<fn(&[BlockQ2K], &[BlockQ8K]) -> f32> = Slot::new();
 }

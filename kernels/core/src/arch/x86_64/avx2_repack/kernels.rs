@@ -110,6 +110,7 @@ pub fn gemm_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
 /// `ggml_gemv_q4_0_8x8_q8_0` (and, per row, `ggml_gemm_q4_0_8x8_q8_0`) for one group of
 /// 8 columns.
 pub fn gemv_q4_0_8x8(blocks: &[BlockQ4_0x8], y: &[BlockQ8_0]) -> [f32; 8] {
+    crate::accelerated!(slots::GEMV_Q4_0_8X8, (blocks, y));
     let blocks = blocks.iter().map(|x| (&x.d, |j, o| x.q(j, o)));
     gemv_b32_8x8(blocks, y, |n| n as i8 - 8)
 }
@@ -117,6 +118,7 @@ pub fn gemv_q4_0_8x8(blocks: &[BlockQ4_0x8], y: &[BlockQ8_0]) -> [f32; 8] {
 /// `ggml_gemv_iq4_nl_8x8_q8_0` (and, per row, `ggml_gemm_iq4_nl_8x8_q8_0`) for one group
 /// of 8 columns.
 pub fn gemv_iq4_nl_8x8(blocks: &[BlockIq4Nlx8], y: &[BlockQ8_0]) -> [f32; 8] {
+    crate::accelerated!(slots::GEMV_IQ4_NL_8X8, (blocks, y));
     let blocks = blocks.iter().map(|x| (&x.d, |j, o| x.q(j, o)));
     gemv_b32_8x8(blocks, y, |n| KVALUES_IQ4NL[n as usize])
 }
@@ -161,4 +163,8 @@ pub mod slots {
     pub static Q4_KX8_DOTS: Slot<fn(&BlockQ4Kx8, &BlockQ8K) -> [[i32; 8]; 8]> = Slot::new();
     /// [`gemv_q4_k_8x8`].
     pub static GEMV_Q4_K_8X8: Slot<fn(&[BlockQ4Kx8], &[BlockQ8K]) -> [f32; 8]> = Slot::new();
+    /// [`gemv_q4_0_8x8`].
+    pub static GEMV_Q4_0_8X8: Slot<fn(&[BlockQ4_0x8], &[BlockQ8_0]) -> [f32; 8]> = Slot::new();
+    /// [`gemv_iq4_nl_8x8`].
+    pub static GEMV_IQ4_NL_8X8: Slot<fn(&[BlockIq4Nlx8], &[BlockQ8_0]) -> [f32; 8]> = Slot::new();
 }
