@@ -170,9 +170,10 @@ fn neon_vec_dots_of_the_other_types_equal_the_scalar_twin() {
         BlockQ8_1,
     };
     let x = x86();
-    installed("q4_1 pairs", &slots::Q4_1_PAIRS, x);
+    let f16c = x && crate::Host::detect().f16c;
+    installed("q4_1 pairs", &slots::Q4_1_PAIRS, f16c);
     installed("q5_0 pairs", &slots::Q5_0_PAIRS, x);
-    installed("q5_1 pairs", &slots::Q5_1_PAIRS, x);
+    installed("q5_1 pairs", &slots::Q5_1_PAIRS, f16c);
     installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, x);
     installed("iq4_xs", &slots::VEC_DOT_IQ4_XS_Q8_K, x);
     installed("q2_K", &slots::VEC_DOT_Q2_K_Q8_K, x);
@@ -213,9 +214,10 @@ fn x86_legacy_vec_dots_equal_the_scalar_twin() {
     use avx2::vec_dot::{self as v, slots};
     use tiercheck_core::blocks::{BlockIq4Nl, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_1};
     let x = x86();
-    installed("q4_1", &slots::VEC_DOT_Q4_1_Q8_1, x);
+    let f16c = x && crate::Host::detect().f16c;
+    installed("q4_1", &slots::VEC_DOT_Q4_1_Q8_1, f16c);
     installed("q5_0", &slots::VEC_DOT_Q5_0_Q8_0, x);
-    installed("q5_1", &slots::VEC_DOT_Q5_1_Q8_1, x);
+    installed("q5_1", &slots::VEC_DOT_Q5_1_Q8_1, f16c);
     installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, x);
     let mut rng = Rng::new(47);
     for round in 0..400 {

@@ -776,3 +776,16 @@ pub(crate) fn q5kx8_dots(
     }
     dot
 }
+
+/// A Q4_1/Q5_1 block's f16 `d` and `m` and a Q8_1 block's `d` and `s`, widened by one
+/// `vcvtph2ps` (exact): `[d_x, m_x, d_y, s_y]`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn heads4(xd: [u8; 2], xm: [u8; 2], yd: [u8; 2], ys: [u8; 2]) -> [f32; 4] {
+    let w = u64::from_le_bytes([xd[0], xd[1], xm[0], xm[1], yd[0], yd[1], ys[0], ys[1]]);
+    let v = _mm_cvtph_ps(_mm_cvtsi64_si128(w as i64));
+    let mut out = [0.0f32; 4];
+    // SAFETY: `out` holds four floats; the store is unaligned.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), v) };
+    out
+}

@@ -36,10 +36,26 @@ pub fn f32_to_f16_bits_hw(x: f32) -> u16 {
     }
 }
 
-/// IEEE binary16 bits -> f32, as `GGML_FP16_TO_FP32`.
+/// IEEE binary16 bits -> f32, as `GGML_FP16_TO_FP32`: exact for every non-NaN half
+/// (a normal one rebiased, 15 -> 127; a subnormal `man * 2^-24`, exact in f32); a NaN
+/// keeps its sign and payload with the quiet bit set, as F16C's `vcvtph2ps` and NEON's
+/// `fcvt` widen it. Plain bit operations, the same on every host (no feature detection
+/// per call: the twins convert two to four headers per block).
 #[inline]
 pub fn f16_bits_to_f32(h: u16) -> f32 {
-    f16::from_bits(h).to_f32()
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1F) as u32;
+    let man = (h & 0x03FF) as u32;
+    let bits = if exp != 0 && exp != 0x1F {
+        sign | ((exp + 112) << 23) | (man << 13)
+    } else if exp == 0 {
+        sign | (man as f32 * (1.0 / 16_777_216.0)).to_bits()
+    } else if man == 0 {
+        sign | 0x7F80_0000
+    } else {
+        sign | 0x7FC0_0000 | (man << 13)
+    };
+    f32::from_bits(bits)
 }
 
 /// Round an f32 through f16 and back.
@@ -92,6 +108,17 @@ pub fn bf16_bits_to_f32(h: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every one of the 65536 halves widens to the bits of the `half` crate's two
+    /// conversions (the host's instruction where it has one, and its portable one).
+    #[test]
+    fn f16_widening_equals_the_half_crate_for_every_half() {
+        for h in 0..=u16::MAX {
+            let ours = f16_bits_to_f32(h).to_bits();
+            assert_eq!(ours, f16::from_bits(h).to_f32().to_bits(), "{h:#06x}");
+            assert_eq!(ours, f16::from_bits(h).to_f32_const().to_bits(), "{h:#06x}");
+        }
+    }
 
     #[test]
     fn f16_round_trip_of_every_non_nan_half_is_exact() {

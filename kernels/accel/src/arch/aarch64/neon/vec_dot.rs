@@ -29,11 +29,7 @@ pub(crate) fn install(host: Host) {
         // SAFETY: as above.
         slots::VEC_DOT_Q6_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q6_k_q8_k(x, y) });
         // SAFETY: as above.
-        slots::Q4_1_PAIRS.set_fast(|x, y| unsafe { fast::q4_1_pairs(x, y) });
-        // SAFETY: as above.
         slots::Q5_0_PAIRS.set_fast(|x, y| unsafe { fast::q5_0_pairs(x, y) });
-        // SAFETY: as above.
-        slots::Q5_1_PAIRS.set_fast(|x, y| unsafe { fast::q5_1_pairs(x, y) });
         // SAFETY: as above.
         slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
         // SAFETY: as above.
@@ -44,6 +40,13 @@ pub(crate) fn install(host: Host) {
         slots::VEC_DOT_Q3_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q3_k_q8_k(x, y) });
         // SAFETY: as above.
         slots::VEC_DOT_Q5_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q5_k_q8_k(x, y) });
+    }
+    #[cfg(target_arch = "x86_64")]
+    if host.avx2_fma && host.f16c {
+        // SAFETY: installed only where the CPU has AVX2, FMA and F16C.
+        slots::Q4_1_PAIRS.set_fast(|x, y| unsafe { fast::q4_1_pairs(x, y) });
+        // SAFETY: as above.
+        slots::Q5_1_PAIRS.set_fast(|x, y| unsafe { fast::q5_1_pairs(x, y) });
     }
     let _ = host;
 }
@@ -70,9 +73,9 @@ mod fast {
     /// vaddvq(sumv1)`; an odd last block by the scalar tail.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn pairs<B, Y: Q8>(
+    fn pairs<B>(
         x: &[B],
-        y: &[Y],
+        y: &[BlockQ8_0],
         halves: impl Fn(&B) -> (__m128i, __m128i),
         d: impl Fn(&B) -> f32,
     ) -> (usize, f32) {
@@ -85,37 +88,13 @@ mod fast {
         while ib + 1 < nb {
             for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
                 let (xl, xh) = halves(&x[b]);
-                let p = x86::sdot_lanes(xl, xh, y[b].qs());
+                let p = x86::sdot_lanes(xl, xh, &y[b].qs);
                 let db = _mm_set1_ps(d(&x[b]) * y[b].d());
                 *sumv = _mm_add_ps(*sumv, _mm_mul_ps(_mm_cvtepi32_ps(p), db));
             }
             ib += 2;
         }
         (ib, vaddvq_f32(lanes(sumv0)) + vaddvq_f32(lanes(sumv1)))
-    }
-
-    /// The 32-byte activation blocks: their values and f16 scale widened.
-    trait Q8 {
-        fn qs(&self) -> &[u8; 32];
-        fn d(&self) -> f32;
-    }
-
-    impl Q8 for BlockQ8_0 {
-        fn qs(&self) -> &[u8; 32] {
-            &self.qs
-        }
-        fn d(&self) -> f32 {
-            BlockQ8_0::d(self)
-        }
-    }
-
-    impl Q8 for BlockQ8_1 {
-        fn qs(&self) -> &[u8; 32] {
-            &self.qs
-        }
-        fn d(&self) -> f32 {
-            BlockQ8_1::d(self)
-        }
     }
 
     /// The two 16-value halves of a 5-bit block's codes, `nibble | high bit << 4`
@@ -130,9 +109,52 @@ mod fast {
         (code(lo, _mm256_castsi256_si128(bits)), code(hi, _mm256_extracti128_si256::<1>(bits)))
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    /// The pair loop of Q4_1 (`SPLIT` false: `summs = summs + (m_x0 * s_y0 + m_x1 *
+    /// s_y1)`) or Q5_1 (`SPLIT`: `summs0 += m_x0 * s_y0`, `summs1 += m_x1 * s_y1`) with
+    /// [`pairs`]'s lanes, the block headers widened by `vcvtph2ps` (exact); then
+    /// `vaddvq(sumv0) + vaddvq(sumv1)` plus the min sums, 0 without a pair.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn offset_pairs<B, const SPLIT: bool>(
+        x: &[B],
+        y: &[BlockQ8_1],
+        halves: impl Fn(&B) -> (__m128i, __m128i),
+        dm: impl Fn(&B) -> ([u8; 2], [u8; 2]),
+    ) -> f32 {
+        let nb = x.len().min(y.len());
+        if nb < 2 {
+            return 0.0;
+        }
+        let mut sumv = [_mm_setzero_ps(); 2];
+        let (mut summs, mut summs0, mut summs1) = (0.0f32, 0.0f32, 0.0f32);
+        for b in (0..2 * (nb / 2)).step_by(2) {
+            let h: [[f32; 4]; 2] = core::array::from_fn(|k| {
+                let ((xd, xm), yb) = (dm(&x[b + k]), &y[b + k]);
+                x86::heads4(xd, xm, yb.d, yb.s)
+            });
+            if SPLIT {
+                summs0 += h[0][1] * h[0][3];
+                summs1 += h[1][1] * h[1][3];
+            } else {
+                summs += h[0][1] * h[0][3] + h[1][1] * h[1][3];
+            }
+            for (k, v) in sumv.iter_mut().enumerate() {
+                let (xl, xh) = halves(&x[b + k]);
+                let p = _mm_cvtepi32_ps(x86::sdot_lanes(xl, xh, &y[b + k].qs));
+                *v = _mm_add_ps(*v, _mm_mul_ps(p, _mm_set1_ps(h[k][0] * h[k][2])));
+            }
+        }
+        let sumf = vaddvq_f32(lanes(sumv[0])) + vaddvq_f32(lanes(sumv[1]));
+        if SPLIT {
+            sumf + summs0 + summs1
+        } else {
+            sumf + summs
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q4_1_pairs(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-        pairs(x, y, |b| x86::nibble_halves(&b.qs), |b| b.d()).1
+        offset_pairs::<_, false>(x, y, |b| x86::nibble_halves(&b.qs), |b| (b.d, b.m))
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -140,9 +162,9 @@ mod fast {
         pairs(x, y, |b| q5_halves(&b.qs, b.qh, 16), |b| b.d()).1
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q5_1_pairs(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
-        pairs(x, y, |b| q5_halves(&b.qs, b.qh, 0), |b| b.d()).1
+        offset_pairs::<_, true>(x, y, |b| q5_halves(&b.qs, b.qh, 0), |b| (b.d, b.m))
     }
 
     /// Per pair `sumf = sumf + fma(d_x0 * d_y0, float(p0), (d_x1 * d_y1) * float(p1))`,

@@ -27,11 +27,7 @@ pub(crate) fn install(host: Host) {
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q6_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q6_k_q8_k(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
-        slots::VEC_DOT_Q4_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q4_1_q8_1(x, y) });
-        // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q5_0_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_q5_0_q8_0(x, y) });
-        // SAFETY: installed only where the CPU has AVX2 and FMA.
-        slots::VEC_DOT_Q5_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q5_1_q8_1(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
@@ -50,6 +46,13 @@ pub(crate) fn install(host: Host) {
         slots::VEC_DOT_Q4_K_Q8_K.set_spec(|x, y| unsafe { wide::vec_dot_q4_k_q8_k(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q6_K_Q8_K.set_spec(|x, y| unsafe { wide::vec_dot_q6_k_q8_k(x, y) });
+    }
+    #[cfg(target_arch = "x86_64")]
+    if host.avx2_fma && host.f16c {
+        // SAFETY: installed only where the CPU has AVX2, FMA and F16C.
+        slots::VEC_DOT_Q4_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q4_1_q8_1(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q5_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q5_1_q8_1(x, y) });
     }
     #[cfg(target_arch = "aarch64")]
     if host.neon {
@@ -111,39 +114,40 @@ mod fast {
 
     /// The Q4_1/Q5_1 loop: `summs = fma(m_x, s_y, summs)` (scalar, as the twin),
     /// `acc = fma(d_x * d_y, float(lanes), acc)` on the unsigned codes `codes` gives,
-    /// `hsum_float_8(acc) + summs`.
+    /// `hsum_float_8(acc) + summs`; the f16 headers widened by `vcvtph2ps` (exact).
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     fn offset<B>(
         x: &[B],
         y: &[BlockQ8_1],
         codes: impl Fn(&B) -> __m256i,
-        dm: impl Fn(&B) -> (f32, f32),
+        dm: impl Fn(&B) -> ([u8; 2], [u8; 2]),
     ) -> f32 {
         let mut acc = _mm256_setzero_ps();
         let mut summs = 0.0f32;
         for (xb, yb) in x.iter().zip(y) {
-            let (d, m) = dm(xb);
-            summs = m.mul_add(yb.s(), summs);
+            let (xd, xm) = dm(xb);
+            let [d, m, dy, s] = x86::heads4(xd, xm, yb.d, yb.s);
+            summs = m.mul_add(s, summs);
             let q = x86::unsigned_lanes(codes(xb), x86::q8_0_bytes(&yb.qs));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * yb.d()), _mm256_cvtepi32_ps(q), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(q), acc);
         }
         hsum_float_8(lanes(acc)) + summs
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-        offset(x, y, |b| x86::nibbles32(&b.qs), |b| (b.d(), b.m()))
+        offset(x, y, |b| x86::nibbles32(&b.qs), |b| (b.d, b.m))
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
         // Codes nibble | high bit << 4.
         let codes = |b: &BlockQ5_1| {
             let hi = _mm256_and_si256(x86::bit_bytes32(b.qh), _mm256_set1_epi8(0x10));
             _mm256_or_si256(x86::nibbles32(&b.qs), hi)
         };
-        offset(x, y, codes, |b| (b.d(), b.m()))
+        offset(x, y, codes, |b| (b.d, b.m))
     }
 
     #[target_feature(enable = "avx2,fma")]

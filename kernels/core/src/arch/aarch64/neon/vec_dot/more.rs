@@ -83,14 +83,7 @@ fn pairs(nb: usize, lanes: impl Fn(usize) -> [i32; 4], scale: impl Fn(usize) -> 
 /// `ggml_vec_dot_q4_1_q8_1`, NEON path, nrc = 1.
 pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     let nb = x.len().min(y.len());
-    let mut summs = 0.0f32;
-    for b in (0..2 * (nb / 2)).step_by(2) {
-        summs += x[b].m() * y[b].s() + x[b + 1].m() * y[b + 1].s();
-    }
     let mut sumf = q4_1_pairs(x, y);
-    if nb >= 2 {
-        sumf += summs;
-    }
     for b in 2 * (nb / 2)..nb {
         let sumi = block_dot(&nibbles(&x[b].qs), &y[b].qs);
         sumf += (x[b].d() * y[b].d()).mul_add(sumi as f32, x[b].m() * y[b].s());
@@ -98,12 +91,22 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     sumf
 }
 
-/// [`pairs`] of Q4_1 (codes its nibbles, scale `d_x * d_y`): [`vec_dot_q4_1_q8_1`]'s
-/// pair loop.
+/// [`vec_dot_q4_1_q8_1`] before its scalar tail: [`pairs`] of Q4_1 (codes its nibbles,
+/// scale `d_x * d_y`) plus, where there is a pair, `summs` (per pair `summs = summs +
+/// (m_x0 * s_y0 + m_x1 * s_y1)`).
 pub fn q4_1_pairs(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     crate::accelerated!(super::slots::Q4_1_PAIRS, (x, y));
+    let nb = x.len().min(y.len());
+    let mut summs = 0.0f32;
+    for b in (0..2 * (nb / 2)).step_by(2) {
+        summs += x[b].m() * y[b].s() + x[b + 1].m() * y[b + 1].s();
+    }
     let lanes = |b: usize| block_lanes(&nibbles(&x[b].qs), &y[b].qs);
-    pairs(x.len().min(y.len()), lanes, |b| x[b].d() * y[b].d())
+    let mut sumf = pairs(nb, lanes, |b| x[b].d() * y[b].d());
+    if nb >= 2 {
+        sumf += summs;
+    }
+    sumf
 }
 
 /// [`pairs`] of Q5_0 (codes `q - 16`, scale `d_x * d_y`): the pair loop of
@@ -114,11 +117,23 @@ pub fn q5_0_pairs(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     pairs(x.len().min(y.len()), |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d())
 }
 
-/// [`pairs`] of Q5_1 (codes `q`, scale `d_x * d_y`): [`vec_dot_q5_1_q8_1`]'s pair loop.
+/// [`vec_dot_q5_1_q8_1`] before its scalar tail: [`pairs`] of Q5_1 (codes `q`, scale
+/// `d_x * d_y`) then, where there is a pair, `+ summs0 + summs1` (the even and the odd
+/// blocks' `m_x * s_y` summed apart).
 pub fn q5_1_pairs(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     crate::accelerated!(super::slots::Q5_1_PAIRS, (x, y));
+    let nb = x.len().min(y.len());
+    let (mut summs0, mut summs1) = (0.0f32, 0.0f32);
+    for b in (0..2 * (nb / 2)).step_by(2) {
+        summs0 += x[b].m() * y[b].s();
+        summs1 += x[b + 1].m() * y[b + 1].s();
+    }
     let codes = |b: usize| quants5(&x[b].qs, x[b].qh).map(|q| q as i32);
-    pairs(x.len().min(y.len()), |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d())
+    let mut sumf = pairs(nb, |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d());
+    if nb >= 2 {
+        sumf = sumf + summs0 + summs1;
+    }
+    sumf
 }
 
 /// `ggml_vec_dot_q5_0_q8_0`, NEON path, nrc = 1.
@@ -153,16 +168,8 @@ fn q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0], tail_code: impl Fn(i32) -> i32) -> f32
 /// `ggml_vec_dot_q5_1_q8_1`, NEON path, nrc = 1.
 pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     let nb = x.len().min(y.len());
-    let (mut summs0, mut summs1) = (0.0f32, 0.0f32);
-    for b in (0..2 * (nb / 2)).step_by(2) {
-        summs0 += x[b].m() * y[b].s();
-        summs1 += x[b + 1].m() * y[b + 1].s();
-    }
     let codes = |b: usize| quants5(&x[b].qs, x[b].qh).map(|q| q as i32);
     let mut sumf = q5_1_pairs(x, y);
-    if nb >= 2 {
-        sumf = sumf + summs0 + summs1;
-    }
     for b in 2 * (nb / 2)..nb {
         let sumi = block_dot(&codes(b), &y[b].qs);
         sumf += (x[b].d() * y[b].d()).mul_add(sumi as f32, x[b].m() * y[b].s());
