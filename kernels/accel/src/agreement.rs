@@ -172,9 +172,9 @@ fn neon_vec_dots_of_the_other_types_equal_the_scalar_twin() {
     let x = x86();
     let f16c = x && crate::Host::detect().f16c;
     installed("q4_1 pairs", &slots::Q4_1_PAIRS, f16c);
-    installed("q5_0 pairs", &slots::Q5_0_PAIRS, x);
+    installed("q5_0 pairs", &slots::Q5_0_PAIRS, f16c);
     installed("q5_1 pairs", &slots::Q5_1_PAIRS, f16c);
-    installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, x);
+    installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, f16c);
     installed("iq4_xs", &slots::VEC_DOT_IQ4_XS_Q8_K, x);
     installed("q2_K", &slots::VEC_DOT_Q2_K_Q8_K, x);
     installed("q3_K", &slots::VEC_DOT_Q3_K_Q8_K, x);
@@ -218,7 +218,7 @@ fn x86_legacy_vec_dots_equal_the_scalar_twin() {
     installed("q4_1", &slots::VEC_DOT_Q4_1_Q8_1, f16c);
     installed("q5_0", &slots::VEC_DOT_Q5_0_Q8_0, x);
     installed("q5_1", &slots::VEC_DOT_Q5_1_Q8_1, f16c);
-    installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, x);
+    installed("iq4_nl", &slots::VEC_DOT_IQ4_NL_Q8_0, f16c);
     let mut rng = Rng::new(47);
     for round in 0..400 {
         let extreme = round % 10 == 9;

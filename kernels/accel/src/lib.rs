@@ -32,20 +32,25 @@
 //!
 //! Where the accelerated forms are used:
 //!
-//! - the aarch64 twins' `nrc == 1` vec_dot kernels (`arch::aarch64::neon::vec_dot`,
-//!   which the i8mm and SVE lanes share for their K-quant single-row dots; the SVE
-//!   lanes' own Q4_0/Q8_0 kernels at 128 and 256 bits, `arch::aarch64::sve::vec_dot`)
-//!   and the Q6_K integer sum every aarch64 twin shares (`q6_k_isum`);
-//! - the aarch64 repacked twins' integer stages: Q4_K and Q6_K eight rows at a time
-//!   (`x86::q4kx8_dots`, `x86::q6kx8_isums`), Q8_0 and Q4_0 four rows at a time
-//!   (`x86::q8_0x4_isums`, `x86::q4_0x4_isums`, 4- and 8-byte interleaves), and the
-//!   float sides of their Q4_0/Q8_0 and Q6_K gemv and Q6_K gemm (the rows in SSE/AVX
-//!   lanes, the f16 scales by F16C), as `x86_64-avx2-repack`'s Q4_K 8x8 gemv;
+//! - the aarch64 twins' `nrc == 1` vec_dot kernels of all twelve weight types
+//!   (`arch::aarch64::neon::vec_dot`, which the i8mm and SVE lanes share for their
+//!   single-row dots; for Q4_1, Q5_0 and Q5_1 the pair loop, the scalar tails staying
+//!   in the twin; the SVE lanes' own Q4_0/Q8_0 kernels and Q2_K kernel at 128 and 256
+//!   bits, `arch::aarch64::sve::vec_dot`) and the Q6_K integer sum every aarch64 twin
+//!   shares (`q6_k_isum`);
+//! - the aarch64 repacked twins' integer stages: Q4_K, Q5_K and Q6_K eight rows at a
+//!   time (`x86::q4kx8_dots`, `x86::q5kx8_dots`, `x86::q6kx8_isums`), Q8_0, Q4_0 and
+//!   IQ4_NL four rows at a time (`x86::q8_0x4_isums`, `x86::nib4x4_isums`, 4- and
+//!   8-byte interleaves), and the float sides of their Q4_0/Q8_0/IQ4_NL, Q5_K and Q6_K
+//!   gemv and Q5_K and Q6_K gemm (the rows in SSE/AVX lanes, the f16 scales by F16C,
+//!   or the scalar float code compiled with FMA), as `x86_64-avx2-repack`'s Q4_K, Q4_0
+//!   and IQ4_NL 8x8 gemv (`x86::b32x8_isums`);
 //! - the x86 lanes' vec_dot twins (`arch::x86_64::avx2::vec_dot`): the tier's own
-//!   integer lanes (for Q4_0/Q8_0, Q5_0 and IQ4_NL its `sign`/`maddubs`/`madd` sequence,
-//!   `x86::mul_sum_i8_lanes`; for Q4_1 and Q5_1 `maddubs`/`madd` on the unsigned codes)
-//!   and its eight-lane FMA accumulation (Q4_1, Q5_0, Q5_1 and IQ4_NL on x86-64 hosts
-//!   only); on aarch64 hosts the
+//!   integer lanes (for Q4_0/Q8_0, Q5_0, IQ4_NL and IQ4_XS its `sign`/`maddubs`/`madd`
+//!   sequence, `x86::mul_sum_i8_lanes`; for Q4_1, Q5_1, Q2_K, Q3_K and Q5_K
+//!   `maddubs`/`madd` on the unsigned codes, `x86::q2k_lanes` and its siblings scaling
+//!   each 32-byte run per sub-block) and its eight-lane FMA accumulation (the eight
+//!   types beside Q4_0, Q8_0, Q4_K and Q6_K on x86-64 hosts only); on aarch64 hosts the
 //!   same lanes from NEON widening products (`neon::q4k_lanes`, `neon::q6k_lanes`,
 //!   `neon::bsums_lanes`, `neon::mul_sum_i8_lanes`) and the accumulation as two
 //!   four-float `fmla` vectors; with the scalar twins asked for, the same scalar code

@@ -612,11 +612,16 @@ fn crumbs32(qs: &[u8; 64], r: usize) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn q2k_lanes(qs: &[u8; 64], sc: &[u8; 16], y: &[u8; 256]) -> __m256i {
+    // The 4-bit scales in both 128-bit lanes; run r's i16 scale vector (sub-block 2r in
+    // the low lane, 2r + 1 in the high one) by one byte shuffle: even bytes pick scale
+    // byte 2r (+1 in the high lane), odd bytes 0x80 (zero).
+    let scales = _mm256_broadcastsi128_si256(_mm_and_si128(load16(sc), _mm_set1_epi8(0x0F)));
+    let pick = _mm256_set_m128i(_mm_set1_epi16(0x8001u16 as i16), _mm_set1_epi16(0x8000u16 as i16));
     let mut acc = _mm256_setzero_si256();
     for r in 0..8 {
         let p = _mm256_maddubs_epi16(crumbs32(qs, r), load32(at32(y, 32 * r)));
-        let (lo, hi) = ((sc[2 * r] & 0xF) as i16, (sc[2 * r + 1] & 0xF) as i16);
-        acc = _mm256_add_epi32(acc, scaled_run(p, lo, hi));
+        let at = _mm256_add_epi8(pick, _mm256_set1_epi16(2 * r as i16));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, at)));
     }
     acc
 }
@@ -788,4 +793,12 @@ pub(crate) fn heads4(xd: [u8; 2], xm: [u8; 2], yd: [u8; 2], ys: [u8; 2]) -> [f32
     // SAFETY: `out` holds four floats; the store is unaligned.
     unsafe { _mm_storeu_ps(out.as_mut_ptr(), v) };
     out
+}
+
+/// Two f16 fields widened by one `vcvtph2ps` (exact).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn halves2(a: [u8; 2], b: [u8; 2]) -> (f32, f32) {
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([a[0], a[1], b[0], b[1]])));
+    (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_shuffle_ps::<1>(v, v)))
 }

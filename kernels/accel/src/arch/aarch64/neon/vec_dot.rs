@@ -19,19 +19,11 @@ pub(crate) fn install(host: Host) {
     #[cfg(target_arch = "x86_64")]
     if host.avx2_fma {
         // SAFETY: installed only where the CPU has AVX2 and FMA.
-        slots::VEC_DOT_Q4_0_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_q4_0_q8_0(x, y) });
-        // SAFETY: as above.
-        slots::VEC_DOT_Q8_0_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_q8_0_q8_0(x, y) });
-        // SAFETY: as above.
         slots::VEC_DOT_Q4_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q4_k_q8_k(x, y) });
         // SAFETY: as above.
         slots::Q6_K_ISUM.set_fast(|x, y| unsafe { fast::q6_k_isum(x, y) });
         // SAFETY: as above.
         slots::VEC_DOT_Q6_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q6_k_q8_k(x, y) });
-        // SAFETY: as above.
-        slots::Q5_0_PAIRS.set_fast(|x, y| unsafe { fast::q5_0_pairs(x, y) });
-        // SAFETY: as above.
-        slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
         // SAFETY: as above.
         slots::VEC_DOT_IQ4_XS_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_iq4_xs_q8_k(x, y) });
         // SAFETY: as above.
@@ -47,6 +39,14 @@ pub(crate) fn install(host: Host) {
         slots::Q4_1_PAIRS.set_fast(|x, y| unsafe { fast::q4_1_pairs(x, y) });
         // SAFETY: as above.
         slots::Q5_1_PAIRS.set_fast(|x, y| unsafe { fast::q5_1_pairs(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q4_0_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_q4_0_q8_0(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_Q8_0_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_q8_0_q8_0(x, y) });
+        // SAFETY: as above.
+        slots::Q5_0_PAIRS.set_fast(|x, y| unsafe { fast::q5_0_pairs(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
     }
     let _ = host;
 }
@@ -69,15 +69,16 @@ mod fast {
     }
 
     /// Two blocks at a time on two 4-lane accumulators, `sumv = sumv + float(p) * d`
-    /// (separate multiply and add, as `vmlaq_n_f32`), then `vaddvq(sumv0) +
-    /// vaddvq(sumv1)`; an odd last block by the scalar tail.
+    /// (separate multiply and add, as `vmlaq_n_f32`; `d = d_x * d_y`, the f16 scales
+    /// widened by `vcvtph2ps`), then `vaddvq(sumv0) + vaddvq(sumv1)`; an odd last block
+    /// by the scalar tail.
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     fn pairs<B>(
         x: &[B],
         y: &[BlockQ8_0],
         halves: impl Fn(&B) -> (__m128i, __m128i),
-        d: impl Fn(&B) -> f32,
+        d: impl Fn(&B) -> [u8; 2],
     ) -> (usize, f32) {
         let nb = x.len().min(y.len());
         if nb < 2 {
@@ -89,7 +90,8 @@ mod fast {
             for (sumv, b) in [(&mut sumv0, ib), (&mut sumv1, ib + 1)] {
                 let (xl, xh) = halves(&x[b]);
                 let p = x86::sdot_lanes(xl, xh, &y[b].qs);
-                let db = _mm_set1_ps(d(&x[b]) * y[b].d());
+                let (dx, dy) = x86::halves2(d(&x[b]), y[b].d);
+                let db = _mm_set1_ps(dx * dy);
                 *sumv = _mm_add_ps(*sumv, _mm_mul_ps(_mm_cvtepi32_ps(p), db));
             }
             ib += 2;
@@ -157,9 +159,9 @@ mod fast {
         offset_pairs::<_, false>(x, y, |b| x86::nibble_halves(&b.qs), |b| (b.d, b.m))
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q5_0_pairs(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
-        pairs(x, y, |b| q5_halves(&b.qs, b.qh, 16), |b| b.d()).1
+        pairs(x, y, |b| q5_halves(&b.qs, b.qh, 16), |b| b.d).1
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -169,8 +171,8 @@ mod fast {
 
     /// Per pair `sumf = sumf + fma(d_x0 * d_y0, float(p0), (d_x1 * d_y1) * float(p1))`,
     /// an odd last block `sumf = fma(d_y * d_x, float(p), sumf)`; p the block's exact
-    /// dot.
-    #[target_feature(enable = "avx2,fma")]
+    /// dot. The f16 scales widened by `vcvtph2ps` (exact).
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
         let table = x86::table16(&tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL);
         let dot = |b: usize| {
@@ -178,13 +180,16 @@ mod fast {
             x86::dot_i8_exact(v, x86::q8_0_bytes(&y[b].qs)) as f32
         };
         let nb = x.len().min(y.len());
+        let d = |b: usize| x86::halves2(x[b].d, y[b].d);
         let mut sumf = 0.0f32;
         for b in (0..2 * (nb / 2)).step_by(2) {
-            let second = (x[b + 1].d() * y[b + 1].d()) * dot(b + 1);
-            sumf += (x[b].d() * y[b].d()).mul_add(dot(b), second);
+            let ((dx0, dy0), (dx1, dy1)) = (d(b), d(b + 1));
+            let second = (dx1 * dy1) * dot(b + 1);
+            sumf += (dx0 * dy0).mul_add(dot(b), second);
         }
         for b in 2 * (nb / 2)..nb {
-            sumf = (y[b].d() * x[b].d()).mul_add(dot(b), sumf);
+            let (dx, dy) = d(b);
+            sumf = (dy * dx).mul_add(dot(b), sumf);
         }
         sumf
     }
@@ -243,15 +248,15 @@ mod fast {
         sumf
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        let (ib, sumf) = pairs(x, y, |b| x86::q4_0_halves(&b.qs), |b| b.d());
+        let (ib, sumf) = pairs(x, y, |b| x86::q4_0_halves(&b.qs), |b| b.d);
         q4_0_tail(x, y, ib, x.len().min(y.len()), sumf)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let (ib, sumf) = pairs(x, y, |b| x86::q8_halves(&b.qs), |b| b.d());
+        let (ib, sumf) = pairs(x, y, |b| x86::q8_halves(&b.qs), |b| b.d);
         q8_0_tail(x, y, ib, x.len().min(y.len()), sumf)
     }
 
@@ -299,8 +304,9 @@ mod tests {
     #[test]
     fn accelerated_forms_equal_the_scalar_twin_bitwise() {
         let x86 = crate::testing::avx2_here() && cfg!(target_arch = "x86_64");
-        installed("q4_0", &slots::VEC_DOT_Q4_0_Q8_0, x86);
-        installed("q8_0", &slots::VEC_DOT_Q8_0_Q8_0, x86);
+        let f16c = x86 && crate::Host::detect().f16c;
+        installed("q4_0", &slots::VEC_DOT_Q4_0_Q8_0, f16c);
+        installed("q8_0", &slots::VEC_DOT_Q8_0_Q8_0, f16c);
         installed("q4_K", &slots::VEC_DOT_Q4_K_Q8_K, x86);
         installed("q6_K isum", &slots::Q6_K_ISUM, x86);
         installed("q6_K", &slots::VEC_DOT_Q6_K_Q8_K, x86);

@@ -29,8 +29,6 @@ pub(crate) fn install(host: Host) {
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q5_0_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_q5_0_q8_0(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
-        slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
-        // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q2_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q2_k_q8_k(x, y) });
         // SAFETY: installed only where the CPU has AVX2 and FMA.
         slots::VEC_DOT_Q3_K_Q8_K.set_fast(|x, y| unsafe { fast::vec_dot_q3_k_q8_k(x, y) });
@@ -53,6 +51,8 @@ pub(crate) fn install(host: Host) {
         slots::VEC_DOT_Q4_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q4_1_q8_1(x, y) });
         // SAFETY: as above.
         slots::VEC_DOT_Q5_1_Q8_1.set_fast(|x, y| unsafe { fast::vec_dot_q5_1_q8_1(x, y) });
+        // SAFETY: as above.
+        slots::VEC_DOT_IQ4_NL_Q8_0.set_fast(|x, y| unsafe { fast::vec_dot_iq4_nl_q8_0(x, y) });
     }
     #[cfg(target_arch = "aarch64")]
     if host.neon {
@@ -164,8 +164,9 @@ mod fast {
     /// IQ4_NL: blocks in pairs, even ones into `acc0`, odd ones into `acc1` (`fma(d_y *
     /// d_x, float(lanes), acc)`), `hsum_float_8(acc0 + acc1)`; an odd last block by the
     /// scalar tail, `s = fma(d_y * d_x, (float)sum, s)` with its 32 products' exact sum
-    /// (the scalar loop has no `sign` wrap-around of an activation byte of -128).
-    #[target_feature(enable = "avx2,fma")]
+    /// (the scalar loop has no `sign` wrap-around of an activation byte of -128). The
+    /// f16 scales widened by `vcvtph2ps` (exact).
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_iq4_nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
         let table = x86::table16(&tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL);
         let codes = |b: &BlockIq4Nl| _mm256_shuffle_epi8(table, x86::nibbles32(&b.qs));
@@ -174,7 +175,8 @@ mod fast {
         for ib in 0..nb / 2 * 2 {
             let (xb, yb) = (&x[ib], &y[ib]);
             let q = x86::mul_sum_i8_lanes(codes(xb), x86::q8_0_bytes(&yb.qs));
-            let d = _mm256_set1_ps(yb.d() * xb.d());
+            let (dy, dx) = x86::halves2(yb.d, xb.d);
+            let d = _mm256_set1_ps(dy * dx);
             acc[ib % 2] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc[ib % 2]);
         }
         let mut s = hsum_float_8(lanes(_mm256_add_ps(acc[0], acc[1])));

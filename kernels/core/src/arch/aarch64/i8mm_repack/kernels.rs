@@ -31,7 +31,9 @@
 //! The gemm rows' activations: q8_0 by `ggml_quantize_mat_q8_0_4x8` (NEON, the same
 //! arithmetic as the NEON row quantizer, row by row); q8_K by the generic
 //! `ggml_quantize_mat_q8_K_4x8`, whose per-row arithmetic is the 4x4 one's (the aarch64
-//! row rule). Native counterpart: `tiercheck-aarch64` (`i8mm_repack::kernels`).
+//! row rule). Native counterpart: `tiercheck-aarch64` (`i8mm_repack::kernels`). The
+//! Q4_K and Q5_K gemv and gemm run their accelerated form where [`crate::accel`] allows
+//! (the same float operations, the integer stages by byte instructions).
 
 use crate::blocks::{BlockQ8K, BlockQ8_0};
 use crate::fp16::f16_bits_to_f32;

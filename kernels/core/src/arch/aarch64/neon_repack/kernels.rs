@@ -29,9 +29,9 @@
 //! the NEON row quantizer row by row; q8_K by the generic `ggml_quantize_mat_q8_K_4x4`,
 //! whose `nearest_int(x * iscale)` GCC contracts as in `quantize_row_q8_K_ref`, so it
 //! equals the aarch64 row rule row by row (checked against the oracle).
-//! The integer stages (Q4_K and Q6_K eight rows, Q4_0 and Q8_0 four rows per block) run
-//! their accelerated form where [`crate::accel`] allows; the float operations above are
-//! the same in both forms.
+//! The integer stages (Q4_K, Q5_K and Q6_K eight rows, Q4_0, Q8_0 and IQ4_NL four rows
+//! per block) and the Q4_K, Q5_K, Q6_K, Q4_0, Q8_0 and IQ4_NL gemv run their accelerated
+//! form where [`crate::accel`] allows; the float operations are the same in both forms.
 //! Native counterpart: `tiercheck-aarch64` (`neon_repack::kernels`), same names.
 
 use crate::arch::aarch64::neon::vec_dot::q6_k_isum;

@@ -39,10 +39,11 @@
 //! Native counterpart: `tiercheck-aarch64` (`sve::vec_dot`, the Q4_0/Q8_0 `nrc == 1`
 //! kernels in SVE assembly; the others are the native NEON and i8mm kernels).
 //!
-//! The Q4_0/Q8_0 `nrc == 1` twins run their accelerated form where [`crate::accel`]
-//! allows (x86-64 with AVX2 and FMA): the `svdot` lanes by byte instructions (exact), the
-//! fused accumulation as one FMA3 per lane on four (128-bit) or eight (256-bit) float
-//! lanes, the lane sums and the FADDV tree as in the scalar form.
+//! The Q4_0/Q8_0 `nrc == 1` twins and the Q2_K twins run their accelerated form where
+//! [`crate::accel`] allows (x86-64 with AVX2 and FMA): the `svdot` lanes by byte
+//! instructions (exact), the fused accumulation as one FMA3 per lane on four (128-bit)
+//! or eight (256-bit) float lanes, the lane sums and the FADDV tree as in the scalar
+//! form.
 
 use crate::arch::aarch64::i8mm::vec_dot2::{q4_k_isum_bias, Tile};
 use crate::arch::aarch64::neon::vec_dot::{q4_0_halves, q6_k_isum, q8_halves, sdot_lanes};

@@ -27,6 +27,12 @@
 //! - Q5_K: per superblock `sumf = sumf + fma(d_y * d_x, float(sumi), -((d_y * dmin_x) *
 //!   float(mins)))`, mins = `sum_s m_s * S_s` with S_s the wrapping i16 sum of `bsums`
 //!   2s and 2s+1 (`vpaddq_s16`).
+//!
+//! Each function runs its accelerated form where [`crate::accel`] allows (x86-64 with
+//! AVX2 and FMA; Q4_1 and Q5_1 with F16C as well): for Q4_1, Q5_0 and Q5_1 the pair
+//! loop (`q4_1_pairs`, ...; the scalar tails stay here), for the others the whole
+//! kernel; the integer stages by byte instructions (exact), the float operations above
+//! one for one.
 
 use super::vaddvq_f32;
 use crate::blocks::iq4_nl::KVALUES_IQ4NL;
