@@ -1108,55 +1108,59 @@ fn cli_trace(build: Build, repack: bool, a: Attention, cli: CliRun) -> Result<Ar
         let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
         Arc::clone(map.entry((build, repack, a, cli)).or_default())
     };
-    cell.get_or_init(|| {
-        let model = embedded_model()?;
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let run = LlamaRun {
-            mode: Mode::Prompt,
-            repack,
-            steps: cli.steps,
-            attn: a,
-            batching: cli.batching,
-            ctx: cli.ctx,
-            threads: cli.threads,
-            state_in: None,
-            numa: a.tier_numa,
-        };
-        let t = llama_trace(
-            build,
-            &model.path,
-            &forced_ids(cli.prompt),
-            run,
-            &dir.path().join("l.st"),
-        )?;
-        // NUMA-aware exactly when asked (the capture tool records what ggml found).
-        let numa = t.meta.get("numa").map(String::as_str);
-        if numa != a.tier_numa.then_some("distribute") {
-            return Err(format!("llama.cpp's trace says numa {numa:?}, asked {}", a.tier_numa));
-        }
-        // llama.cpp ran the graphs and outputs this run means (the capture tool checked
-        // each graph's rows against them).
-        let b = cli.batching.effective(cli.ctx);
-        let first = t.steps.first().ok_or("llama.cpp's trace has no steps")?;
-        if first.ubatches != b.ubatches(cli.prompt) || first.outputs != Some(vec![cli.prompt - 1]) {
-            return Err(format!(
-                "llama.cpp's prompt step ran graphs {:?} with outputs {:?}, expected {:?} and [{}]",
-                first.ubatches,
-                first.outputs,
-                b.ubatches(cli.prompt),
-                cli.prompt - 1
-            ));
-        }
-        let want = (1 + cli.steps, b.n_batch.to_string(), b.n_ubatch.to_string());
-        let got = (t.steps.len(), t.meta["n_batch"].clone(), t.meta["n_ubatch"].clone());
-        if got != want {
-            return Err(format!(
-                "llama.cpp's trace: steps, n_batch, n_ubatch {got:?}, expected {want:?}"
-            ));
-        }
-        Ok(Arc::new(t))
-    })
-    .clone()
+    cell.get_or_init(|| Ok(Arc::new(cli_trace_of(&embedded_model()?, build, repack, a, cli)?)))
+        .clone()
+}
+
+/// llama.cpp's trace of `cli` on `build` with the model `model`, checked to be the run
+/// `cli` asks for (its graphs, output rows, steps and batch sizes).
+fn cli_trace_of(
+    model: &Model,
+    build: Build,
+    repack: bool,
+    a: Attention,
+    cli: CliRun,
+) -> Result<Trace, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let run = LlamaRun {
+        mode: Mode::Prompt,
+        repack,
+        steps: cli.steps,
+        attn: a,
+        batching: cli.batching,
+        ctx: cli.ctx,
+        threads: cli.threads,
+        state_in: None,
+        numa: a.tier_numa,
+    };
+    let t =
+        llama_trace(build, &model.path, &forced_ids(cli.prompt), run, &dir.path().join("l.st"))?;
+    // NUMA-aware exactly when asked (the capture tool records what ggml found).
+    let numa = t.meta.get("numa").map(String::as_str);
+    if numa != a.tier_numa.then_some("distribute") {
+        return Err(format!("llama.cpp's trace says numa {numa:?}, asked {}", a.tier_numa));
+    }
+    // llama.cpp ran the graphs and outputs this run means (the capture tool checked
+    // each graph's rows against them).
+    let b = cli.batching.effective(cli.ctx);
+    let first = t.steps.first().ok_or("llama.cpp's trace has no steps")?;
+    if first.ubatches != b.ubatches(cli.prompt) || first.outputs != Some(vec![cli.prompt - 1]) {
+        return Err(format!(
+            "llama.cpp's prompt step ran graphs {:?} with outputs {:?}, expected {:?} and [{}]",
+            first.ubatches,
+            first.outputs,
+            b.ubatches(cli.prompt),
+            cli.prompt - 1
+        ));
+    }
+    let want = (1 + cli.steps, b.n_batch.to_string(), b.n_ubatch.to_string());
+    let got = (t.steps.len(), t.meta["n_batch"].clone(), t.meta["n_ubatch"].clone());
+    if got != want {
+        return Err(format!(
+            "llama.cpp's trace: steps, n_batch, n_ubatch {got:?}, expected {want:?}"
+        ));
+    }
+    Ok(t)
 }
 
 /// Our lane against llama.cpp run as `cli` says: whole run (the same greedy tokens, every
@@ -1171,9 +1175,40 @@ fn llama_cli(
     let model = embedded_model()?;
     let a = Attention { tier_threads: cli.threads, ..a };
     let theirs = cli_trace(build, repack, a, cli)?;
+    cli_compare(&model, &theirs, build, repack, a, cli, local, "")
+}
+
+/// The embedded model quantized with `scheme` (the other weight types, in llama.cpp's
+/// mixes or uniform), run as llama-cli runs it (`CLI_SMALL`, llama.cpp's default
+/// attention): our lane reproduces every tap of the whole run.
+fn llama_cli_quant(scheme: &str, build: Build, repack: bool) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join(format!("{scheme}.gguf"));
+    quantized_model(scheme, &path)?;
+    let model = Model::open(&path).map_err(|e| e.to_string())?;
+    let cli = CLI_SMALL;
+    let a = Attention { tier_threads: cli.threads, ..attn(KvType::F16, FlashAttn::On) };
+    let theirs = cli_trace_of(&model, build, repack, a, cli)?;
+    cli_compare(&model, &theirs, build, repack, a, cli, false, &format!(" on the {scheme} model"))
+}
+
+/// Our lane on `model` against llama.cpp's trace `theirs` of `cli`: whole run (the same
+/// greedy tokens, every tap of every step bitwise) or layer-local. `on` ends the report's
+/// description.
+#[allow(clippy::too_many_arguments)]
+fn cli_compare(
+    model: &Model,
+    theirs: &Trace,
+    build: Build,
+    repack: bool,
+    a: Attention,
+    cli: CliRun,
+    local: bool,
+    on: &str,
+) -> Result<(), String> {
     let arith = lane_arith(build.lane(repack))?;
     let what = format!(
-        "{} vs llama.cpp {} as llama-cli runs ({} ids, {} threads, n_batch {}, n_ubatch {}, logits {}, repack {repack}, {})",
+        "{} vs llama.cpp {} as llama-cli runs ({} ids, {} threads, n_batch {}, n_ubatch {}, logits {}, repack {repack}, {}){on}",
         build.lane(repack),
         build.name(),
         cli.prompt,
@@ -1185,8 +1220,8 @@ fn llama_cli(
     );
     if local {
         let dec =
-            Decoder::new(&model, arith, Residual::F32, cli.ctx, a).map_err(|e| e.to_string())?;
-        return judge(&format!("{what} layer-local"), &layer_local_diffs(&dec, &theirs)?);
+            Decoder::new(model, arith, Residual::F32, cli.ctx, a).map_err(|e| e.to_string())?;
+        return judge(&format!("{what} layer-local"), &layer_local_diffs(&dec, theirs)?);
     }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let spec = RunSpec {
@@ -1197,7 +1232,7 @@ fn llama_cli(
         batching: cli.batching,
         forced: Vec::new(),
     };
-    let mine = ours_spec(&model, arith, &spec, a, cli.ctx, &dir.path().join("ours.st"))?;
+    let mine = ours_spec(model, arith, &spec, a, cli.ctx, &dir.path().join("ours.st"))?;
     // The same steps: positions, ids fed, graphs, output rows and greedy choices.
     let shape = |t: &Trace| {
         t.steps
@@ -1213,15 +1248,15 @@ fn llama_cli(
             })
             .collect::<Vec<_>>()
     };
-    if shape(&mine) != shape(&theirs) {
+    if shape(&mine) != shape(theirs) {
         let tokens = |t: &Trace| t.steps.iter().map(|s| s.emitted).collect::<Vec<_>>();
         return Err(format!(
             "{what}: the steps differ (greedy tokens {:?}, llama.cpp's {:?})",
             tokens(&mine),
-            tokens(&theirs)
+            tokens(theirs)
         ));
     }
-    let (diffs, unmatched) = tapdiff::compare(&mine, &theirs);
+    let (diffs, unmatched) = tapdiff::compare(&mine, theirs);
     if !unmatched.is_empty() {
         return Err(format!("taps differ in presence or shape: {}", unmatched.join("; ")));
     }
@@ -2453,6 +2488,36 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         trials.push(trial(&name, move || {
             llama_quant_mix(scheme, Build::ArmSve256, Mode::Prompt, false)
         }));
+    }
+    // The same models run as llama-cli runs them (CLI_SMALL: batches and ubatches, the
+    // last row's logits, greedy steps): every scheme on haswell with repack on and off,
+    // two on zen4, and per aarch64 build schemes that reach its own paths (the repacked
+    // Q5_K and IQ4_NL layouts, the i8mm Q4_1 tiles and Q5_0 tail, the SVE Q2_K kernels):
+    // `llama_cpp/quant/<build>/<repack|no_repack>/cli/<scheme>/end_to_end`.
+    let all = ["q5_k_m", "q3_k_m", "q2_k", "iq4_xs", "q4_1", "q5_0", "q5_1", "iq4_nl"];
+    let mut cli: Vec<(Build, bool, &str)> = Vec::new();
+    for scheme in all {
+        cli.push((Build::Haswell, true, scheme));
+        cli.push((Build::Haswell, false, scheme));
+    }
+    cli.extend([
+        (Build::Zen4, false, "q5_k_m"),
+        (Build::Zen4, false, "iq4_nl"),
+        (Build::ArmDotprod, true, "q3_k_m"),
+        (Build::ArmDotprod, true, "iq4_nl"),
+        (Build::ArmDotprod, false, "iq4_xs"),
+        (Build::ArmI8mm, false, "q4_1"),
+        (Build::ArmI8mm, false, "q5_0"),
+        (Build::ArmI8mm, true, "q3_k_m"),
+        (Build::ArmSve128, false, "q2_k"),
+        (Build::ArmSve128, true, "q5_k_m"),
+        (Build::ArmSve256, false, "q2_k"),
+        (Build::ArmSve256, true, "q5_k_m"),
+    ]);
+    for (build, repack, scheme) in cli {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name = format!("llama_cpp/quant/{}/{r}/cli/{scheme}/end_to_end", build.name());
+        trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack)));
     }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {

@@ -126,6 +126,13 @@ pub static AARCH64_I8MM: Lane = Lane {
                 "llama_cpp/arm-i8mm/cli_defaults/no_repack/end_to_end",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off, on uniform Q4_1 and Q5_0 models, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-i8mm/no_repack/cli/"],
+        },
     ]),
     portable: &I8mmTwin,
 };

@@ -93,6 +93,13 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
                 "llama_cpp/arm-i8mm/threads/3/repack/end_to_end",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on, on llama.cpp's Q3_K_M mix (Q5_K in q5_K_8x8), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-i8mm/repack/cli/"],
+        },
     ]),
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,

@@ -159,6 +159,13 @@ pub static AARCH64_NEON: Lane = Lane {
                 "llama_cpp/arm-dotprod/threads/3/no_repack/end_to_end",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off, on llama.cpp's IQ4_XS mix, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-dotprod/no_repack/cli/"],
+        },
     ]),
     portable: &NeonTwin,
 };

@@ -89,6 +89,13 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
                 "llama_cpp/arm-dotprod/threads/3/repack/end_to_end",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on, on llama.cpp's Q3_K_M mix (Q5_K in q5_K_8x4) and a uniform IQ4_NL model (iq4_nl_4x4), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-dotprod/repack/cli/"],
+        },
     ]),
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,

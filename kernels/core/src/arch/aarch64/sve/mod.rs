@@ -127,6 +127,13 @@ pub static AARCH64_SVE128: Lane = Lane {
                 "llama_cpp/arm-sve128/threads/14/no_repack/end_to_end",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off, on llama.cpp's Q2_K mix, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve128/no_repack/cli/"],
+        },
     ]),
     portable: &SVE128_TWIN,
 };
@@ -338,6 +345,13 @@ pub static AARCH64_SVE256: Lane = Lane {
                 "llama_cpp/arm-sve256/threads/8/no_repack/end_to_end",
                 "llama_cpp/arm-sve256/threads/14/no_repack/end_to_end",
             ],
+        },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, on llama.cpp's Q2_K mix (the 256-bit Q2_K kernel), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve256/no_repack/cli/"],
         },
     ]),
     portable: &SVE256_TWIN,

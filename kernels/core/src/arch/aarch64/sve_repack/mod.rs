@@ -105,6 +105,13 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
                 "llama_cpp/arm-sve128/threads/3/repack/end_to_end",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, on llama.cpp's Q5_K_M mix (Q5_K in q5_K_8x8), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve128/repack/cli/"],
+        },
     ]),
     portable: &TWIN,
 };
@@ -187,6 +194,13 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
                 "llama_cpp/arm-sve256/cli/f32_off/repack/end_to_end",
                 "llama_cpp/arm-sve256/threads/3/repack/end_to_end",
             ],
+        },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on, on llama.cpp's Q5_K_M mix (Q5_K in q5_K_8x8), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve256/repack/cli/"],
         },
     ]),
     portable: &TWIN256,

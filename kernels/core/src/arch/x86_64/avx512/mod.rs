@@ -93,6 +93,13 @@ pub static X86_64_AVX512: Lane = Lane {
                 "llama_cpp/zen4/threads/14/no_repack/end_to_end",
             ],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp zen4, repack off, on llama.cpp's Q5_K_M mix and a uniform IQ4_NL model, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/zen4/no_repack/cli/"],
+        },
     ]),
     portable: &Avx2Twin,
 };
