@@ -159,16 +159,37 @@ fn x86_kquant_vec_dots_equal_the_scalar_twin() {
     }
 }
 
+/// Random blocks of the 32-value types beside Q4_0/Q8_0 and their activations.
+struct Legacy {
+    x41: Vec<tiercheck_core::blocks::BlockQ4_1>,
+    x50: Vec<tiercheck_core::blocks::BlockQ5_0>,
+    x51: Vec<tiercheck_core::blocks::BlockQ5_1>,
+    xnl: Vec<tiercheck_core::blocks::BlockIq4Nl>,
+    y80: Vec<BlockQ8_0>,
+    y81: Vec<tiercheck_core::blocks::BlockQ8_1>,
+}
+
+impl Legacy {
+    fn random(rng: &mut Rng, nb: usize, extreme: bool) -> Self {
+        let mut gen = |ty| blocks(rng, ty, nb, extreme);
+        Legacy {
+            x41: cast(GgmlType::Q4_1, &gen(GgmlType::Q4_1)),
+            x50: cast(GgmlType::Q5_0, &gen(GgmlType::Q5_0)),
+            x51: cast(GgmlType::Q5_1, &gen(GgmlType::Q5_1)),
+            xnl: cast(GgmlType::IQ4_NL, &gen(GgmlType::IQ4_NL)),
+            y80: cast(GgmlType::Q8_0, &gen(GgmlType::Q8_0)),
+            y81: cast(GgmlType::Q8_1, &gen(GgmlType::Q8_1)),
+        }
+    }
+}
+
 /// The aarch64 twins' `nrc == 1` vec_dot of the eight types beside Q4_0, Q8_0, Q4_K and
 /// Q6_K (the Q4_1/Q5_0/Q5_1 pair loops, i8mm's Q5_0 tail, odd block counts for every
 /// scalar tail): accelerated against the scalar twin, bitwise.
 #[test]
 fn neon_vec_dots_of_the_other_types_equal_the_scalar_twin() {
     use tiercheck_core::arch::aarch64::neon::vec_dot::{self as v, slots};
-    use tiercheck_core::blocks::{
-        BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
-        BlockQ8_1,
-    };
+    use tiercheck_core::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ5K};
     let x = x86();
     let f16c = x && crate::Host::detect().f16c;
     installed("q4_1 pairs", &slots::Q4_1_PAIRS, f16c);
@@ -182,13 +203,8 @@ fn neon_vec_dots_of_the_other_types_equal_the_scalar_twin() {
     let mut rng = Rng::new(59);
     for round in 0..300 {
         let (extreme, nb) = (round % 10 == 9, 1 + round % 7);
+        let Legacy { x41, x50, x51, xnl, y80, y81 } = Legacy::random(&mut rng, nb, extreme);
         let mut gen = |ty| blocks(&mut rng, ty, nb, extreme);
-        let x41: Vec<BlockQ4_1> = cast(GgmlType::Q4_1, &gen(GgmlType::Q4_1));
-        let x50: Vec<BlockQ5_0> = cast(GgmlType::Q5_0, &gen(GgmlType::Q5_0));
-        let x51: Vec<BlockQ5_1> = cast(GgmlType::Q5_1, &gen(GgmlType::Q5_1));
-        let xnl: Vec<BlockIq4Nl> = cast(GgmlType::IQ4_NL, &gen(GgmlType::IQ4_NL));
-        let y80: Vec<BlockQ8_0> = cast(GgmlType::Q8_0, &gen(GgmlType::Q8_0));
-        let y81: Vec<BlockQ8_1> = cast(GgmlType::Q8_1, &gen(GgmlType::Q8_1));
         let x2: Vec<BlockQ2K> = cast(GgmlType::Q2_K, &gen(GgmlType::Q2_K));
         let x3: Vec<BlockQ3K> = cast(GgmlType::Q3_K, &gen(GgmlType::Q3_K));
         let x5: Vec<BlockQ5K> = cast(GgmlType::Q5_K, &gen(GgmlType::Q5_K));
@@ -212,7 +228,6 @@ fn neon_vec_dots_of_the_other_types_equal_the_scalar_twin() {
 #[test]
 fn x86_legacy_vec_dots_equal_the_scalar_twin() {
     use avx2::vec_dot::{self as v, slots};
-    use tiercheck_core::blocks::{BlockIq4Nl, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_1};
     let x = x86();
     let f16c = x && crate::Host::detect().f16c;
     installed("q4_1", &slots::VEC_DOT_Q4_1_Q8_1, f16c);
@@ -223,13 +238,7 @@ fn x86_legacy_vec_dots_equal_the_scalar_twin() {
     for round in 0..400 {
         let extreme = round % 10 == 9;
         let nb = 1 + round % 9;
-        let mut gen = |ty| blocks(&mut rng, ty, nb, extreme);
-        let x41: Vec<BlockQ4_1> = cast(GgmlType::Q4_1, &gen(GgmlType::Q4_1));
-        let x50: Vec<BlockQ5_0> = cast(GgmlType::Q5_0, &gen(GgmlType::Q5_0));
-        let x51: Vec<BlockQ5_1> = cast(GgmlType::Q5_1, &gen(GgmlType::Q5_1));
-        let xnl: Vec<BlockIq4Nl> = cast(GgmlType::IQ4_NL, &gen(GgmlType::IQ4_NL));
-        let y80: Vec<BlockQ8_0> = cast(GgmlType::Q8_0, &gen(GgmlType::Q8_0));
-        let y81: Vec<BlockQ8_1> = cast(GgmlType::Q8_1, &gen(GgmlType::Q8_1));
+        let Legacy { x41, x50, x51, xnl, y80, y81 } = Legacy::random(&mut rng, nb, extreme);
         let checks: [(&str, f32, f32); 4] = [
             (
                 "q4_1",

@@ -50,37 +50,30 @@ pub(crate) mod fast {
         unsafe fn dots(&self, yb: &BlockQ8K) -> [[i32; 8]; 8];
     }
 
-    impl Kx8 for BlockQ4Kx8 {
-        fn d(&self) -> &[[u8; 2]; 8] {
-            &self.d
-        }
-        fn dmin(&self) -> &[[u8; 2]; 8] {
-            &self.dmin
-        }
-        fn scales(&self) -> &[u8; 96] {
-            &self.scales
-        }
-        unsafe fn dots(&self, yb: &BlockQ8K) -> [[i32; 8]; 8] {
-            // SAFETY: the caller's CPU has AVX2.
-            unsafe { crate::x86::q4kx8_dots(&self.qs, &yb.qs, 8) }
-        }
+    /// [`Kx8`] for a block type whose sub-block dots `$dots` gives.
+    macro_rules! kx8 {
+        ($t:ty, $dots:expr) => {
+            impl Kx8 for $t {
+                fn d(&self) -> &[[u8; 2]; 8] {
+                    &self.d
+                }
+                fn dmin(&self) -> &[[u8; 2]; 8] {
+                    &self.dmin
+                }
+                fn scales(&self) -> &[u8; 96] {
+                    &self.scales
+                }
+                unsafe fn dots(&self, yb: &BlockQ8K) -> [[i32; 8]; 8] {
+                    // SAFETY: the caller's CPU has AVX2.
+                    unsafe { $dots(self, yb) }
+                }
+            }
+        };
     }
-
-    impl Kx8 for BlockQ5Kx8 {
-        fn d(&self) -> &[[u8; 2]; 8] {
-            &self.d
-        }
-        fn dmin(&self) -> &[[u8; 2]; 8] {
-            &self.dmin
-        }
-        fn scales(&self) -> &[u8; 96] {
-            &self.scales
-        }
-        unsafe fn dots(&self, yb: &BlockQ8K) -> [[i32; 8]; 8] {
-            // SAFETY: the caller's CPU has AVX2.
-            unsafe { crate::x86::q5kx8_dots(&self.qs, &self.qh, &yb.qs, 8) }
-        }
-    }
+    kx8!(BlockQ4Kx8, |x: &BlockQ4Kx8, yb: &BlockQ8K| crate::x86::q4kx8_dots(&x.qs, &yb.qs, 8));
+    kx8!(BlockQ5Kx8, |x: &BlockQ5Kx8, yb: &BlockQ8K| {
+        crate::x86::q5kx8_dots(&x.qs, &x.qh, &yb.qs, 8)
+    });
 
     /// Per row of the group: the bias `sum_s min_s * S_s` and isum `sum_s sc_s * dot_s`.
     #[inline]

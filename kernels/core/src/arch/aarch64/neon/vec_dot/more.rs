@@ -97,9 +97,9 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     sumf
 }
 
-/// [`vec_dot_q4_1_q8_1`] before its scalar tail: [`pairs`] of Q4_1 (codes its nibbles,
-/// scale `d_x * d_y`) plus, where there is a pair, `summs` (per pair `summs = summs +
-/// (m_x0 * s_y0 + m_x1 * s_y1)`).
+/// [`vec_dot_q4_1_q8_1`] before its scalar tail: the pair loop (`pairs`) of Q4_1 (codes
+/// its nibbles, scale `d_x * d_y`) plus, where there is a pair, `summs` (per pair
+/// `summs = summs + (m_x0 * s_y0 + m_x1 * s_y1)`).
 pub fn q4_1_pairs(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     crate::accelerated!(super::slots::Q4_1_PAIRS, (x, y));
     let nb = x.len().min(y.len());
@@ -115,7 +115,7 @@ pub fn q4_1_pairs(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     sumf
 }
 
-/// [`pairs`] of Q5_0 (codes `q - 16`, scale `d_x * d_y`): the pair loop of
+/// The pair loop (`pairs`) of Q5_0 (codes `q - 16`, scale `d_x * d_y`) of
 /// [`vec_dot_q5_0_q8_0`] and [`vec_dot_q5_0_q8_0_i8mm`].
 pub fn q5_0_pairs(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     crate::accelerated!(super::slots::Q5_0_PAIRS, (x, y));
@@ -123,9 +123,9 @@ pub fn q5_0_pairs(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     pairs(x.len().min(y.len()), |b| block_lanes(&codes(b), &y[b].qs), |b| x[b].d() * y[b].d())
 }
 
-/// [`vec_dot_q5_1_q8_1`] before its scalar tail: [`pairs`] of Q5_1 (codes `q`, scale
-/// `d_x * d_y`) then, where there is a pair, `+ summs0 + summs1` (the even and the odd
-/// blocks' `m_x * s_y` summed apart).
+/// [`vec_dot_q5_1_q8_1`] before its scalar tail: the pair loop (`pairs`) of Q5_1 (codes
+/// `q`, scale `d_x * d_y`) then, where there is a pair, `+ summs0 + summs1` (the even
+/// and the odd blocks' `m_x * s_y` summed apart).
 pub fn q5_1_pairs(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     crate::accelerated!(super::slots::Q5_1_PAIRS, (x, y));
     let nb = x.len().min(y.len());
