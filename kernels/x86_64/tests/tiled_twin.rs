@@ -1,7 +1,8 @@
 //! The native tiled K-quant matmul (`tiercheck_x86_64::avx2::tiled`) gives the bits of
-//! its portable twin (`tiercheck_core::arch::x86_64::avx2::tiled`) on Q4_K and Q6_K
-//! weights: row counts that are and are not multiples of eight (the native code runs
-//! eight activation rows per vector and the rest one at a time), one to several
+//! its portable twin (`tiercheck_core::arch::x86_64::avx2::tiled`) on Q4_K, Q6_K, Q2_K,
+//! Q3_K, Q5_K and IQ4_XS weights: row counts that are and are not multiples of eight
+//! (the native Q4_K/Q6_K code runs eight activation rows per vector and the rest one at
+//! a time; the other four types one row at a time), one to several
 //! superblocks, random blocks and extreme codes and scales; and the lane's `matmul`
 //! takes the tiled path exactly from 8 rows. Without AVX2, FMA and F16C each trial is
 //! reported ignored with the reason, and fails instead when `TIERCHECK_REQUIRE_LANES`
@@ -25,6 +26,16 @@ mod x86 {
 
     type Check = fn() -> Result<(), Failed>;
 
+    /// The weight types the tiled path takes.
+    const TYPES: [GgmlType; 6] = [
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q5_K,
+        GgmlType::IQ4_XS,
+    ];
+
     /// `n` rows of `nb` blocks of `ty`: random bytes with small finite f16 scales
     /// (`kind` 0), or every quant byte 0xff / 0x00 / 0x80 with the largest scales
     /// (`kind` 1..=3: the extreme codes, 6-bit scales 63, Q6_K scales -128).
@@ -42,11 +53,17 @@ mod x86 {
             // Finite f16 scales below 1 in magnitude, either sign.
             let mut f16 = || [g.next_u8(), g.next_u8() & 0xbb];
             match ty {
-                GgmlType::Q4_K => {
+                GgmlType::Q4_K | GgmlType::Q5_K => {
                     blk[0..2].copy_from_slice(&f16());
                     blk[2..4].copy_from_slice(&f16());
                 }
                 GgmlType::Q6_K => blk[208..210].copy_from_slice(&f16()),
+                GgmlType::Q2_K => {
+                    blk[80..82].copy_from_slice(&f16());
+                    blk[82..84].copy_from_slice(&f16());
+                }
+                GgmlType::Q3_K => blk[108..110].copy_from_slice(&f16()),
+                GgmlType::IQ4_XS => blk[0..2].copy_from_slice(&f16()),
                 _ => unreachable!(),
             }
         }
@@ -78,7 +95,7 @@ mod x86 {
     fn native_equals_twin() -> Result<(), Failed> {
         let mut g = Rng::new(0x7115_d000_2026_1201);
         let mut cases = 0;
-        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for ty in TYPES {
             for (nb, n) in [(1usize, 1usize), (2, 7), (3, 16), (8, 5)] {
                 for m in [8usize, 9, 15, 16, 17, 33] {
                     for kind in 0..4u8 {
@@ -109,7 +126,7 @@ mod x86 {
                 }
             }
         }
-        if cases != 2 * 4 * 6 * 4 {
+        if cases != TYPES.len() * 4 * 6 * 4 {
             return Err(format!("only {cases} cases ran").into());
         }
         Ok(())
@@ -121,7 +138,7 @@ mod x86 {
         let native = kernels().map_err(|e| e.to_string())?;
         let mut g = Rng::new(0x51ab_0008);
         let mut tiled_differs = false;
-        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for ty in TYPES {
             let (n, k) = (12usize, 512usize);
             let w = weights(&mut g, ty, n, k / 256, 0);
             let wm = WeightMatrix::new(ty, n, k, &w).unwrap();

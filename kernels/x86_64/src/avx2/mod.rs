@@ -148,10 +148,6 @@ impl Kernels for Avx2Native {
     ) -> Result<Vec<f32>, KernelError> {
         if tiled_path::applies(w.ty(), m) {
             let rows = act_rows(self, w, act, m)?;
-            if !matches!(w.ty(), GgmlType::Q4_K | GgmlType::Q6_K) {
-                // Q2_K, Q3_K, Q5_K and IQ4_XS: the twin's code (no SIMD form yet).
-                return tiled_path::matmul(w, &rows);
-            }
             // SAFETY: an `Avx2Native` exists only when `is_available()` held.
             unsafe { tiled::matmul(w, &rows) }
         } else if tinyblas_applies(w.ty(), m) {

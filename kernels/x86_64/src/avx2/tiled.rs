@@ -12,13 +12,18 @@
 //! chain runs eight activation rows at a time: `_mm256_mul_ps`, `_mm256_fnmadd_ps`
 //! (Q4_K), `_mm256_fmadd_ps` into the accumulator. Rows beyond a multiple of eight take
 //! the same operations one at a time (`f32::mul_add` is the same fused operation).
+//!
+//! Q2_K, Q3_K, Q5_K and IQ4_XS (the twin's `TiledBlock`): each code times its sub-block
+//! scale as i16 (at most 4064 in magnitude), `_mm256_madd_epi16` against the widened
+//! activation codes gives the same exact s1; s2 and the float step are the twin's
+//! (`tiled_float_step`), one activation row at a time.
 
 use core::arch::x86_64::*;
 
 use super::vec_dot::load256;
 
 use tiercheck_core::arch::x86_64::avx2::tiled::{
-    q4_k_s2, q4_k_scales_mins, q4_k_step, q6_k_scales, q6_k_step,
+    q4_k_s2, q4_k_scales_mins, q4_k_step, q6_k_scales, q6_k_step, tiled_block, tiled_float_step,
 };
 use tiercheck_core::blocks::{cast_blocks, BlockQ4K, BlockQ6K, BlockQ8K, QK_K};
 use tiercheck_core::{GgmlType, KernelError, WeightMatrix};
@@ -217,7 +222,53 @@ pub unsafe fn matmul(w: &WeightMatrix<'_>, act: &[&[u8]]) -> Result<Vec<f32>, Ke
                 }
             }
         }
+        ty @ (GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q5_K | GgmlType::IQ4_XS) => {
+            // The activation codes widened to i16 once per row.
+            let a16: Vec<Vec<i16>> = ys
+                .iter()
+                .map(|y| y.iter().flat_map(|b| b.qs.iter().map(|&q| q as i8 as i16)).collect())
+                .collect();
+            let mut c = [0i16; QK_K];
+            for j in 0..n {
+                acc.fill(0.0);
+                for b in 0..nb {
+                    // The twin's unpacked block; each code times its sub-block's scale fits
+                    // i16 (at most 127 * 32, IQ4_XS), so s1 is one `madd` sum per 16
+                    // values (pairs at most 2 * 4064 * 128, 256 products inside i32).
+                    let x = tiled_block(ty, w.row(j), b)?;
+                    for (e, c) in c.iter_mut().enumerate() {
+                        *c = (x.codes[e] * x.scales[e / x.sub]) as i16;
+                    }
+                    for (i, y) in ys.iter().enumerate() {
+                        let a = &a16[i][b * QK_K..(b + 1) * QK_K];
+                        let mut v = _mm256_setzero_si256();
+                        for t in 0..QK_K / 16 {
+                            v = _mm256_add_epi32(
+                                v,
+                                _mm256_madd_epi16(
+                                    load_i16x16(&c[16 * t..]),
+                                    load_i16x16(&a[16 * t..]),
+                                ),
+                            );
+                        }
+                        acc[i] = tiled_float_step(acc[i], &x, hsum_i32x8(v), &y[b]);
+                    }
+                }
+                for (i, v) in acc.iter().enumerate() {
+                    out[i * n + j] = *v;
+                }
+            }
+        }
         other => return Err(KernelError::Unsupported { op: "x86 tiled matmul", ty: other.name() }),
     }
     Ok(out)
+}
+
+/// Load sixteen i16 from the start of `p` (which has at least sixteen).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn load_i16x16(p: &[i16]) -> __m256i {
+    assert!(p.len() >= 16);
+    // SAFETY: the assertion above guarantees 32 readable bytes; the load is unaligned.
+    unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
 }

@@ -140,22 +140,29 @@ pub fn tiled_block(ty: GgmlType, row: &[u8], b: usize) -> Result<TiledBlock, Ker
 /// block `y`: the exact sums s1 (and s2), then [`q4_k_step`] or [`q6_k_step`].
 #[inline]
 pub fn tiled_step(acc: f32, x: &TiledBlock, y: &BlockQ8K) -> f32 {
-    let n = QK_K / x.sub;
     let mut s1 = 0i32;
-    let mut s2 = 0i32;
-    for s in 0..n {
+    for s in 0..QK_K / x.sub {
         let mut dot = 0i32;
         for e in x.sub * s..x.sub * (s + 1) {
             dot += x.codes[e] * y.q(e) as i32;
         }
         s1 += x.scales[s] * dot;
-        if x.has_min {
-            let per = x.sub / 16;
+    }
+    tiled_float_step(acc, x, s1, y)
+}
+
+/// The float step of [`tiled_step`] from its exact `s1`: with mins, s2 = the sum over
+/// sub-blocks of min times the activation's stored 16-value sums under it, then
+/// [`q4_k_step`]; without, [`q6_k_step`].
+#[inline]
+pub fn tiled_float_step(acc: f32, x: &TiledBlock, s1: i32, y: &BlockQ8K) -> f32 {
+    if x.has_min {
+        let per = x.sub / 16;
+        let mut s2 = 0i32;
+        for s in 0..QK_K / x.sub {
             let bsum: i32 = (0..per).map(|u| y.bsum(per * s + u) as i32).sum();
             s2 += x.mins[s] * bsum;
         }
-    }
-    if x.has_min {
         q4_k_step(acc, x.d, x.dmin, s1, s2, y.d())
     } else {
         q6_k_step(acc, x.d, s1, y.d())
