@@ -1179,14 +1179,13 @@ fn llama_cli(
 }
 
 /// The embedded model quantized with `scheme` (the other weight types, in llama.cpp's
-/// mixes or uniform), run as llama-cli runs it (`CLI_SMALL`, llama.cpp's default
-/// attention): our lane reproduces every tap of the whole run.
-fn llama_cli_quant(scheme: &str, build: Build, repack: bool) -> Result<(), String> {
+/// mixes or uniform), run as llama-cli runs it (`cli`, llama.cpp's default attention):
+/// our lane reproduces every tap of the whole run.
+fn llama_cli_quant(scheme: &str, build: Build, repack: bool, cli: CliRun) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join(format!("{scheme}.gguf"));
     quantized_model(scheme, &path)?;
     let model = Model::open(&path).map_err(|e| e.to_string())?;
-    let cli = CLI_SMALL;
     let a = Attention { tier_threads: cli.threads, ..attn(KvType::F16, FlashAttn::On) };
     let theirs = cli_trace_of(&model, build, repack, a, cli)?;
     cli_compare(&model, &theirs, build, repack, a, cli, false, &format!(" on the {scheme} model"))
@@ -2517,7 +2516,20 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
     for (build, repack, scheme) in cli {
         let r = if repack { "repack" } else { "no_repack" };
         let name = format!("llama_cpp/quant/{}/{r}/cli/{scheme}/end_to_end", build.name());
-        trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack)));
+        trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, CLI_SMALL)));
+    }
+    // ... and at 3 threads on the thread-dependent plans (CLI_THREADS: ggml re-chunks the
+    // 16-row graphs by thread, which decides the i8mm build's 2x2 tiles of Q4_1):
+    // `llama_cpp/quant/<build>/<repack|no_repack>/threads/3/<scheme>/end_to_end`.
+    let three = CliRun { threads: 3, ..CLI_THREADS };
+    for (build, repack, scheme) in [
+        (Build::Haswell, true, "q5_k_m"),
+        (Build::Haswell, false, "iq4_xs"),
+        (Build::ArmI8mm, false, "q4_1"),
+    ] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name = format!("llama_cpp/quant/{}/{r}/threads/3/{scheme}/end_to_end", build.name());
+        trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, three)));
     }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {

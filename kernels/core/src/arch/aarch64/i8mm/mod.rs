@@ -128,10 +128,10 @@ pub static AARCH64_I8MM: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack off, on uniform Q4_1 and Q5_0 models, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off, on uniform Q4_1 and Q5_0 models, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 3 on the Q4_1 model (26 ids in ubatches of 16); F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
-            trials: &["llama_cpp/quant/arm-i8mm/no_repack/cli/"],
+            trials: &["llama_cpp/quant/arm-i8mm/no_repack/cli/", "llama_cpp/quant/arm-i8mm/no_repack/threads/"],
         },
     ]),
     portable: &I8mmTwin,

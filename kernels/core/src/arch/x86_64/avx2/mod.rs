@@ -159,10 +159,10 @@ pub static X86_64_AVX2: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp haswell, repack off, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads; F16 KV cache with flash attention",
+            against: "llama.cpp haswell, repack off, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 3 on the IQ4_XS mix (26 ids in ubatches of 16); F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
-            trials: &["llama_cpp/quant/haswell/no_repack/cli/"],
+            trials: &["llama_cpp/quant/haswell/no_repack/cli/", "llama_cpp/quant/haswell/no_repack/threads/"],
         },
     ]),
     portable: &Avx2Twin,
