@@ -297,9 +297,10 @@ pub(crate) const ACT_FORMATS: &[GgmlType] = &[GgmlType::Q8_K, GgmlType::Q8_0, Gg
 /// four every lane multiplies.
 pub const WEIGHT_TYPES: &[GgmlType] = tiercheck_core::lane::WEIGHT_TYPES;
 
-/// The other eight quantizable types (the CPU lanes multiply them; the GPU lanes do not,
-/// and have no trials for them): the shorter shape set below, which keeps golden/ within
-/// its 20 MB budget and still covers every row split, the tiled path and tinyBLAS.
+/// The other eight quantizable types (every CPU lane multiplies them on the shorter
+/// shape set below, which keeps golden/ within its 20 MB budget and still covers every
+/// row split, the tiled path and tinyBLAS; the GPU lanes on two gemv shapes,
+/// [`GPU_MORE_GEMV`]).
 pub fn more_types() -> impl Iterator<Item = GgmlType> {
     tiercheck_core::quant::weights::QUANTIZABLE
         .iter()
@@ -349,6 +350,10 @@ const DEQUANT_SHAPES: [(usize, usize); 3] = [(256, 1), (512, 3), (4096, 4)];
 /// path, m >= 2 for llamafile's tinyBLAS.
 const MORE_VEC_DOT_K: [usize; 3] = [256, 512, 4096];
 const MORE_GEMV_SHAPES: [(usize, usize); 4] = [(256, 1), (256, 3), (512, 4), (512, 7)];
+/// The (k, n) of the gemv cases of [`more_types`] a GPU lane has (the first case of
+/// each): one superblock and three rows, two superblocks (sixteen legacy blocks) and
+/// seven rows.
+pub const GPU_MORE_GEMV: [(usize, usize); 2] = [(256, 3), (512, 7)];
 const MORE_GEMM_SHAPES: [(usize, usize, usize); 9] = [
     (256, 4, 2),
     (256, 9, 3),

@@ -11,7 +11,8 @@
 //!   value), and a_i = d_y * q_y. Q4_1 and Q5_1 (`d*q + m`) pair with q8_1, whose
 //!   kernels take the min term per block as `m * s_y` with the stored f16 `s_y`: their
 //!   exact value is `sum_i d*q_i*a_i + sum_blocks m*s_y`, with the min term's magnitude
-//!   counted once per block; Every factor is exactly representable in f64 and products of
+//!   counted once per block (Q5_0 with q8_1, on the GPU lanes only, likewise with
+//!   `-16 d * s_y`); every factor is exactly representable in f64 and products of
 //!   at most 11+11+24 significant bits plus small integers round only in the last bit
 //!   of the f64 sum (negligible against f32 rounding);
 //! - `magnitude` S = the sum over elements of the absolute values of every product
@@ -178,10 +179,18 @@ fn iq4_values(d: f64, qs: &[u8]) -> impl Iterator<Item = f64> + '_ {
     lo.chain(qs.iter().map(move |&q| d * KVALUES_IQ4NL[(q >> 4) as usize] as f64))
 }
 
-/// Per 32-value block of a Q4_1 or Q5_1 row: d and m and the unsigned quants.
+/// Per 32-value block of a Q4_1 or Q5_1 row: d and m and the unsigned quants; of a
+/// Q5_0 row (which only the GPU lanes pair with q8_1: ggml's MMVQ takes its `- 16` as
+/// `-16 d * s_y` per block): d, -16 d and the unsigned quants.
 fn offset_blocks(ty: GgmlType, w: &[u8]) -> Option<Vec<(f64, f64, [u8; 32])>> {
     let mut out = Vec::new();
     match ty {
+        GgmlType::Q5_0 => {
+            for b in bytemuck::try_cast_slice::<u8, BlockQ5_0>(w).ok()? {
+                let d = b.d() as f64;
+                out.push((d, -16.0 * d, quants5(&b.qs, b.qh)));
+            }
+        }
         GgmlType::Q4_1 => {
             for b in bytemuck::try_cast_slice::<u8, BlockQ4_1>(w).ok()? {
                 let mut q = [0u8; 32];
@@ -222,6 +231,33 @@ fn offset_dot(w: &[(f64, f64, [u8; 32])], act: &[u8]) -> Option<(f64, f64, f64)>
     let n = (32 * w.len() / 16 + 67) as f64;
     let gamma = n * U / (1.0 - n * U);
     Some((exact, mag, gamma * mag))
+}
+
+/// The extra error of ggml's GPU MMVQ for Q4_1 and Q5_1 (0 for other types): with
+/// FAST_FP16_AVAILABLE it forms `d * d_y` and `m * s_y` as f16 products (`__hmul2`),
+/// each within 2^-11 of itself or 2^-25 absolutely (half the f16 subnormal step); the
+/// first multiplies the block's integer dot, at most `sum |q_j * q_y_j|` in size. Added
+/// to [`dot_with_bound`]'s bound for the GPU lanes' activation rules only.
+pub fn mmvq_half_product_slack(wtype: GgmlType, w_row: &[u8], act: &[u8]) -> f64 {
+    if !matches!(wtype, GgmlType::Q4_1 | GgmlType::Q5_1) {
+        return 0.0;
+    }
+    let (Some(w), Ok(a)) =
+        (offset_blocks(wtype, w_row), bytemuck::try_cast_slice::<u8, BlockQ8_1>(act))
+    else {
+        return 0.0;
+    };
+    let (half, sub) = (2f64.powi(-11), 2f64.powi(-25));
+    let slack: f64 = w
+        .iter()
+        .zip(a)
+        .map(|((d, m, q), y)| {
+            let isum: f64 =
+                q.iter().zip(&y.qs).map(|(&q, &v)| (q as f64 * (v as i8) as f64).abs()).sum();
+            (half * (d * y.d() as f64).abs() + sub) * isum + half * (m * y.s() as f64).abs() + sub
+        })
+        .sum();
+    slack * 1.01
 }
 
 /// (exact, magnitude S, bound) for one weight row and one quantized activation row in

@@ -1,5 +1,6 @@
 //! Running one kernel case on one lane implementation.
 
+use tiercheck_core::lane::Arch;
 use tiercheck_core::{GgmlType, Kernels, Lane, WeightMatrix};
 
 use tiercheck_core::elem::{self, ElemOps};
@@ -48,11 +49,24 @@ pub fn reference_output(case: &Case, inputs: &Inputs) -> Result<Option<Output>, 
 }
 
 /// Whether `lane` has this case at all (a lane whose activation rule produces another
-/// format, or that does not multiply this weight type, has no trial for it).
+/// format, or that does not multiply this weight type, has no trial for it). A GPU lane
+/// multiplies every column through the same MMVQ kernel (one column, one output per
+/// row), so of the [`crate::cases::more_types`] it has only the gemv cases
+/// [`crate::cases::GPU_MORE_GEMV`] names (golden/'s size budget): its vec_dot is a gemv
+/// of one row, its gemm one gemv per column.
 pub fn applicable(lane: &Lane, case: &Case) -> bool {
+    let gpu = matches!(lane.arch, Arch::AmdGpu | Arch::NvidiaGpu);
     match case.op {
         Op::Quantize(fmt) => family_for_format(lane, fmt).is_some(),
         Op::Dequantize(_) => true,
+        Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t)
+            if gpu && !crate::cases::WEIGHT_TYPES.contains(&t) =>
+        {
+            matches!(case.op, Op::Gemv(_))
+                && case.index == 0
+                && crate::cases::GPU_MORE_GEMV.contains(&(case.k, case.n))
+                && lane.portable.act_rule(t).is_ok()
+        }
         Op::VecDot(t) | Op::Gemv(t) | Op::Gemm(t) => lane.portable.act_rule(t).is_ok(),
         Op::Elem(kind) => !kind.gpu_only() || lane.recipe.elem.mmvf().is_some(),
     }

@@ -30,10 +30,9 @@ use tiercheck_core::elem::{rope_neox, RopeRotation};
 use tiercheck_core::fp16::{f16_bits_to_f32, f32_to_f16_bits};
 use tiercheck_core::gpu::elem::{rms_norm_mul, rope_cache_cuda, soft_max_row, swiglu, GpuMath};
 use tiercheck_core::gpu::{
-    mmvq_gemv, quantize_q8_1_cuda, quantize_q8_1_mmvq, Contraction, MmvfAcc, MmvfConfig,
-    Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
+    mmvq_gemv, quantize_q8_1_cuda, quantize_q8_1_mmvq, Combine, Contraction, MmvfAcc, MmvfConfig,
+    CUDA, MMVF_AMPERE, MMVF_CDNA, MMVQ_TYPES,
 };
-use tiercheck_core::GgmlType;
 
 const F32: u32 = 0;
 const BYTES: u32 = 1;
@@ -114,12 +113,12 @@ pub fn contractions() -> Vec<(String, Contraction)> {
     let mut v = Vec::new();
     for sums in [true, false] {
         for (cname, combine) in [
-            ("first", Q4KCombine::FuseFirst),
-            ("second", Q4KCombine::FuseSecond),
-            ("unfused", Q4KCombine::Unfused),
+            ("first", Combine::FuseFirst),
+            ("second", Combine::FuseSecond),
+            ("unfused", Combine::Unfused),
         ] {
             for acc in [true, false] {
-                let c = Contraction { vec_dot_sums: sums, q4_k_combine: combine, accumulate: acc };
+                let c = Contraction { vec_dot_sums: sums, combine, accumulate: acc };
                 v.push((format!("sums={},combine={cname},acc={}", sums as u8, acc as u8), c));
             }
         }
@@ -152,7 +151,7 @@ pub fn vectors() -> Vec<u8> {
             );
         }
     }
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+    for ty in MMVQ_TYPES {
         for (k, n) in [(256usize, 1usize), (512, 7), (4352, 33), (5120, 3), (17408, 5)] {
             let mut rng = Rng::for_case(k, n);
             let w = rng.weights(ty, n, k).expect("reference quantizer");

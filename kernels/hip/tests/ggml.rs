@@ -17,8 +17,11 @@
 //!   and fusions (which products are fused, into what); and the stored output is the
 //!   recipe's reduction (the shared-memory partials of warps 1.. added in order, then the
 //!   XOR butterfly with the recipe's offsets).
-//!   Each kernel's descriptor (`<kernel>.kd`) must also keep f32 subnormals
-//!   (`FLOAT_DENORM_MODE_32` = 3), as the recipes compute.
+//!   Each kernel's descriptor (`<kernel>.kd`) must also keep f32 and f16 subnormals
+//!   (`FLOAT_DENORM_MODE_32` = 3, `FLOAT_DENORM_MODE_16_64` = 3), as the recipes
+//!   compute (q4_1 and q5_1 multiply their f16 scales in f16, `v_pk_mul_f16`).
+//!   The types are the eleven the twin reproduces ([`tiercheck_core::gpu::MMVQ_TYPES`]:
+//!   Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).
 //! - `ggml <target> quantize_q8_1`: the stored `ds` is `(f16(amax / 127), f16(sum))` with
 //!   both 32-lane butterflies and a correctly rounded division, and the stored code reads
 //!   `x / d` as a correctly rounded division.
@@ -32,8 +35,9 @@
 //! from `cuobjdump -sass` (with the kernel's constant bank from `cuobjdump -elf`),
 //! against [`CUDA`]: `ggml sm_XX mmvq <type>` (the launch bound from
 //! `EIATTR_MAX_THREADS`, the loop steps, every loop's, the
-//! reduction of four warps, and every float instruction flushing subnormals as
-//! `-use_fast_math` asks), `ggml sm_XX quantize_q8_1` (`d = amax * RN(1/127)`, the
+//! reduction of four warps, and every f32 instruction flushing subnormals as
+//! `-use_fast_math` asks; q4_1's and q5_1's f16 products are `HMUL2` / `HFMA2.MMA`
+//! with a `-RZ` addend, without `.FTZ`), `ggml sm_XX quantize_q8_1` (`d = amax * RN(1/127)`, the
 //! code from `x * rcp(d)`), and `ggml sm_XX recipes are told apart`.
 //!
 //! And for every target, ggml's GPU elementwise kernels against the lane's
@@ -69,7 +73,7 @@ use libtest_mimic::{Arguments, Completion, Trial};
 use tiercheck_core::elem::{ElemFlavour, RopeRotation};
 use tiercheck_core::gpu::elem::{swiglu, Divide, Expf, GpuMath, RmsMean};
 use tiercheck_core::gpu::{
-    Contraction, MmvfAcc, MmvfConfig, MmvqConfig, Q4KCombine, CUDA, MMVF_AMPERE, MMVF_CDNA,
+    Combine, Contraction, MmvfAcc, MmvfConfig, MmvqConfig, CUDA, MMVF_AMPERE, MMVF_CDNA,
     MMVF_RDNA2, MMVF_RDNA3, WAVE32, WAVE32_RDNA3_0, WAVE64,
 };
 use tiercheck_core::GgmlType;
@@ -78,7 +82,7 @@ use tiercheck_gpu_testkit::isa::{self, Exprs, Id};
 mod common;
 use common::{butterfly, reduction, step, step_matches};
 
-const TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
+const TYPES: [GgmlType; 11] = tiercheck_core::gpu::MMVQ_TYPES;
 
 fn require() -> bool {
     std::env::var("TIERCHECK_REQUIRE_HIP").is_ok_and(|v| v == "1")
@@ -132,9 +136,9 @@ struct Listings {
     norm_all: String,
     unary_all: String,
     softmax_all: String,
-    /// The f32 denormal mode of each MMVQ kernel and of `quantize_q8_1`, from its
-    /// descriptor (`None`: no descriptor found).
-    denorm: Vec<(String, Option<u32>)>,
+    /// The f32 and the f16/f64 denormal modes of each MMVQ kernel and of
+    /// `quantize_q8_1`, from its descriptor (`None`: no descriptor found).
+    denorm: Vec<(String, Option<(u32, u32)>)>,
 }
 
 /// `llvm-objdump <args> <file>` for `target`, with gfx11's memory instructions under
@@ -182,7 +186,9 @@ fn listings_of(dir: &Path, target: &str) -> Result<Listings, String> {
         if let Some(name) = isa::find_kernel(listing, &prefix) {
             let only = format!("--disassemble-symbols={name}.kd");
             let kd = disassembly(target, &["-D", &only], file)?;
-            denorm.push((name.clone(), isa::amdgpu_denorm_mode_f32(&kd, &name)));
+            let f32_mode = isa::amdgpu_denorm_mode_f32(&kd, &name);
+            let f16_mode = isa::amdgpu_denorm_mode_f16_f64(&kd, &name);
+            denorm.push((name.clone(), f32_mode.zip(f16_mode)));
         }
     }
     Ok(Listings {
@@ -212,12 +218,18 @@ struct Observed {
     block: u64,
     step: String,
     output: String,
-    /// The kernel's f32 denormal mode (3: subnormals kept, as the recipes compute).
-    denorm: Option<u32>,
+    /// The kernel's f32 and f16/f64 denormal modes (3: subnormals kept, as the recipes
+    /// compute; q4_1 and q5_1 round two products to f16).
+    denorm: Option<(u32, u32)>,
 }
 
 /// The f32 denormal mode recorded for `kernel` in `l`.
 fn denorm_of(l: &Listings, kernel: &str) -> Option<u32> {
+    denorm_modes(l, kernel).map(|m| m.0)
+}
+
+/// The f32 and f16/f64 denormal modes recorded for `kernel` in `l`.
+fn denorm_modes(l: &Listings, kernel: &str) -> Option<(u32, u32)> {
     l.denorm.iter().find(|(n, _)| n == kernel).and_then(|(_, m)| *m)
 }
 
@@ -247,7 +259,7 @@ fn observe_mmvq(l: &Listings, ty: GgmlType) -> Result<Observed, String> {
         block,
         step: k.exprs.render(acc),
         output: k.exprs.render(out.value),
-        denorm: denorm_of(l, &name),
+        denorm: denorm_modes(l, &name),
     })
 }
 
@@ -262,8 +274,11 @@ fn compare_mmvq(obs: &Observed, cfg: &MmvqConfig, ty: GgmlType) -> Vec<String> {
             obs.block, cfg.warp_size
         ));
     }
-    if obs.denorm != Some(3) {
-        bad.push(format!("f32 denormal mode {:?}, the recipe keeps subnormals (3)", obs.denorm));
+    if obs.denorm != Some((3, 3)) {
+        bad.push(format!(
+            "(f32, f16/f64) denormal modes {:?}, the recipe keeps subnormals (3, 3)",
+            obs.denorm
+        ));
     }
     // The loop body may be unrolled: k steps per iteration.
     let mut e = Exprs::new();
@@ -353,11 +368,10 @@ fn all_recipes() -> Vec<MmvqConfig> {
     let mut out = Vec::new();
     for base in [WAVE32, WAVE32_RDNA3_0, WAVE64, CUDA] {
         for vec_dot_sums in [false, true] {
-            for q4_k_combine in [Q4KCombine::Unfused, Q4KCombine::FuseFirst, Q4KCombine::FuseSecond]
-            {
+            for combine in [Combine::Unfused, Combine::FuseFirst, Combine::FuseSecond] {
                 for accumulate in [false, true] {
                     out.push(MmvqConfig {
-                        contraction: Contraction { vec_dot_sums, q4_k_combine, accumulate },
+                        contraction: Contraction { vec_dot_sums, combine, accumulate },
                         ..base
                     });
                 }

@@ -25,7 +25,7 @@ use tiercheck_gpu_testkit::isa;
 
 mod common;
 use tiercheck_core::arch::hip::{HipTwin, HIP_WAVE32_TWIN, HIP_WAVE64_TWIN};
-use tiercheck_core::gpu::{Contraction, MmvqConfig, Q4KCombine, WAVE32, WAVE64};
+use tiercheck_core::gpu::{Combine, Contraction, MmvqConfig, WAVE32, WAVE64};
 use tiercheck_core::{GgmlType, Kernels, WeightMatrix};
 use tiercheck_gpu_testkit::inputs::Rng;
 use tiercheck_gpu_testkit::inspect;
@@ -245,7 +245,7 @@ fn contraction_trial(target: &'static str) -> Trial {
         let listing = disassemble(&objdump, target)?;
         let (sums, combine_fused, accumulate) = observed(&listing, &cfg)?;
         let c: Contraction = cfg.contraction;
-        let want_combine_fused = c.q4_k_combine != Q4KCombine::Unfused;
+        let want_combine_fused = c.combine != Combine::Unfused;
         let mut bad = Vec::new();
         if sums != c.vec_dot_sums {
             bad.push(format!("vec_dot sums fused: code object {sums}, twin {}", c.vec_dot_sums));
@@ -253,7 +253,7 @@ fn contraction_trial(target: &'static str) -> Trial {
         if combine_fused != want_combine_fused {
             bad.push(format!(
                 "q4_K combine fused: code object {combine_fused}, twin {:?}",
-                c.q4_k_combine
+                c.combine
             ));
         }
         if accumulate != c.accumulate {

@@ -161,7 +161,7 @@ mod fast {
     use std::arch::x86_64::*;
 
     use tiercheck_core::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
-    use tiercheck_core::gpu::{Contraction, Q4KCombine};
+    use tiercheck_core::gpu::{Combine, Contraction};
 
     /// The end of the grid's run on eight lanes at a time: lane `l`'s warps
     /// added in order (`acc = tmp[l]`, then `acc + tmp[warp_size * w + l]` for `w` =
@@ -359,14 +359,14 @@ mod fast {
                     sumf_m = mad8(c.vec_dot_sums, d8, f2, sumf_m);
                 }
             }
-            let v = match c.q4_k_combine {
-                Q4KCombine::Unfused => {
+            let v = match c.combine {
+                Combine::Unfused => {
                     _mm256_sub_ps(_mm256_mul_ps(dx, sumf_d), _mm256_mul_ps(dy, sumf_m))
                 }
                 // fma(dx, sumf_d, -(dy * sumf_m))
-                Q4KCombine::FuseFirst => _mm256_fmsub_ps(dx, sumf_d, _mm256_mul_ps(dy, sumf_m)),
+                Combine::FuseFirst => _mm256_fmsub_ps(dx, sumf_d, _mm256_mul_ps(dy, sumf_m)),
                 // fma(-dy, sumf_m, dx * sumf_d)
-                Q4KCombine::FuseSecond => _mm256_fnmadd_ps(dy, sumf_m, _mm256_mul_ps(dx, sumf_d)),
+                Combine::FuseSecond => _mm256_fnmadd_ps(dy, sumf_m, _mm256_mul_ps(dx, sumf_d)),
             };
             let t = &mut tmp[8 * p..8 * p + 8];
             // SAFETY: `t` holds 8 floats.
@@ -497,7 +497,7 @@ mod neon_fast {
 
     use crate::neon::{group4, load16};
     use tiercheck_core::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
-    use tiercheck_core::gpu::{Contraction, Q4KCombine};
+    use tiercheck_core::gpu::{Combine, Contraction};
 
     /// `acc + a * b`, fused when `fuse` (`Contraction::mad`, 4 lanes).
     #[inline(always)]
@@ -566,16 +566,12 @@ mod neon_fast {
                     sumf_m = mad4(c.vec_dot_sums, d8, f2, sumf_m);
                 }
                 let (vdx, vdy) = (vdupq_n_f32(dx), vdupq_n_f32(dy));
-                let v = match c.q4_k_combine {
-                    Q4KCombine::Unfused => {
-                        vsubq_f32(vmulq_f32(vdx, sumf_d), vmulq_f32(vdy, sumf_m))
-                    }
+                let v = match c.combine {
+                    Combine::Unfused => vsubq_f32(vmulq_f32(vdx, sumf_d), vmulq_f32(vdy, sumf_m)),
                     // fma(dx, sumf_d, -(dy * sumf_m))
-                    Q4KCombine::FuseFirst => {
-                        vfmaq_f32(vnegq_f32(vmulq_f32(vdy, sumf_m)), vdx, sumf_d)
-                    }
+                    Combine::FuseFirst => vfmaq_f32(vnegq_f32(vmulq_f32(vdy, sumf_m)), vdx, sumf_d),
                     // fma(-dy, sumf_m, dx * sumf_d)
-                    Q4KCombine::FuseSecond => vfmsq_f32(vmulq_f32(vdx, sumf_d), vdy, sumf_m),
+                    Combine::FuseSecond => vfmsq_f32(vmulq_f32(vdx, sumf_d), vdy, sumf_m),
                 };
                 add_into(tmp, 4 * j, v);
             }
@@ -692,7 +688,7 @@ mod tests {
     use super::*;
     use crate::testing::installed;
     use tiercheck_core::accel::with_scalar;
-    use tiercheck_core::gpu::{mmvq_gemv, quantize_q8_1_mmvq, Q4KCombine, WAVE32, WAVE64};
+    use tiercheck_core::gpu::{mmvq_gemv, quantize_q8_1_mmvq, Combine, WAVE32, WAVE64};
     use tiercheck_core::rng::Rng;
 
     /// `k` values of weight row of `ty`: random bytes, each block's f16 scales finite
@@ -717,6 +713,28 @@ mod tests {
                         blk[..192].fill(0xFF);
                     }
                 }
+                // Two f16 fields first (d and m, or d and dmin).
+                GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q5_K => {
+                    blk[..2].copy_from_slice(&f16());
+                    blk[2..4].copy_from_slice(&f16());
+                    if extreme {
+                        blk[4..].fill(0xFF);
+                    }
+                }
+                // Q2_K: d and dmin after 16 scale and 64 quant bytes; Q3_K: d last.
+                GgmlType::Q2_K => {
+                    blk[80..82].copy_from_slice(&f16());
+                    blk[82..84].copy_from_slice(&f16());
+                    if extreme {
+                        blk[..80].fill(0xFF);
+                    }
+                }
+                GgmlType::Q3_K => {
+                    blk[108..110].copy_from_slice(&f16());
+                    if extreme {
+                        blk[..108].fill(0xFF);
+                    }
+                }
                 _ => {
                     blk[..2].copy_from_slice(&f16());
                     if extreme {
@@ -739,7 +757,9 @@ mod tests {
     }
 
     /// The accelerated emulation (AVX2+FMA+F16C on x86-64, NEON on aarch64) equals the
-    /// scalar twin bitwise for every type, warp layout and contraction.
+    /// scalar twin bitwise for every type, warp layout and contraction (the types
+    /// without block-at-once forms through the twin's per-thread loop compiled in the
+    /// accelerated function).
     #[test]
     fn accelerated_mmvq_equals_the_scalar_twin_bitwise() {
         let here = if cfg!(target_arch = "x86_64") {
@@ -754,13 +774,9 @@ mod tests {
             Contraction::NVCC,
             Contraction::HIP_CLANG,
             Contraction::HIP_CLANG_GFX90A,
-            Contraction {
-                vec_dot_sums: true,
-                q4_k_combine: Q4KCombine::FuseSecond,
-                accumulate: false,
-            },
+            Contraction { vec_dot_sums: true, combine: Combine::FuseSecond, accumulate: false },
         ];
-        for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for ty in tiercheck_core::gpu::MMVQ_TYPES {
             for (k, extreme) in [(256usize, false), (2048, false), (1024, true)] {
                 let w = row(&mut rng, ty, k, extreme);
                 let act = activations(&mut rng, k, extreme);

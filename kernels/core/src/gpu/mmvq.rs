@@ -2,8 +2,14 @@
 //! that set its float order: warp size and `calc_nwarps`.
 
 use super::quantize::MAX_WARP;
-use super::vecdotq::{q4_k_tail, q6_k_tail, q8_0_tail, Contraction, Tail};
-use crate::blocks::{cast_blocks, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, QK};
+use super::vecdotq::{
+    iq4_nl_tail, iq4_xs_tail, q2_k_tail, q3_k_tail, q4_1_tail, q4_k_tail, q5_0_tail, q5_1_tail,
+    q5_k_tail, q6_k_tail, q8_0_tail, Contraction, Tail,
+};
+use crate::blocks::{
+    cast_blocks, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, QK,
+};
 use crate::error::KernelError;
 use crate::GgmlType;
 
@@ -306,12 +312,31 @@ impl Column {
     }
 }
 
-/// `(qk, qi, vdr)` of `ggml_cuda_type_traits` and `get_vdr_mmvq`.
+/// The weight types the MMVQ twin reproduces.
+pub const MMVQ_TYPES: [GgmlType; 11] = [
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+];
+
+/// `(qk, qi, vdr)` of `ggml_cuda_type_traits` and `get_vdr_mmvq` (`qi = qk / (4 * qr)`).
 fn traits(ty: GgmlType) -> Result<(usize, usize, usize), KernelError> {
+    use GgmlType as T;
     match ty {
-        GgmlType::Q4_K => Ok((256, 32, 2)),
-        GgmlType::Q6_K => Ok((256, 32, 1)),
-        GgmlType::Q8_0 => Ok((32, 8, 2)),
+        T::Q4_1 | T::Q5_0 | T::Q5_1 | T::IQ4_NL => Ok((32, 4, 2)),
+        T::Q8_0 => Ok((32, 8, 2)),
+        T::Q2_K | T::Q3_K => Ok((256, 16, 1)),
+        T::Q4_K | T::Q5_K => Ok((256, 32, 2)),
+        T::Q6_K => Ok((256, 32, 1)),
+        T::IQ4_XS => Ok((256, 32, 4)),
         other => Err(KernelError::Unsupported { op: "mmvq", ty: other.name() }),
     }
 }
@@ -323,7 +348,7 @@ fn traits(ty: GgmlType) -> Result<(usize, usize, usize), KernelError> {
 /// strided partial sums, warps 1..n-1 added into warp 0 in order, then the XOR
 /// butterfly; lane 0's value.
 ///
-/// Supports Q4_K, Q6_K and Q8_0.
+/// Supports the [`MMVQ_TYPES`].
 ///
 /// # Panics
 /// If `warp_size` is not 32 or 64, or `nwarps` is not in 1..=8.
@@ -493,8 +518,39 @@ trait Share {
     fn tail(&self, kbx: usize, kqs: usize) -> Tail;
 
     /// Every thread's share of block `kbx` accumulated into `tmp` (one value per thread
-    /// of the block, in thread order) by `forms`.
-    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]);
+    /// of the block, in thread order) by `forms`; by default thread by thread (thread
+    /// `k` at offset `vdr * k`), for the types the forms do not cover.
+    #[inline(always)]
+    fn block(
+        &self,
+        forms: &impl BlockForms,
+        kbx: usize,
+        tmp: &mut [f32],
+        vdr: usize,
+        c: Contraction,
+    ) {
+        let _ = forms;
+        for (k, t) in tmp.iter_mut().enumerate() {
+            *t = self.tail(kbx, vdr * k).accumulate(*t, c);
+        }
+    }
+}
+
+/// The weight blocks of a type without block-at-once forms, the activation blocks,
+/// how many q8_1 blocks one weight block spans, the contraction and the type's share.
+struct Plain<'a, B> {
+    x: &'a [B],
+    y: &'a [BlockQ8_1],
+    per: usize,
+    c: Contraction,
+    share: fn(&B, &[BlockQ8_1], usize, Contraction) -> Tail,
+}
+
+impl<B> Share for Plain<'_, B> {
+    #[inline(always)]
+    fn tail(&self, kbx: usize, kqs: usize) -> Tail {
+        (self.share)(&self.x[kbx], &self.y[kbx * self.per..(kbx + 1) * self.per], kqs, self.c)
+    }
 }
 
 // The weight blocks, the activation blocks, the activation's [`Column`] (read by the
@@ -510,7 +566,14 @@ impl Share for Q4K<'_> {
     }
 
     #[inline(always)]
-    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
+    fn block(
+        &self,
+        forms: &impl BlockForms,
+        kbx: usize,
+        tmp: &mut [f32],
+        _: usize,
+        _: Contraction,
+    ) {
         let y = &self.1[kbx * 8..kbx * 8 + 8];
         let (d, sums) = (&self.2.q4k_d[kbx], &self.2.q4k[kbx]);
         forms.q4_k_block(&self.0[kbx], y, d, sums, self.3, tmp);
@@ -524,7 +587,14 @@ impl Share for Q6K<'_> {
     }
 
     #[inline(always)]
-    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
+    fn block(
+        &self,
+        forms: &impl BlockForms,
+        kbx: usize,
+        tmp: &mut [f32],
+        _: usize,
+        _: Contraction,
+    ) {
         let (y, b) = (&self.1[kbx * 8..kbx * 8 + 8], kbx * 8..kbx * 8 + 8);
         let (yd, sums) = (&self.2.yd[b.clone()], &self.2.q6k[b]);
         forms.q6_k_block(&self.0[kbx], y, yd, sums, self.3, tmp);
@@ -538,7 +608,14 @@ impl Share for Q80<'_> {
     }
 
     #[inline(always)]
-    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
+    fn block(
+        &self,
+        forms: &impl BlockForms,
+        kbx: usize,
+        tmp: &mut [f32],
+        _: usize,
+        _: Contraction,
+    ) {
         forms.q8_0_block(&self.0[kbx], &self.1[kbx], self.2.yd[kbx], self.3, tmp);
     }
 }
@@ -570,10 +647,39 @@ impl Grid {
         col: &Column,
     ) -> Result<f32, KernelError> {
         let c = self.contraction;
+        fn one<B>(
+            x: &B,
+            y: &[BlockQ8_1],
+            kqs: usize,
+            c: Contraction,
+            f: fn(&B, &BlockQ8_1, usize, Contraction) -> Tail,
+        ) -> Tail {
+            f(x, &y[0], kqs, c)
+        }
+        macro_rules! plain {
+            ($per:expr, $share:expr) => {
+                self.run_in(
+                    forms,
+                    &Plain { x: cast_blocks(ty, w_row)?, y: act, per: $per, c, share: $share },
+                )
+            };
+        }
+        use GgmlType as T;
         Ok(match ty {
-            GgmlType::Q4_K => self.run_in(forms, &Q4K(cast_blocks(ty, w_row)?, act, col, c)),
-            GgmlType::Q6_K => self.run_in(forms, &Q6K(cast_blocks(ty, w_row)?, act, col, c)),
-            _ => self.run_in(forms, &Q80(cast_blocks(ty, w_row)?, act, col, c)),
+            T::Q4_K => self.run_in(forms, &Q4K(cast_blocks(ty, w_row)?, act, col, c)),
+            T::Q6_K => self.run_in(forms, &Q6K(cast_blocks(ty, w_row)?, act, col, c)),
+            T::Q8_0 => self.run_in(forms, &Q80(cast_blocks(ty, w_row)?, act, col, c)),
+            T::Q4_1 => plain!(1, |x: &BlockQ4_1, y, k, c| one(x, y, k, c, q4_1_tail)),
+            T::Q5_0 => plain!(1, |x: &BlockQ5_0, y, k, c| one(x, y, k, c, q5_0_tail)),
+            T::Q5_1 => plain!(1, |x: &BlockQ5_1, y, k, c| one(x, y, k, c, q5_1_tail)),
+            T::IQ4_NL => {
+                plain!(1, |x: &BlockIq4Nl, y: &[BlockQ8_1], k, _| iq4_nl_tail(x, &y[0], k))
+            }
+            T::Q2_K => plain!(8, |x: &BlockQ2K, y, k, c| q2_k_tail(x, y, k, c)),
+            T::Q3_K => plain!(8, |x: &BlockQ3K, y, k, c| q3_k_tail(x, y, k, c)),
+            T::Q5_K => plain!(8, |x: &BlockQ5K, y, k, c| q5_k_tail(x, y, k, c)),
+            T::IQ4_XS => plain!(8, |x: &BlockIq4Xs, y, k, _| iq4_xs_tail(x, y, k)),
+            other => return Err(KernelError::Unsupported { op: "mmvq", ty: other.name() }),
         })
     }
 
@@ -599,7 +705,7 @@ impl Grid {
             let base = (kbx % self.blocks_per_iter) * self.threads_per_block;
             let block = &mut tmp[base..base + self.threads_per_block];
             if let Some(f) = forms {
-                call.block(f, kbx, block);
+                call.block(f, kbx, block, self.vdr, self.contraction);
                 continue;
             }
             for (k, t) in block.iter_mut().enumerate() {

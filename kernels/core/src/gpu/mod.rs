@@ -128,10 +128,10 @@ mod tests;
 
 pub use mmvf::{MmvfAcc, MmvfConfig, MMVF_AMPERE, MMVF_CDNA, MMVF_RDNA2, MMVF_RDNA3};
 pub use mmvq::{
-    calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, WAVE32, WAVE32_RDNA3_0,
-    WAVE64,
+    calc_nwarps, mmvq_gemv, nwarps_one_column, MmvqConfig, MmvqTable, CUDA, MMVQ_TYPES, WAVE32,
+    WAVE32_RDNA3_0, WAVE64,
 };
 pub use quantize::{butterfly_max, butterfly_sum, quantize_q8_1_cuda, quantize_q8_1_mmvq};
 pub use vecdotq::{
-    dp4a, vec_dot_q4_k_q8_1, vec_dot_q6_k_q8_1, vec_dot_q8_0_q8_1, Contraction, Q4KCombine,
+    dp4a, vec_dot_q4_k_q8_1, vec_dot_q6_k_q8_1, vec_dot_q8_0_q8_1, Combine, Contraction,
 };

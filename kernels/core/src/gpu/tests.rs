@@ -534,7 +534,7 @@ fn gpu_gemv_within_rigorous_bound() {
         (32, 4, Contraction::HIP_CLANG), // NVIDIA generic shape
         (32, 8, Contraction::HIP_CLANG), // RDNA4
         (64, 1, Contraction::HIP_CLANG),
-        (32, 2, Contraction { q4_k_combine: Q4KCombine::FuseSecond, ..Contraction::HIP_CLANG }),
+        (32, 2, Contraction { combine: Combine::FuseSecond, ..Contraction::HIP_CLANG }),
     ];
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
         for k in (256..=4096).step_by(256) {
@@ -776,8 +776,8 @@ fn gpu_gemv_equals_a_block_major_formulation_bitwise() {
         Contraction::OFF,
         Contraction::HIP_CLANG,
         Contraction::HIP_CLANG_GFX90A,
-        Contraction { vec_dot_sums: false, q4_k_combine: Q4KCombine::FuseSecond, accumulate: true },
-        Contraction { vec_dot_sums: true, q4_k_combine: Q4KCombine::FuseSecond, accumulate: false },
+        Contraction { vec_dot_sums: false, combine: Combine::FuseSecond, accumulate: true },
+        Contraction { vec_dot_sums: true, combine: Combine::FuseSecond, accumulate: false },
     ];
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
         for (k, extreme) in
@@ -1687,4 +1687,311 @@ fn gpu_silu_cut_offs_inside_or_outside_round_alike() {
         seen_saturated[1] |= x < -89.0 && x.is_finite();
     }
     assert!(seen_saturated.iter().all(|&s| s));
+}
+
+/// The MMVQ types besides Q4_K, Q6_K and Q8_0.
+const OTHER_TYPES: [GgmlType; 8] = [
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q5_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+];
+
+/// A row of `k` values of one of the [`OTHER_TYPES`]: every byte random, then each
+/// block's f16 scale set by `d` and its f16 offset (min) by `m`.
+fn other_row(
+    r: &mut Rng,
+    ty: GgmlType,
+    k: usize,
+    d: &mut dyn FnMut(&mut Rng) -> [u8; 2],
+    m: &mut dyn FnMut(&mut Rng) -> [u8; 2],
+) -> Vec<u8> {
+    use crate::blocks::{
+        BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+    };
+    let mut bytes = vec![0u8; k / ty.block_size() * ty.type_size()];
+    r.fill(&mut bytes);
+    for b in bytes.chunks_mut(ty.type_size()) {
+        match ty {
+            GgmlType::Q4_1 => {
+                let x: &mut BlockQ4_1 = bytemuck::from_bytes_mut(b);
+                (x.d, x.m) = (d(r), m(r));
+            }
+            GgmlType::Q5_1 => {
+                let x: &mut BlockQ5_1 = bytemuck::from_bytes_mut(b);
+                (x.d, x.m) = (d(r), m(r));
+            }
+            GgmlType::Q5_0 => bytemuck::from_bytes_mut::<BlockQ5_0>(b).d = d(r),
+            GgmlType::Q2_K => {
+                let x: &mut BlockQ2K = bytemuck::from_bytes_mut(b);
+                (x.d, x.dmin) = (d(r), m(r));
+            }
+            GgmlType::Q5_K => {
+                let x: &mut BlockQ5K = bytemuck::from_bytes_mut(b);
+                (x.d, x.dmin) = (d(r), m(r));
+            }
+            GgmlType::Q3_K => bytemuck::from_bytes_mut::<BlockQ3K>(b).d = d(r),
+            GgmlType::IQ4_NL => bytemuck::from_bytes_mut::<BlockIq4Nl>(b).d = d(r),
+            GgmlType::IQ4_XS => bytemuck::from_bytes_mut::<BlockIq4Xs>(b).d = d(r),
+            other => unreachable!("{other} is not one of the other types"),
+        }
+    }
+    bytes
+}
+
+/// The row with every block's scale (`scale`) or offset (`!scale`) replaced by 0, so
+/// that the crate's dequantizer gives the other part alone, exactly (every product of
+/// an f16 scale with these codes fits in f32's 24 bits).
+fn zeroed_part(ty: GgmlType, row: &[u8], scale: bool) -> Vec<f32> {
+    use crate::blocks::{BlockQ2K, BlockQ4_1, BlockQ5K, BlockQ5_1};
+    let mut row = row.to_vec();
+    let zero = [0u8; 2];
+    for b in row.chunks_mut(ty.type_size()) {
+        match (ty, scale) {
+            (GgmlType::Q4_1, true) => bytemuck::from_bytes_mut::<BlockQ4_1>(b).d = zero,
+            (GgmlType::Q4_1, false) => bytemuck::from_bytes_mut::<BlockQ4_1>(b).m = zero,
+            (GgmlType::Q5_1, true) => bytemuck::from_bytes_mut::<BlockQ5_1>(b).d = zero,
+            (GgmlType::Q5_1, false) => bytemuck::from_bytes_mut::<BlockQ5_1>(b).m = zero,
+            (GgmlType::Q2_K, true) => bytemuck::from_bytes_mut::<BlockQ2K>(b).d = zero,
+            (GgmlType::Q2_K, false) => bytemuck::from_bytes_mut::<BlockQ2K>(b).dmin = zero,
+            (GgmlType::Q5_K, true) => bytemuck::from_bytes_mut::<BlockQ5K>(b).d = zero,
+            (GgmlType::Q5_K, false) => bytemuck::from_bytes_mut::<BlockQ5K>(b).dmin = zero,
+            // No offset: the whole weight is the scale part.
+            (_, false) => {}
+            (_, true) => return vec![0.0; row.len() / ty.type_size() * ty.block_size()],
+        }
+    }
+    let mut out = vec![0.0f32; row.len() / ty.type_size() * ty.block_size()];
+    dequantize(ty, &row, &mut out).unwrap();
+    out
+}
+
+/// The value ggml's MMVQ computes for one of the [`OTHER_TYPES`] in exact arithmetic,
+/// and the sum of the magnitudes of its terms, from the block fields through the
+/// crate's dequantizers (independent of the twin). Q4_1 and Q5_1 add each block's
+/// `m * s8` and Q5_0 its `-16 d * s8`, with `s8` the q8_1 block's f16 sum of the
+/// unquantized activations: that is what the device reads, not the dequantized sum.
+fn other_exact(ty: GgmlType, row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
+    let a = act_values(act);
+    let scale = zeroed_part(ty, row, false);
+    let offset = zeroed_part(ty, row, true);
+    let (mut e, mut s) = (0.0f64, 0.0f64);
+    for (j, (&w, &o)) in scale.iter().zip(&offset).enumerate() {
+        let b = j / QK;
+        match ty {
+            // Per block `m * s8`; `offset` holds m for each value.
+            GgmlType::Q4_1 | GgmlType::Q5_1 => {
+                e += w as f64 * a[j];
+                s += (w as f64 * a[j]).abs();
+                if j % QK == 0 {
+                    let t = o as f64 * act[b].s() as f64;
+                    e += t;
+                    s += t.abs();
+                }
+            }
+            // The dequantized weight is d * (q - 16): d * q times the activation, and
+            // per block -16 d * s8.
+            GgmlType::Q5_0 => {
+                let d = bytemuck::cast_slice::<u8, crate::blocks::BlockQ5_0>(row)[b].d() as f64;
+                let t = (w as f64 + 16.0 * d) * a[j];
+                e += t;
+                s += t.abs();
+                if j % QK == 0 {
+                    let t = -16.0 * d * act[b].s() as f64;
+                    e += t;
+                    s += t.abs();
+                }
+            }
+            _ => {
+                e += (w as f64 + o as f64) * a[j];
+                s += (w as f64 * a[j]).abs() + (o as f64 * a[j]).abs();
+            }
+        }
+    }
+    (e, s)
+}
+
+#[test]
+fn gpu_other_types_are_exact_with_unit_scales() {
+    // Every scale 1 and activations in [-8, 8] with d = 1 and s = their sum: every
+    // partial is an integer below 2^24, so any order or fusion gives the integer dot
+    // of the codes the crate's dequantizer reads, over whole rows, on every grid.
+    let mut r = Rng(0x0DD5_0F0F_7777_0001);
+    let one = f32_to_f16_bits(1.0).to_le_bytes();
+    for ty in OTHER_TYPES {
+        for round in 0..60 {
+            let k = if round % 2 == 0 { 256 } else { 512 };
+            let row = other_row(&mut r, ty, k, &mut |_| one, &mut |_| one);
+            let act: Vec<BlockQ8_1> = (0..k / QK)
+                .map(|_| {
+                    let mut b: BlockQ8_1 = bytemuck::Zeroable::zeroed();
+                    b.qs.iter_mut().for_each(|q| *q = (r.below(17) as i8 - 8) as u8);
+                    let sum: i32 = b.qs.iter().map(|&q| q as i8 as i32).sum();
+                    (b.d, b.s) = (one, f32_to_f16_bits(sum as f32).to_le_bytes());
+                    b
+                })
+                .collect();
+            let mut w = vec![0.0f32; k];
+            dequantize(ty, &row, &mut w).unwrap();
+            let want: f64 = w.iter().zip(act_values(&act)).map(|(&w, a)| w as f64 * a).sum();
+            for (warp, nwarps) in [(32, 1), (32, 4), (64, 2), (64, 1)] {
+                for c in [Contraction::OFF, Contraction::HIP_CLANG, Contraction::HIP_CLANG_GFX90A] {
+                    let got = mmvq_gemv(ty, &row, &act, warp, nwarps, c).unwrap();
+                    assert_eq!(got as f64, want, "{ty} k={k} warp={warp}x{nwarps} {c:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_other_types_gemv_within_rigorous_bound() {
+    // Random f16 scales and offsets (negative offsets too), the device's q8_1
+    // activations; against the exact value of ggml's formula (`other_exact`).
+    let mut r = Rng(0x0DD5_0F0F_7777_0002);
+    let configs = [
+        (32, 1, Contraction::HIP_CLANG),
+        (64, 2, Contraction::HIP_CLANG_GFX90A),
+        (32, 4, Contraction::NVCC),
+        (32, 2, Contraction::OFF),
+        (32, 8, Contraction { combine: Combine::FuseSecond, ..Contraction::HIP_CLANG }),
+    ];
+    for ty in OTHER_TYPES {
+        // Roundings along one call's longest path (unfused), as `call_depth`.
+        let depth = match ty {
+            GgmlType::Q2_K | GgmlType::Q3_K => 10,
+            GgmlType::Q5_K => 6,
+            GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => 4,
+            _ => 2,
+        };
+        let (qk, qi, vdr) = match ty {
+            GgmlType::Q2_K | GgmlType::Q3_K => (256, 16, 1),
+            GgmlType::Q5_K => (256, 32, 2),
+            GgmlType::IQ4_XS => (256, 32, 4),
+            _ => (32, 4, 2),
+        };
+        for k in (256..=2048).step_by(256) {
+            for _ in 0..4 {
+                let row = other_row(&mut r, ty, k, &mut |r| r.half(-12, -4), &mut |r| {
+                    let mut h = r.half(-12, -4);
+                    h[1] |= (r.below(2) as u8) << 7;
+                    h
+                });
+                let act = quantize_q8_1_mmvq(&r.activations(k));
+                let (e, s) = other_exact(ty, &row, &act);
+                // Q4_1 and Q5_1 round d * d8 and m * s8 to f16 (`__hmul2`): each
+                // product within 2^-11 of itself or 2^-25 (half the f16 subnormal
+                // step), scaled by what it multiplies.
+                let f16_err = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                    let mut codes = vec![0.0f32; k];
+                    dequantize(ty, &zero_scales_to_one(ty, &row), &mut codes).unwrap();
+                    let q8: Vec<f64> =
+                        act.iter().flat_map(|b| b.qs.map(|q| (q as i8 as f64).abs())).collect();
+                    (0..k / QK)
+                        .map(|b| {
+                            let (d, m) = legacy_d_m(ty, &row, b);
+                            let y = &act[b];
+                            let sq: f64 = (0..QK)
+                                .map(|j| (codes[b * QK + j] as f64).abs() * q8[b * QK + j])
+                                .sum();
+                            let dd8 = (d * y.d() as f64).abs();
+                            let ms8 = (m * y.s() as f64).abs();
+                            (dd8 * 2f64.powi(-11) + 2f64.powi(-25)) * sq
+                                + ms8 * 2f64.powi(-11)
+                                + 2f64.powi(-25)
+                        })
+                        .sum::<f64>()
+                        * 1.01
+                } else {
+                    0.0
+                };
+                for (warp, nwarps, c) in configs {
+                    let v = mmvq_gemv(ty, &row, &act, warp, nwarps, c).unwrap();
+                    let calls = (k / qk).div_ceil(vdr * nwarps * warp / qi);
+                    let n = depth + calls + (nwarps - 1) + warp.trailing_zeros() as usize;
+                    let bound = gamma(n) * s * 1.01 + f16_err;
+                    let err = (v as f64 - e).abs();
+                    assert!(
+                        err <= bound,
+                        "{ty} k={k} {warp}x{nwarps} {c:?}: |{v:e} - {e:e}| = {err:e} > {bound:e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Q4_1 / Q5_1 block `b`'s scale and offset.
+fn legacy_d_m(ty: GgmlType, row: &[u8], b: usize) -> (f64, f64) {
+    use crate::blocks::{BlockQ4_1, BlockQ5_1};
+    match ty {
+        GgmlType::Q4_1 => {
+            let x = &bytemuck::cast_slice::<u8, BlockQ4_1>(row)[b];
+            (x.d() as f64, x.m() as f64)
+        }
+        _ => {
+            let x = &bytemuck::cast_slice::<u8, BlockQ5_1>(row)[b];
+            (x.d() as f64, x.m() as f64)
+        }
+    }
+}
+
+/// A Q4_1 / Q5_1 row with scale 1 and offset 0: its dequantized values are the codes.
+fn zero_scales_to_one(ty: GgmlType, row: &[u8]) -> Vec<u8> {
+    use crate::blocks::{BlockQ4_1, BlockQ5_1};
+    let mut row = row.to_vec();
+    let one = f32_to_f16_bits(1.0).to_le_bytes();
+    for b in row.chunks_mut(ty.type_size()) {
+        match ty {
+            GgmlType::Q4_1 => {
+                let x: &mut BlockQ4_1 = bytemuck::from_bytes_mut(b);
+                (x.d, x.m) = (one, [0; 2]);
+            }
+            _ => {
+                let x: &mut BlockQ5_1 = bytemuck::from_bytes_mut(b);
+                (x.d, x.m) = (one, [0; 2]);
+            }
+        }
+    }
+    row
+}
+
+#[test]
+fn gpu_q4_1_and_q5_1_round_their_scale_products_to_f16() {
+    // `__hmul2(dm, ds8)`: d * d8 and m * s8 each rounded to f16 before the f32 close
+    // `sumi * dd8 + ms8 * 0.5` (RDNA's fma). Hand-built: d = 1 + 2^-10, d8 = 1 + 3 *
+    // 2^-10: d * d8 = 1 + 4 * 2^-10 + 3 * 2^-20, f16 1 + 4 * 2^-10. m = 3, s8 = 1 + 2^-10:
+    // m * s8 = 3 + 3 * 2^-10, between the f16 neighbours 3 + 2^-9 and 3 + 2^-8 (step
+    // 2^-9 in [2, 4)), a tie at 3 + 1.5 * 2^-9 rounded to even: 3 + 2^-8.
+    use crate::blocks::{BlockQ4_1, BlockQ5_1};
+    let h = |v: f32| f32_to_f16_bits(v).to_le_bytes();
+    let (d, d8, m, s8) =
+        (1.0 + 2f32.powi(-10), 1.0 + 3.0 * 2f32.powi(-10), 3.0f32, 1.0 + 2f32.powi(-10));
+    assert_eq!(round_to_f16(d * d8), 1.0 + 4.0 * 2f32.powi(-10));
+    assert_eq!(round_to_f16(m * s8), 3.0 + 2f32.powi(-8));
+    let mut y: BlockQ8_1 = bytemuck::Zeroable::zeroed();
+    (y.d, y.s) = (h(d8), h(s8));
+    // Codes 1 everywhere (nibbles 0x11), q8 = 1 for the first 8 values of each half:
+    // thread iqs = 0 covers ints 0, 1 (values 0..8) and 4, 5 (values 16..24).
+    y.qs[..8].fill(1);
+    y.qs[16..24].fill(1);
+    let mut x4: BlockQ4_1 = bytemuck::Zeroable::zeroed();
+    (x4.d, x4.m) = (h(d), h(m));
+    x4.qs.fill(0x11);
+    let mut x5: BlockQ5_1 = bytemuck::Zeroable::zeroed();
+    (x5.d, x5.m) = (h(d), h(m));
+    x5.qs.fill(0x11);
+    // sumi = 16; fma(16, dd8, ms8 * 0.5) rounds once.
+    let dd8 = 1.0 + 4.0 * 2f32.powi(-10);
+    let ms8 = 3.0 + 2f32.powi(-8);
+    let want = 16.0f32.mul_add(dd8, ms8 * 0.5);
+    let unrounded = 16.0f32.mul_add(d * d8, (m * s8) * 0.5);
+    assert_ne!(want, unrounded, "the case must tell the f16 products apart");
+    let c = Contraction::HIP_CLANG;
+    assert_eq!(super::vecdotq::q4_1_tail(&x4, &y, 0, c).value(), want);
+    assert_eq!(super::vecdotq::q5_1_tail(&x5, &y, 0, c).value(), want);
 }

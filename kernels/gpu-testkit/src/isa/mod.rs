@@ -294,6 +294,20 @@ impl Exprs {
         (neg, id)
     }
 
+    /// A factor of a product as (negated, rendered magnitude): negations stripped, and a
+    /// negative constant as the negation of its magnitude (`-8 * x` and `-(8 * x)`
+    /// round alike).
+    fn factor(&self, id: Id, memo: &mut HashMap<Id, String>) -> (bool, String) {
+        let (neg, inner) = self.unneg(id);
+        if let Node::Const(b) = self.nodes[inner] {
+            if b & 0x8000_0000 != 0 && !f32::from_bits(b).is_nan() {
+                let abs = Exprs { nodes: vec![Node::Const(b & 0x7fff_ffff)] };
+                return (!neg, abs.render(0));
+            }
+        }
+        (neg, self.render_in(inner, memo))
+    }
+
     fn render_in(&self, id: Id, memo: &mut HashMap<Id, String>) -> String {
         if let Some(s) = memo.get(&id) {
             return s.clone();
@@ -351,16 +365,16 @@ impl Exprs {
                 format!("add({}, {})", v[0], v[1])
             }
             Node::Mul(a, b) => {
-                let (na, a) = self.unneg(*a);
-                let (nb, b) = self.unneg(*b);
-                let mut v = [self.render_in(a, memo), self.render_in(b, memo)];
+                let (na, a) = self.factor(*a, memo);
+                let (nb, b) = self.factor(*b, memo);
+                let mut v = [a, b];
                 v.sort();
                 format!("{}mul({}, {})", if na != nb { "-" } else { "" }, v[0], v[1])
             }
             Node::Fma(a, b, c) => {
-                let (na, a) = self.unneg(*a);
-                let (nb, b) = self.unneg(*b);
-                let mut v = [self.render_in(a, memo), self.render_in(b, memo)];
+                let (na, a) = self.factor(*a, memo);
+                let (nb, b) = self.factor(*b, memo);
+                let mut v = [a, b];
                 v.sort();
                 let c = self.render_in(*c, memo);
                 format!("fma({}{}, {}, {c})", if na != nb { "-" } else { "" }, v[0], v[1])
@@ -942,6 +956,10 @@ impl Eval {
                 self.packed(base, &dst, srcs, &mods);
                 return;
             }
+            "v_pk_mul_f16" if n == 2 && !mods.iter().any(|m| m.starts_with("clamp")) => {
+                self.packed_f16_mul(&dst, srcs, &mods);
+                return;
+            }
             "v_cvt_f32_i32" | "v_cvt_f32_u32" if n == 1 => {
                 let x = s(self, 0);
                 self.e.push(Node::I2F(x))
@@ -1029,6 +1047,37 @@ impl Eval {
     /// The f16 half (`hi`) of the dword `x`, converted to f32.
     fn f16_of(&mut self, x: Id, hi: bool) -> Id {
         self.e.push(Node::H2F { hi, x })
+    }
+
+    /// `v_pk_mul_f16 d, a, b`: two f16 products in one dword; the low half multiplies
+    /// each source's half `op_sel[i]`, the high half its half `op_sel_hi[i]` (default:
+    /// low with low, high with high), `neg_lo`/`neg_hi` negating a source's half. The
+    /// product of two f16 values is exact in f32 (22 significant bits, exponents far
+    /// inside f32's range), so the f16 product, one rounding to f16, is
+    /// `f16(mul(a, b))` of the halves widened exactly: that is the tree it becomes
+    /// (`Pack` of two `F2H` of `Mul`). Whether f16 subnormals are kept is the kernel
+    /// descriptor's `FLOAT_DENORM_MODE_16_64` ([`amdgpu_denorm_mode_f16_f64`]).
+    fn packed_f16_mul(&mut self, dst: &str, srcs: &[String], mods: &[String]) {
+        let sel = bits(modifier(mods, "op_sel"), 2, false);
+        let sel_hi = bits(modifier(mods, "op_sel_hi"), 2, true);
+        let neg_lo = bits(modifier(mods, "neg_lo"), 2, false);
+        let neg_hi = bits(modifier(mods, "neg_hi"), 2, false);
+        let mut out = [0; 2];
+        for (lane, o) in out.iter_mut().enumerate() {
+            let mut v = [0; 2];
+            for (k, x) in v.iter_mut().enumerate() {
+                let hi = if lane == 0 { sel[k] } else { sel_hi[k] };
+                let r = self.src(&srcs[k], 0);
+                *x = self.f16_of(r, hi);
+                if (lane == 0 && neg_lo[k]) || (lane == 1 && neg_hi[k]) {
+                    *x = self.e.neg(*x);
+                }
+            }
+            let p = self.e.mul(v[0], v[1]);
+            *o = self.e.f2h(p);
+        }
+        let v = self.e.pack(out[0], out[1]);
+        self.write(dst, 0, v);
     }
 
     /// `v_pk_{fma,mul,add}_f32`: two f32 lanes in register pairs; lane 0 reads each
@@ -1220,6 +1269,15 @@ pub fn amdgpu_denorm_mode_f32(listing: &str, kernel: &str) -> Option<u32> {
     let bytes = amdgpu_descriptor(listing, kernel)?;
     let rsrc1 = u32::from_le_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
     Some((rsrc1 >> 16) & 3)
+}
+
+/// The f16/f64 denormal mode in the kernel descriptor of `kernel`: `COMPUTE_PGM_RSRC1`
+/// bits 18..19, `FLOAT_DENORM_MODE_16_64`, with the same values as
+/// [`amdgpu_denorm_mode_f32`]'s (3: f16 and f64 subnormals kept).
+pub fn amdgpu_denorm_mode_f16_f64(listing: &str, kernel: &str) -> Option<u32> {
+    let bytes = amdgpu_descriptor(listing, kernel)?;
+    let rsrc1 = u32::from_le_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
+    Some((rsrc1 >> 18) & 3)
 }
 
 /// A gfx11 listing with its memory instructions under the names earlier ISAs give them
@@ -1498,6 +1556,42 @@ mod tests {
             .replace("v_add_f32_e32 v3, v3, v2  ", "s_cbranch_scc0 3           ");
         let k = amdgpu(&inside, "k").unwrap();
         assert_eq!(k.loops.len(), 1);
+    }
+
+    #[test]
+    fn a_negative_constant_factor_reads_as_a_negated_product() {
+        let mut e = Exprs::new();
+        let (x, y) = (e.leaf("x"), e.leaf("y"));
+        let (m8, p8) = (e.constant(-8.0), e.constant(8.0));
+        let a = e.mul(m8, x);
+        let b = e.mul(p8, x);
+        let nb = e.neg(b);
+        assert_eq!(e.render(a), e.render(nb));
+        assert_eq!(e.render(a), "-mul(8.0, x)");
+        let fa = e.fma(m8, x, y);
+        let np8 = e.neg(p8);
+        let fb = e.fma(np8, x, y);
+        assert_eq!(e.render(fa), e.render(fb));
+        assert_ne!(e.render(a), e.render(b), "the sign still counts");
+    }
+
+    /// `v_pk_mul_f16` is two f16 products, each `f16(mul(..))` of the widened halves, and
+    /// a conversion (or `v_fma_mix_f32`) of one half reads that product.
+    #[test]
+    fn a_packed_f16_product_reads_as_rounded_products() {
+        let listing = "
+0000000000000100 <k>:
+\tglobal_load_dword v2, v[8:9], off                          // 000000000100: 00000000 00000000
+\tglobal_load_dword v3, v[8:9], off                          // 000000000108: 00000000 00000000
+\tv_pk_mul_f16 v2, v3, v2                                   // 000000000110: 00000000 00000000
+\tv_cvt_f32_f16_sdwa v4, v2 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_1// 000000000118: 00000000 00000000
+\tv_fma_mix_f32 v5, v6, v2, v4 op_sel_hi:[0,1,0]           // 000000000120: 00000000 00000000
+\tglobal_store_dword v1, v5, s[0:1]                          // 000000000128: 00000000 00000000
+\ts_endpgm                                                    // 000000000130: BF810000
+";
+        let k = amdgpu(listing, "k").unwrap();
+        let out = k.stores.last().unwrap().value;
+        assert_eq!(k.exprs.render(out), "fma(f16(mul(h.lo, h.lo)), sym:v6, f16(mul(h.hi, h.hi)))");
     }
 
     #[test]

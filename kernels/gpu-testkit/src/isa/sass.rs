@@ -297,6 +297,41 @@ impl Eval {
                 let v = self.e.pack(hb, ha);
                 write(self, v);
             }
+            // HMUL2 d, a, b (and HFMA2 d, a, b, -RZ: the product plus -0, the same
+            // bits): two f16 products, one rounding each, subnormals kept (no `.FTZ`):
+            // `f16(mul(a, b))` of the halves widened exactly, as on AMDGPU
+            // (`v_pk_mul_f16`). A source's `.H0_H0` / `.H1_H1` feeds that half to both.
+            "HMUL2" | "HFMA2"
+                if (mn == "HMUL2" && ops.len() == 3)
+                    || (matches!(mn, "HFMA2" | "HFMA2.MMA")
+                        && ops.len() == 4
+                        && ops[3] == "-RZ"
+                        && !ops[1..3].iter().any(|o| base_reg(o) == "RZ")) =>
+            {
+                let mut lanes = [0; 2];
+                for (lane, o) in lanes.iter_mut().enumerate() {
+                    let mut v = [0; 2];
+                    for (k, x) in v.iter_mut().enumerate() {
+                        let op = &ops[1 + k];
+                        let hi = if op.contains(".H1_H1") {
+                            true
+                        } else if op.contains(".H0_H0") {
+                            false
+                        } else {
+                            lane == 1
+                        };
+                        let r = self.read_reg(&base_reg(op));
+                        *x = self.e.push(Node::H2F { hi, x: r });
+                        if op.starts_with('-') {
+                            *x = self.e.neg(*x);
+                        }
+                    }
+                    let p = self.e.mul(v[0], v[1]);
+                    *o = self.e.f2h(p);
+                }
+                let v = self.e.pack(lanes[0], lanes[1]);
+                write(self, v);
+            }
             "MUFU" | "FRND" | "F2F" | "FSEL" | "HADD2" | "HMUL2" | "HFMA2" | "FCHK" => {
                 let args: Vec<Id> = (1..ops.len()).map(|k| src(self, k)).collect();
                 let v = self.e.push(Node::Float(mn.to_lowercase(), args));
@@ -393,6 +428,31 @@ mod tests {
         assert_eq!(k.exprs.render(k.stores[0].value), "add(acc, shfl^16(acc))");
         assert_eq!(k.ftz, (2, 2));
         assert_eq!(find_sass_kernel(LISTING, "k").as_deref(), Some("k"));
+    }
+
+    /// `HMUL2` and `HFMA2.MMA d, a, b, -RZ` are two f16 products each, read back by
+    /// `HADD2.F32` as `f16(mul(..))` of the widened halves; a `.H1_H1` source feeds its
+    /// high half to both products.
+    #[test]
+    fn packed_f16_products_read_as_rounded_products() {
+        let listing = "
+\t\tFunction : k
+        /*0000*/                   LDG.E R4, desc[UR4][R2.64] ;  /* 0x0 */
+        /*0010*/                   LDG.E R6, desc[UR4][R2.64] ;  /* 0x0 */
+        /*0020*/                   HMUL2 R8, R4, R6 ;            /* 0x0 */
+        /*0030*/                   HFMA2.MMA R9, R4, R6.H1_H1, -RZ ; /* 0x0 */
+        /*0040*/                   HADD2.F32 R10, -RZ, R8.H1_H1 ; /* 0x0 */
+        /*0050*/                   HADD2.F32 R11, -RZ, R9.H0_H0 ; /* 0x0 */
+        /*0060*/                   FADD.FTZ R12, R10, R11 ;      /* 0x0 */
+        /*0070*/                   STG.E desc[UR4][R2.64], R12 ; /* 0x0 */
+        /*0080*/                   EXIT ;                        /* 0x0 */
+\t\t..........
+";
+        let k = sass(listing, "k", &[]).unwrap();
+        assert_eq!(
+            k.exprs.render(k.stores[0].value),
+            "add(f16(mul(h.hi, h.hi)), f16(mul(h.hi, h.lo)))"
+        );
     }
 
     #[test]

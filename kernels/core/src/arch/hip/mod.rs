@@ -9,7 +9,8 @@
 //! default. The float order of each stage is documented in [`crate::gpu`]; the
 //! portable twins here are the specification a device run is checked against.
 //!
-//! Weight types: Q4_K, Q6_K and Q8_0 (Q4_0 is not reproduced: no trial). Matmul: MMVQ
+//! Weight types: the eleven of [`crate::gpu::MMVQ_TYPES`] (Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; Q4_0 is not reproduced: no trial). Matmul: MMVQ
 //! per activation column, which is what the GPU runs for up to 8 columns; for larger
 //! batches ggml switches to MMQ (tiled, another float order), which this lane does not
 //! reproduce. The elementwise flavour is the GPU's own RMSNorm (times its weight) and
@@ -39,7 +40,7 @@
 
 use crate::blocks::{cast_blocks, BlockQ8_1};
 use crate::error::KernelError;
-use crate::gpu::{MmvqConfig, CUDA, WAVE32, WAVE64};
+use crate::gpu::{MmvqConfig, CUDA, MMVQ_TYPES, WAVE32, WAVE64};
 use crate::lane::{
     Accumulation, Arch, Contraction, Kernels, Lane, MatmulPath, Recipe, Status, WeightLayout,
 };
@@ -139,9 +140,10 @@ pub static CUDA_SM90: Lane = Lane {
 impl Kernels for HipTwin {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
         let rule = if self.0.fast_math { ActRule::Q8_1CudaMmvq } else { ActRule::Q8_1HipMmvq };
-        match wtype {
-            GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 => Ok(rule),
-            other => Err(KernelError::Unsupported { op: self.0.name, ty: other.name() }),
+        if MMVQ_TYPES.contains(&wtype) {
+            Ok(rule)
+        } else {
+            Err(KernelError::Unsupported { op: self.0.name, ty: wtype.name() })
         }
     }
 
