@@ -206,15 +206,19 @@ fn unsupported_types_are_errors() {
         Err(KernelError::Unsupported { .. })
     ));
     // A codec a lane does not multiply: its vec_dot and activation rule refuse it (every
-    // CPU lane multiplies the twelve quantizable types; the GPU lanes the four of their
-    // MMVQ). A repacked lane refuses the types its scheme lists as unreproduced, though
-    // its plain lane multiplies them (checked below on a scheme built for it).
+    // CPU lane multiplies the twelve quantizable types; the GPU lanes the eleven of
+    // their MMVQ, all but Q4_0). A repacked lane refuses the types its scheme lists as
+    // unreproduced, though its plain lane multiplies them (checked below on a scheme
+    // built for it).
     let hip = lane("hip-wave32").unwrap();
-    let w = weights::quantize(GgmlType::Q3_K, &[0.0; 256], 1, 256).unwrap();
+    let w = weights::quantize(GgmlType::Q4_0, &[0.0; 256], 1, 256).unwrap();
     let neon = lane("aarch64-neon").unwrap().portable;
-    let a = neon.quantize_act(GgmlType::Q3_K, &[0.0; 256]).unwrap();
-    assert!(hip.portable.vec_dot(GgmlType::Q3_K, &w, &a).is_err());
-    assert!(hip.portable.act_rule(GgmlType::Q3_K).is_err());
+    let a = neon.quantize_act(GgmlType::Q4_0, &[0.0; 256]).unwrap();
+    assert!(hip.portable.vec_dot(GgmlType::Q4_0, &w, &a).is_err());
+    assert!(hip.portable.act_rule(GgmlType::Q4_0).is_err());
+    for &ty in weights::QUANTIZABLE.iter().filter(|&&t| t != GgmlType::Q4_0) {
+        assert!(hip.portable.act_rule(ty).is_ok(), "hip-wave32 {ty}");
+    }
     use tiercheck_core::lane::Arch;
     let cpu = |l: &&&tiercheck_core::Lane| !matches!(l.arch, Arch::AmdGpu | Arch::NvidiaGpu);
     for l in tiercheck_core::LANES.iter().filter(cpu) {

@@ -4,7 +4,8 @@
 //!
 //! - `quantize_q8_1`: the fast-math activation quantizer ([`quantize_q8_1_cuda`]), the
 //!   q8_1 blocks byte for byte (d and the sum in f16, the codes from `x * rcp(d)`);
-//! - `mmvq`: `mul_mat_vec_q` of Q4_K, Q6_K and Q8_0 rows with one activation column,
+//! - `mmvq`: `mul_mat_vec_q` of rows of the eleven MMVQ types
+//!   ([`tiercheck_core::gpu::MMVQ_TYPES`]) with one activation column,
 //!   quantized as above ([`CUDA`]: warp 32, four warps, nvcc's fusions);
 //! - `rms_norm_mul`, `swiglu`, `soft_max`, `rope_neox`: the `cuda-gpu` flavour's RMSNorm
 //!   times a weight, SwiGLU, an attention row's softmax (scores times the scale, an F32

@@ -57,3 +57,16 @@ TC_DEVICE float tc_h2f(uint16_t h) {
 TC_DEVICE uint16_t tc_f2h(float f) {
     return __half_as_ushort(__float2half_rn(f));
 }
+
+// `__hmul2` of two f16 pairs read as dwords (low half first, as ggml's half2 fields):
+// both products rounded to f16 once (`v_pk_mul_f16`, `HMUL2`), returned as f32.
+TC_DEVICE float2 tc_hmul2_f32(uint32_t a, uint32_t b) {
+    const __half2 p = __hmul2(*(const __half2*)&a, *(const __half2*)&b);
+    return __half22float2(p);
+}
+
+// Both f16 halves of a dword (low half first), as f32: ggml's `__half22float2` of a
+// half2 field.
+TC_DEVICE float2 tc_h2f2(uint32_t h) {
+    return __half22float2(*(const __half2*)&h);
+}

@@ -72,12 +72,26 @@ static mmvq_fn pick(unsigned type, unsigned nwarps) {
     TC_PICK(0, q4_K)
     TC_PICK(1, q6_K)
     TC_PICK(2, q8_0)
+    TC_PICK(3, q4_1)
+    TC_PICK(4, q5_0)
+    TC_PICK(5, q5_1)
+    TC_PICK(6, q2_K)
+    TC_PICK(7, q3_K)
+    TC_PICK(8, q5_K)
+    TC_PICK(9, iq4_nl)
+    TC_PICK(10, iq4_xs)
 #undef TC_PICK
     return nullptr;
 }
 
+// The type codes of the vectors file (examples/gpu_vectors.rs): names and values per block.
+#define TC_NTYPES 11
+static const char* const TYPE_NAMES[TC_NTYPES] = {"q4_K", "q6_K", "q8_0", "q4_1", "q5_0", "q5_1",
+                                                  "q2_K", "q3_K", "q5_K", "iq4_nl", "iq4_xs"};
+static const unsigned TYPE_QK[TC_NTYPES] = {256, 256, 32, 32, 32, 32, 256, 256, 256, 32, 256};
+
 static const char* type_name(unsigned t) {
-    return t == 0 ? "q4_K" : t == 1 ? "q6_K" : t == 2 ? "q8_0" : "?";
+    return t < TC_NTYPES ? TYPE_NAMES[t] : "?";
 }
 
 struct Reader {
@@ -144,13 +158,16 @@ int main(int argc, char** argv) {
     }
     printf("gpu_check (%s): %u cases, %u contraction variants\n", TC_PLATFORM_NAME, ncases, nvar);
     unsigned q8_ok = 0;
-    unsigned long long type_mask[3] = {~0ull, ~0ull, ~0ull};
-    unsigned type_cases[3] = {0, 0, 0};
+    unsigned long long type_mask[TC_NTYPES];
+    unsigned type_cases[TC_NTYPES] = {0};
+    for (unsigned t = 0; t < TC_NTYPES; ++t) {
+        type_mask[t] = ~0ull;
+    }
     for (unsigned c = 0; c < ncases; ++c) {
         const unsigned type = r.u32(), k = r.u32(), rows = r.u32(), nwarps = r.u32();
         const unsigned wbytes = r.u32();
         mmvq_fn fn = pick(type, nwarps);
-        if (!fn || k == 0 || k % 32 != 0 || rows == 0) {
+        if (!fn || k == 0 || k % TYPE_QK[type] != 0 || rows == 0) {
             fprintf(stderr, "gpu_check: case %u: bad header (type %u, k %u, rows %u, nwarps %u)\n",
                     c, type, k, rows, nwarps);
             return 2;
@@ -188,8 +205,8 @@ int main(int argc, char** argv) {
 
         // The MMVQ kernel reads the twin's q8_1 blocks, so its check stands on its own.
         CK(gpuMemcpy(dq, q8, q8_dev.size(), gpuMemcpyHostToDevice));
-        fn<<<rows, dim3(32, nwarps)>>>(dw, (const block_q8_1*)dq, (float*)dd, (int)(nblocks * 32 /
-                                      (type == 2 ? 32 : 256)));
+        fn<<<rows, dim3(32, nwarps)>>>(dw, (const block_q8_1*)dq, (float*)dd,
+                                      (int)(k / TYPE_QK[type]));
         CK(gpuGetLastError());
         CK(gpuDeviceSynchronize());
         std::vector<unsigned> y((size_t)rows);
@@ -228,7 +245,7 @@ int main(int argc, char** argv) {
     printf("\nsummary\n");
     printf("  q8_1 activations equal to the twin: %u / %u cases\n", q8_ok, ncases);
     bool ok = q8_ok == ncases;
-    for (unsigned t = 0; t < 3; ++t) {
+    for (unsigned t = 0; t < TC_NTYPES; ++t) {
         if (type_cases[t] == 0) {
             continue;
         }

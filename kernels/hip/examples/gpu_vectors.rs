@@ -10,7 +10,9 @@
 //! ```
 //!
 //! Format (little-endian): `b"TCVEC001"`, u32 cases, u32 variants, then per variant a
-//! 32-byte NUL-padded name; then per case: u32 type (0 q4_K, 1 q6_K, 2 q8_0), u32 k,
+//! 32-byte NUL-padded name; then per case: u32 type (its index in `tiercheck_hip::TYPES`:
+//! 0 q4_K, 1 q6_K, 2 q8_0, 3 q4_1, 4 q5_0, 5 q5_1, 6 q2_K, 7 q3_K, 8 q5_K, 9 iq4_nl,
+//! 10 iq4_xs), u32 k,
 //! u32 rows, u32 nwarps, u32 weight bytes, the weights, k f32 activations,
 //! k/32 q8_1 blocks (36 bytes each), and per variant `rows` f32 outputs.
 
@@ -25,7 +27,8 @@ fn main() {
         std::process::exit(2);
     };
     let variants = tiercheck_gpu_testkit::ggml_cases::contractions();
-    let types = [(GgmlType::Q4_K, 0u32), (GgmlType::Q6_K, 1), (GgmlType::Q8_0, 2)];
+    let types: Vec<(GgmlType, u32)> =
+        tiercheck_hip::TYPES.iter().enumerate().map(|(i, &(t, _))| (t, i as u32)).collect();
     let shapes = [(256usize, 1usize), (512, 7), (4352, 33), (5120, 3)];
     let nwarps_set = [1usize, 4];
 

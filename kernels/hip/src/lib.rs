@@ -3,7 +3,8 @@
 //! launches and reads them back.
 //!
 //! `device/tiercheck_mmvq.hip` holds `quantize_q8_1` (activations) and
-//! `mul_mat_vec_q` for Q4_K, Q6_K and Q8_0 weights, one column, written from the float
+//! `mul_mat_vec_q` for the eleven weight types of [`TYPES`] (Q4_1, Q5_0, Q5_1, Q8_0,
+//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), one column, written from the float
 //! order that [`tiercheck_core::gpu`] documents (upstream: `ggml-cuda/quantize.cu`,
 //! `vecdotq.cuh`, `mmvq.cu`, `common.cuh`). Warp size (32 or 64) and warps per block
 //! (1, 2, 4, 8) are template parameters; each instance is an `extern "C"` kernel
@@ -72,10 +73,18 @@ pub fn wave_size(target: &str) -> Option<usize> {
 }
 
 /// The weight types the device kernels cover, with their kernel-name spelling.
-pub const TYPES: [(tiercheck_core::GgmlType, &str); 3] = [
+pub const TYPES: [(tiercheck_core::GgmlType, &str); 11] = [
     (tiercheck_core::GgmlType::Q4_K, "q4_K"),
     (tiercheck_core::GgmlType::Q6_K, "q6_K"),
     (tiercheck_core::GgmlType::Q8_0, "q8_0"),
+    (tiercheck_core::GgmlType::Q4_1, "q4_1"),
+    (tiercheck_core::GgmlType::Q5_0, "q5_0"),
+    (tiercheck_core::GgmlType::Q5_1, "q5_1"),
+    (tiercheck_core::GgmlType::Q2_K, "q2_K"),
+    (tiercheck_core::GgmlType::Q3_K, "q3_K"),
+    (tiercheck_core::GgmlType::Q5_K, "q5_K"),
+    (tiercheck_core::GgmlType::IQ4_NL, "iq4_nl"),
+    (tiercheck_core::GgmlType::IQ4_XS, "iq4_xs"),
 ];
 
 /// The warps-per-block values the device source instantiates.
@@ -200,9 +209,10 @@ mod tests {
 
     #[test]
     fn kernel_name_sets() {
-        assert_eq!(kernel_names(32).len(), 1 + 12);
-        assert_eq!(kernel_names(64).len(), 1 + 24);
+        assert_eq!(kernel_names(32).len(), 1 + 44);
+        assert_eq!(kernel_names(64).len(), 1 + 88);
         assert!(kernel_names(64).contains(&"tc_mmvq_q4_K_w64_n2".to_string()));
+        assert!(kernel_names(32).contains(&"tc_mmvq_iq4_xs_w32_n8".to_string()));
         assert!(!kernel_names(32).iter().any(|n| n.contains("_w64_")));
     }
 

@@ -336,7 +336,7 @@ fn main() {
         }
     }
     for cfg in [WAVE32, WAVE64] {
-        for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for ty in tiercheck_core::gpu::MMVQ_TYPES {
             for (k, rows) in [(256, 1), (512, 7), (4352, 33), (5120, 3)] {
                 trials.push(device_trial(cfg, ty, k, rows));
             }

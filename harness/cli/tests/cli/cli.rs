@@ -265,7 +265,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
     let e = base("ref", "auto", "blk.0.attn_norm.weight");
     assert!(e.contains("matmul needs a 2-D weight"), "{e}");
     // A type the lane does not multiply: refused, with the types it does.
-    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q3k.gguf"), "--type", "uniform:q3_K"]);
+    ok(&["gguf", "quantize", &f.p("f32.gguf"), &f.p("q4_0.gguf"), "--type", "uniform:q4_0"]);
     let e = fails(&[
         "matmul",
         "--lane",
@@ -273,7 +273,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
         "--impl",
         "portable",
         "--gguf",
-        &f.p("q3k.gguf"),
+        &f.p("q4_0.gguf"),
         "--tensor",
         "blk.0.attn_q.weight",
         "--input",
@@ -281,7 +281,7 @@ fn bad_inputs_give_clear_errors_naming_the_file() {
         "--out",
         &f.p("y.safetensors"),
     ]);
-    assert!(e.contains("is q3_K") && e.contains("hip-wave32 multiplies"), "{e}");
+    assert!(e.contains("is q4_0") && e.contains("hip-wave32 multiplies"), "{e}");
     std::fs::write(f.p("bad.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     let e = fails(&[
         "matmul",
@@ -847,14 +847,11 @@ fn lane_tables_in_the_docs_are_generated() {
     assert_eq!(generated_part(&doc).unwrap(), table);
 }
 
-/// A model of another weight type runs on the lane that multiplies it (`ref`: all twelve)
-/// and is refused, naming the tensor and its type, by a lane that does not.
-#[test]
-fn a_q5_k_m_model_runs_on_ref_and_x86_and_is_refused_by_a_lane_without_q5_k() {
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = dir.path().join("recipe.toml");
-    std::fs::write(&recipe, TINY_RECIPE.replace("\"q4_k_m\"", "\"q5_k_m\"")).unwrap();
-    let cache = dir.path().join("cache");
+/// A tiny model of scheme `scheme` built by `golden model` in `dir`: its path.
+fn tiny_model(dir: &std::path::Path, scheme: &str) -> String {
+    let recipe = dir.join(format!("recipe-{scheme}.toml"));
+    std::fs::write(&recipe, TINY_RECIPE.replace("\"q4_k_m\"", &format!("\"{scheme}\""))).unwrap();
+    let cache = dir.join(format!("cache-{scheme}"));
     let out = Command::new(env!("CARGO_BIN_EXE_tiercheck"))
         .args(["golden", "model", "--recipe", recipe.to_str().unwrap(), "--bless"])
         .args(["--cache", cache.to_str().unwrap()])
@@ -862,7 +859,16 @@ fn a_q5_k_m_model_runs_on_ref_and_x86_and_is_refused_by_a_lane_without_q5_k() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let model = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A model of another weight type runs on the lanes that multiply it (`ref`: all twelve;
+/// the x86 lanes; the GPU lanes all but Q4_0) and is refused, naming the tensor and its
+/// type, by a lane that does not (a GPU lane, on a Q4_0 model).
+#[test]
+fn a_q5_k_m_model_runs_on_ref_x86_and_gpu_and_q4_0_is_refused_by_a_gpu_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path(), "q5_k_m");
     let f = GgufFile::open(&model).unwrap();
     assert_eq!(f.tensor("blk.0.attn_q.weight").unwrap().ty, GgmlType::Q5_K);
     let trace = dir.path().join("t.safetensors");
@@ -883,7 +889,20 @@ fn a_q5_k_m_model_runs_on_ref_and_x86_and_is_refused_by_a_lane_without_q5_k() {
         tiercheck_model::sequence::read_trace(&avx2).unwrap().steps[0].input_ids,
         vec![1, 2, 3]
     );
+    let gpu = dir.path().join("gpu.safetensors");
+    ok(&[
+        &run[..],
+        &["--lane", "hip-wave32", "--impl", "portable", "--out"],
+        &[gpu.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(
+        tiercheck_model::sequence::read_trace(&gpu).unwrap().steps[0].input_ids,
+        vec![1, 2, 3]
+    );
+    let q4_0 = tiny_model(dir.path(), "q4_0");
+    let run = ["run", "--model", &q4_0, "--teacher-force", "1,2,3", "--steps", "1", "--quiet"];
     let e = fails(&[&run[..], &["--lane", "hip-wave32", "--impl", "portable"]].concat());
-    assert!(e.contains("blk.0.attn_q.weight") && e.contains("q5_K"), "{e}");
+    assert!(e.contains("blk.0.attn_q.weight") && e.contains("q4_0"), "{e}");
     assert!(e.contains("does not multiply"), "{e}");
 }

@@ -175,13 +175,15 @@ pub const WAVE64: MmvqConfig = MmvqConfig {
 ///
 /// ggml's CUDA build uses `-use_fast_math`, so every float instruction of MMVQ flushes
 /// subnormal inputs and results to zero (`.FTZ`). In MMVQ that never changes a bit:
-/// every operand is an f16 scale (an integer multiple of 2^-24, the smallest f16
-/// subnormal), an exact integer, or a sum or product of those; rounding to binary32
-/// keeps a value a multiple of a power of two q once it is one (a value with a finer
-/// ulp than q is exact), so every product of two f16-derived factors and every sum of
-/// such products is a multiple of 2^-48, and a nonzero one is at least 2^-48 in
-/// magnitude, far above the smallest normal 2^-126. Infinities and NaNs are not
-/// flushed. So [`mmvq_gemv`] with this configuration is the CUDA tier's MMVQ.
+/// every operand is an f16 scale or an f16 product (Q4_1's and Q5_1's `__hmul2`, f16
+/// arithmetic that keeps subnormals: an integer multiple of 2^-24, the smallest f16
+/// subnormal; their `ms8 * 0.5` a multiple of 2^-25), an exact integer, or a sum or
+/// product of those; rounding to binary32 keeps a value a multiple of a power of two q
+/// once it is one (a value with a finer ulp than q is exact), so every product of two
+/// f16-derived factors and every sum of such products is a multiple of 2^-49, and a
+/// nonzero one is at least 2^-49 in magnitude, far above the smallest normal 2^-126.
+/// Infinities and NaNs are not flushed. So [`mmvq_gemv`] with this configuration is the
+/// CUDA tier's MMVQ.
 ///
 /// The activations differ: see [`super::quantize_q8_1_cuda`] (`fast_math`).
 pub const CUDA: MmvqConfig = MmvqConfig {

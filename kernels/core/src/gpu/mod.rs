@@ -33,8 +33,9 @@
 //! - `ds = make_half2(d, sum)`: both rounded to binary16, nearest even (ggml's
 //!   `GGML_FP32_TO_FP16` rule; NaN payloads are not modelled). So the q8_1 `s` field is
 //!   the f16 of the **float sum of the unquantized values**, not `d * sum(q)` as on the
-//!   CPU. (The three vec_dots below read only `d`; q4_K takes the q8 sums it needs
-//!   from `dp4a` with 0x01010101 instead of `s`.)
+//!   CPU. (q4_K, q6_K, q8_0 and the K and IQ types read only `d`; q4_K and q5_K take
+//!   the q8 sums they need from `dp4a` with 0x01010101 instead of `s`. Q4_1, Q5_1 and
+//!   Q5_0 read `s`: their offsets multiply it.)
 //!
 //! CUDA differs: ggml's CUDA build uses `-use_fast_math`, and the SASS nvcc makes of
 //! this kernel (sm_80, sm_90) flushes subnormals in every float instruction, computes
@@ -43,7 +44,7 @@
 //! [`quantize_q8_1_cuda`] is that quantizer, with the reciprocal modelled as correctly
 //! rounded (the one step no document specifies bit for bit).
 //!
-//! # 2. One thread's share: `vec_dot_*_q8_1` ([`vec_dot_q4_k_q8_1`], [`vec_dot_q6_k_q8_1`], [`vec_dot_q8_0_q8_1`])
+//! # 2. One thread's share: `vec_dot_*_q8_1` ([`vec_dot_q4_k_q8_1`], [`vec_dot_q6_k_q8_1`], [`vec_dot_q8_0_q8_1`], and the other eight types)
 //!
 //! Integer dot products of four byte pairs use `ggml_cuda_dp4a` (`sdot4` on CDNA /
 //! RDNA2, `sudot4` with both operands signed on RDNA3/4, `__dp4a` on NVIDIA): exact,
@@ -68,6 +69,34 @@
 //! - `vec_dot_q8_0_q8_1` (`VDR = 2`, `QI8_0 = 8`, 4 threads per block,
 //!   `iqs = 0, 2, 4, 6`): `sumi` = two chained dp4a over bytes `4*iqs .. 4*iqs + 8`;
 //!   result `(d_x * d_y) * (float)sumi` (`vec_dot_q8_0_q8_1_impl<float, 2>`).
+//!
+//! The other eight types ([`MMVQ_TYPES`]; integer parts exact as above):
+//! - `vec_dot_q4_1_q8_1`, `vec_dot_q5_1_q8_1` (`VDR = 2`, `QI = 4`, 2 threads per
+//!   block, `iqs = 0, 2`): `sumi` over ints `iqs`, `iqs + 1` (low nibbles against q8
+//!   ints `iqs + i`, high ones against `iqs + i + 4`; Q5_1 with the fifth bits from
+//!   `qh >> 4*(iqs + i)`). Float: ggml's FAST_FP16_AVAILABLE path (every GPU modelled
+//!   here): `__hmul2(dm, ds8)`, i.e. `dd8 = f16(d * d8)` and `ms8 = f16(m * s8)`, two
+//!   f16 products rounded once each (an f16 result: `d * d8` below 2^-14 is an f16
+//!   subnormal); result `sumi * dd8 + ms8 / 2` (the `/ 2` is
+//!   `QI8_1 / (VDR * QR)`, compiled as a product by 0.5), combined per
+//!   [`Contraction::combine`].
+//! - `vec_dot_q5_0_q8_1` (`VDR = 2`, `QI = 4`): `sumi` as Q5_1 (unsigned 5-bit codes);
+//!   result `d5 * (sumi * d8 - 8 * s8)` (`16 * VDR / QI5_0 = 8`; two threads per block,
+//!   so the block's `- 16 * d5 * s8`), the inner combine per [`Contraction::combine`],
+//!   the outer product a [`Contraction::accumulate`] candidate.
+//! - `vec_dot_q2_K_q8_1` (`VDR = 1`, `QI2_K = 16`, 16 threads per superblock): one int of
+//!   2-bit codes against four q8_1 blocks `4*(iqs/8) + i`; `sumf_d += d8_i * (float)(dot_i
+//!   * (sc & 0xF))`, `sumf_m += d8_i * (float)dp4a(m replicated, u_i)` for i = 0..4;
+//!   result `dm.x * sumf_d - dm.y * sumf_m`, as q4_K.
+//! - `vec_dot_q3_K_q8_1` (`VDR = 1`, `QI3_K = 16`): codes `(qs >> 2i) & 3` minus 4 where
+//!   the `hmask` bit is clear (`__vsub4`), the 6-bit scale minus 32; `sumf += d8_i *
+//!   (float)(dot_i * sc_i)` for i = 0..4; result `d * sumf`, as q6_K.
+//! - `vec_dot_q5_K_q8_1` (`VDR = 2`, `QI5_K = 32`): q4_K's order with a fifth bit from
+//!   `qh`.
+//! - `vec_dot_iq4_nl_q8_1` (`VDR = 2`, `QI = 4`) and `vec_dot_iq4_xs_q8_1` (`VDR = 4`,
+//!   `QI = 32`, 8 threads per superblock, one q8_1 block each): codes through the
+//!   16-entry table; IQ4_XS multiplies `sumi` by its 6-bit scale minus 32 (integer);
+//!   result `(d_x * d_y) * (float)sumi`, as q8_0.
 //!
 //! # 3. The reduction of one output: `mul_mat_vec_q` ([`mmvq_gemv`])
 //!
@@ -102,11 +131,15 @@
 //! - q4_K's result on RDNA2 (gfx1030): `fma(dm.x, sumf_d, -(dm.y * sumf_m))`
 //!   ([`Contraction::HIP_CLANG`]). On CDNA2 (gfx90a), which has packed f32
 //!   instructions, the two products become one `v_pk_mul_f32` and the subtraction
-//!   stays separate: unfused ([`Contraction::HIP_CLANG_GFX90A`]).
+//!   stays separate: unfused ([`Contraction::HIP_CLANG_GFX90A`]). The same holds for
+//!   every two-product close ([`Contraction::combine`]): q5_K's and q2_K's, q4_1's and
+//!   q5_1's `fma(sumi, dd8, ms8 * 0.5)`, q5_0's `fma(sumi, d8, -(8 * s8))`, fused on
+//!   RDNA, RDNA3 and NVIDIA, unfused on gfx90a.
 //! - The kernel's `tmp += vec_dot(...)` when the inlined `vec_dot` ends in a multiply:
-//!   q6_K `tmp = fma(d, sumf, tmp)`, q8_0 `tmp = fma(d_x * d_y, (float)sumi, tmp)`.
-//!   q4_K's result is already an fma or a subtraction, so its `tmp +=` stays a plain
-//!   addition. Both targets.
+//!   q6_K and q3_K `tmp = fma(d, sumf, tmp)`, q8_0, IQ4_NL and IQ4_XS `tmp = fma(d_x *
+//!   d_y, (float)sumi, tmp)`, q5_0 `tmp = fma(d5, inner, tmp)`. q4_K's (q5_K's, q2_K's,
+//!   q4_1's, q5_1's) result is already an fma, a sum or a subtraction, so its `tmp +=`
+//!   stays a plain addition. Both targets.
 //! - Additions of the shared-memory partials and of the butterflies, and everything in
 //!   `quantize_q8_1` (its divisions are the correctly rounded `v_div_scale` /
 //!   `v_div_fmas` / `v_div_fixup` sequence), have no multiply to fuse.

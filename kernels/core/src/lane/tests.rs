@@ -204,9 +204,23 @@ fn every_lane_multiplies_plain_weights_one_way() {
             for i in 0..m {
                 let mut af = vec![0.0f32; K];
                 crate::blocks::dequantize(atype, &act[i * arow..(i + 1) * arow], &mut af).unwrap();
+                let a8: Option<&[crate::blocks::BlockQ8_1]> = (atype == GgmlType::Q8_1)
+                    .then(|| bytemuck::cast_slice(&act[i * arow..(i + 1) * arow]));
                 for j in 0..n {
                     let row = &wf[j * K..(j + 1) * K];
                     want[i * n + j] = row.iter().zip(&af).map(|(&p, &q)| p as f64 * q as f64).sum();
+                    // Q4_1's offset multiplies the q8_1 block's stored sum `s` (ggml's
+                    // `m * s` on every tier), not the sum of its dequantized codes: on
+                    // the GPU lanes `s` is the sum of the unquantized values.
+                    if let (GgmlType::Q4_1, Some(a8)) = (ty, a8) {
+                        let blocks: &[crate::blocks::BlockQ4_1] =
+                            bytemuck::cast_slice(&bytes[j * ty.row_bytes(K).unwrap()..]);
+                        for (b, y) in a8.iter().enumerate() {
+                            let codes: f64 =
+                                af[32 * b..32 * b + 32].iter().map(|&v| v as f64).sum();
+                            want[i * n + j] += blocks[b].m() as f64 * (y.s() as f64 - codes);
+                        }
+                    }
                     scale = scale.max(want[i * n + j].abs());
                 }
             }
