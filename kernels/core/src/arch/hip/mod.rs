@@ -84,8 +84,9 @@ const fn cuda_recipe() -> Recipe {
 
 /// What the HIP lanes are checked against today.
 const MODELLED: Status = Status::Modelled {
-    checked: "code-object level: the recipe (fusions, order, warps, butterfly, q8_1 \
-              divisions) and the RMSNorm, SwiGLU, softmax and MMVF (attention product) \
+    checked: "code-object level: the MMVQ recipe of the eleven weight types (fusions, \
+              order, warps, butterfly, q8_1 divisions, Q4_1/Q5_1's f16 scale products) and \
+              the RMSNorm, SwiGLU, softmax and MMVF (attention product) \
               twins equal the float operations read from ggml's own MMVQ, quantize_q8_1, \
               rms_norm_f32, SwiGLU, soft_max_f32 and mul_mat_vec_f code objects built by \
               hipcc (gfx1030 / gfx90a) and by clang 19 for gfx1151 (hip-wave32), and \
@@ -127,7 +128,8 @@ pub static CUDA_SM90: Lane = Lane {
               activations, nvcc contraction",
     recipe: cuda_recipe(),
     status: Status::Modelled {
-        checked: "code-object level: the MMVQ recipe, the quantizer's operations and the \
+        checked: "code-object level: the MMVQ recipe of the eleven weight types, the \
+                  quantizer's operations and the \
                   RMSNorm, SwiGLU, softmax, RoPE and MMVF (attention product) twins equal \
                   those read from ggml's own SASS (nvcc, sm_90 / sm_80); the MUFU functions \
                   (RCP, RSQ, EX2, LG2, SIN, COS) are modelled as correctly rounded; flash \
