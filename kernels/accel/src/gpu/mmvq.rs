@@ -83,6 +83,12 @@ macro_rules! block_forms {
                 // impl's doc says why).
                 unsafe { $m::reduce(tmp, warp_size, nwarps) }
             }
+            #[inline(always)]
+            fn dots32(&self, codes: &[i8; 32], q: &[u8; 32]) -> [i32; 8] {
+                // SAFETY: the struct exists only where these functions are legal (the
+                // impl's doc says why).
+                unsafe { $m::dots32(codes, q) }
+            }
         }
     };
 }
@@ -197,6 +203,29 @@ mod fast {
             let y = _mm_add_ps(x, _mm_movehl_ps(x, x));
             _mm_cvtss_f32(_mm_add_ss(y, _mm_shuffle_ps::<1>(y, y)))
         }
+    }
+
+    /// The eight 4-byte group dots of signed `codes` and signed `q`
+    /// (`BlockForms::dots32`): both widened to i16, pair products summed by
+    /// `vpmaddwd` (each at most 2 * 128 * 128), pairs of pairs by `vphaddd`, exact for
+    /// every byte value; `vphaddd` works within 128-bit halves, so its result
+    /// `[g0 g1 g4 g5 | g2 g3 g6 g7]` is put in order by one permute.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dots32(codes: &[i8; 32], q: &[u8; 32]) -> [i32; 8] {
+        let mut out = [0i32; 8];
+        // SAFETY: 32 bytes each; 8 i32 out.
+        unsafe {
+            let c = _mm256_loadu_si256(codes.as_ptr().cast());
+            let y = _mm256_loadu_si256(q.as_ptr().cast());
+            let lo = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+            let hi = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v));
+            let p0 = _mm256_madd_epi16(lo(c), lo(y));
+            let p1 = _mm256_madd_epi16(hi(c), hi(y));
+            let h = _mm256_hadd_epi32(p0, p1);
+            let g = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), g);
+        }
+        out
     }
 
     /// An f16 field as f32 by `vcvtph2ps` (exact, as the scalar conversion).
@@ -510,6 +539,25 @@ mod neon_fast {
                 vaddq_f32(acc, vmulq_f32(a, b))
             }
         }
+    }
+
+    /// The eight 4-byte group dots of signed `codes` and signed `q`
+    /// (`BlockForms::dots32`): widening byte products (`smull`, at most 128 * 128 in
+    /// size), pairwise widening additions (`saddlp`) and pairwise additions (`addp`),
+    /// exact for every byte value.
+    pub(super) unsafe fn dots32(codes: &[i8; 32], q: &[u8; 32]) -> [i32; 8] {
+        let mut out = [0i32; 8];
+        // SAFETY: 32 bytes each; 8 i32 out; NEON is part of every aarch64 CPU.
+        unsafe {
+            for h in 0..2 {
+                let c = vld1q_s8(codes.as_ptr().add(16 * h));
+                let y = vld1q_s8(q.as_ptr().add(16 * h).cast());
+                let p0 = vpaddlq_s16(vmull_s8(vget_low_s8(c), vget_low_s8(y)));
+                let p1 = vpaddlq_s16(vmull_high_s8(c, y));
+                vst1q_s32(out.as_mut_ptr().add(4 * h), vpaddq_s32(p0, p1));
+            }
+        }
+        out
     }
 
     /// `tmp[at..at + 4] += v` (the thread's accumulator first).

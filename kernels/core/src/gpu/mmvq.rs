@@ -1,15 +1,10 @@
 //! `mul_mat_vec_q` (`ggml-cuda/mmvq.cu`) for one output, and the launch parameters
 //! that set its float order: warp size and `calc_nwarps`.
 
+use super::blockwise;
 use super::quantize::MAX_WARP;
-use super::vecdotq::{
-    iq4_nl_tail, iq4_xs_tail, q2_k_tail, q3_k_tail, q4_1_tail, q4_k_tail, q5_0_tail, q5_1_tail,
-    q5_k_tail, q6_k_tail, q8_0_tail, Contraction, Tail,
-};
-use crate::blocks::{
-    cast_blocks, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_1, BlockQ5K,
-    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, QK,
-};
+use super::vecdotq::{q4_k_tail, q6_k_tail, q8_0_tail, Contraction, Tail};
+use crate::blocks::{cast_blocks, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, QK};
 use crate::error::KernelError;
 use crate::GgmlType;
 
@@ -446,6 +441,15 @@ pub trait BlockForms {
     /// The end of the grid's run: each lane's warps added in order, then lane 0 of the
     /// XOR butterfly (the halving tree).
     fn reduce(&self, tmp: &[f32], warp_size: usize, nwarps: usize) -> f32;
+    /// The dot of each 4-byte group of the signed `codes` with the signed `q`: eight
+    /// exact integers (each at most 4 * 128 * 128 in size), as the eight `dp4a` of one
+    /// q8_1 block would give them. The default is the plain loop.
+    #[inline(always)]
+    fn dots32(&self, codes: &[i8; 32], q: &[u8; 32]) -> [i32; 8] {
+        core::array::from_fn(|g| {
+            (0..4).map(|k| codes[4 * g + k] as i32 * q[4 * g + k] as i8 as i32).sum()
+        })
+    }
 }
 
 /// No block-at-once forms: the scalar per-thread loop (never called).
@@ -538,20 +542,25 @@ trait Share {
     }
 }
 
-/// The weight blocks of a type without block-at-once forms, the activation blocks,
-/// how many q8_1 blocks one weight block spans, the contraction and the type's share.
-struct Plain<'a, B> {
-    x: &'a [B],
+/// The weight blocks of one of the eight [`blockwise`] kinds, the activation blocks,
+/// their `d`s (the [`Column`]'s) and the contraction.
+struct Plain<'a, K: blockwise::Kind> {
+    x: &'a [K::B],
     y: &'a [BlockQ8_1],
-    per: usize,
+    yd: &'a [f32],
     c: Contraction,
-    share: fn(&B, &[BlockQ8_1], usize, Contraction) -> Tail,
 }
 
-impl<B> Share for Plain<'_, B> {
+impl<K: blockwise::Kind> Share for Plain<'_, K> {
     #[inline(always)]
     fn tail(&self, kbx: usize, kqs: usize) -> Tail {
-        (self.share)(&self.x[kbx], &self.y[kbx * self.per..(kbx + 1) * self.per], kqs, self.c)
+        K::tail(&self.x[kbx], &self.y[kbx * K::PER..(kbx + 1) * K::PER], kqs, self.c)
+    }
+
+    #[inline(always)]
+    fn block(&self, f: &impl BlockForms, kbx: usize, tmp: &mut [f32], _: usize, _: Contraction) {
+        let b = kbx * K::PER..(kbx + 1) * K::PER;
+        K::block(f, &self.x[kbx], &self.y[b.clone()], &self.yd[b], self.c, tmp);
     }
 }
 
@@ -649,38 +658,28 @@ impl Grid {
         col: &Column,
     ) -> Result<f32, KernelError> {
         let c = self.contraction;
-        fn one<B>(
-            x: &B,
-            y: &[BlockQ8_1],
-            kqs: usize,
-            c: Contraction,
-            f: fn(&B, &BlockQ8_1, usize, Contraction) -> Tail,
-        ) -> Tail {
-            f(x, &y[0], kqs, c)
-        }
         macro_rules! plain {
-            ($per:expr, $share:expr) => {
+            ($k:ty) => {
                 self.run_in(
                     forms,
-                    &Plain { x: cast_blocks(ty, w_row)?, y: act, per: $per, c, share: $share },
+                    &Plain::<$k> { x: cast_blocks(ty, w_row)?, y: act, yd: &col.yd, c },
                 )
             };
         }
+        use blockwise as b;
         use GgmlType as T;
         Ok(match ty {
             T::Q4_K => self.run_in(forms, &Q4K(cast_blocks(ty, w_row)?, act, col, c)),
             T::Q6_K => self.run_in(forms, &Q6K(cast_blocks(ty, w_row)?, act, col, c)),
             T::Q8_0 => self.run_in(forms, &Q80(cast_blocks(ty, w_row)?, act, col, c)),
-            T::Q4_1 => plain!(1, |x: &BlockQ4_1, y, k, c| one(x, y, k, c, q4_1_tail)),
-            T::Q5_0 => plain!(1, |x: &BlockQ5_0, y, k, c| one(x, y, k, c, q5_0_tail)),
-            T::Q5_1 => plain!(1, |x: &BlockQ5_1, y, k, c| one(x, y, k, c, q5_1_tail)),
-            T::IQ4_NL => {
-                plain!(1, |x: &BlockIq4Nl, y: &[BlockQ8_1], k, _| iq4_nl_tail(x, &y[0], k))
-            }
-            T::Q2_K => plain!(8, |x: &BlockQ2K, y, k, c| q2_k_tail(x, y, k, c)),
-            T::Q3_K => plain!(8, |x: &BlockQ3K, y, k, c| q3_k_tail(x, y, k, c)),
-            T::Q5_K => plain!(8, |x: &BlockQ5K, y, k, c| q5_k_tail(x, y, k, c)),
-            T::IQ4_XS => plain!(8, |x: &BlockIq4Xs, y, k, _| iq4_xs_tail(x, y, k)),
+            T::Q4_1 => plain!(b::Q41),
+            T::Q5_0 => plain!(b::Q50),
+            T::Q5_1 => plain!(b::Q51),
+            T::IQ4_NL => plain!(b::Iq4Nl),
+            T::Q2_K => plain!(b::Q2K),
+            T::Q3_K => plain!(b::Q3K),
+            T::Q5_K => plain!(b::Q5K),
+            T::IQ4_XS => plain!(b::Iq4Xs),
             other => return Err(KernelError::Unsupported { op: "mmvq", ty: other.name() }),
         })
     }

@@ -149,6 +149,7 @@
 //! [`Contraction`], and a device run (`ci/gpu-check`) compares device and twin bit for
 //! bit. (NVIDIA's nvcc also fuses by default, `--fmad=true`, by its own rules.)
 
+mod blockwise;
 pub mod elem;
 mod mmvf;
 pub mod mmvq;

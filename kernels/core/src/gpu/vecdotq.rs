@@ -43,7 +43,7 @@ pub enum Combine {
 impl Combine {
     /// `a * b + sign * (c * d)` evaluated this way (`sign` is 1 or -1, exact).
     #[inline(always)]
-    fn eval(self, a: f32, b: f32, sign: f32, c: f32, d: f32) -> f32 {
+    pub(super) fn eval(self, a: f32, b: f32, sign: f32, c: f32, d: f32) -> f32 {
         match self {
             Combine::Unfused => a * b + sign * (c * d),
             Combine::FuseFirst => a.mul_add(b, sign * (c * d)),
@@ -81,7 +81,7 @@ impl Contraction {
 
     /// `acc + a * b`, fused when `fuse`.
     #[inline(always)]
-    fn mad(fuse: bool, a: f32, b: f32, acc: f32) -> f32 {
+    pub(super) fn mad(fuse: bool, a: f32, b: f32, acc: f32) -> f32 {
         if fuse {
             a.mul_add(b, acc)
         } else {
