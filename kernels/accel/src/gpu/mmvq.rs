@@ -84,6 +84,21 @@ macro_rules! block_forms {
                 unsafe { $m::reduce(tmp, warp_size, nwarps) }
             }
             #[inline(always)]
+            fn other_block(
+                &self,
+                ty: GgmlType,
+                x: &[u8],
+                y: &[BlockQ8_1],
+                yd: &[f32],
+                gs: &[[i32; 8]],
+                c: Contraction,
+                tmp: &mut [f32],
+            ) -> bool {
+                // SAFETY: the struct exists only where these functions are legal (the
+                // impl's doc says why).
+                unsafe { $m::other_block(ty, x, y, yd, gs, c, tmp) }
+            }
+            #[inline(always)]
             fn dots32(&self, codes: &[i8; 32], q: &[u8; 32]) -> [i32; 8] {
                 // SAFETY: the struct exists only where these functions are legal (the
                 // impl's doc says why).
@@ -166,8 +181,14 @@ fn fast_scales_and_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
 mod fast {
     use std::arch::x86_64::*;
 
-    use tiercheck_core::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
+    use tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL;
+    use tiercheck_core::blocks::{
+        BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_1, BlockQ5K, BlockQ5_0,
+        BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1,
+    };
+    use tiercheck_core::fp16::round_to_f16;
     use tiercheck_core::gpu::{Combine, Contraction};
+    use tiercheck_core::GgmlType;
 
     /// The end of the grid's run on eight lanes at a time: lane `l`'s warps
     /// added in order (`acc = tmp[l]`, then `acc + tmp[warp_size * w + l]` for `w` =
@@ -226,6 +247,463 @@ mod fast {
             _mm256_storeu_si256(out.as_mut_ptr().cast(), g);
         }
         out
+    }
+
+    /// `tmp[at..at + 8] += v` (a `Tail::Value` accumulated: the thread's sum first).
+    #[inline(always)]
+    unsafe fn add8(tmp: &mut [f32], at: usize, v: __m256) {
+        assert!(at + 8 <= tmp.len());
+        // SAFETY: eight floats at `at` (checked above); AVX is enabled in the callers.
+        unsafe {
+            let p = tmp.as_mut_ptr().add(at);
+            _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), v));
+        }
+    }
+
+    /// `tmp[at..at + 8] = mad(fuse, a, b, tmp[at..at + 8])` (a `Tail::Product`
+    /// accumulated).
+    #[inline(always)]
+    unsafe fn mad_into8(fuse: bool, tmp: &mut [f32], at: usize, a: __m256, b: __m256) {
+        assert!(at + 8 <= tmp.len());
+        // SAFETY: eight floats at `at` (checked above); FMA is enabled in the callers.
+        unsafe {
+            let p = tmp.as_mut_ptr().add(at);
+            _mm256_storeu_ps(p, mad8(fuse, a, b, _mm256_loadu_ps(p)));
+        }
+    }
+
+    /// `a * b - p * q` lane by lane, combined as `c.combine` says (`Combine::eval` with
+    /// sign -1: the negation exact).
+    #[inline(always)]
+    unsafe fn combine_minus(c: Contraction, a: __m256, b: __m256, p: __m256, q: __m256) -> __m256 {
+        // SAFETY: the callers run with AVX2 and FMA.
+        unsafe {
+            let neg = _mm256_set1_ps(-0.0);
+            match c.combine {
+                Combine::Unfused => {
+                    _mm256_add_ps(_mm256_mul_ps(a, b), _mm256_xor_ps(_mm256_mul_ps(p, q), neg))
+                }
+                Combine::FuseFirst => {
+                    _mm256_fmadd_ps(a, b, _mm256_xor_ps(_mm256_mul_ps(p, q), neg))
+                }
+                Combine::FuseSecond => {
+                    _mm256_fmadd_ps(_mm256_xor_ps(p, neg), q, _mm256_mul_ps(a, b))
+                }
+            }
+        }
+    }
+
+    /// `v * s` lane by lane for `|v| < 2^15` and `s` in i16 range: `vpmaddwd` of `v`
+    /// with `s` masked to its low 16 bits (the high halves' product then 0), exact.
+    #[inline(always)]
+    unsafe fn mul_small(v: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the callers run with AVX2.
+        unsafe { _mm256_madd_epi16(v, _mm256_and_si256(s, _mm256_set1_epi32(0xFFFF))) }
+    }
+
+    /// Eight i32 lanes: `lo` in lanes 0..4 and `hi` in 4..8, each a 32-bit value.
+    #[inline(always)]
+    unsafe fn halves_i32(lo: i32, hi: i32) -> __m256i {
+        // SAFETY: the callers run with AVX2.
+        unsafe { _mm256_set_m128i(_mm_set1_epi32(hi), _mm_set1_epi32(lo)) }
+    }
+
+    /// The eight 4-byte group dots of unsigned codes below 64 with signed q8 codes, in
+    /// group order (`vpmaddubsw` pairs at most 2 * 63 * 128, exact; then `vpmaddwd` with
+    /// ones).
+    #[inline(always)]
+    unsafe fn udots(codes: __m256i, q: &[u8; 32]) -> __m256i {
+        // SAFETY: 32 bytes; the callers run with AVX2.
+        unsafe { int_dots(codes, _mm256_loadu_si256(q.as_ptr().cast())) }
+    }
+
+    /// The 32 nibbles of 16 bytes in value order (low nibbles, then high ones).
+    #[inline(always)]
+    unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
+        // SAFETY: 16 bytes; the callers run with AVX2.
+        unsafe {
+            let v = _mm_loadu_si128(qs.as_ptr().cast());
+            let m = _mm_set1_epi8(0x0F);
+            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16::<4>(v), m), _mm_and_si128(v, m))
+        }
+    }
+
+    /// Bit `j` of the little-endian `qh` as 0x10 in byte `j`: each byte picks its `qh`
+    /// byte (`vpshufb` within the broadcast dword) and tests its bit.
+    #[inline(always)]
+    unsafe fn fifth_bits(qh: [u8; 4]) -> __m256i {
+        // SAFETY: the callers run with AVX2.
+        unsafe {
+            let v = _mm256_set1_epi32(i32::from_le_bytes(qh));
+            let pick = _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                3, 3, 3, 3,
+            );
+            let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, pick), bit), bit);
+            _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+        }
+    }
+
+    /// The IQ4_NL code book values of 16 bytes of nibbles in value order.
+    #[inline(always)]
+    unsafe fn iq4_codes(qs: &[u8; 16]) -> __m256i {
+        // SAFETY: 16 bytes of codes and of the table; the callers run with AVX2.
+        unsafe {
+            let table = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast());
+            let v = _mm_loadu_si128(qs.as_ptr().cast());
+            let m = _mm_set1_epi8(0x0F);
+            _mm256_set_m128i(
+                _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(v), m)),
+                _mm_shuffle_epi8(table, _mm_and_si128(v, m)),
+            )
+        }
+    }
+
+    /// The eight group dots of signed codes with signed q8 codes, in group order
+    /// (`dots32`'s widening products, exact for every byte).
+    #[inline(always)]
+    unsafe fn sdots(codes: __m256i, q: &[u8; 32]) -> __m256i {
+        // SAFETY: 32 bytes; the callers run with AVX2.
+        unsafe {
+            let y = _mm256_loadu_si256(q.as_ptr().cast());
+            let lo = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+            let hi = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v));
+            let h = _mm256_hadd_epi32(
+                _mm256_madd_epi16(lo(codes), lo(y)),
+                _mm256_madd_epi16(hi(codes), hi(y)),
+            );
+            _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7))
+        }
+    }
+
+    /// The two threads' `sumi` of a legacy block from its group dots: thread t has
+    /// groups `2t`, `2t + 1` (low codes) and `2t + 4`, `2t + 5` (high ones).
+    #[inline(always)]
+    unsafe fn legacy_sumi(g: __m256i) -> [i32; 2] {
+        // SAFETY: the callers run with AVX2.
+        unsafe {
+            let a = _mm_add_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256::<1>(g));
+            let t = _mm_hadd_epi32(a, a);
+            [_mm_cvtsi128_si32(t), _mm_extract_epi32::<1>(t)]
+        }
+    }
+
+    /// Q4_1's and Q5_1's close for both threads (`min_close` in the twin): the f16
+    /// products `d * d8` and `m * s8`, then `sumi * dd8 + ms8 / 2` by the combine. The
+    /// products (exact in f32) are rounded to f16 by `vcvtps2ph` to nearest even, the
+    /// twin's `round_to_f16` for every value but a NaN, which keeps the twin's form.
+    #[inline(always)]
+    unsafe fn min_close(
+        t: &[i32; 2],
+        d: f32,
+        m: f32,
+        y: &BlockQ8_1,
+        yd: f32,
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        // SAFETY: the callers run with F16C.
+        let (p, q) = (d * yd, m * unsafe { half(y.s) });
+        let (dd8, ms8) = if p.is_nan() || q.is_nan() {
+            (round_to_f16(p), round_to_f16(q))
+        } else {
+            // SAFETY: the callers run with F16C.
+            unsafe {
+                let h = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_setr_ps(p, q, 0.0, 0.0));
+                let w = _mm_cvtph_ps(h);
+                (_mm_cvtss_f32(w), _mm_cvtss_f32(_mm_movehdup_ps(w)))
+            }
+        };
+        for (k, acc) in tmp.iter_mut().enumerate().take(2) {
+            *acc += c.combine.eval(t[k] as f32, dd8, 1.0, ms8, 0.5);
+        }
+    }
+
+    /// A block of one of the eight other types (`BlockForms::other_block`), dispatched by
+    /// type; each form below states its integer grouping, its floats being the tail's.
+    #[inline(always)]
+    pub(super) unsafe fn other_block(
+        ty: GgmlType,
+        x: &[u8],
+        y: &[BlockQ8_1],
+        yd: &[f32],
+        gs: &[[i32; 8]],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) -> bool {
+        // SAFETY: AVX2, FMA and F16C are enabled here; each form checks its lengths.
+        unsafe {
+            match ty {
+                GgmlType::Q2_K => q2_k_block(bytemuck::from_bytes(x), y, yd, gs, c, tmp),
+                GgmlType::Q3_K => q3_k_block(bytemuck::from_bytes(x), y, yd, gs, c, tmp),
+                GgmlType::Q5_K => q5_k_block(bytemuck::from_bytes(x), y, yd, gs, c, tmp),
+                GgmlType::IQ4_XS => iq4_xs_block(bytemuck::from_bytes(x), y, yd, c, tmp),
+                GgmlType::Q4_1 => {
+                    let b: &BlockQ4_1 = bytemuck::from_bytes(x);
+                    let t = legacy_sumi(udots(nibbles(&b.qs), &y[0].qs));
+                    min_close(&t, half(b.d), half(b.m), &y[0], yd[0], c, tmp);
+                }
+                GgmlType::Q5_1 => {
+                    let b: &BlockQ5_1 = bytemuck::from_bytes(x);
+                    let codes = _mm256_or_si256(nibbles(&b.qs), fifth_bits(b.qh));
+                    let t = legacy_sumi(udots(codes, &y[0].qs));
+                    min_close(&t, half(b.d), half(b.m), &y[0], yd[0], c, tmp);
+                }
+                GgmlType::Q5_0 => {
+                    let b: &BlockQ5_0 = bytemuck::from_bytes(x);
+                    let codes = _mm256_or_si256(nibbles(&b.qs), fifth_bits(b.qh));
+                    let t = legacy_sumi(udots(codes, &y[0].qs));
+                    let (d5, s8) = (half(b.d), half(y[0].s));
+                    for (k, acc) in tmp.iter_mut().enumerate().take(2) {
+                        let inner = c.combine.eval(t[k] as f32, yd[0], -1.0, 8.0, s8);
+                        *acc =
+                            if c.accumulate { d5.mul_add(inner, *acc) } else { *acc + d5 * inner };
+                    }
+                }
+                GgmlType::IQ4_NL => {
+                    let b: &BlockIq4Nl = bytemuck::from_bytes(x);
+                    let t = legacy_sumi(sdots(iq4_codes(&b.qs), &y[0].qs));
+                    let d = half(b.d) * yd[0];
+                    for (k, acc) in tmp.iter_mut().enumerate().take(2) {
+                        let v = t[k] as f32;
+                        *acc = if c.accumulate { d.mul_add(v, *acc) } else { *acc + d * v };
+                    }
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// `q2_k_tail` for the 16 threads of superblock `x`: thread `8n + r` at step `i`
+    /// reads group `r` of q8_1 block `b = 4n + i`, so one step of eight threads is one
+    /// q8_1 block's eight group dots (the 2-bit codes `(qs[32n..] >> 2i) & 3`, unsigned)
+    /// times its two sub-block scales (lanes 0..4 and 4..8), and the column's group sums
+    /// `gs` times the two mins.
+    #[inline(always)]
+    unsafe fn q2_k_block(
+        x: &BlockQ2K,
+        y: &[BlockQ8_1],
+        yd: &[f32],
+        gs: &[[i32; 8]],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && yd.len() == 8 && gs.len() == 8 && tmp.len() == 16);
+        // SAFETY: F16C, AVX2 and FMA are enabled here; loads are of 32 bytes inside
+        // `qs` (64 bytes) and of eight i32 of `gs`.
+        unsafe {
+            let (d, dmin) = (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin)));
+            let three = _mm256_set1_epi8(3);
+            for n in 0..2 {
+                let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * n).cast());
+                let mut sumf_d = _mm256_setzero_ps();
+                let mut sumf_m = _mm256_setzero_ps();
+                for i in 0..4 {
+                    let b = 4 * n + i;
+                    let shift = _mm_cvtsi32_si128(2 * i as i32);
+                    let codes = _mm256_and_si256(_mm256_srl_epi16(q, shift), three);
+                    let gd = udots(codes, &y[b].qs);
+                    let sc = halves_i32(x.scales[2 * b] as i32, x.scales[2 * b + 1] as i32);
+                    let low = _mm256_and_si256(sc, _mm256_set1_epi32(0xF));
+                    let high = _mm256_srli_epi32::<4>(sc);
+                    let dot_d = _mm256_cvtepi32_ps(mul_small(gd, low));
+                    let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
+                    let dot_m = _mm256_cvtepi32_ps(mul_small(g, high));
+                    let d8 = _mm256_set1_ps(yd[b]);
+                    sumf_d = mad8(c.vec_dot_sums, d8, dot_d, sumf_d);
+                    sumf_m = mad8(c.vec_dot_sums, d8, dot_m, sumf_m);
+                }
+                add8(tmp, 8 * n, combine_minus(c, d, sumf_d, dmin, sumf_m));
+            }
+        }
+    }
+
+    /// `q3_k_tail` for the 16 threads of superblock `x`, grouped as Q2_K: the codes of
+    /// q8_1 block `b` as `crumb + 4 * hbit` (0..7, unsigned: `vpmaddubsw` exact), their
+    /// group dots minus four times the column's group sums (the tail's `- 4` where the
+    /// bit is clear), times the 6-bit scale minus 32.
+    #[inline(always)]
+    unsafe fn q3_k_block(
+        x: &BlockQ3K,
+        y: &[BlockQ8_1],
+        yd: &[f32],
+        gs: &[[i32; 8]],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && yd.len() == 8 && gs.len() == 8 && tmp.len() == 16);
+        // The sixteen 6-bit scales four at a time in 32-bit words: scale s has the low
+        // nibble `scales[s % 8] >> 4(s / 8)` and the top bits `scales[8 + s % 4] >>
+        // 2(s / 4)`.
+        let w = |i: usize| {
+            u32::from_le_bytes([
+                x.scales[4 * i],
+                x.scales[4 * i + 1],
+                x.scales[4 * i + 2],
+                x.scales[4 * i + 3],
+            ])
+        };
+        let (a, b4, c4) = (w(0), w(1), w(2));
+        let (nib, two) = (0x0f0f_0f0f, 0x0303_0303);
+        let words = [
+            (a & nib) | ((c4 & two) << 4),
+            (b4 & nib) | (((c4 >> 2) & two) << 4),
+            ((a >> 4) & nib) | (((c4 >> 4) & two) << 4),
+            ((b4 >> 4) & nib) | (((c4 >> 6) & two) << 4),
+        ];
+        let sc: [i32; 16] = core::array::from_fn(|s| words[s / 4].to_le_bytes()[s % 4] as i32 - 32);
+        // SAFETY: F16C, AVX2 and FMA are enabled here; loads are of 32 bytes inside
+        // `qs` (64 bytes) and `hmask` (32), and of eight i32 of `gs`.
+        unsafe {
+            let d = _mm256_set1_ps(half(x.d));
+            let (three, one) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+            let hm = _mm256_loadu_si256(x.hmask.as_ptr().cast());
+            for n in 0..2 {
+                let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * n).cast());
+                let mut sumf = _mm256_setzero_ps();
+                for i in 0..4 {
+                    let b = 4 * n + i;
+                    let crumb = _mm256_and_si256(
+                        _mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * i as i32)),
+                        three,
+                    );
+                    let hbit =
+                        _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(b as i32)), one);
+                    let codes = _mm256_or_si256(crumb, _mm256_slli_epi16::<2>(hbit));
+                    let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
+                    let gd = _mm256_sub_epi32(udots(codes, &y[b].qs), _mm256_slli_epi32::<2>(g));
+                    let scv = halves_i32(sc[2 * b], sc[2 * b + 1]);
+                    let dot = _mm256_cvtepi32_ps(mul_small(gd, scv));
+                    sumf = mad8(c.vec_dot_sums, _mm256_set1_ps(yd[b]), dot, sumf);
+                }
+                mad_into8(c.accumulate, tmp, 8 * n, d, sumf);
+            }
+        }
+    }
+
+    /// `q5_k_tail` for the 16 threads of superblock `x`, two chunks per vector (lane
+    /// `4h + r`: thread `4(2p + h) + r`): the codes of q8_1 block `b = 2ch + i` (nibble
+    /// `i` of `qs[32ch..]` with bit `b` of `qh` as bit 4, unsigned below 32), their
+    /// group dots folded `g_r + g_{r+4}` (the tail's two `dp4a`), times the chunk's scale;
+    /// the column's group sums folded the same way times its min.
+    #[inline(always)]
+    unsafe fn q5_k_block(
+        x: &BlockQ5K,
+        y: &[BlockQ8_1],
+        yd: &[f32],
+        gs: &[[i32; 8]],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && yd.len() == 8 && gs.len() == 8 && tmp.len() == 16);
+        // SAFETY: F16C, AVX2 and FMA are enabled here; loads are of 32 bytes inside
+        // `qs` (128 bytes) and `qh` (32), and of eight i32 of `gs`.
+        unsafe {
+            let (d, dmin) = (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin)));
+            let (nib, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
+            let qh = _mm256_loadu_si256(x.qh.as_ptr().cast());
+            let fold = |v: __m256i| {
+                _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))
+            };
+            // Sub-block 2ch + i's scale and min (the device's per-chunk decode equals
+            // `get_scale_min_k4`: `gpu_q4_k_branchless_scale_decode_matches_get_scale_min_k4`).
+            let (scs, ms) = super::fast_scales_and_mins(&x.scales);
+            for p in 0..2 {
+                let mut sumf_d = _mm256_setzero_ps();
+                let mut sumf_m = _mm256_setzero_ps();
+                for i in 0..2 {
+                    let mut dot1 = [_mm_setzero_si128(); 2];
+                    let mut dot2 = [_mm_setzero_si128(); 2];
+                    for h in 0..2 {
+                        let ch = 2 * p + h;
+                        let b = 2 * ch + i;
+                        let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * ch).cast());
+                        let lo = _mm256_and_si256(
+                            _mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * i as i32)),
+                            nib,
+                        );
+                        let hb = _mm256_and_si256(
+                            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(b as i32)),
+                            one,
+                        );
+                        let codes = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hb));
+                        dot1[h] = fold(udots(codes, &y[b].qs));
+                        dot2[h] = fold(_mm256_loadu_si256(gs[b].as_ptr().cast()));
+                    }
+                    let b0 = 4 * p + i;
+                    let b1 = 4 * p + 2 + i;
+                    let scv = halves_i32(scs[b0] as i32, scs[b1] as i32);
+                    let mv = halves_i32(ms[b0] as i32, ms[b1] as i32);
+                    let d1 = mul_small(_mm256_set_m128i(dot1[1], dot1[0]), scv);
+                    let d2 = mul_small(_mm256_set_m128i(dot2[1], dot2[0]), mv);
+                    let d8 = _mm256_set_m128(_mm_set1_ps(yd[b1]), _mm_set1_ps(yd[b0]));
+                    sumf_d = mad8(c.vec_dot_sums, d8, _mm256_cvtepi32_ps(d1), sumf_d);
+                    sumf_m = mad8(c.vec_dot_sums, d8, _mm256_cvtepi32_ps(d2), sumf_m);
+                }
+                add8(tmp, 8 * p, combine_minus(c, d, sumf_d, dmin, sumf_m));
+            }
+        }
+    }
+
+    /// `iq4_xs_tail` for the 8 threads of superblock `x` (thread `t`: sub-block `t`
+    /// against q8_1 block `t`): the code book by `vpshufb`, signed codes times signed
+    /// q8 codes widened to i16 (`vpmaddwd`, exact for every byte), each thread's 16 pair
+    /// sums added by a `vphaddd` tree across the eight threads, times its 6-bit scale
+    /// minus 32; `d * d8` per lane, as the tail's `x.d() * b8.d()`.
+    #[inline(always)]
+    unsafe fn iq4_xs_block(
+        x: &BlockIq4Xs,
+        y: &[BlockQ8_1],
+        yd: &[f32],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) {
+        assert!(y.len() == 8 && yd.len() == 8 && tmp.len() == 8);
+        // SAFETY: AVX2, FMA and F16C are enabled here; loads are of 16 bytes of `qs`
+        // (128), 32 of each q8_1 block and 8 floats of `yd`.
+        unsafe {
+            let table = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast());
+            let nib = _mm_set1_epi8(0x0F);
+            let mut part = [_mm256_setzero_si256(); 8];
+            for (t, pt) in part.iter_mut().enumerate() {
+                let qs = _mm_loadu_si128(x.qs.as_ptr().add(16 * t).cast());
+                let lo = _mm_shuffle_epi8(table, _mm_and_si128(qs, nib));
+                let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(qs), nib));
+                let q8 = _mm256_loadu_si256(y[t].qs.as_ptr().cast());
+                let p0 = _mm256_madd_epi16(
+                    _mm256_cvtepi8_epi16(lo),
+                    _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q8)),
+                );
+                let p1 = _mm256_madd_epi16(
+                    _mm256_cvtepi8_epi16(hi),
+                    _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q8)),
+                );
+                *pt = _mm256_add_epi32(p0, p1);
+            }
+            // Horizontal sums of the eight vectors, thread t in lane t.
+            let h01 = _mm256_hadd_epi32(part[0], part[1]);
+            let h23 = _mm256_hadd_epi32(part[2], part[3]);
+            let h45 = _mm256_hadd_epi32(part[4], part[5]);
+            let h67 = _mm256_hadd_epi32(part[6], part[7]);
+            let h0123 = _mm256_hadd_epi32(h01, h23);
+            let h4567 = _mm256_hadd_epi32(h45, h67);
+            let sumi = _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(h0123, h4567),
+                _mm256_permute2x128_si256::<0x31>(h0123, h4567),
+            );
+            let scales_h = u16::from_le_bytes(x.scales_h) as i32;
+            let ls: [i32; 8] = core::array::from_fn(|t| {
+                let iqs = 4 * t;
+                (((x.scales_l[iqs / 8] as i32 >> (iqs & 4)) & 0xF)
+                    | (((scales_h >> (iqs / 2)) & 3) << 4))
+                    - 32
+            });
+            let sumi = _mm256_mullo_epi32(sumi, _mm256_loadu_si256(ls.as_ptr().cast()));
+            let dd = _mm256_mul_ps(_mm256_set1_ps(half(x.d)), _mm256_loadu_ps(yd.as_ptr()));
+            mad_into8(c.accumulate, tmp, 0, dd, _mm256_cvtepi32_ps(sumi));
+        }
     }
 
     /// An f16 field as f32 by `vcvtph2ps` (exact, as the scalar conversion).
@@ -524,6 +1002,8 @@ mod fast {
 mod neon_fast {
     use core::arch::aarch64::*;
 
+    use tiercheck_core::GgmlType;
+
     use crate::neon::{group4, load16};
     use tiercheck_core::blocks::{BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1};
     use tiercheck_core::gpu::{Combine, Contraction};
@@ -558,6 +1038,21 @@ mod neon_fast {
             }
         }
         out
+    }
+
+    /// No NEON forms of the eight other types: the generic block forms (with
+    /// [`dots32`]) run.
+    #[inline(always)]
+    pub(super) unsafe fn other_block(
+        _: GgmlType,
+        _: &[u8],
+        _: &[BlockQ8_1],
+        _: &[f32],
+        _: &[[i32; 8]],
+        _: Contraction,
+        _: &mut [f32],
+    ) -> bool {
+        false
     }
 
     /// `tmp[at..at + 4] += v` (the thread's accumulator first).
@@ -835,6 +1330,40 @@ mod tests {
                         let what = format!("{ty} k={k} extreme={extreme} {warp}x{nwarps} {c:?}");
                         assert_eq!(a.to_bits(), s.to_bits(), "{what}");
                     }
+                }
+            }
+        }
+    }
+
+    /// Q4_1 and Q5_1 with scales so small that `d * d8` is an f16 subnormal (and some
+    /// weights' `m` so large that `m * s8` overflows f16): the accelerated f16 products
+    /// (`vcvtps2ph`) equal the twin's `round_to_f16`.
+    #[test]
+    fn accelerated_f16_products_equal_the_twin_at_subnormals_and_overflow() {
+        let here = if cfg!(target_arch = "x86_64") {
+            crate::testing::avx2_here() && Host::detect().f16c
+        } else {
+            cfg!(target_arch = "aarch64")
+        };
+        installed("mmvq", &slots::GEMV, here);
+        let mut rng = Rng::new(0x5EED_0003);
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_1] {
+            let mut w = row(&mut rng, ty, 2048, false);
+            for (i, blk) in w.chunks_mut(ty.type_size()).enumerate() {
+                // d: 2^-14 .. 2^-13 (times a d8 near 2^-7: an f16 subnormal); m: a
+                // few of 2^15 (times an s8 beyond 2: past f16's largest finite).
+                blk[..2].copy_from_slice(&(0x0400u16 + (i as u16 * 37) % 0x400).to_le_bytes());
+                if i % 5 == 0 {
+                    blk[2..4].copy_from_slice(&0x7800u16.to_le_bytes());
+                }
+            }
+            let act = activations(&mut rng, 2048, false);
+            for (warp, nwarps) in [(32, 1), (64, 2), (32, 4)] {
+                for c in [Contraction::HIP_CLANG, Contraction::HIP_CLANG_GFX90A] {
+                    let a = mmvq_gemv(ty, &w, &act, warp, nwarps, c).unwrap();
+                    let s = with_scalar(|| mmvq_gemv(ty, &w, &act, warp, nwarps, c)).unwrap();
+                    let same = a.to_bits() == s.to_bits() || (a.is_nan() && s.is_nan());
+                    assert!(same, "{ty} {warp}x{nwarps} {c:?}: {a} vs {s}");
                 }
             }
         }

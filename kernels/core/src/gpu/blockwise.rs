@@ -26,23 +26,27 @@ use crate::blocks::{
     BlockQ8_1,
 };
 use crate::fp16::round_to_f16;
+use crate::GgmlType;
 
 /// One of the eight types: its block, how many q8_1 blocks a weight block spans, its
 /// thread share and its block-at-once form.
 pub(super) trait Kind {
     type B: bytemuck::Pod;
+    /// The type.
+    const TYPE: GgmlType;
     /// q8_1 blocks per weight block.
     const PER: usize;
     /// Thread `iqs`'s share (`vecdotq`'s tail).
     fn tail(x: &Self::B, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail;
-    /// Every thread's share of `x` (against `y`, whose `d`s are `yd`) accumulated into
-    /// `tmp` (one value per thread, in thread order) as `Tail::accumulate` does, with
-    /// `f`'s integer dots.
+    /// Every thread's share of `x` (against `y`, whose `d`s are `yd` and, for Q2_K and
+    /// Q5_K, whose 4-byte group sums are `gs`) accumulated into `tmp` (one value per
+    /// thread, in thread order) as `Tail::accumulate` does, with `f`'s integer dots.
     fn block(
         f: &impl BlockForms,
         x: &Self::B,
         y: &[BlockQ8_1],
         yd: &[f32],
+        _: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     );
@@ -58,8 +62,20 @@ fn mad(fuse: bool, a: f32, b: f32, acc: f32) -> f32 {
     }
 }
 
-/// Every byte 1: [`BlockForms::dots32`] with it gives the groups' q8 sums.
-const ONES: [i8; 32] = [1; 32];
+/// `acc[r] + a[r] * b[r]` for every lane `r`, fused when `fuse` (the branch outside
+/// the loop, so that it vectorizes).
+#[inline(always)]
+fn mad_lanes<const N: usize>(fuse: bool, a: &[f32; N], b: &[f32; N], acc: &mut [f32; N]) {
+    if fuse {
+        for r in 0..N {
+            acc[r] = a[r].mul_add(b[r], acc[r]);
+        }
+    } else {
+        for r in 0..N {
+            acc[r] += a[r] * b[r];
+        }
+    }
+}
 
 /// Thread `t` (`iqs = 2t`) of a 32-value legacy block: its `sumi` from the group dots
 /// (ints `2t`, `2t + 1` of the low codes and the same of the high ones).
@@ -102,6 +118,7 @@ fn min_close_block(
 pub(super) struct Q41;
 impl Kind for Q41 {
     type B = BlockQ4_1;
+    const TYPE: GgmlType = GgmlType::Q4_1;
     const PER: usize = 1;
     #[inline(always)]
     fn tail(x: &BlockQ4_1, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
@@ -113,6 +130,7 @@ impl Kind for Q41 {
         x: &BlockQ4_1,
         y: &[BlockQ8_1],
         yd: &[f32],
+        _: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
@@ -124,6 +142,7 @@ impl Kind for Q41 {
 pub(super) struct Q51;
 impl Kind for Q51 {
     type B = BlockQ5_1;
+    const TYPE: GgmlType = GgmlType::Q5_1;
     const PER: usize = 1;
     #[inline(always)]
     fn tail(x: &BlockQ5_1, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
@@ -135,6 +154,7 @@ impl Kind for Q51 {
         x: &BlockQ5_1,
         y: &[BlockQ8_1],
         yd: &[f32],
+        _: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
@@ -146,6 +166,7 @@ impl Kind for Q51 {
 pub(super) struct Q50;
 impl Kind for Q50 {
     type B = BlockQ5_0;
+    const TYPE: GgmlType = GgmlType::Q5_0;
     const PER: usize = 1;
     #[inline(always)]
     fn tail(x: &BlockQ5_0, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
@@ -157,6 +178,7 @@ impl Kind for Q50 {
         x: &BlockQ5_0,
         y: &[BlockQ8_1],
         yd: &[f32],
+        _: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
@@ -183,6 +205,7 @@ fn iq4_codes(qs: &[u8]) -> [i8; 32] {
 pub(super) struct Iq4Nl;
 impl Kind for Iq4Nl {
     type B = BlockIq4Nl;
+    const TYPE: GgmlType = GgmlType::IQ4_NL;
     const PER: usize = 1;
     #[inline(always)]
     fn tail(x: &BlockIq4Nl, y: &[BlockQ8_1], iqs: usize, _: Contraction) -> Tail {
@@ -194,6 +217,7 @@ impl Kind for Iq4Nl {
         x: &BlockIq4Nl,
         y: &[BlockQ8_1],
         yd: &[f32],
+        _: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
@@ -208,6 +232,7 @@ impl Kind for Iq4Nl {
 pub(super) struct Iq4Xs;
 impl Kind for Iq4Xs {
     type B = BlockIq4Xs;
+    const TYPE: GgmlType = GgmlType::IQ4_XS;
     const PER: usize = 8;
     #[inline(always)]
     fn tail(x: &BlockIq4Xs, y: &[BlockQ8_1], iqs: usize, _: Contraction) -> Tail {
@@ -219,6 +244,7 @@ impl Kind for Iq4Xs {
         x: &BlockIq4Xs,
         y: &[BlockQ8_1],
         yd: &[f32],
+        _: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
@@ -247,6 +273,7 @@ fn crumbs(qs: &[u8; 64], b: usize) -> [i8; 32] {
 pub(super) struct Q2K;
 impl Kind for Q2K {
     type B = BlockQ2K;
+    const TYPE: GgmlType = GgmlType::Q2_K;
     const PER: usize = 8;
     #[inline(always)]
     fn tail(x: &BlockQ2K, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
@@ -258,6 +285,7 @@ impl Kind for Q2K {
         x: &BlockQ2K,
         y: &[BlockQ8_1],
         yd: &[f32],
+        gs: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
@@ -270,12 +298,13 @@ impl Kind for Q2K {
             for i in 0..4 {
                 let b = 4 * n + i;
                 let gd = f.dots32(&crumbs(&x.qs, b), &y[b].qs);
-                let gs = f.dots32(&ONES, &y[b].qs);
-                for r in 0..8 {
-                    let sc = x.scales[2 * b + r / 4] as i32;
-                    sumf_d[r] = mad(c.vec_dot_sums, yd[b], (gd[r] * (sc & 0xF)) as f32, sumf_d[r]);
-                    sumf_m[r] = mad(c.vec_dot_sums, yd[b], (gs[r] * (sc >> 4)) as f32, sumf_m[r]);
-                }
+                let (s0, s1) = (x.scales[2 * b] as i32, x.scales[2 * b + 1] as i32);
+                let sc: [i32; 8] = core::array::from_fn(|r| if r < 4 { s0 } else { s1 });
+                let dot_d: [f32; 8] = core::array::from_fn(|r| (gd[r] * (sc[r] & 0xF)) as f32);
+                let dot_m: [f32; 8] = core::array::from_fn(|r| (gs[b][r] * (sc[r] >> 4)) as f32);
+                let d8 = [yd[b]; 8];
+                mad_lanes(c.vec_dot_sums, &d8, &dot_d, &mut sumf_d);
+                mad_lanes(c.vec_dot_sums, &d8, &dot_m, &mut sumf_m);
             }
             for r in 0..8 {
                 tmp[8 * n + r] += c.combine.eval(d, sumf_d[r], -1.0, dmin, sumf_m[r]);
@@ -287,6 +316,7 @@ impl Kind for Q2K {
 pub(super) struct Q3K;
 impl Kind for Q3K {
     type B = BlockQ3K;
+    const TYPE: GgmlType = GgmlType::Q3_K;
     const PER: usize = 8;
     #[inline(always)]
     fn tail(x: &BlockQ3K, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
@@ -298,6 +328,7 @@ impl Kind for Q3K {
         x: &BlockQ3K,
         y: &[BlockQ8_1],
         yd: &[f32],
+        _: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
@@ -333,6 +364,7 @@ impl Kind for Q3K {
 pub(super) struct Q5K;
 impl Kind for Q5K {
     type B = BlockQ5K;
+    const TYPE: GgmlType = GgmlType::Q5_K;
     const PER: usize = 8;
     #[inline(always)]
     fn tail(x: &BlockQ5K, y: &[BlockQ8_1], iqs: usize, c: Contraction) -> Tail {
@@ -344,34 +376,45 @@ impl Kind for Q5K {
         x: &BlockQ5K,
         y: &[BlockQ8_1],
         yd: &[f32],
+        gs: &[[i32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
         // Thread 4ch + r (iqs = 2(4ch + r)) at step i: groups r and r + 4 of q8_1 block
         // b = 2ch + i, whose value 32b + l is nibble i of byte 32ch + l with bit b of
-        // qh[l] on top.
+        // qh[l] on top. Two chunks at a time: lane 4h + r is thread 4(2p + h) + r.
         let (d, dmin) = (x.d(), x.dmin());
-        for ch in 0..4 {
-            let (sc, m) = q4_k_scales_for_chunk(&x.scales, ch);
-            let mut sumf_d = [0.0f32; 4];
-            let mut sumf_m = [0.0f32; 4];
+        for p in 0..2 {
+            let mut sumf_d = [0.0f32; 8];
+            let mut sumf_m = [0.0f32; 8];
+            let scm = [
+                q4_k_scales_for_chunk(&x.scales, 2 * p),
+                q4_k_scales_for_chunk(&x.scales, 2 * p + 1),
+            ];
             for i in 0..2 {
-                let b = 2 * ch + i;
-                let codes: [i8; 32] = core::array::from_fn(|l| {
-                    let lo = (x.qs[32 * ch + l] >> (4 * i)) & 0xF;
-                    (lo | (((x.qh[l] >> b) & 1) << 4)) as i8
-                });
-                let gd = f.dots32(&codes, &y[b].qs);
-                let gs = f.dots32(&ONES, &y[b].qs);
-                for r in 0..4 {
-                    let dot1 = gd[r] + gd[r + 4];
-                    let dot2 = gs[r] + gs[r + 4];
-                    sumf_d[r] = mad(c.vec_dot_sums, yd[b], (dot1 * sc[i] as i32) as f32, sumf_d[r]);
-                    sumf_m[r] = mad(c.vec_dot_sums, yd[b], (dot2 * m[i] as i32) as f32, sumf_m[r]);
+                let mut dot1 = [0f32; 8];
+                let mut dot2 = [0f32; 8];
+                let mut d8 = [0f32; 8];
+                for h in 0..2 {
+                    let ch = 2 * p + h;
+                    let b = 2 * ch + i;
+                    let codes: [i8; 32] = core::array::from_fn(|l| {
+                        let lo = (x.qs[32 * ch + l] >> (4 * i)) & 0xF;
+                        (lo | (((x.qh[l] >> b) & 1) << 4)) as i8
+                    });
+                    let gd = f.dots32(&codes, &y[b].qs);
+                    let (sc, m) = (scm[h].0[i] as i32, scm[h].1[i] as i32);
+                    for r in 0..4 {
+                        dot1[4 * h + r] = ((gd[r] + gd[r + 4]) * sc) as f32;
+                        dot2[4 * h + r] = ((gs[b][r] + gs[b][r + 4]) * m) as f32;
+                        d8[4 * h + r] = yd[b];
+                    }
                 }
+                mad_lanes(c.vec_dot_sums, &d8, &dot1, &mut sumf_d);
+                mad_lanes(c.vec_dot_sums, &d8, &dot2, &mut sumf_m);
             }
-            for r in 0..4 {
-                tmp[4 * ch + r] += c.combine.eval(d, sumf_d[r], -1.0, dmin, sumf_m[r]);
+            for r in 0..8 {
+                tmp[8 * p + r] += c.combine.eval(d, sumf_d[r], -1.0, dmin, sumf_m[r]);
             }
         }
     }

@@ -259,6 +259,9 @@ pub struct Column {
     /// Q6_K: per q8_1 block, 32 times the sum of each 4-byte group (the `- 32` of the
     /// signed 6-bit quants, summed once: `(q - 32) . u = q . u - 32 * sum(u)`).
     pub q6k: Vec<[i32; 8]>,
+    /// Q2_K, Q3_K and Q5_K: per q8_1 block, the sum of each 4-byte group (Q2_K's and
+    /// Q5_K's min terms; Q3_K's block forms subtract 4 times it).
+    pub sums: Vec<[i32; 8]>,
 }
 
 impl Column {
@@ -302,6 +305,9 @@ impl Column {
             }
             GgmlType::Q6_K => {
                 col.q6k = act.iter().map(|b| groups(b).map(|g| 32 * g)).collect();
+            }
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q5_K => {
+                col.sums = act.iter().map(groups).collect();
             }
             _ => {}
         }
@@ -441,6 +447,25 @@ pub trait BlockForms {
     /// The end of the grid's run: each lane's warps added in order, then lane 0 of the
     /// XOR butterfly (the halving tree).
     fn reduce(&self, tmp: &[f32], warp_size: usize, nwarps: usize) -> f32;
+    /// Every thread's share of one block of `ty` (one of the eight types of
+    /// `blockwise`, `x` its bytes) into `tmp`, with the q8_1 blocks `y`, their `d`s `yd`
+    /// and (Q2_K, Q3_K, Q5_K) their 4-byte group sums `gs`; `false` where these forms
+    /// have none for `ty` (the generic block form then runs). The default has none.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn other_block(
+        &self,
+        ty: GgmlType,
+        x: &[u8],
+        y: &[BlockQ8_1],
+        yd: &[f32],
+        gs: &[[i32; 8]],
+        c: Contraction,
+        tmp: &mut [f32],
+    ) -> bool {
+        let _ = (ty, x, y, yd, gs, c, tmp);
+        false
+    }
     /// The dot of each 4-byte group of the signed `codes` with the signed `q`: eight
     /// exact integers (each at most 4 * 128 * 128 in size), as the eight `dp4a` of one
     /// q8_1 block would give them. The default is the plain loop.
@@ -547,7 +572,7 @@ trait Share {
 struct Plain<'a, K: blockwise::Kind> {
     x: &'a [K::B],
     y: &'a [BlockQ8_1],
-    yd: &'a [f32],
+    col: &'a Column,
     c: Contraction,
 }
 
@@ -560,7 +585,11 @@ impl<K: blockwise::Kind> Share for Plain<'_, K> {
     #[inline(always)]
     fn block(&self, f: &impl BlockForms, kbx: usize, tmp: &mut [f32], _: usize, _: Contraction) {
         let b = kbx * K::PER..(kbx + 1) * K::PER;
-        K::block(f, &self.x[kbx], &self.y[b.clone()], &self.yd[b], self.c, tmp);
+        let gs = if self.col.sums.is_empty() { &[][..] } else { &self.col.sums[b.clone()] };
+        let (x, y, yd) = (&self.x[kbx], &self.y[b.clone()], &self.col.yd[b]);
+        if !f.other_block(K::TYPE, bytemuck::bytes_of(x), y, yd, gs, self.c, tmp) {
+            K::block(f, x, y, yd, gs, self.c, tmp);
+        }
     }
 }
 
@@ -660,10 +689,7 @@ impl Grid {
         let c = self.contraction;
         macro_rules! plain {
             ($k:ty) => {
-                self.run_in(
-                    forms,
-                    &Plain::<$k> { x: cast_blocks(ty, w_row)?, y: act, yd: &col.yd, c },
-                )
+                self.run_in(forms, &Plain::<$k> { x: cast_blocks(ty, w_row)?, y: act, col, c })
             };
         }
         use blockwise as b;

@@ -167,5 +167,6 @@ pub use mmvq::{
 };
 pub use quantize::{butterfly_max, butterfly_sum, quantize_q8_1_cuda, quantize_q8_1_mmvq};
 pub use vecdotq::{
-    dp4a, vec_dot_q4_k_q8_1, vec_dot_q6_k_q8_1, vec_dot_q8_0_q8_1, Combine, Contraction,
+    dp4a, q4_k_scales_for_chunk, vec_dot_q4_k_q8_1, vec_dot_q6_k_q8_1, vec_dot_q8_0_q8_1, Combine,
+    Contraction,
 };

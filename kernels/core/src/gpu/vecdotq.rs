@@ -43,7 +43,7 @@ pub enum Combine {
 impl Combine {
     /// `a * b + sign * (c * d)` evaluated this way (`sign` is 1 or -1, exact).
     #[inline(always)]
-    pub(super) fn eval(self, a: f32, b: f32, sign: f32, c: f32, d: f32) -> f32 {
+    pub fn eval(self, a: f32, b: f32, sign: f32, c: f32, d: f32) -> f32 {
         match self {
             Combine::Unfused => a * b + sign * (c * d),
             Combine::FuseFirst => a.mul_add(b, sign * (c * d)),
@@ -152,7 +152,7 @@ impl Tail {
 /// The branchless scale/min decode of `vec_dot_q4_K_q8_1` for chunk `j` (0..4): the
 /// 6-bit scales and mins of sub-blocks 2j and 2j+1, as `(sc[0..2], m[0..2])`.
 #[inline(always)]
-pub(super) fn q4_k_scales_for_chunk(scales: &[u8; 12], j: usize) -> ([u8; 2], [u8; 2]) {
+pub fn q4_k_scales_for_chunk(scales: &[u8; 12], j: usize) -> ([u8; 2], [u8; 2]) {
     let jm = j & 1;
     let s16 = |k: usize| u16::from_le_bytes([scales[2 * k], scales[2 * k + 1]]) as u32;
     let s0 = s16(jm);
