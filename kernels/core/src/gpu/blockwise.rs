@@ -41,15 +41,17 @@ pub(super) trait Kind {
     /// Every thread's share of `x` (against `y`, whose `d`s are `yd` and, for Q2_K and
     /// Q5_K, whose 4-byte group sums are `gs`) accumulated into `tmp` (one value per
     /// thread, in thread order) as `Tail::accumulate` does, with `f`'s integer dots.
-    fn block(
-        f: &impl BlockForms,
-        x: &Self::B,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        _: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    );
+    fn block(f: &impl BlockForms, x: &Self::B, k: Blk<'_>, tmp: &mut [f32]);
+}
+
+/// What a block form reads besides its weight block: the q8_1 blocks it spans, their
+/// `d`s, their 4-byte group sums (Q2_K, Q3_K, Q5_K; empty otherwise) and the contraction.
+#[derive(Clone, Copy)]
+pub(super) struct Blk<'a> {
+    pub y: &'a [BlockQ8_1],
+    pub yd: &'a [f32],
+    pub gs: &'a [[i32; 8]],
+    pub c: Contraction,
 }
 
 /// `acc + a * b`, fused when `fuse` (`Contraction::mad`).
@@ -125,15 +127,8 @@ impl Kind for Q41 {
         q4_1_tail(x, &y[0], iqs, c)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockQ4_1,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        _: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockQ4_1, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, c, .. } = k;
         let gd = f.dots32(&legacy_codes(&x.qs, None), &y[0].qs);
         min_close_block(&gd, x.d(), x.m(), &y[0], yd[0], c, tmp);
     }
@@ -149,15 +144,8 @@ impl Kind for Q51 {
         q5_1_tail(x, &y[0], iqs, c)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockQ5_1,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        _: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockQ5_1, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, c, .. } = k;
         let gd = f.dots32(&legacy_codes(&x.qs, Some(x.qh)), &y[0].qs);
         min_close_block(&gd, x.d(), x.m(), &y[0], yd[0], c, tmp);
     }
@@ -173,15 +161,8 @@ impl Kind for Q50 {
         q5_0_tail(x, &y[0], iqs, c)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockQ5_0,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        _: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockQ5_0, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, c, .. } = k;
         let gd = f.dots32(&legacy_codes(&x.qs, Some(x.qh)), &y[0].qs);
         let (d5, s8) = (x.d(), y[0].s());
         for (t, acc) in tmp.iter_mut().enumerate().take(2) {
@@ -212,15 +193,8 @@ impl Kind for Iq4Nl {
         iq4_nl_tail(x, &y[0], iqs)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockIq4Nl,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        _: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockIq4Nl, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, c, .. } = k;
         let gd = f.dots32(&iq4_codes(&x.qs), &y[0].qs);
         let d = x.d() * yd[0];
         for (t, acc) in tmp.iter_mut().enumerate().take(2) {
@@ -239,15 +213,8 @@ impl Kind for Iq4Xs {
         iq4_xs_tail(x, y, iqs)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockIq4Xs,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        _: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockIq4Xs, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, c, .. } = k;
         // Thread t (iqs = 4t): sub-block t, bytes 16t.., against q8_1 block t.
         let d = x.d();
         let scales_h = u16::from_le_bytes(x.scales_h) as i32;
@@ -280,15 +247,8 @@ impl Kind for Q2K {
         q2_k_tail(x, y, iqs, c)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockQ2K,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        gs: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockQ2K, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, gs, c } = k;
         // Thread 8n + r (iqs = 8n + r) at step i: group r of q8_1 block b = 4n + i,
         // sub-block 2b + r / 4.
         let (d, dmin) = (x.d(), x.dmin());
@@ -323,15 +283,8 @@ impl Kind for Q3K {
         q3_k_tail(x, y, iqs, c)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockQ3K,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        _: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockQ3K, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, c, .. } = k;
         let sc: [i32; 16] = core::array::from_fn(|s| {
             let low = (x.scales[s % 8] >> (4 * (s / 8))) & 0xF;
             let high = ((x.scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4;
@@ -371,15 +324,8 @@ impl Kind for Q5K {
         q5_k_tail(x, y, iqs, c)
     }
     #[inline(always)]
-    fn block(
-        f: &impl BlockForms,
-        x: &BlockQ5K,
-        y: &[BlockQ8_1],
-        yd: &[f32],
-        gs: &[[i32; 8]],
-        c: Contraction,
-        tmp: &mut [f32],
-    ) {
+    fn block(f: &impl BlockForms, x: &BlockQ5K, k: Blk<'_>, tmp: &mut [f32]) {
+        let Blk { y, yd, gs, c } = k;
         // Thread 4ch + r (iqs = 2(4ch + r)) at step i: groups r and r + 4 of q8_1 block
         // b = 2ch + i, whose value 32b + l is nibble i of byte 32ch + l with bit b of
         // qh[l] on top. Two chunks at a time: lane 4h + r is thread 4(2p + h) + r.

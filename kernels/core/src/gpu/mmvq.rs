@@ -549,22 +549,8 @@ trait Share {
     fn tail(&self, kbx: usize, kqs: usize) -> Tail;
 
     /// Every thread's share of block `kbx` accumulated into `tmp` (one value per thread
-    /// of the block, in thread order) by `forms`; by default thread by thread (thread
-    /// `k` at offset `vdr * k`), for the types the forms do not cover.
-    #[inline(always)]
-    fn block(
-        &self,
-        forms: &impl BlockForms,
-        kbx: usize,
-        tmp: &mut [f32],
-        vdr: usize,
-        c: Contraction,
-    ) {
-        let _ = forms;
-        for (k, t) in tmp.iter_mut().enumerate() {
-            *t = self.tail(kbx, vdr * k).accumulate(*t, c);
-        }
-    }
+    /// of the block, in thread order) by `forms`.
+    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]);
 }
 
 /// The weight blocks of one of the eight [`blockwise`] kinds, the activation blocks,
@@ -583,12 +569,12 @@ impl<K: blockwise::Kind> Share for Plain<'_, K> {
     }
 
     #[inline(always)]
-    fn block(&self, f: &impl BlockForms, kbx: usize, tmp: &mut [f32], _: usize, _: Contraction) {
+    fn block(&self, f: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
         let b = kbx * K::PER..(kbx + 1) * K::PER;
         let gs = if self.col.sums.is_empty() { &[][..] } else { &self.col.sums[b.clone()] };
         let (x, y, yd) = (&self.x[kbx], &self.y[b.clone()], &self.col.yd[b]);
         if !f.other_block(K::TYPE, bytemuck::bytes_of(x), y, yd, gs, self.c, tmp) {
-            K::block(f, x, y, yd, gs, self.c, tmp);
+            K::block(f, x, blockwise::Blk { y, yd, gs, c: self.c }, tmp);
         }
     }
 }
@@ -606,14 +592,7 @@ impl Share for Q4K<'_> {
     }
 
     #[inline(always)]
-    fn block(
-        &self,
-        forms: &impl BlockForms,
-        kbx: usize,
-        tmp: &mut [f32],
-        _: usize,
-        _: Contraction,
-    ) {
+    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
         let y = &self.1[kbx * 8..kbx * 8 + 8];
         let (d, sums) = (&self.2.q4k_d[kbx], &self.2.q4k[kbx]);
         forms.q4_k_block(&self.0[kbx], y, d, sums, self.3, tmp);
@@ -627,14 +606,7 @@ impl Share for Q6K<'_> {
     }
 
     #[inline(always)]
-    fn block(
-        &self,
-        forms: &impl BlockForms,
-        kbx: usize,
-        tmp: &mut [f32],
-        _: usize,
-        _: Contraction,
-    ) {
+    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
         let (y, b) = (&self.1[kbx * 8..kbx * 8 + 8], kbx * 8..kbx * 8 + 8);
         let (yd, sums) = (&self.2.yd[b.clone()], &self.2.q6k[b]);
         forms.q6_k_block(&self.0[kbx], y, yd, sums, self.3, tmp);
@@ -648,14 +620,7 @@ impl Share for Q80<'_> {
     }
 
     #[inline(always)]
-    fn block(
-        &self,
-        forms: &impl BlockForms,
-        kbx: usize,
-        tmp: &mut [f32],
-        _: usize,
-        _: Contraction,
-    ) {
+    fn block(&self, forms: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
         forms.q8_0_block(&self.0[kbx], &self.1[kbx], self.2.yd[kbx], self.3, tmp);
     }
 }
@@ -732,7 +697,7 @@ impl Grid {
             let base = (kbx % self.blocks_per_iter) * self.threads_per_block;
             let block = &mut tmp[base..base + self.threads_per_block];
             if let Some(f) = forms {
-                call.block(f, kbx, block, self.vdr, self.contraction);
+                call.block(f, kbx, block);
                 continue;
             }
             for (k, t) in block.iter_mut().enumerate() {
