@@ -360,23 +360,6 @@ mod fast {
         }
     }
 
-    /// The eight group dots of signed codes with signed q8 codes, in group order
-    /// (`dots32`'s widening products, exact for every byte).
-    #[inline(always)]
-    unsafe fn sdots(codes: __m256i, q: &[u8; 32]) -> __m256i {
-        // SAFETY: 32 bytes; the callers run with AVX2.
-        unsafe {
-            let y = _mm256_loadu_si256(q.as_ptr().cast());
-            let lo = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
-            let hi = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v));
-            let h = _mm256_hadd_epi32(
-                _mm256_madd_epi16(lo(codes), lo(y)),
-                _mm256_madd_epi16(hi(codes), hi(y)),
-            );
-            _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7))
-        }
-    }
-
     /// The two threads' `sumi` of a legacy block from its group dots: thread t has
     /// groups `2t`, `2t + 1` (low codes) and `2t + 4`, `2t + 5` (high ones).
     #[inline(always)]
@@ -385,6 +368,26 @@ mod fast {
         unsafe {
             let a = _mm_add_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256::<1>(g));
             let t = _mm_hadd_epi32(a, a);
+            [_mm_cvtsi128_si32(t), _mm_extract_epi32::<1>(t)]
+        }
+    }
+
+    /// `legacy_sumi` of signed codes (IQ4_NL's): the widened pair products of values
+    /// 0..16 and 16..32 added lane by lane, so thread 0's values (0..8, 16..24) fill the
+    /// low 128-bit half and thread 1's the high one, each then summed; exact.
+    #[inline(always)]
+    unsafe fn legacy_sumi_signed(codes: __m256i, q: &[u8; 32]) -> [i32; 2] {
+        // SAFETY: 32 bytes; the callers run with AVX2.
+        unsafe {
+            let y = _mm256_loadu_si256(q.as_ptr().cast());
+            let lo = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+            let hi = |v: __m256i| _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v));
+            let s = _mm256_add_epi32(
+                _mm256_madd_epi16(lo(codes), lo(y)),
+                _mm256_madd_epi16(hi(codes), hi(y)),
+            );
+            let h = _mm_hadd_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let t = _mm_hadd_epi32(h, h);
             [_mm_cvtsi128_si32(t), _mm_extract_epi32::<1>(t)]
         }
     }
@@ -463,7 +466,7 @@ mod fast {
                 }
                 GgmlType::IQ4_NL => {
                     let b: &BlockIq4Nl = bytemuck::from_bytes(x);
-                    let t = legacy_sumi(sdots(iq4_codes(&b.qs), &y[0].qs));
+                    let t = legacy_sumi_signed(iq4_codes(&b.qs), &y[0].qs);
                     let d = half(b.d) * yd[0];
                     for (k, acc) in tmp.iter_mut().enumerate().take(2) {
                         let v = t[k] as f32;
@@ -604,40 +607,48 @@ mod fast {
             let (d, dmin) = (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin)));
             let (nib, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
             let qh = _mm256_loadu_si256(x.qh.as_ptr().cast());
-            let fold = |v: __m256i| {
-                _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))
+            // Two vectors of group dots (chunks 2p and 2p + 1) folded `g_r + g_{r+4}`,
+            // chunk 2p's in lanes 0..4.
+            let fold2 = |a: __m256i, b: __m256i| {
+                _mm256_add_epi32(
+                    _mm256_permute2x128_si256::<0x20>(a, b),
+                    _mm256_permute2x128_si256::<0x31>(a, b),
+                )
             };
-            // Sub-block 2ch + i's scale and min (the device's per-chunk decode equals
-            // `get_scale_min_k4`: `gpu_q4_k_branchless_scale_decode_matches_get_scale_min_k4`).
+            // Sub-block k's scale and min in lane k (the device's per-chunk decode
+            // equals `get_scale_min_k4`:
+            // `gpu_q4_k_branchless_scale_decode_matches_get_scale_min_k4`), below 64.
             let (scs, ms) = super::fast_scales_and_mins(&x.scales);
+            let sc8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(scs.as_ptr().cast()));
+            let m8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(ms.as_ptr().cast()));
             for p in 0..2 {
+                let q = [
+                    _mm256_loadu_si256(x.qs.as_ptr().add(64 * p).cast()),
+                    _mm256_loadu_si256(x.qs.as_ptr().add(64 * p + 32).cast()),
+                ];
                 let mut sumf_d = _mm256_setzero_ps();
                 let mut sumf_m = _mm256_setzero_ps();
                 for i in 0..2 {
-                    let mut dot1 = [_mm_setzero_si128(); 2];
-                    let mut dot2 = [_mm_setzero_si128(); 2];
+                    let mut gd = [_mm256_setzero_si256(); 2];
                     for h in 0..2 {
-                        let ch = 2 * p + h;
-                        let b = 2 * ch + i;
-                        let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * ch).cast());
-                        let lo = _mm256_and_si256(
-                            _mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * i as i32)),
-                            nib,
-                        );
-                        let hb = _mm256_and_si256(
-                            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(b as i32)),
-                            one,
-                        );
-                        let codes = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hb));
-                        dot1[h] = fold(udots(codes, &y[b].qs));
-                        dot2[h] = fold(_mm256_loadu_si256(gs[b].as_ptr().cast()));
+                        let b = 2 * (2 * p + h) + i;
+                        let shift = _mm_cvtsi32_si128(4 * i as i32);
+                        let lo = _mm256_and_si256(_mm256_srl_epi16(q[h], shift), nib);
+                        let hb = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(b as i32));
+                        let hb = _mm256_slli_epi16::<4>(_mm256_and_si256(hb, one));
+                        gd[h] = udots(_mm256_or_si256(lo, hb), &y[b].qs);
                     }
-                    let b0 = 4 * p + i;
-                    let b1 = 4 * p + 2 + i;
-                    let scv = halves_i32(scs[b0] as i32, scs[b1] as i32);
-                    let mv = halves_i32(ms[b0] as i32, ms[b1] as i32);
-                    let d1 = mul_small(_mm256_set_m128i(dot1[1], dot1[0]), scv);
-                    let d2 = mul_small(_mm256_set_m128i(dot2[1], dot2[0]), mv);
+                    let (b0, b1) = (4 * p + i, 4 * p + 2 + i);
+                    let g = |k: usize| _mm256_loadu_si256(gs[k].as_ptr().cast());
+                    let dot1 = fold2(gd[0], gd[1]);
+                    let dot2 = fold2(g(b0), g(b1));
+                    let pick = _mm256_setr_epi32(
+                        b0 as i32, b0 as i32, b0 as i32, b0 as i32, b1 as i32, b1 as i32,
+                        b1 as i32, b1 as i32,
+                    );
+                    // Each product below 2^15 times 64, the scale's high half 0: exact.
+                    let d1 = _mm256_madd_epi16(dot1, _mm256_permutevar8x32_epi32(sc8, pick));
+                    let d2 = _mm256_madd_epi16(dot2, _mm256_permutevar8x32_epi32(m8, pick));
                     let d8 = _mm256_set_m128(_mm_set1_ps(yd[b1]), _mm_set1_ps(yd[b0]));
                     sumf_d = mad8(c.vec_dot_sums, d8, _mm256_cvtepi32_ps(d1), sumf_d);
                     sumf_m = mad8(c.vec_dot_sums, d8, _mm256_cvtepi32_ps(d2), sumf_m);

@@ -693,9 +693,16 @@ impl Grid {
             large.resize(n, 0.0f32);
             &mut large
         };
+        // `base` is `(kbx % blocks_per_iter) * threads_per_block`, kept by addition (a
+        // division per block cost more than a small block's arithmetic).
+        debug_assert_eq!(self.blocks_per_iter * self.threads_per_block, n);
+        let mut base = 0;
         for kbx in 0..self.blocks_per_row {
-            let base = (kbx % self.blocks_per_iter) * self.threads_per_block;
             let block = &mut tmp[base..base + self.threads_per_block];
+            base += self.threads_per_block;
+            if base == n {
+                base = 0;
+            }
             if let Some(f) = forms {
                 call.block(f, kbx, block);
                 continue;
