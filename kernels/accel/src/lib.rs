@@ -59,8 +59,11 @@
 //! - the GPU lanes' MMVQ warp emulation (`gpu::mmvq`: every thread of one weight block
 //!   at once in AVX2 lanes, compiled with FMA so each fused multiply-add is one
 //!   instruction; the warps' additions and the butterfly eight lanes at a time; in a
-//!   matmul, each activation column's scales and group sums once for all rows); on
-//!   aarch64 hosts the same forms with NEON, four threads per vector.
+//!   matmul, each activation column's scales and group sums once for all rows; all
+//!   eleven weight types, the eight besides Q4_K, Q6_K and Q8_0 through
+//!   `BlockForms::other_block`, their Q4_1/Q5_1 f16 scale products by `vcvtps2ph`); on
+//!   aarch64 hosts the same forms with NEON, four threads per vector (the eight other
+//!   types through the twin's generic block forms with NEON group dots).
 //!
 //! Those of the forms that read f16 scales directly need F16C as well (every CPU with
 //! AVX2 has it; it is detected all the same, and without it the scalar form runs).
