@@ -301,6 +301,22 @@ mod fast {
         unsafe { _mm256_madd_epi16(v, _mm256_and_si256(s, _mm256_set1_epi32(0xFFFF))) }
     }
 
+    /// Bit `b` of every byte of `v` moved to bit `to` (`to` <= 4, `b` <= 7), every other
+    /// bit cleared: one 16-bit shift by the distance (a bit crossing into the next byte
+    /// lands below `to`, or leaves the byte above it, and the mask drops it) and a mask.
+    #[inline(always)]
+    unsafe fn bit_to(v: __m256i, b: usize, to: usize) -> __m256i {
+        // SAFETY: the callers run with AVX2.
+        unsafe {
+            let moved = if b <= to {
+                _mm256_sll_epi16(v, _mm_cvtsi32_si128((to - b) as i32))
+            } else {
+                _mm256_srl_epi16(v, _mm_cvtsi32_si128((b - to) as i32))
+            };
+            _mm256_and_si256(moved, _mm256_set1_epi8(1 << to))
+        }
+    }
+
     /// Eight i32 lanes: `lo` in lanes 0..4 and `hi` in 4..8, each a 32-bit value.
     #[inline(always)]
     unsafe fn halves_i32(lo: i32, hi: i32) -> __m256i {
@@ -499,6 +515,12 @@ mod fast {
         unsafe {
             let (d, dmin) = (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin)));
             let three = _mm256_set1_epi8(3);
+            // The sixteen scale bytes as i32 lanes, sub-blocks 0..8 and 8..16; step b
+            // picks sub-blocks 2b (lanes 0..4) and 2b + 1 (lanes 4..8) by a permute.
+            let s8 =
+                |at: usize| _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.scales.as_ptr().add(at).cast()));
+            let scs = [s8(0), s8(8)];
+            let pairs = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
             for n in 0..2 {
                 let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * n).cast());
                 let mut sumf_d = _mm256_setzero_ps();
@@ -508,12 +530,15 @@ mod fast {
                     let shift = _mm_cvtsi32_si128(2 * i as i32);
                     let codes = _mm256_and_si256(_mm256_srl_epi16(q, shift), three);
                     let gd = udots(codes, &y[b].qs);
-                    let sc = halves_i32(x.scales[2 * b] as i32, x.scales[2 * b + 1] as i32);
+                    let pick = _mm256_add_epi32(_mm256_set1_epi32(2 * (b % 4) as i32), pairs);
+                    let sc = _mm256_permutevar8x32_epi32(scs[b / 4], pick);
+                    // Both factors below 2^15 and the scale's high half 0: `vpmaddwd`
+                    // is the exact product.
                     let low = _mm256_and_si256(sc, _mm256_set1_epi32(0xF));
                     let high = _mm256_srli_epi32::<4>(sc);
-                    let dot_d = _mm256_cvtepi32_ps(mul_small(gd, low));
+                    let dot_d = _mm256_cvtepi32_ps(_mm256_madd_epi16(gd, low));
                     let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
-                    let dot_m = _mm256_cvtepi32_ps(mul_small(g, high));
+                    let dot_m = _mm256_cvtepi32_ps(_mm256_madd_epi16(g, high));
                     let d8 = _mm256_set1_ps(yd[b]);
                     sumf_d = mad8(c.vec_dot_sums, d8, dot_d, sumf_d);
                     sumf_m = mad8(c.vec_dot_sums, d8, dot_m, sumf_m);
@@ -525,8 +550,8 @@ mod fast {
 
     /// `q3_k_tail` for the 16 threads of superblock `x`, grouped as Q2_K: the codes of
     /// q8_1 block `b` as `crumb + 4 * hbit` (0..7, unsigned: `vpmaddubsw` exact), their
-    /// group dots minus four times the column's group sums (the tail's `- 4` where the
-    /// bit is clear), times the 6-bit scale minus 32.
+    /// group dots minus the column's `gs` (four times each group's sum: the tail's `- 4`
+    /// where the bit is clear), times the 6-bit scale minus 32.
     #[inline(always)]
     unsafe fn q3_k_block(
         x: &BlockQ3K,
@@ -561,7 +586,7 @@ mod fast {
         // `qs` (64 bytes) and `hmask` (32), and of eight i32 of `gs`.
         unsafe {
             let d = _mm256_set1_ps(half(x.d));
-            let (three, one) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+            let three = _mm256_set1_epi8(3);
             let hm = _mm256_loadu_si256(x.hmask.as_ptr().cast());
             for n in 0..2 {
                 let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * n).cast());
@@ -572,11 +597,9 @@ mod fast {
                         _mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * i as i32)),
                         three,
                     );
-                    let hbit =
-                        _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(b as i32)), one);
-                    let codes = _mm256_or_si256(crumb, _mm256_slli_epi16::<2>(hbit));
+                    let codes = _mm256_or_si256(crumb, bit_to(hm, b, 2));
                     let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
-                    let gd = _mm256_sub_epi32(udots(codes, &y[b].qs), _mm256_slli_epi32::<2>(g));
+                    let gd = _mm256_sub_epi32(udots(codes, &y[b].qs), g);
                     let scv = halves_i32(sc[2 * b], sc[2 * b + 1]);
                     let dot = _mm256_cvtepi32_ps(mul_small(gd, scv));
                     sumf = mad8(c.vec_dot_sums, _mm256_set1_ps(yd[b]), dot, sumf);
@@ -605,7 +628,7 @@ mod fast {
         // `qs` (128 bytes) and `qh` (32), and of eight i32 of `gs`.
         unsafe {
             let (d, dmin) = (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin)));
-            let (nib, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
+            let nib = _mm256_set1_epi8(0x0F);
             let qh = _mm256_loadu_si256(x.qh.as_ptr().cast());
             // Two vectors of group dots (chunks 2p and 2p + 1) folded `g_r + g_{r+4}`,
             // chunk 2p's in lanes 0..4.
@@ -634,9 +657,7 @@ mod fast {
                         let b = 2 * (2 * p + h) + i;
                         let shift = _mm_cvtsi32_si128(4 * i as i32);
                         let lo = _mm256_and_si256(_mm256_srl_epi16(q[h], shift), nib);
-                        let hb = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(b as i32));
-                        let hb = _mm256_slli_epi16::<4>(_mm256_and_si256(hb, one));
-                        gd[h] = udots(_mm256_or_si256(lo, hb), &y[b].qs);
+                        gd[h] = udots(_mm256_or_si256(lo, bit_to(qh, b, 4)), &y[b].qs);
                     }
                     let (b0, b1) = (4 * p + i, 4 * p + 2 + i);
                     let g = |k: usize| _mm256_loadu_si256(gs[k].as_ptr().cast());

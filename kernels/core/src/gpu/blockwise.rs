@@ -45,7 +45,8 @@ pub(super) trait Kind {
 }
 
 /// What a block form reads besides its weight block: the q8_1 blocks it spans, their
-/// `d`s, their 4-byte group sums (Q2_K, Q3_K, Q5_K; empty otherwise) and the contraction.
+/// `d`s, the column's `sums` for them (Q2_K, Q5_K: 4-byte group sums; Q3_K: four times
+/// those; empty otherwise) and the contraction.
 #[derive(Clone, Copy)]
 pub(super) struct Blk<'a> {
     pub y: &'a [BlockQ8_1],

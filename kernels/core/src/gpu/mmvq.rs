@@ -259,8 +259,8 @@ pub struct Column {
     /// Q6_K: per q8_1 block, 32 times the sum of each 4-byte group (the `- 32` of the
     /// signed 6-bit quants, summed once: `(q - 32) . u = q . u - 32 * sum(u)`).
     pub q6k: Vec<[i32; 8]>,
-    /// Q2_K, Q3_K and Q5_K: per q8_1 block, the sum of each 4-byte group (Q2_K's and
-    /// Q5_K's min terms; Q3_K's block forms subtract 4 times it).
+    /// Q2_K and Q5_K: per q8_1 block, the sum of each 4-byte group (their min terms);
+    /// Q3_K: four times it (what its block forms subtract for a clear high bit).
     pub sums: Vec<[i32; 8]>,
 }
 
@@ -306,8 +306,11 @@ impl Column {
             GgmlType::Q6_K => {
                 col.q6k = act.iter().map(|b| groups(b).map(|g| 32 * g)).collect();
             }
-            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q5_K => {
+            GgmlType::Q2_K | GgmlType::Q5_K => {
                 col.sums = act.iter().map(groups).collect();
+            }
+            GgmlType::Q3_K => {
+                col.sums = act.iter().map(|b| groups(b).map(|g| 4 * g)).collect();
             }
             _ => {}
         }
@@ -449,7 +452,7 @@ pub trait BlockForms {
     fn reduce(&self, tmp: &[f32], warp_size: usize, nwarps: usize) -> f32;
     /// Every thread's share of one block of `ty` (one of the eight types of
     /// `blockwise`, `x` its bytes) into `tmp`, with the q8_1 blocks `y`, their `d`s `yd`
-    /// and (Q2_K, Q3_K, Q5_K) their 4-byte group sums `gs`; `false` where these forms
+    /// and (Q2_K, Q3_K, Q5_K) the column's `sums` for them, `gs`; `false` where these forms
     /// have none for `ty` (the generic block form then runs). The default has none.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
