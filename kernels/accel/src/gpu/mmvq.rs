@@ -515,13 +515,13 @@ mod fast {
         unsafe {
             let (d, dmin) = (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin)));
             let three = _mm256_set1_epi8(3);
-            // The sixteen scale bytes as i32 lanes, sub-blocks 0..8 and 8..16; step b
+            // The scale bytes of half n (sub-blocks 8n..8n + 8) as i32 lanes; step b
             // picks sub-blocks 2b (lanes 0..4) and 2b + 1 (lanes 4..8) by a permute.
             let s8 =
                 |at: usize| _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.scales.as_ptr().add(at).cast()));
-            let scs = [s8(0), s8(8)];
             let pairs = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
             for n in 0..2 {
+                let scs = s8(8 * n);
                 let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * n).cast());
                 let mut sumf_d = _mm256_setzero_ps();
                 let mut sumf_m = _mm256_setzero_ps();
@@ -531,7 +531,7 @@ mod fast {
                     let codes = _mm256_and_si256(_mm256_srl_epi16(q, shift), three);
                     let gd = udots(codes, &y[b].qs);
                     let pick = _mm256_add_epi32(_mm256_set1_epi32(2 * (b % 4) as i32), pairs);
-                    let sc = _mm256_permutevar8x32_epi32(scs[b / 4], pick);
+                    let sc = _mm256_permutevar8x32_epi32(scs, pick);
                     // Both factors below 2^15 and the scale's high half 0: `vpmaddwd`
                     // is the exact product.
                     let low = _mm256_and_si256(sc, _mm256_set1_epi32(0xF));
