@@ -71,7 +71,14 @@ pub(crate) fn tile(
                 [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
             )
         },
-        // Q4_1: the twin's code (the same bits; no i8mm form yet).
+        // SAFETY: as above.
+        GgmlType::Q4_1 => unsafe {
+            vec_dot2::vec_dot2_q4_1_q8_1(
+                [cast_blocks(ty, x[0])?, cast_blocks(ty, x[1])?],
+                [cast_blocks(atype, y[0])?, cast_blocks(atype, y[1])?],
+            )
+        },
+        // No other type has a tile (the twin refuses it with the precise error).
         _ => return tiercheck_core::arch::aarch64::i8mm::tile(ty, atype, x, y),
     })
 }
@@ -91,7 +98,7 @@ impl Kernels for I8mmNative {
 
     fn vec_dot(&self, wtype: GgmlType, w_row: &[u8], act: &[u8]) -> Result<f32, KernelError> {
         self.act_rule(wtype)?;
-        tiercheck_core::arch::aarch64::i8mm::i8mm_build_vec_dot(&neon::KERNELS, wtype, w_row, act)
+        neon::KERNELS.i8mm_build_vec_dot(wtype, w_row, act)
     }
 
     fn matmul_quantized(

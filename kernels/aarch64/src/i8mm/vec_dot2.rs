@@ -1,5 +1,5 @@
 //! ggml's two-rows-at-a-time vec_dot of the aarch64 i8mm build (`nrc == 2`:
-//! `ggml_vec_dot_q4_0_q8_0`, `q8_0_q8_0`, `q4_K_q8_K`, `q6_K_q8_K` in
+//! `ggml_vec_dot_q4_0_q8_0`, `q4_1_q8_1`, `q8_0_q8_0`, `q4_K_q8_K`, `q6_K_q8_K` in
 //! `ggml-cpu/arch/arm/quants.c`), natively: the two weight rows' and the two activation
 //! rows' 8-byte halves zipped (`vzip1q_s64` / `vzip2q_s64`) into `smmla` operands, so one
 //! `smmla` accumulates the 2x2 tile `[x0·y0, x0·y1, x1·y0, x1·y1]`; sub-block scales by
@@ -9,11 +9,13 @@
 
 use core::arch::aarch64::*;
 
-use crate::simd::{ld, ldf, ldi, lds};
+use crate::simd::{ld, ldf, ldi, lds, st};
 
 use tiercheck_core::arch::aarch64::i8mm::Tile;
 use tiercheck_core::blocks::q4_k::scale_min_k4;
-use tiercheck_core::blocks::{BlockQ4K, BlockQ4_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use tiercheck_core::blocks::{
+    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
+};
 
 /// `smmla` through inline assembly: acc (2x2, row-major) += a (2x8) * b (2x8)^T.
 #[inline]
@@ -118,6 +120,38 @@ pub unsafe fn vec_dot2_q8_0_q8_0(x: [&[BlockQ8_0]; 2], y: [&[BlockQ8_0]; 2]) -> 
         sum = vaddq_f32(sum, vmulq_f32(vcvtq_f32_s32(isum), d));
     }
     tile_of(sum)
+}
+
+/// `ggml_vec_dot_q4_1_q8_1` with `nrc == 2`: the unsigned nibbles through `smmla`, the
+/// scale term as Q4_0's, and the exact products `m_x * s_y` summed apart in ggml's lane
+/// order (`summs0`, lanes x0y0, x1y0, x0y1, x1y1); the tile is reordered to that order
+/// (`vextq_f32` + `vzip1q_f32`) and the two sums added once at the end.
+///
+/// # Safety
+/// The CPU must support NEON and i8mm.
+#[target_feature(enable = "neon,i8mm")]
+pub unsafe fn vec_dot2_q4_1_q8_1(x: [&[BlockQ4_1]; 2], y: [&[BlockQ8_1]; 2]) -> Tile {
+    let m4b = vdupq_n_u8(0x0F);
+    let (mut sum, mut summs) = (vdupq_n_f32(0.0), vdupq_n_f32(0.0));
+    for b in 0..x[0].len() {
+        let (x0, x1, y0, y1) = (&x[0][b], &x[1][b], &y[0][b], &y[1][b]);
+        let m = ldf([x0.m() * y0.s(), x1.m() * y0.s(), x0.m() * y1.s(), x1.m() * y1.s()]);
+        summs = vaddq_f32(summs, m);
+        let split = |q: uint8x16_t| {
+            (vreinterpretq_s8_u8(vandq_u8(q, m4b)), vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)))
+        };
+        let ((x0l, x0h), (x1l, x1h)) = (split(ld(&x0.qs)), split(ld(&x1.qs)));
+        let qy = |blk: &BlockQ8_1, o: usize| lds(&blk.qs[o..]);
+        // SAFETY: i8mm is guaranteed by the caller.
+        let isum = unsafe {
+            let r = mmla16(vdupq_n_s32(0), x0l, x1l, qy(y0, 0), qy(y1, 0));
+            mmla16(r, x0h, x1h, qy(y0, 16), qy(y1, 16))
+        };
+        let d = ldf(scales([x0.d(), x1.d()], [y0.d(), y1.d()]));
+        sum = vaddq_f32(sum, vmulq_f32(vcvtq_f32_s32(isum), d));
+    }
+    let o = st(vaddq_f32(vzip1q_f32(sum, vextq_f32::<2>(sum, sum)), summs));
+    [[o[0], o[1]], [o[2], o[3]]]
 }
 
 /// `ggml_vec_dot_q4_K_q8_K` with `nrc == 2`: with `FUSED` false the i8mm build's (min

@@ -1,5 +1,6 @@
 //! The native `aarch64-neon` lane. Twin: `tiercheck_core::arch::aarch64::neon::AARCH64_NEON`.
 
+pub mod more;
 pub mod tinyblas;
 pub mod vec_dot;
 
@@ -39,6 +40,59 @@ pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     Ok(&KERNELS)
 }
 
+impl NeonNative {
+    /// The native forms of the eight types beside Q4_0, Q8_0, Q4_K and Q6_K ([`more`]);
+    /// `i8mm_tail`: Q5_0's odd last block as the i8mm and SVE builds compile it. Lengths
+    /// are checked by the caller; anything else is the twin's (its precise error).
+    fn vec_dot_more(
+        &self,
+        wtype: GgmlType,
+        w_row: &[u8],
+        act: &[u8],
+        i8mm_tail: bool,
+    ) -> Result<f32, KernelError> {
+        let atype = self.act_rule(wtype)?.format();
+        let dot = has_dotprod();
+        macro_rules! native {
+            ($f:path $(, $extra:expr)?) => {{
+                let (x, y) = (cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?);
+                // SAFETY: NEON is present (checked by `kernels`); `dot` was detected.
+                unsafe { $f(x, y, dot $(, $extra)?) }
+            }};
+        }
+        Ok(match wtype {
+            GgmlType::Q4_1 => native!(more::vec_dot_q4_1_q8_1),
+            GgmlType::Q5_0 => native!(more::vec_dot_q5_0_q8_0, i8mm_tail),
+            GgmlType::Q5_1 => native!(more::vec_dot_q5_1_q8_1),
+            GgmlType::IQ4_NL => native!(more::vec_dot_iq4_nl_q8_0),
+            GgmlType::IQ4_XS => native!(more::vec_dot_iq4_xs_q8_k),
+            GgmlType::Q2_K => native!(more::vec_dot_q2_k_q8_k),
+            GgmlType::Q3_K => native!(more::vec_dot_q3_k_q8_k),
+            GgmlType::Q5_K => native!(more::vec_dot_q5_k_q8_k),
+            _ => return NeonTwin.vec_dot(wtype, w_row, act),
+        })
+    }
+
+    /// The `nrc == 1` vec_dot of ggml's i8mm and SVE builds: the NEON kernels, with
+    /// Q5_0's i8mm tail (`tiercheck_core::arch::aarch64::i8mm::i8mm_build_vec_dot`).
+    pub(crate) fn i8mm_build_vec_dot(
+        &self,
+        wtype: GgmlType,
+        w_row: &[u8],
+        act: &[u8],
+    ) -> Result<f32, KernelError> {
+        if wtype != GgmlType::Q5_0 {
+            return self.vec_dot(wtype, w_row, act);
+        }
+        let atype = self.act_rule(wtype)?.format();
+        let k = w_row.len() / wtype.type_size() * wtype.block_size();
+        if !w_row.len().is_multiple_of(wtype.type_size()) || atype.row_bytes(k) != Some(act.len()) {
+            return NeonTwin.vec_dot(wtype, w_row, act); // the precise error
+        }
+        self.vec_dot_more(wtype, w_row, act, true)
+    }
+}
+
 impl Kernels for NeonNative {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
         NeonTwin.act_rule(wtype)
@@ -76,9 +130,7 @@ impl Kernels for NeonNative {
                 // SAFETY: as above.
                 unsafe { vec_dot::vec_dot_q6_k_q8_k(x, y, dot) }
             }
-            // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS: the twin's code (the
-            // same bits; no NEON form yet).
-            _ => return NeonTwin.vec_dot(wtype, w_row, act),
+            _ => return self.vec_dot_more(wtype, w_row, act, false),
         })
     }
 

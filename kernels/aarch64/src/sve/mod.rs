@@ -181,12 +181,7 @@ impl Kernels for SveNative {
             // Q2_K: the twin's SVE order (the same bits; no SVE form yet).
             GgmlType::Q2_K => self.twin.vec_dot(wtype, w_row, act),
             // The K-quants' `nrc == 1` order is NEON's (module doc).
-            _ => tiercheck_core::arch::aarch64::i8mm::i8mm_build_vec_dot(
-                &neon::KERNELS,
-                wtype,
-                w_row,
-                act,
-            ),
+            _ => neon::KERNELS.i8mm_build_vec_dot(wtype, w_row, act),
         }
     }
 
