@@ -1,5 +1,5 @@
 //! ggml's aarch64 i8mm repacked kernels (`ggml-cpu/arch/arm/repack.cpp`: q4_K 8x8,
-//! q4_0 4x8, q8_0 4x8), natively. Twin: `tiercheck_core::arch::aarch64::i8mm_repack::kernels` (same names;
+//! q5_K 8x8, q4_0 4x8, q8_0 4x8), natively. Twin: `tiercheck_core::arch::aarch64::i8mm_repack::kernels` (same names;
 //! its docs give the float order). The gemm kernels' integer sums go through `smmla`
 //! 2x2 tiles (one activation row duplicated into both tile rows), the q4_K gemv through
 //! `sdot` as in ggml; `vfmaq_f32` where ggml fuses, `vmulq_f32` + `vaddq_f32`/`vsubq_f32`
@@ -11,7 +11,7 @@ use crate::simd::{ld, ld_dup8, ldf, ldi, st, sti};
 
 use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
 use tiercheck_core::fp16::f16_bits_to_f32;
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ8_0x4};
+use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ8_0x4};
 
 use crate::i8mm::vec_dot2::smmla;
 use crate::neon::vec_dot::sdot_asm;
@@ -76,6 +76,124 @@ pub unsafe fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
         for (h, a) in acc.iter_mut().enumerate() {
             let b = vcvtq_f32_s32(ldi(core::array::from_fn(|t| bias[4 * h + t])));
             *a = vsubq_f32(*a, vmulq_f32(b, min[h]));
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// The exact sub-block dots of the eight rows of one `block_q5_Kx8` (8-byte interleave)
+/// with one Q8_K block, as ggml's q5_K 8x8 gemv forms them: per sub-block pair and row
+/// pair, `sdot` of 16 interleaved bytes (8 of each row, the fifth bit from the
+/// interleaved `qh`, bit 2 sb of the low nibbles and 2 sb + 1 of the high ones) against
+/// 8 activation bytes twice, `vpaddq_s32` to one lane per row. `[s][h]`: sub-block s,
+/// rows 4h..4h + 4. (ggml's gemm forms the same integers by `smmla`.)
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn q5_k_8x8_dots(x: &BlockQ5Kx8, yb: &BlockQ8K) -> [[int32x4_t; 2]; 8] {
+    let (m4b, ten) = (vdupq_n_u8(0x0F), vdupq_n_u8(0x10));
+    let mut dots = [[vdupq_n_s32(0); 2]; 8];
+    for sb in 0..4 {
+        let q8: [int8x16_t; 8] = core::array::from_fn(|i| ld_dup8(&yb.qs[sb * 64 + 8 * i..]));
+        let base = &x.qs[sb * 256..];
+        let mut lo = [vdupq_n_s32(0); 4];
+        let mut hi = [vdupq_n_s32(0); 4];
+        for cp in 0..4 {
+            for i in 0..4 {
+                let q = ld(&base[16 * cp + 64 * i..]);
+                let h = ld(&x.qh[64 * i + 16 * cp..]);
+                let h_lo = vandq_u8(vtstq_u8(h, vdupq_n_u8(1 << (2 * sb))), ten);
+                let h_hi = vandq_u8(vtstq_u8(h, vdupq_n_u8(2 << (2 * sb))), ten);
+                let l = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, m4b), h_lo));
+                let u = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8::<4>(q), h_hi));
+                // SAFETY: dotprod is guaranteed by the caller.
+                unsafe {
+                    lo[cp] = sdot_asm(lo[cp], l, q8[i]);
+                    hi[cp] = sdot_asm(hi[cp], u, q8[4 + i]);
+                }
+            }
+        }
+        for h in 0..2 {
+            dots[2 * sb][h] = vpaddq_s32(lo[2 * h], lo[2 * h + 1]);
+            dots[2 * sb + 1][h] = vpaddq_s32(hi[2 * h], hi[2 * h + 1]);
+        }
+    }
+    dots
+}
+
+/// `m_s * S_s` per row of one `block_q5_Kx8` for the sub-blocks `subs`, S the wrapping
+/// i16 pair sums of `bsums`: `[h]` rows 4h..4h + 4.
+fn q5_k_bias(x: &BlockQ5Kx8, yb: &BlockQ8K, subs: core::ops::Range<usize>) -> [[i32; 4]; 2] {
+    let s: [i32; 8] =
+        core::array::from_fn(|sb| yb.bsum(2 * sb).wrapping_add(yb.bsum(2 * sb + 1)) as i32);
+    core::array::from_fn(|h| {
+        core::array::from_fn(|t| {
+            subs.clone().map(|u| x.scale_min(4 * h + t, u).1 as i32 * s[u]).sum()
+        })
+    })
+}
+
+/// `ggml_gemv_q5_K_8x8_q8_K` for one group of 8 columns (dotprod): per sub-block pair
+/// two `vfmaq_f32` steps, then the pair's bias by `vmulq_f32` + `vsubq_f32`.
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        let q8d = vdupq_n_f32(yb.d());
+        let scale: [float32x4_t; 2] = core::array::from_fn(|h| {
+            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * h + t]))), q8d)
+        });
+        let min: [float32x4_t; 2] = core::array::from_fn(|h| {
+            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * h + t]))), q8d)
+        });
+        // SAFETY: dotprod is guaranteed by the caller.
+        let dots = unsafe { q5_k_8x8_dots(x, yb) };
+        for p in 0..4 {
+            let bias = q5_k_bias(x, yb, 2 * p..2 * p + 2);
+            for (h, a) in acc.iter_mut().enumerate() {
+                for s in [2 * p, 2 * p + 1] {
+                    let sc = ldi(core::array::from_fn(|t| x.scale_min(4 * h + t, s).0 as i32));
+                    *a = vfmaq_f32(*a, scale[h], vcvtq_f32_s32(vmulq_s32(sc, dots[s][h])));
+                }
+                *a = vsubq_f32(*a, vmulq_f32(min[h], vcvtq_f32_s32(ldi(bias[h]))));
+            }
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// `ggml_gemm_q5_K_8x8_q8_K` for one group of 8 columns and one activation row: per
+/// superblock `acc - round(float(bias) * min)`, then `+ round(float(isum) * scale)`
+/// (`vmulq_f32` with `vsubq_f32` / `vaddq_f32`), the integer sums as the gemv's (ggml
+/// forms them by `smmla`: the same integers).
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemm_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        let q8d = vdupq_n_f32(yb.d());
+        // SAFETY: dotprod is guaranteed by the caller.
+        let dots = unsafe { q5_k_8x8_dots(x, yb) };
+        let bias = q5_k_bias(x, yb, 0..8);
+        for (h, a) in acc.iter_mut().enumerate() {
+            let mut isum = vdupq_n_s32(0);
+            for (s, d) in dots.iter().enumerate() {
+                let sc = ldi(core::array::from_fn(|t| x.scale_min(4 * h + t, s).0 as i32));
+                isum = vmlaq_s32(isum, sc, d[h]);
+            }
+            let min = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * h + t]))), q8d);
+            let scale = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * h + t]))), q8d);
+            *a = vsubq_f32(*a, vmulq_f32(vcvtq_f32_s32(ldi(bias[h])), min));
+            *a = vaddq_f32(*a, vmulq_f32(vcvtq_f32_s32(isum), scale));
         }
     }
     let (a, b) = (st(acc[0]), st(acc[1]));

@@ -1,5 +1,5 @@
-//! The native `aarch64-i8mm-repack` lane: repacked q4_K 8x8, q6_K 8x8, q4_0 4x8 and q8_0 4x8 gemv
-//! and gemm with NEON, `sdot` and `smmla` ([`mod@kernels`]); plain weights take the
+//! The native `aarch64-i8mm-repack` lane: repacked q4_K 8x8, q5_K 8x8, q6_K 8x8, q4_0
+//! 4x8 and q8_0 4x8 (and the dotprod build's iq4_nl 4x4) gemv and gemm with NEON, `sdot` and `smmla` ([`mod@kernels`]); plain weights take the
 //! native `aarch64-i8mm` path (`smmla` tiles for even row counts). The repack itself, the row
 //! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
 //! kernels differ. Needs
@@ -11,7 +11,9 @@ pub mod kernels;
 use tiercheck_core::arch::aarch64::i8mm_repack::scheme;
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailable};
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
+use tiercheck_core::repack::{
+    BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8, BlockQ8_0x4, RepackLayout,
+};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
 use crate::i8mm::{self, FEATURES};
@@ -70,10 +72,19 @@ pub(crate) fn group(
             // SAFETY: as above.
             out.copy_from_slice(&unsafe { kernels::gemv_q8_0_4x8(blocks, y) });
         }
-        // iq4_nl_4x4 and q5_K_8x8: the twin's code (the same bits; no NEON form yet).
-        RepackLayout::Iq4Nl4x4 | RepackLayout::Q5K8x8 => {
-            return tiercheck_core::arch::aarch64::i8mm_repack::group(layout, path, bytes, act, out)
+        RepackLayout::Q5K8x8 => {
+            let blocks: &[BlockQ5Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            // SAFETY: as above.
+            out.copy_from_slice(&unsafe {
+                match path {
+                    RowPath::Gemm => kernels::gemm_q5_k_8x8(blocks, y),
+                    RowPath::Gemv => kernels::gemv_q5_k_8x8(blocks, y),
+                }
+            });
         }
+        // The dotprod layout, as ggml's i8mm build chooses it.
+        RepackLayout::Iq4Nl4x4 => crate::neon_repack::iq4_nl_4x4(bytes, act, out)?,
         other => return Err(unsupported_layout("aarch64-i8mm-repack matmul", other)),
     }
     Ok(())

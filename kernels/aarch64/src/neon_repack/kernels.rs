@@ -1,5 +1,5 @@
 //! ggml's NEON dotprod repacked kernels (`ggml-cpu/arch/arm/repack.cpp`: q4_K 8x4,
-//! q6_K 8x4, q4_0 4x4, q8_0 4x4), natively, and the integer core of the i8mm build's
+//! q5_K 8x4, q6_K 8x4, q4_0 4x4, q8_0 4x4, iq4_nl 4x4), natively, and the integer core of the i8mm build's
 //! q6_K 8x8 kernels. Twin: `tiercheck_core::arch::aarch64::neon_repack::kernels` (same
 //! names; its docs give the float order). `sdot` by lane is `sdot` against the lane
 //! broadcast; `vfmaq_f32` where ggml fuses, `vmulq_f32` + `vaddq_f32`/`vsubq_f32` where
@@ -9,9 +9,12 @@ use core::arch::aarch64::*;
 
 use crate::simd::{ld, ld_dup4, ld_dup8, ldf, ldi, st};
 
+use tiercheck_core::blocks::iq4_nl::KVALUES_IQ4NL;
 use tiercheck_core::blocks::{BlockQ8K, BlockQ8_0};
 use tiercheck_core::fp16::f16_bits_to_f32;
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4};
+use tiercheck_core::repack::{
+    BlockIq4Nlx4, BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8, BlockQ8_0x4,
+};
 
 use crate::neon::vec_dot::sdot_asm;
 
@@ -93,6 +96,101 @@ pub unsafe fn gemv_q4_k_8x4(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     }
     let (a, b) = (st(acc[0]), st(acc[1]));
     core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// `ggml_gemv_q5_K_8x4_q8_K` (and, per row, `ggml_gemm_q5_K_8x4_q8_K`) for one group
+/// of 8 columns: [`gemv_q4_k_8x4`]'s steps with the fifth bits of the interleaved `qh`
+/// (bit 2 sb of the low nibbles, bit 2 sb + 1 of the high ones, `qh` shifted by two per
+/// sub-block pair), and the `bsums` pairs summed by `vpaddq_s16` (wrapping in i16).
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_q5_k_8x4(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
+    let (m4b, mone, mtwo) = (vdupq_n_u8(0x0F), vdupq_n_u8(1), vdupq_n_u8(2));
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (x, yb) in blocks.iter().zip(y) {
+        let q8d = vdupq_n_f32(yb.d());
+        let mut bias = [vdupq_n_s32(0); 2];
+        let bs = vpaddq_s16(
+            vreinterpretq_s16_u8(ld(&yb.bsums)),
+            vreinterpretq_s16_u8(ld(&yb.bsums[16..])),
+        );
+        let mut bsums = [0i16; 8];
+        // SAFETY: eight writable i16.
+        unsafe { vst1q_s16(bsums.as_mut_ptr(), bs) };
+        let mut qh: [[uint8x16_t; 8]; 2] =
+            core::array::from_fn(|c| core::array::from_fn(|i| ld(&x.qh[i * 32 + 16 * c..])));
+        for sb in 0..4 {
+            let q8: [int8x16_t; 4] =
+                core::array::from_fn(|i| vreinterpretq_s8_u8(ld(&yb.qs[sb * 64 + 16 * i..])));
+            for c in 0..2 {
+                let mut lo = [vdupq_n_s8(0); 8];
+                let mut hi = [vdupq_n_s8(0); 8];
+                for i in 0..8 {
+                    let q = ld(&x.qs[sb * 256 + i * 32 + 16 * c..]);
+                    let h_lo = vandq_u8(qh[c][i], mone);
+                    let h_hi = vshlq_n_u8::<3>(vandq_u8(qh[c][i], mtwo));
+                    qh[c][i] = vshrq_n_u8::<2>(qh[c][i]);
+                    lo[i] = vreinterpretq_s8_u8(vsliq_n_u8::<4>(vandq_u8(q, m4b), h_lo));
+                    hi[i] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8::<4>(q), h_hi));
+                }
+                // SAFETY: dotprod is guaranteed by the caller.
+                let (acc_lo, acc_hi) = unsafe {
+                    let l = sdot4(vdupq_n_s32(0), [lo[0], lo[1], lo[2], lo[3]], q8[0]);
+                    let l = sdot4(l, [lo[4], lo[5], lo[6], lo[7]], q8[1]);
+                    let h = sdot4(vdupq_n_s32(0), [hi[0], hi[1], hi[2], hi[3]], q8[2]);
+                    (l, sdot4(h, [hi[4], hi[5], hi[6], hi[7]], q8[3]))
+                };
+                let sm = |s: usize| -> [(u8, u8); 4] {
+                    core::array::from_fn(|t| x.scale_min(4 * c + t, s))
+                };
+                let (lo_sm, hi_sm) = (sm(2 * sb), sm(2 * sb + 1));
+                let sc_lo = ldi(lo_sm.map(|p| p.0 as i32));
+                let sc_hi = ldi(hi_sm.map(|p| p.0 as i32));
+                let sumf =
+                    vcvtq_f32_s32(vaddq_s32(vmulq_s32(sc_lo, acc_lo), vmulq_s32(sc_hi, acc_hi)));
+                let scale = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * c + t]))), q8d);
+                acc[c] = vfmaq_f32(acc[c], scale, sumf);
+                let m_lo = vmovn_s32(ldi(lo_sm.map(|p| p.1 as i32)));
+                let m_hi = vmovn_s32(ldi(hi_sm.map(|p| p.1 as i32)));
+                bias[c] = vmlal_s16(bias[c], vdup_n_s16(bsums[2 * sb]), m_lo);
+                bias[c] = vmlal_s16(bias[c], vdup_n_s16(bsums[2 * sb + 1]), m_hi);
+            }
+        }
+        for c in 0..2 {
+            let min = vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * c + t]))), q8d);
+            acc[c] = vsubq_f32(acc[c], vmulq_f32(vcvtq_f32_s32(bias[c]), min));
+        }
+    }
+    let (a, b) = (st(acc[0]), st(acc[1]));
+    core::array::from_fn(|j| if j < 4 { a[j] } else { b[j - 4] })
+}
+
+/// `ggml_gemv_iq4_nl_4x4_q8_0` (and, per row, `ggml_gemm_iq4_nl_4x4_q8_0`) for one group
+/// of 4 columns: the table values by `vqtbl1q_s8`, `sdot` by lane, then
+/// `acc = acc + round(round(d_y * d_c) * float(isum_c))` (`vmlaq_f32`, unfused).
+///
+/// # Safety
+/// The CPU must support NEON and dotprod.
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemv_iq4_nl_4x4(blocks: &[BlockIq4Nlx4], y: &[BlockQ8_0]) -> [f32; 4] {
+    let kvalues = vreinterpretq_s8_u8(ld(&KVALUES_IQ4NL.map(|v| v as u8)));
+    let m4b = vdupq_n_u8(0x0F);
+    let mut acc = vdupq_n_f32(0.0);
+    for (x, yb) in blocks.iter().zip(y) {
+        let b: [uint8x16_t; 4] = core::array::from_fn(|i| ld(&x.qs[16 * i..]));
+        let lo: [int8x16_t; 4] = core::array::from_fn(|i| vqtbl1q_s8(kvalues, vandq_u8(b[i], m4b)));
+        let hi: [int8x16_t; 4] =
+            core::array::from_fn(|i| vqtbl1q_s8(kvalues, vshrq_n_u8::<4>(b[i])));
+        let a0 = vreinterpretq_s8_u8(ld(&yb.qs[..]));
+        let a1 = vreinterpretq_s8_u8(ld(&yb.qs[16..]));
+        // SAFETY: dotprod is guaranteed by the caller.
+        let sumi = unsafe { sdot4(sdot4(vdupq_n_s32(0), lo, a0), hi, a1) };
+        let d = vmulq_f32(vdupq_n_f32(yb.d()), ldf(core::array::from_fn(|j| f16(x.d[j]))));
+        acc = vaddq_f32(acc, vmulq_f32(d, vcvtq_f32_s32(sumi)));
+    }
+    st(acc)
 }
 
 /// `ggml_gemv_q4_0_4x4_q8_0` (and, per row, the gemm) for one group of 4 columns.

@@ -1,5 +1,5 @@
-//! The native `aarch64-neon-repack` lane: repacked q4_K 8x4, q6_K 8x4, q4_0 4x4 and q8_0 4x4 gemv
-//! and gemm with NEON and `sdot` ([`mod@kernels`]); plain weights take the native
+//! The native `aarch64-neon-repack` lane: repacked q4_K 8x4, q5_K 8x4, q6_K 8x4, q4_0
+//! 4x4, q8_0 4x4 and iq4_nl 4x4 gemv and gemm with NEON and `sdot` ([`mod@kernels`]); plain weights take the native
 //! `aarch64-neon` path. The repack itself, the row
 //! split and the row rules are the shared portable [`RepackedLane`]; only the row-group
 //! kernels differ. Needs dotprod
@@ -11,7 +11,9 @@ pub mod kernels;
 use tiercheck_core::arch::aarch64::neon_repack::scheme;
 use tiercheck_core::blocks::cast_blocks;
 use tiercheck_core::lane::{unsupported_layout, RepackedLane, RowPath, Unavailable};
-use tiercheck_core::repack::{BlockQ4Kx8, BlockQ4_0x4, BlockQ6Kx8, BlockQ8_0x4, RepackLayout};
+use tiercheck_core::repack::{
+    BlockIq4Nlx4, BlockQ4Kx8, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8, BlockQ8_0x4, RepackLayout,
+};
 use tiercheck_core::{GgmlType, KernelError, Kernels};
 
 use crate::neon;
@@ -24,6 +26,17 @@ static KERNELS: RepackedLane = RepackedLane { plain: &neon::KERNELS, scheme: sch
 pub fn kernels() -> Result<&'static dyn Kernels, Unavailable> {
     neon::DOTPROD.check()?;
     Ok(&KERNELS)
+}
+
+/// One `iq4_nl_4x4` row group (gemv and, per row, gemm) by the native kernel; the
+/// i8mm and SVE builds take this dotprod layout too. Reached only through lanes whose
+/// `kernels()` checked NEON and dotprod.
+pub(crate) fn iq4_nl_4x4(bytes: &[u8], act: &[u8], out: &mut [f32]) -> Result<(), KernelError> {
+    let blocks: &[BlockIq4Nlx4] = bytemuck::cast_slice(bytes);
+    let y = cast_blocks(GgmlType::Q8_0, act)?;
+    // SAFETY: every caller's lane checked NEON and dotprod before handing out kernels.
+    out.copy_from_slice(&unsafe { kernels::gemv_iq4_nl_4x4(blocks, y) });
+    Ok(())
 }
 
 /// One row group by the native kernels. Reached only through [`KERNELS`].
@@ -70,9 +83,13 @@ fn group(
                 }
             });
         }
-        // iq4_nl_4x4 and q5_K_8x4: the twin's code (the same bits; no NEON form yet).
-        RepackLayout::Iq4Nl4x4 | RepackLayout::Q5K8x4 => {
-            return tiercheck_core::arch::aarch64::neon_repack::group(layout, path, bytes, act, out)
+        RepackLayout::Iq4Nl4x4 => iq4_nl_4x4(bytes, act, out)?,
+        RepackLayout::Q5K8x4 => {
+            let blocks: &[BlockQ5Kx8] = bytemuck::cast_slice(bytes);
+            let y = cast_blocks(GgmlType::Q8_K, act)?;
+            // gemv and gemm share one order per row (the twin's module docs).
+            // SAFETY: as above.
+            out.copy_from_slice(&unsafe { kernels::gemv_q5_k_8x4(blocks, y) });
         }
         other => return Err(unsupported_layout("aarch64-neon-repack matmul", other)),
     }
