@@ -6,7 +6,8 @@
 //!
 //! - **SVE assembly** ([`vec_dot`], [`mod@elem`]): every kernel whose result depends on the
 //!   vector length: the Q4_0/Q8_0 `nrc == 1` vec_dot (how many lanes a block fills, the
-//!   FADDV tree over them) and the elementwise loops (predicated tails, 4- or 8-float
+//!   FADDV tree over them), Q2_K's float lanes (the integer lanes they consume by NEON)
+//!   and the elementwise loops (predicated tails, 4- or 8-float
 //!   accumulators, FADDV). Rust stable has no SVE intrinsics, so these are `asm!` blocks
 //!   inside `#[target_feature(enable = "sve")]` functions, every register they write
 //!   declared (the vector registers by their NEON names, which share the SVE registers'
@@ -94,18 +95,23 @@ pub struct SveNative {
         &[tiercheck_core::blocks::BlockQ8_0],
         &[tiercheck_core::blocks::BlockQ8_0],
     ) -> f32,
+    /// The Q2_K kernel of this length.
+    q2_k:
+        unsafe fn(&[tiercheck_core::blocks::BlockQ2K], &[tiercheck_core::blocks::BlockQ8K]) -> f32,
 }
 
 pub(crate) static KERNELS128: SveNative = SveNative {
     twin: &tiercheck_core::arch::aarch64::sve::SVE128_TWIN,
     q4_0: vec_dot::vec_dot_q4_0_q8_0_sve128,
     q8_0: vec_dot::vec_dot_q8_0_q8_0_sve128,
+    q2_k: vec_dot::vec_dot_q2_k_q8_k_sve128,
 };
 
 pub(crate) static KERNELS256: SveNative = SveNative {
     twin: &tiercheck_core::arch::aarch64::sve::SVE256_TWIN,
     q4_0: vec_dot::vec_dot_q4_0_q8_0_sve256,
     q8_0: vec_dot::vec_dot_q8_0_q8_0_sve256,
+    q2_k: vec_dot::vec_dot_q2_k_q8_k_sve256,
 };
 
 /// The native `aarch64-sve128` kernels, or why this CPU cannot run them.
@@ -178,8 +184,11 @@ impl Kernels for SveNative {
                 // SAFETY: as above.
                 Ok(unsafe { (self.q8_0)(x, y) })
             }
-            // Q2_K: the twin's SVE order (the same bits; no SVE form yet).
-            GgmlType::Q2_K => self.twin.vec_dot(wtype, w_row, act),
+            GgmlType::Q2_K => {
+                let (x, y) = (cast_blocks(wtype, w_row)?, cast_blocks(atype, act)?);
+                // SAFETY: as above (NEON and dotprod were checked with SVE).
+                Ok(unsafe { (self.q2_k)(x, y) })
+            }
             // The K-quants' `nrc == 1` order is NEON's (module doc).
             _ => neon::KERNELS.i8mm_build_vec_dot(wtype, w_row, act),
         }

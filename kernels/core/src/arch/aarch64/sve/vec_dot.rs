@@ -37,7 +37,8 @@
 //!   `sum = fma(d_y * f16(d_x), float(isum), sum)`: the NEON order and bits.
 //!
 //! Native counterpart: `tiercheck-aarch64` (`sve::vec_dot`, the Q4_0/Q8_0 `nrc == 1`
-//! kernels in SVE assembly; the others are the native NEON and i8mm kernels).
+//! kernels and Q2_K's float side in SVE assembly; the others are the native NEON and
+//! i8mm kernels).
 //!
 //! The Q4_0/Q8_0 `nrc == 1` twins and the Q2_K twins run their accelerated form where
 //! [`crate::accel`] allows (x86-64 with AVX2 and FMA): the `svdot` lanes by byte

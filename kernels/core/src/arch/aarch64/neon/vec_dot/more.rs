@@ -32,7 +32,7 @@
 //! AVX2 and FMA; Q4_1 and Q5_1 with F16C as well): for Q4_1, Q5_0 and Q5_1 the pair
 //! loop (`q4_1_pairs`, ...; the scalar tails stay here), for the others the whole
 //! kernel; the integer stages by byte instructions (exact), the float operations above
-//! one for one.
+//! one for one. Native counterpart: `tiercheck-aarch64` (`neon::more`), same names.
 
 use super::vaddvq_f32;
 use crate::blocks::iq4_nl::KVALUES_IQ4NL;
