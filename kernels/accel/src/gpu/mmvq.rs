@@ -520,18 +520,22 @@ mod fast {
             let s8 =
                 |at: usize| _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.scales.as_ptr().add(at).cast()));
             let pairs = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-            for n in 0..2 {
-                let scs = s8(8 * n);
-                let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * n).cast());
-                let mut sumf_d = _mm256_setzero_ps();
-                let mut sumf_m = _mm256_setzero_ps();
-                for i in 0..4 {
+            // Both halves' threads step by step (independent chains, interleaved).
+            let scs = [s8(0), s8(8)];
+            let q = [
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
+            ];
+            let mut sumf_d = [_mm256_setzero_ps(); 2];
+            let mut sumf_m = [_mm256_setzero_ps(); 2];
+            for i in 0..4 {
+                let shift = _mm_cvtsi32_si128(2 * i as i32);
+                let pick = _mm256_add_epi32(_mm256_set1_epi32(2 * i as i32), pairs);
+                for n in 0..2 {
                     let b = 4 * n + i;
-                    let shift = _mm_cvtsi32_si128(2 * i as i32);
-                    let codes = _mm256_and_si256(_mm256_srl_epi16(q, shift), three);
+                    let codes = _mm256_and_si256(_mm256_srl_epi16(q[n], shift), three);
                     let gd = udots(codes, &y[b].qs);
-                    let pick = _mm256_add_epi32(_mm256_set1_epi32(2 * (b % 4) as i32), pairs);
-                    let sc = _mm256_permutevar8x32_epi32(scs, pick);
+                    let sc = _mm256_permutevar8x32_epi32(scs[n], pick);
                     // Both factors below 2^15 and the scale's high half 0: `vpmaddwd`
                     // is the exact product.
                     let low = _mm256_and_si256(sc, _mm256_set1_epi32(0xF));
@@ -540,10 +544,12 @@ mod fast {
                     let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
                     let dot_m = _mm256_cvtepi32_ps(_mm256_madd_epi16(g, high));
                     let d8 = _mm256_set1_ps(yd[b]);
-                    sumf_d = mad8(c.vec_dot_sums, d8, dot_d, sumf_d);
-                    sumf_m = mad8(c.vec_dot_sums, d8, dot_m, sumf_m);
+                    sumf_d[n] = mad8(c.vec_dot_sums, d8, dot_d, sumf_d[n]);
+                    sumf_m[n] = mad8(c.vec_dot_sums, d8, dot_m, sumf_m[n]);
                 }
-                add8(tmp, 8 * n, combine_minus(c, d, sumf_d, dmin, sumf_m));
+            }
+            for n in 0..2 {
+                add8(tmp, 8 * n, combine_minus(c, d, sumf_d[n], dmin, sumf_m[n]));
             }
         }
     }
@@ -588,24 +594,27 @@ mod fast {
             let d = _mm256_set1_ps(half(x.d));
             let three = _mm256_set1_epi8(3);
             let hm = _mm256_loadu_si256(x.hmask.as_ptr().cast());
-            for n in 0..2 {
-                let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * n).cast());
-                let mut sumf = _mm256_setzero_ps();
-                for i in 0..4 {
+            // Both halves' threads step by step (independent chains, interleaved).
+            let q = [
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
+            ];
+            let mut sumf = [_mm256_setzero_ps(); 2];
+            for i in 0..4 {
+                let shift = _mm_cvtsi32_si128(2 * i as i32);
+                for n in 0..2 {
                     let b = 4 * n + i;
-                    let crumb = _mm256_and_si256(
-                        _mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * i as i32)),
-                        three,
-                    );
+                    let crumb = _mm256_and_si256(_mm256_srl_epi16(q[n], shift), three);
                     let codes = _mm256_or_si256(crumb, bit_to(hm, b, 2));
                     let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
                     let gd = _mm256_sub_epi32(udots(codes, &y[b].qs), g);
                     let scv = halves_i32(sc[2 * b], sc[2 * b + 1]);
                     let dot = _mm256_cvtepi32_ps(mul_small(gd, scv));
-                    sumf = mad8(c.vec_dot_sums, _mm256_set1_ps(yd[b]), dot, sumf);
+                    sumf[n] = mad8(c.vec_dot_sums, _mm256_set1_ps(yd[b]), dot, sumf[n]);
                 }
-                mad_into8(c.accumulate, tmp, 8 * n, d, sumf);
             }
+            mad_into8(c.accumulate, tmp, 0, d, sumf[0]);
+            mad_into8(c.accumulate, tmp, 8, d, sumf[1]);
         }
     }
 
