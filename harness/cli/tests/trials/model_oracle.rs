@@ -1302,6 +1302,32 @@ fn llama_threads_matter(
     llama_setting_matters(build, repack, cli, a, Attention { tier_threads: wrong, ..a }, &what)
 }
 
+/// The model of a long-context trial: the embedded one, or the embedded one quantized
+/// with a scheme of [`quantized_model`].
+type LongModel = Option<&'static str>;
+
+/// The file of `m`: the embedded model, or its quantization (made once per test process
+/// into a folder that lives as long as the process).
+fn long_model_path(m: LongModel) -> Result<PathBuf, String> {
+    let Some(scheme) = m else {
+        return embedded::ensure_model(None).map_err(|e| e.to_string());
+    };
+    type Cell = Arc<OnceLock<Result<PathBuf, String>>>;
+    static CELLS: OnceLock<Mutex<HashMap<&'static str, Cell>>> = OnceLock::new();
+    static DIR: OnceLock<Result<tempfile::TempDir, String>> = OnceLock::new();
+    let cell: Cell = {
+        let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
+        Arc::clone(map.entry(scheme).or_default())
+    };
+    cell.get_or_init(|| {
+        let dir = DIR.get_or_init(|| tempfile::tempdir().map_err(|e| e.to_string())).as_ref()?;
+        let path = dir.path().join(format!("{scheme}.gguf"));
+        quantized_model(scheme, &path)?;
+        Ok(path)
+    })
+    .clone()
+}
+
 /// The context of the long-context trials: the largest llama-cli users set (`-c 32768`).
 const LONG_CTX: usize = 32768;
 
@@ -1316,16 +1342,16 @@ const LONG_CELLS: [usize; 2] = [4096, 16384];
 /// 16384 cells with flash attention, 80 s without) and kept under
 /// `<cache>/oracle-states/`, keyed as the trace cache keys a run; computed once per
 /// test process.
-fn long_state(a: Attention, cells: usize) -> Result<(PathBuf, Arc<KvState>), String> {
+fn long_state(m: LongModel, a: Attention, cells: usize) -> Result<(PathBuf, Arc<KvState>), String> {
     type Cell = Arc<OnceLock<Result<(PathBuf, Arc<KvState>), String>>>;
-    type Key = (KvType, FlashAttn, usize);
+    type Key = (LongModel, KvType, FlashAttn, usize);
     static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
     let cell: Cell = {
         let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
-        Arc::clone(map.entry((a.kv, a.fa, cells)).or_default())
+        Arc::clone(map.entry((m, a.kv, a.fa, cells)).or_default())
     };
     cell.get_or_init(|| {
-        let model = embedded_model()?;
+        let model = Model::open(&long_model_path(m)?).map_err(|e| e.to_string())?;
         let run = LlamaRun {
             mode: Mode::Prompt,
             repack: true,
@@ -1386,21 +1412,22 @@ fn long_ids(cells: usize) -> Vec<u32> {
 /// decode steps after the [`long_state`] of `cells` cells: one teacher-forced id, two
 /// greedy tokens (through the trace cache; once per test process).
 fn long_trace(
+    m: LongModel,
     build: Build,
     repack: bool,
     a: Attention,
     cells: usize,
 ) -> Result<Arc<Trace>, String> {
     type Cell = Arc<OnceLock<Result<Arc<Trace>, String>>>;
-    type Key = (Build, bool, Attention, usize);
+    type Key = (LongModel, Build, bool, Attention, usize);
     static CELLS: OnceLock<Mutex<HashMap<Key, Cell>>> = OnceLock::new();
     let cell: Cell = {
         let mut map = CELLS.get_or_init(Default::default).lock().map_err(|e| e.to_string())?;
-        Arc::clone(map.entry((build, repack, a, cells)).or_default())
+        Arc::clone(map.entry((m, build, repack, a, cells)).or_default())
     };
     cell.get_or_init(|| {
-        let model = embedded_model()?;
-        let (state, _) = long_state(a, cells)?;
+        let model = Model::open(&long_model_path(m)?).map_err(|e| e.to_string())?;
+        let (state, _) = long_state(m, a, cells)?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let run = LlamaRun {
             mode: Mode::Decode,
@@ -1437,11 +1464,24 @@ fn llama_long(
     cells: usize,
     local: bool,
 ) -> Result<(), String> {
-    let model = embedded_model()?;
-    let theirs = long_trace(build, repack, a, cells)?;
-    let dec = long_decoder(&model, build.lane(repack), a, cells)?;
+    llama_long_on(None, build, repack, a, cells, local)
+}
+
+/// [`llama_long`] on the model `m`.
+fn llama_long_on(
+    m: LongModel,
+    build: Build,
+    repack: bool,
+    a: Attention,
+    cells: usize,
+    local: bool,
+) -> Result<(), String> {
+    let model = Model::open(&long_model_path(m)?).map_err(|e| e.to_string())?;
+    let theirs = long_trace(m, build, repack, a, cells)?;
+    let dec = long_decoder(m, &model, build.lane(repack), a, cells)?;
+    let on = m.map(|s| format!(" on the {s} model")).unwrap_or_default();
     let what = format!(
-        "{} vs llama.cpp {} decoding after {cells} saved cells (ctx {LONG_CTX}, {} threads, repack {repack}, {})",
+        "{} vs llama.cpp {} decoding after {cells} saved cells (ctx {LONG_CTX}, {} threads, repack {repack}, {}){on}",
         build.lane(repack),
         build.name(),
         a.tier_threads,
@@ -1477,9 +1517,9 @@ fn llama_long(
 fn llama_long_count_matters() -> Result<(), String> {
     let model = embedded_model()?;
     let a = Attention { tier_threads: 14, ..attn(KvType::F16, FlashAttn::On) };
-    let theirs = long_trace(Build::Haswell, true, a, 16384)?;
+    let theirs = long_trace(None, Build::Haswell, true, a, 16384)?;
     let one = Attention { tier_threads: 1, ..a };
-    let dec = long_decoder(&model, Build::Haswell.lane(true), one, 16384)?;
+    let dec = long_decoder(None, &model, Build::Haswell.lane(true), one, 16384)?;
     let what = "x86_64-avx2-repack with 1 tier thread (llama.cpp ran 14)";
     must_differ(&long_run(&dec, 16384)?, &theirs, what)
 }
@@ -1487,12 +1527,13 @@ fn llama_long_count_matters() -> Result<(), String> {
 /// `lane`'s decoder in a context of [`LONG_CTX`] started from the [`long_state`] of
 /// `cells` cells saved with `a`'s cache type and attention.
 fn long_decoder<'m>(
+    m: LongModel,
     model: &'m Model,
     lane: &str,
     a: Attention,
     cells: usize,
 ) -> Result<Decoder<'m>, String> {
-    let (_, state) = long_state(a, cells)?;
+    let (_, state) = long_state(m, a, cells)?;
     let mut dec = Decoder::new(model, lane_arith(lane)?, Residual::F32, LONG_CTX, a)
         .map_err(|e| e.to_string())?;
     dec.set_state(Some(state)).map_err(|e| e.to_string())?;
@@ -2279,12 +2320,12 @@ fn llama_identify_long() -> Result<(), String> {
     let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let a = Attention { tier_threads: 14, ..attn(KvType::F16, FlashAttn::On) };
-    let mut t = (*long_trace(Build::Haswell, true, a, 16384)?).clone();
+    let mut t = (*long_trace(None, Build::Haswell, true, a, 16384)?).clone();
     t.meta.remove("threads");
     t.meta.remove("tier_threads");
     let path = dir.path().join("long.safetensors");
     tiercheck_model::import::write(&path, &t).map_err(|e| e.to_string())?;
-    let (_, state) = long_state(a, 16384)?;
+    let (_, state) = long_state(None, a, 16384)?;
     let opts = |state| -> Result<IdentifyOptions, String> {
         Ok(IdentifyOptions {
             lanes: Some(vec![lanes::find("x86_64-avx2-repack")?]),
@@ -2317,7 +2358,7 @@ fn llama_identify_long() -> Result<(), String> {
     if !e.contains("pass it with --state") {
         return Err(format!("without the saved cache: {e}"));
     }
-    let (_, other) = long_state(attn(KvType::F32, FlashAttn::Off), 16384)?;
+    let (_, other) = long_state(None, attn(KvType::F32, FlashAttn::Off), 16384)?;
     let e = identify(&model, &path, &opts(Some(other))?).map(|_| ()).unwrap_err().to_string();
     if !e.contains("sha256") {
         return Err(format!("with another saved cache: {e}"));
@@ -2530,6 +2571,74 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         let r = if repack { "repack" } else { "no_repack" };
         let name = format!("llama_cpp/quant/{}/{r}/threads/3/{scheme}/end_to_end", build.name());
         trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, three)));
+    }
+    // ... at llama-cli's own sizes (CLI_DEFAULTS: 600 ids as ubatches of 512 and 88, the
+    // repacked gemm and the tiled flash attention on whole ubatches, then greedy steps
+    // attending 600+ cells through split-KV flash attention), per build the schemes that
+    // reach its own paths: `llama_cpp/quant/<build>/<repack|no_repack>/cli_defaults/...`.
+    for (build, repack, scheme) in [
+        (Build::Haswell, true, "q5_k_m"),
+        (Build::Haswell, true, "iq4_nl"),
+        (Build::Haswell, true, "q2_k"),
+        (Build::Haswell, false, "q3_k_m"),
+        (Build::Haswell, false, "iq4_xs"),
+        (Build::Haswell, false, "q4_1"),
+        (Build::Haswell, false, "q5_0"),
+        (Build::Haswell, false, "q5_1"),
+        (Build::Zen4, false, "q5_k_m"),
+        (Build::ArmDotprod, true, "iq4_nl"),
+        (Build::ArmI8mm, false, "q4_1"),
+        (Build::ArmI8mm, true, "q3_k_m"),
+        (Build::ArmSve256, false, "q2_k"),
+    ] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name = format!("llama_cpp/quant/{}/{r}/cli_defaults/{scheme}/end_to_end", build.name());
+        trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, CLI_DEFAULTS)));
+    }
+    // ... at other thread counts (CLI_THREADS): 1, 8 and 14 on haswell, 8 on the i8mm
+    // build's Q4_1 tiles (ggml's chunk plan by thread), 3 on the SVE builds' Q2_K.
+    for (build, repack, scheme, threads) in [
+        (Build::Haswell, true, "q5_k_m", 1),
+        (Build::Haswell, true, "q5_k_m", 8),
+        (Build::Haswell, true, "q5_k_m", 14),
+        (Build::Haswell, false, "iq4_xs", 1),
+        (Build::Haswell, false, "iq4_xs", 8),
+        (Build::Haswell, false, "iq4_xs", 14),
+        (Build::ArmI8mm, false, "q4_1", 8),
+        (Build::ArmSve128, false, "q2_k", 3),
+        (Build::ArmSve256, false, "q2_k", 3),
+    ] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name =
+            format!("llama_cpp/quant/{}/{r}/threads/{threads}/{scheme}/end_to_end", build.name());
+        let cli = CliRun { threads, ..CLI_THREADS };
+        trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, cli)));
+    }
+    // ... and after a long context: three decode steps after 4096 cells that llama.cpp's
+    // haswell build filled with the same model and saved, in a context of 32768:
+    // `llama_cpp/quant/<build>/<repack|no_repack>/long/4096/<scheme>/end_to_end`.
+    for (build, repack, scheme) in [
+        (Build::Haswell, true, "q5_k_m"),
+        (Build::Haswell, false, "iq4_xs"),
+        (Build::Haswell, false, "q4_1"),
+        (Build::Zen4, false, "q5_k_m"),
+        (Build::ArmDotprod, true, "iq4_nl"),
+        (Build::ArmI8mm, false, "q4_1"),
+        (Build::ArmI8mm, true, "q3_k_m"),
+        (Build::ArmSve256, false, "q2_k"),
+    ] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name = format!("llama_cpp/quant/{}/{r}/long/4096/{scheme}/end_to_end", build.name());
+        trials.push(trial(&name, move || {
+            llama_long_on(
+                Some(scheme),
+                build,
+                repack,
+                attn(KvType::F16, FlashAttn::On),
+                4096,
+                false,
+            )
+        }));
     }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {

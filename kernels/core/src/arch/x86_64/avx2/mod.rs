@@ -159,10 +159,17 @@ pub static X86_64_AVX2: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp haswell, repack off, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 3 on the IQ4_XS mix (26 ids in ubatches of 16); F16 KV cache with flash attention",
+            against: "llama.cpp haswell, repack off, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models, run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 1, 3, 8 and 14 on the IQ4_XS mix (26 ids in ubatches of 16); F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/haswell/no_repack/cli/", "llama_cpp/quant/haswell/no_repack/threads/"],
+        },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp haswell, repack off, on llama.cpp's Q3_K_M and IQ4_XS mixes and uniform Q4_1, Q5_0 and Q5_1 models at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention); on the IQ4_XS mix and the Q4_1 model decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/haswell/no_repack/cli_defaults/", "llama_cpp/quant/haswell/no_repack/long/"],
         },
     ]),
     portable: &Avx2Twin,

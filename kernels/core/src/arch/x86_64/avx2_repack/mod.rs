@@ -113,10 +113,17 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp haswell, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models (IQ4_NL in iq4_nl_8x8), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 3 on the Q5_K_M mix (26 ids in ubatches of 16); F16 KV cache with flash attention",
+            against: "llama.cpp haswell, on llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS mixes and uniform Q4_1, Q5_0, Q5_1 and IQ4_NL models (IQ4_NL in iq4_nl_8x8), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 1, 3, 8 and 14 on the Q5_K_M mix (26 ids in ubatches of 16); F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/haswell/repack/cli/", "llama_cpp/quant/haswell/repack/threads/"],
+        },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp haswell, on llama.cpp's Q5_K_M and Q2_K mixes and a uniform IQ4_NL model (iq4_nl_8x8) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention); on the Q5_K_M mix decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/haswell/repack/cli_defaults/", "llama_cpp/quant/haswell/repack/long/"],
         },
     ]),
     recipe: Recipe {
