@@ -942,8 +942,14 @@ mod fast {
         assert!(y.len() == 8 && yd.len() == 8 && sums.len() == 8 && tmp.len() == 32);
         let lo = _mm256_set1_epi8(0x0F);
         let hi = _mm256_set1_epi8(0x30);
-        // SAFETY: F16C is enabled here.
-        let d = _mm256_set1_ps(unsafe { half(x.d) });
+        // SAFETY: F16C and AVX2 are enabled here; 16 scale bytes.
+        let (d, scs) = unsafe {
+            let w = _mm256_cvtepi8_epi16(_mm_loadu_si128(x.scales.as_ptr().cast()));
+            // The scales of half h (sub-blocks 8h..8h + 8) as i16 in both 128-bit halves.
+            let s =
+                [_mm256_permute2x128_si256::<0x00>(w, w), _mm256_permute2x128_si256::<0x11>(w, w)];
+            (_mm256_set1_ps(half(x.d)), s)
+        };
         for g in 0..4 {
             let (h, hh) = (g / 2, g % 2);
             // SAFETY: 32 bytes at 32 * g of the 128-byte `ql`, at 32 * h of the 64-byte
@@ -958,11 +964,12 @@ mod fast {
             let mut sumf = _mm256_setzero_ps();
             for i in 0..2 {
                 let k = 4 * h + hh + 2 * i;
-                // SAFETY: as above; a group-sum entry is 32 bytes.
-                let (u, s32) = unsafe {
+                // SAFETY: as above; a group-sum entry is 32 bytes, a pick 32.
+                let (u, s32, pick) = unsafe {
                     (
                         _mm256_loadu_si256(y[k].qs.as_ptr().cast()),
                         _mm256_loadu_si256(sums[k].as_ptr().cast()),
+                        _mm256_loadu_si256(Q6K_PICK[2 * hh + i].as_ptr().cast()),
                     )
                 };
                 let (vil, vih) = if i == 0 {
@@ -973,11 +980,13 @@ mod fast {
                 let q = _mm256_or_si256(vil, vih);
                 // SAFETY: AVX2 is enabled here.
                 let pq = unsafe { int_dots(q, u) };
+                // Each group dot of (q - 32) * a is below 4 * 32 * 128 = 2^14 in size, so
+                // its low i16 is the value; the scale (sub-block 8h + 2hh + 4i in lanes
+                // 0..4, the next in 4..8) sits as an i16 beside a zero: `vpmaddwd` is the
+                // exact product.
                 let dot = _mm256_sub_epi32(pq, s32);
-                let s0 = x.scale(8 * h + 2 * hh + 4 * i) as i32;
-                let s1 = x.scale(8 * h + 2 * hh + 1 + 4 * i) as i32;
-                let scv = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
-                let f = _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot, scv));
+                let scv = _mm256_shuffle_epi8(scs[h], pick);
+                let f = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot, scv));
                 // SAFETY: FMA is enabled here.
                 sumf = unsafe { mad8(c.vec_dot_sums, _mm256_set1_ps(yd[k]), f, sumf) };
             }
@@ -988,6 +997,29 @@ mod fast {
                 _mm256_storeu_ps(t.as_mut_ptr(), mad8(c.accumulate, d, sumf, acc));
             }
         }
+    }
+
+    /// `vpshufb` indices of a Q6_K step (2 hh + i): the i16 scale of sub-block
+    /// `2 hh + 4 i` (of the half's eight) into the low i16 of lanes 0..4, the next one
+    /// into lanes 4..8, the high i16 of every lane zero (0x80).
+    const Q6K_PICK: [[u8; 32]; 4] = q6k_picks();
+
+    const fn q6k_picks() -> [[u8; 32]; 4] {
+        let mut t = [[0x80u8; 32]; 4];
+        let mut step = 0;
+        while step < 4 {
+            let (hh, i) = (step / 2, step % 2);
+            let mut j = 0;
+            while j < 32 {
+                let sub = 2 * hh + 4 * i + j / 16;
+                if j % 4 < 2 {
+                    t[step][j] = (2 * sub + j % 2) as u8;
+                }
+                j += 1;
+            }
+            step += 1;
+        }
+        t
     }
 
     /// `q8_0_tail` for the 4 threads of block `x` (thread `k`: bytes `8k..8k + 8`),
