@@ -22,22 +22,6 @@ mod native {
     /// The lanes whose plain kernels are checked here.
     const LANES: &[&str] = &["aarch64-neon", "aarch64-i8mm", "aarch64-sve128", "aarch64-sve256"];
 
-    /// The weight types (all twelve).
-    const TYPES: &[GgmlType] = &[
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q2_K,
-        GgmlType::Q3_K,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-        GgmlType::IQ4_NL,
-        GgmlType::IQ4_XS,
-    ];
-
     /// xorshift64*: reproducible values without a dependency.
     struct Rng(u64);
 
@@ -145,7 +129,7 @@ mod native {
         let args = Arguments::from_args();
         let mut trials = Vec::new();
         for &name in LANES {
-            for &ty in TYPES {
+            for &ty in weights::QUANTIZABLE {
                 trials.push(Trial::ignorable_test(
                     format!("vec_dot/{name}/{}", ty.name()),
                     move || match native(name) {
