@@ -2640,6 +2640,26 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             )
         }));
     }
+    // ... after 16384 saved cells (n_kv 16640): Q5_K_M on haswell with repack at 2 and 14
+    // threads (split-KV flash attention in as many parts), Q4_1 on the i8mm build and Q2_K
+    // on the 256-bit SVE build, repack off:
+    // `llama_cpp/quant/<build>/<r>/long/16384/[threads/<n>/]<scheme>/end_to_end`.
+    for (build, repack, scheme, threads) in [
+        (Build::Haswell, true, "q5_k_m", LLAMA_THREADS),
+        (Build::Haswell, true, "q5_k_m", 14),
+        (Build::ArmI8mm, false, "q4_1", LLAMA_THREADS),
+        (Build::ArmSve256, false, "q2_k", LLAMA_THREADS),
+    ] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let t =
+            if threads == LLAMA_THREADS { String::new() } else { format!("threads/{threads}/") };
+        let name =
+            format!("llama_cpp/quant/{}/{r}/long/16384/{t}{scheme}/end_to_end", build.name());
+        let a = Attention { tier_threads: threads, ..attn(KvType::F16, FlashAttn::On) };
+        trials.push(trial(&name, move || {
+            llama_long_on(Some(scheme), build, repack, a, 16384, false)
+        }));
+    }
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();

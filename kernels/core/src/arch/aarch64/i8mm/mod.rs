@@ -135,7 +135,7 @@ pub static AARCH64_I8MM: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack off, on a uniform Q4_1 model (its nrc == 2 tiles) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack off, on a uniform Q4_1 model (its nrc == 2 tiles) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 4096 and 16384 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-i8mm/no_repack/cli_defaults/", "llama_cpp/quant/arm-i8mm/no_repack/long/"],

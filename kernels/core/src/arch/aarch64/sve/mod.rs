@@ -348,7 +348,7 @@ pub static AARCH64_SVE256: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, on llama.cpp's Q2_K mix (the 256-bit Q2_K kernel), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 3 (26 ids in ubatches of 16); also at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack off, on llama.cpp's Q2_K mix (the 256-bit Q2_K kernel), run as llama-cli runs it: a prompt of 157 ids in batches of 96 and ubatches of 64, the last row's logits, greedy steps; 2 threads, and 3 (26 ids in ubatches of 16); also at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 4096 and 16384 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-sve256/no_repack/cli/", "llama_cpp/quant/arm-sve256/no_repack/threads/", "llama_cpp/quant/arm-sve256/no_repack/cli_defaults/", "llama_cpp/quant/arm-sve256/no_repack/long/"],

@@ -120,7 +120,7 @@ pub static X86_64_AVX2_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp haswell, on llama.cpp's Q5_K_M and Q2_K mixes and a uniform IQ4_NL model (iq4_nl_8x8) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention); on the Q5_K_M mix decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            against: "llama.cpp haswell, on llama.cpp's Q5_K_M and Q2_K mixes and a uniform IQ4_NL model (iq4_nl_8x8) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention); on the Q5_K_M mix decode steps after 4096 and 16384 cells the haswell build filled with the same model and saved, in a context of 32768 (at 16384 cells also 14 threads: split-KV flash attention in 14 parts); F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/haswell/repack/cli_defaults/", "llama_cpp/quant/haswell/repack/long/"],
