@@ -22,10 +22,15 @@ pub(crate) fn install(host: Host) {
     if host.avx2_fma && host.f16c {
         // SAFETY: installed only where the CPU has AVX2, FMA and F16C.
         slots::GEMV.set_fast(|ty, w, act, col, g| unsafe { gemv_avx2(ty, w, act, col, g) });
+        // SAFETY: as above.
+        slots::GEMV_ROWS.set_fast(|ty, rows, row, act, col, g, out| unsafe {
+            gemv_rows_avx2(ty, rows, row, act, col, g, out)
+        });
     }
     #[cfg(target_arch = "aarch64")]
     if host.neon {
         slots::GEMV.set_fast(gemv_neon);
+        slots::GEMV_ROWS.set_fast(gemv_rows_neon);
     }
     let _ = host;
 }
@@ -124,8 +129,30 @@ unsafe fn gemv_avx2(
     gemv_with(Some(&Avx2), ty, w, act, col, g)
 }
 
-/// The AVX2 block forms. Constructed only inside [`gemv_avx2`], so its methods run only
-/// where the CPU has AVX2, FMA and F16C.
+/// [`gemv_with`] with the AVX2 forms for every row of `rows` (`row` bytes each) into
+/// `out`, compiled with AVX2, FMA and F16C (the grid's code inlined into the rows' loop).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_rows_avx2(
+    ty: GgmlType,
+    rows: &[u8],
+    row: usize,
+    act: &[BlockQ8_1],
+    col: &Column,
+    g: Grid,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    for (o, w) in out.iter_mut().zip(rows.chunks_exact(row)) {
+        *o = gemv_with(Some(&Avx2), ty, w, act, col, g)?;
+    }
+    Ok(())
+}
+
+/// The AVX2 block forms. Constructed only inside [`gemv_avx2`] and [`gemv_rows_avx2`],
+/// so its methods run only where the CPU has AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
 struct Avx2;
 
@@ -142,6 +169,23 @@ fn gemv_neon(
     g: Grid,
 ) -> Result<f32, KernelError> {
     gemv_with(Some(&Neon), ty, w, act, col, g)
+}
+
+/// [`gemv_neon`] for every row of `rows` (`row` bytes each) into `out`.
+#[cfg(target_arch = "aarch64")]
+fn gemv_rows_neon(
+    ty: GgmlType,
+    rows: &[u8],
+    row: usize,
+    act: &[BlockQ8_1],
+    col: &Column,
+    g: Grid,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    for (o, w) in out.iter_mut().zip(rows.chunks_exact(row)) {
+        *o = gemv_with(Some(&Neon), ty, w, act, col, g)?;
+    }
+    Ok(())
 }
 
 /// The NEON block forms (NEON is part of every aarch64 CPU).

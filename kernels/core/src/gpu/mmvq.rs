@@ -225,6 +225,12 @@ impl MmvqConfig {
         }
         let col = slots::GEMV.get().map(|_| Column::new(ty, act));
         let row = rows.len() / n;
+        if let (Some(f), Some(col)) = (slots::GEMV_ROWS.get(), &col) {
+            // One call for every row: the grid checked once, the rows' loop inside the
+            // accelerated crate's target-feature function.
+            let g = grid(ty, row, act.len(), self.warp_size, self.nwarps(ty), self.contraction)?;
+            return f(ty, rows, row, act, col, g, out);
+        }
         for (o, w) in out.iter_mut().zip(rows.chunks_exact(row)) {
             *o = gemv_in(
                 ty,
@@ -369,6 +375,46 @@ pub fn mmvq_gemv(
     gemv_in(ty, w_row, act, None, warp_size, nwarps, contraction)
 }
 
+/// The grid of a weight row of `row_bytes` bytes of `ty` against `act_blocks` q8_1
+/// blocks, after checking that they fit (whole blocks, one q8_1 block per 32 values).
+///
+/// # Panics
+/// If `warp_size` is not 32 or 64, or `nwarps` is not in 1..=8.
+fn grid(
+    ty: GgmlType,
+    row_bytes: usize,
+    act_blocks: usize,
+    warp_size: usize,
+    nwarps: usize,
+    contraction: Contraction,
+) -> Result<Grid, KernelError> {
+    assert!(warp_size == 32 || warp_size == 64, "warp size {warp_size}");
+    assert!(nwarps > 0 && nwarps <= 8, "nwarps {nwarps} (1..=8)");
+    let (qk, qi, vdr) = traits(ty)?;
+    let unit = ty.type_size();
+    if !row_bytes.is_multiple_of(unit) {
+        return Err(KernelError::BadLength { what: ty.name(), len: row_bytes, unit });
+    }
+    let blocks_per_row = row_bytes / unit;
+    let want = blocks_per_row * (qk / QK);
+    if act_blocks != want {
+        return Err(KernelError::ShapeMismatch {
+            what: "mmvq q8_1 activation blocks",
+            expected: want,
+            got: act_blocks,
+        });
+    }
+    Ok(Grid {
+        blocks_per_row,
+        threads_per_block: qi / vdr, // threads sharing one weight block
+        blocks_per_iter: vdr * nwarps * warp_size / qi,
+        vdr,
+        warp_size,
+        nwarps,
+        contraction,
+    })
+}
+
 /// [`mmvq_gemv`], with the [`Column`] of `act` where the caller has computed it.
 fn gemv_in(
     ty: GgmlType,
@@ -379,31 +425,7 @@ fn gemv_in(
     nwarps: usize,
     contraction: Contraction,
 ) -> Result<f32, KernelError> {
-    assert!(warp_size == 32 || warp_size == 64, "warp size {warp_size}");
-    assert!(nwarps > 0 && nwarps <= 8, "nwarps {nwarps} (1..=8)");
-    let (qk, qi, vdr) = traits(ty)?;
-    let unit = ty.type_size();
-    if !w_row.len().is_multiple_of(unit) {
-        return Err(KernelError::BadLength { what: ty.name(), len: w_row.len(), unit });
-    }
-    let blocks_per_row = w_row.len() / unit;
-    let want = blocks_per_row * (qk / QK);
-    if act.len() != want {
-        return Err(KernelError::ShapeMismatch {
-            what: "mmvq q8_1 activation blocks",
-            expected: want,
-            got: act.len(),
-        });
-    }
-    let g = Grid {
-        blocks_per_row,
-        threads_per_block: qi / vdr, // threads sharing one weight block
-        blocks_per_iter: vdr * nwarps * warp_size / qi,
-        vdr,
-        warp_size,
-        nwarps,
-        contraction,
-    };
+    let g = grid(ty, w_row.len(), act.len(), warp_size, nwarps, contraction)?;
     if let Some(f) = slots::GEMV.get() {
         let own;
         let col = match col {
@@ -544,6 +566,20 @@ pub mod slots {
     /// crate's target-feature function).
     pub static GEMV: Slot<
         fn(GgmlType, &[u8], &[BlockQ8_1], &Column, Grid) -> Result<f32, KernelError>,
+    > = Slot::new();
+    /// [`GEMV`] of every row of `rows` (rows of the given byte length, one after
+    /// another) into `out`, one value per row, the loop over rows inside the accelerated
+    /// crate (the same bits as row by row).
+    pub static GEMV_ROWS: Slot<
+        fn(
+            GgmlType,
+            &[u8],
+            usize,
+            &[BlockQ8_1],
+            &Column,
+            Grid,
+            &mut [f32],
+        ) -> Result<(), KernelError>,
     > = Slot::new();
 }
 
