@@ -1191,6 +1191,13 @@ fn llama_cli_quant(scheme: &str, build: Build, repack: bool, cli: CliRun) -> Res
     cli_compare(&model, &theirs, build, repack, a, cli, false, &format!(" on the {scheme} model"))
 }
 
+/// `llama_cpp/quant/<build>/<repack|no_repack>/<what>/<scheme>/end_to_end`: the name of a
+/// trial of the other weight types.
+fn quant_trial(build: Build, repack: bool, what: &str, scheme: &str) -> String {
+    let r = if repack { "repack" } else { "no_repack" };
+    format!("llama_cpp/quant/{}/{r}/{what}/{scheme}/end_to_end", build.name())
+}
+
 /// Our lane on `model` against llama.cpp's trace `theirs` of `cli`: whole run (the same
 /// greedy tokens, every tap of every step bitwise) or layer-local. `on` ends the report's
 /// description.
@@ -2555,22 +2562,8 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::ArmSve256, true, "q5_k_m"),
     ]);
     for (build, repack, scheme) in cli {
-        let r = if repack { "repack" } else { "no_repack" };
-        let name = format!("llama_cpp/quant/{}/{r}/cli/{scheme}/end_to_end", build.name());
+        let name = quant_trial(build, repack, "cli", scheme);
         trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, CLI_SMALL)));
-    }
-    // ... and at 3 threads on the thread-dependent plans (CLI_THREADS: ggml re-chunks the
-    // 16-row graphs by thread, which decides the i8mm build's 2x2 tiles of Q4_1):
-    // `llama_cpp/quant/<build>/<repack|no_repack>/threads/3/<scheme>/end_to_end`.
-    let three = CliRun { threads: 3, ..CLI_THREADS };
-    for (build, repack, scheme) in [
-        (Build::Haswell, true, "q5_k_m"),
-        (Build::Haswell, false, "iq4_xs"),
-        (Build::ArmI8mm, false, "q4_1"),
-    ] {
-        let r = if repack { "repack" } else { "no_repack" };
-        let name = format!("llama_cpp/quant/{}/{r}/threads/3/{scheme}/end_to_end", build.name());
-        trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, three)));
     }
     // ... at llama-cli's own sizes (CLI_DEFAULTS: 600 ids as ubatches of 512 and 88, the
     // repacked gemm and the tiled flash attention on whole ubatches, then greedy steps
@@ -2591,26 +2584,28 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::ArmI8mm, true, "q3_k_m"),
         (Build::ArmSve256, false, "q2_k"),
     ] {
-        let r = if repack { "repack" } else { "no_repack" };
-        let name = format!("llama_cpp/quant/{}/{r}/cli_defaults/{scheme}/end_to_end", build.name());
+        let name = quant_trial(build, repack, "cli_defaults", scheme);
         trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, CLI_DEFAULTS)));
     }
-    // ... at other thread counts (CLI_THREADS): 1, 8 and 14 on haswell, 8 on the i8mm
-    // build's Q4_1 tiles (ggml's chunk plan by thread), 3 on the SVE builds' Q2_K.
+    // ... at other thread counts (CLI_THREADS: ggml re-chunks the 16-row graphs by
+    // thread, which decides the i8mm build's 2x2 tiles of Q4_1): 1, 3, 8 and 14 on
+    // haswell, 3 and 8 on the i8mm build, 3 on the SVE builds' Q2_K:
+    // `llama_cpp/quant/<build>/<repack|no_repack>/threads/<n>/<scheme>/end_to_end`.
     for (build, repack, scheme, threads) in [
         (Build::Haswell, true, "q5_k_m", 1),
+        (Build::Haswell, true, "q5_k_m", 3),
         (Build::Haswell, true, "q5_k_m", 8),
         (Build::Haswell, true, "q5_k_m", 14),
         (Build::Haswell, false, "iq4_xs", 1),
+        (Build::Haswell, false, "iq4_xs", 3),
         (Build::Haswell, false, "iq4_xs", 8),
         (Build::Haswell, false, "iq4_xs", 14),
+        (Build::ArmI8mm, false, "q4_1", 3),
         (Build::ArmI8mm, false, "q4_1", 8),
         (Build::ArmSve128, false, "q2_k", 3),
         (Build::ArmSve256, false, "q2_k", 3),
     ] {
-        let r = if repack { "repack" } else { "no_repack" };
-        let name =
-            format!("llama_cpp/quant/{}/{r}/threads/{threads}/{scheme}/end_to_end", build.name());
+        let name = quant_trial(build, repack, &format!("threads/{threads}"), scheme);
         let cli = CliRun { threads, ..CLI_THREADS };
         trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, cli)));
     }
@@ -2627,8 +2622,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::ArmI8mm, true, "q3_k_m"),
         (Build::ArmSve256, false, "q2_k"),
     ] {
-        let r = if repack { "repack" } else { "no_repack" };
-        let name = format!("llama_cpp/quant/{}/{r}/long/4096/{scheme}/end_to_end", build.name());
+        let name = quant_trial(build, repack, "long/4096", scheme);
         trials.push(trial(&name, move || {
             llama_long_on(
                 Some(scheme),
@@ -2650,11 +2644,9 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::ArmI8mm, false, "q4_1", LLAMA_THREADS),
         (Build::ArmSve256, false, "q2_k", LLAMA_THREADS),
     ] {
-        let r = if repack { "repack" } else { "no_repack" };
         let t =
-            if threads == LLAMA_THREADS { String::new() } else { format!("threads/{threads}/") };
-        let name =
-            format!("llama_cpp/quant/{}/{r}/long/16384/{t}{scheme}/end_to_end", build.name());
+            if threads == LLAMA_THREADS { String::new() } else { format!("/threads/{threads}") };
+        let name = quant_trial(build, repack, &format!("long/16384{t}"), scheme);
         let a = Attention { tier_threads: threads, ..attn(KvType::F16, FlashAttn::On) };
         trials.push(trial(&name, move || {
             llama_long_on(Some(scheme), build, repack, a, 16384, false)
