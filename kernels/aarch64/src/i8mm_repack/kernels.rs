@@ -27,6 +27,14 @@ fn q4_k_bias(x: &BlockQ4Kx8, yb: &BlockQ8K) -> [i32; 8] {
     core::array::from_fn(|j| (0..8).map(|t| x.scale_min(j, t).1 as i32 * s[t]).sum())
 }
 
+/// The eight f16 scales of a row group widened and multiplied by `q8d` (`vmulq_f32`):
+/// columns 0..4, then 4..8.
+#[inline]
+#[target_feature(enable = "neon")]
+fn times_d(d: &[[u8; 2]; 8], q8d: float32x4_t) -> [float32x4_t; 2] {
+    core::array::from_fn(|h| vmulq_f32(ldf(core::array::from_fn(|t| f16(d[4 * h + t]))), q8d))
+}
+
 /// `ggml_gemv_q4_K_8x8_q8_K` for one group of 8 columns (dotprod, as ggml on i8mm CPUs).
 ///
 /// # Safety
@@ -37,12 +45,7 @@ pub unsafe fn gemv_q4_k_8x8(blocks: &[BlockQ4Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     let mut acc = [vdupq_n_f32(0.0); 2];
     for (x, yb) in blocks.iter().zip(y) {
         let q8d = vdupq_n_f32(yb.d());
-        let scale: [float32x4_t; 2] = core::array::from_fn(|h| {
-            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * h + t]))), q8d)
-        });
-        let min: [float32x4_t; 2] = core::array::from_fn(|h| {
-            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * h + t]))), q8d)
-        });
+        let (scale, min) = (times_d(&x.d, q8d), times_d(&x.dmin, q8d));
         for sb in 0..4 {
             let q8: [int8x16_t; 8] = core::array::from_fn(|i| ld_dup8(&yb.qs[sb * 64 + 8 * i..]));
             let base = &x.qs[sb * 256..];
@@ -146,12 +149,7 @@ pub unsafe fn gemv_q5_k_8x8(blocks: &[BlockQ5Kx8], y: &[BlockQ8K]) -> [f32; 8] {
     let mut acc = [vdupq_n_f32(0.0); 2];
     for (x, yb) in blocks.iter().zip(y) {
         let q8d = vdupq_n_f32(yb.d());
-        let scale: [float32x4_t; 2] = core::array::from_fn(|h| {
-            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.d[4 * h + t]))), q8d)
-        });
-        let min: [float32x4_t; 2] = core::array::from_fn(|h| {
-            vmulq_f32(ldf(core::array::from_fn(|t| f16(x.dmin[4 * h + t]))), q8d)
-        });
+        let (scale, min) = (times_d(&x.d, q8d), times_d(&x.dmin, q8d));
         // SAFETY: dotprod is guaranteed by the caller.
         let dots = unsafe { q5_k_8x8_dots(x, yb) };
         for p in 0..4 {

@@ -35,6 +35,27 @@ pub(crate) fn install(host: Host) {
     let _ = host;
 }
 
+/// [`gemv_with`] with `forms` for every row of `rows` (`row` bytes each) into `out`;
+/// always inlined, so it compiles inside the caller's target-feature function.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn rows_with<F: BlockForms>(
+    forms: &F,
+    ty: GgmlType,
+    rows: &[u8],
+    row: usize,
+    act: &[BlockQ8_1],
+    col: &Column,
+    g: Grid,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    for (o, w) in out.iter_mut().zip(rows.chunks_exact(row)) {
+        *o = gemv_with(Some(forms), ty, w, act, col, g)?;
+    }
+    Ok(())
+}
+
 /// The [`BlockForms`] of a unit struct whose every method calls the function of the same
 /// name in module `$m` (`unsafe` functions, legal where the struct can exist: `$why`).
 macro_rules! block_forms {
@@ -145,10 +166,7 @@ unsafe fn gemv_rows_avx2(
     g: Grid,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    for (o, w) in out.iter_mut().zip(rows.chunks_exact(row)) {
-        *o = gemv_with(Some(&Avx2), ty, w, act, col, g)?;
-    }
-    Ok(())
+    rows_with(&Avx2, ty, rows, row, act, col, g, out)
 }
 
 /// The AVX2 block forms. Constructed only inside [`gemv_avx2`] and [`gemv_rows_avx2`],
@@ -182,10 +200,7 @@ fn gemv_rows_neon(
     g: Grid,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    for (o, w) in out.iter_mut().zip(rows.chunks_exact(row)) {
-        *o = gemv_with(Some(&Neon), ty, w, act, col, g)?;
-    }
-    Ok(())
+    rows_with(&Neon, ty, rows, row, act, col, g, out)
 }
 
 /// The NEON block forms (NEON is part of every aarch64 CPU).
