@@ -2579,17 +2579,26 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::Haswell, false, "q5_0"),
         (Build::Haswell, false, "q5_1"),
         (Build::Zen4, false, "q5_k_m"),
+        (Build::Zen4, false, "iq4_xs"),
         (Build::ArmDotprod, true, "iq4_nl"),
+        (Build::ArmDotprod, true, "q5_k_m"),
+        (Build::ArmDotprod, false, "iq4_xs"),
         (Build::ArmI8mm, false, "q4_1"),
         (Build::ArmI8mm, true, "q3_k_m"),
+        (Build::ArmI8mm, true, "q5_k_m"),
+        (Build::ArmSve128, false, "q2_k"),
+        (Build::ArmSve128, true, "q5_k_m"),
         (Build::ArmSve256, false, "q2_k"),
+        (Build::ArmSve256, true, "q5_k_m"),
     ] {
         let name = quant_trial(build, repack, "cli_defaults", scheme);
         trials.push(trial(&name, move || llama_cli_quant(scheme, build, repack, CLI_DEFAULTS)));
     }
     // ... at other thread counts (CLI_THREADS: ggml re-chunks the 16-row graphs by
-    // thread, which decides the i8mm build's 2x2 tiles of Q4_1): 1, 3, 8 and 14 on
-    // haswell, 3 and 8 on the i8mm build, 3 on the SVE builds' Q2_K:
+    // thread, which decides the i8mm build's 2x2 tiles of Q4_1 and the repacked rows each
+    // thread takes): 1, 3, 8 and 14 on haswell, 3 and 8 on the i8mm build, 3 on zen4, on
+    // the dotprod build's repacked Q5_K and IQ4_NL, on the i8mm build's repacked Q5_K and
+    // on the SVE builds' Q2_K:
     // `llama_cpp/quant/<build>/<repack|no_repack>/threads/<n>/<scheme>/end_to_end`.
     for (build, repack, scheme, threads) in [
         (Build::Haswell, true, "q5_k_m", 1),
@@ -2602,6 +2611,10 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::Haswell, false, "iq4_xs", 14),
         (Build::ArmI8mm, false, "q4_1", 3),
         (Build::ArmI8mm, false, "q4_1", 8),
+        (Build::Zen4, false, "q5_k_m", 3),
+        (Build::ArmDotprod, true, "q5_k_m", 3),
+        (Build::ArmDotprod, true, "iq4_nl", 3),
+        (Build::ArmI8mm, true, "q5_k_m", 3),
         (Build::ArmSve128, false, "q2_k", 3),
         (Build::ArmSve256, false, "q2_k", 3),
     ] {
@@ -2635,13 +2648,17 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         }));
     }
     // ... after 16384 saved cells (n_kv 16640): Q5_K_M on haswell with repack at 2 and 14
-    // threads (split-KV flash attention in as many parts), Q4_1 on the i8mm build and Q2_K
-    // on the 256-bit SVE build, repack off:
+    // threads (split-KV flash attention in as many parts) and on zen4, IQ4_NL on the
+    // dotprod build with repack, Q4_1 on the i8mm build and Q2_K on both SVE builds,
+    // repack off:
     // `llama_cpp/quant/<build>/<r>/long/16384/[threads/<n>/]<scheme>/end_to_end`.
     for (build, repack, scheme, threads) in [
         (Build::Haswell, true, "q5_k_m", LLAMA_THREADS),
         (Build::Haswell, true, "q5_k_m", 14),
+        (Build::Zen4, false, "q5_k_m", LLAMA_THREADS),
+        (Build::ArmDotprod, true, "iq4_nl", LLAMA_THREADS),
         (Build::ArmI8mm, false, "q4_1", LLAMA_THREADS),
+        (Build::ArmSve128, false, "q2_k", LLAMA_THREADS),
         (Build::ArmSve256, false, "q2_k", LLAMA_THREADS),
     ] {
         let t =

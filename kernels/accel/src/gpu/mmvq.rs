@@ -117,12 +117,13 @@ macro_rules! block_forms {
                 y: &[BlockQ8_1],
                 yd: &[f32],
                 gs: &[[i32; 8]],
+                gsd: &[[f32; 8]],
                 c: Contraction,
                 tmp: &mut [f32],
             ) -> bool {
                 // SAFETY: the struct exists only where these functions are legal (the
                 // impl's doc says why).
-                unsafe { $m::other_block(ty, x, y, yd, gs, c, tmp) }
+                unsafe { $m::other_block(ty, x, y, yd, gs, gsd, c, tmp) }
             }
             #[inline(always)]
             fn dots32(&self, codes: &[i8; 32], q: &[u8; 32]) -> [i32; 8] {
@@ -352,14 +353,6 @@ mod fast {
         }
     }
 
-    /// `v * s` lane by lane for `|v| < 2^15` and `s` in i16 range: `vpmaddwd` of `v`
-    /// with `s` masked to its low 16 bits (the high halves' product then 0), exact.
-    #[inline(always)]
-    unsafe fn mul_small(v: __m256i, s: __m256i) -> __m256i {
-        // SAFETY: the callers run with AVX2.
-        unsafe { _mm256_madd_epi16(v, _mm256_and_si256(s, _mm256_set1_epi32(0xFFFF))) }
-    }
-
     /// Bit `b` of every byte of `v` moved to bit `to` (`to` <= 4, `b` <= 7), every other
     /// bit cleared: one 16-bit shift by the distance (a bit crossing into the next byte
     /// lands below `to`, or leaves the byte above it, and the mask drops it) and a mask.
@@ -374,13 +367,6 @@ mod fast {
             };
             _mm256_and_si256(moved, _mm256_set1_epi8(1 << to))
         }
-    }
-
-    /// Eight i32 lanes: `lo` in lanes 0..4 and `hi` in 4..8, each a 32-bit value.
-    #[inline(always)]
-    unsafe fn halves_i32(lo: i32, hi: i32) -> __m256i {
-        // SAFETY: the callers run with AVX2.
-        unsafe { _mm256_set_m128i(_mm_set1_epi32(hi), _mm_set1_epi32(lo)) }
     }
 
     /// The eight 4-byte group dots of unsigned codes below 64 with signed q8 codes, in
@@ -500,6 +486,7 @@ mod fast {
 
     /// A block of one of the eight other types (`BlockForms::other_block`), dispatched by
     /// type; each form below states its integer grouping, its floats being the tail's.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) unsafe fn other_block(
         ty: GgmlType,
@@ -507,13 +494,14 @@ mod fast {
         y: &[BlockQ8_1],
         yd: &[f32],
         gs: &[[i32; 8]],
+        gsd: &[[f32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) -> bool {
         // SAFETY: AVX2, FMA and F16C are enabled here; each form checks its lengths.
         unsafe {
             match ty {
-                GgmlType::Q2_K => q2_k_block(bytemuck::from_bytes(x), y, yd, gs, c, tmp),
+                GgmlType::Q2_K => q2_k_block(bytemuck::from_bytes(x), y, yd, gsd, c, tmp),
                 GgmlType::Q3_K => q3_k_block(bytemuck::from_bytes(x), y, yd, gs, c, tmp),
                 GgmlType::Q5_K => q5_k_block(bytemuck::from_bytes(x), y, yd, gs, c, tmp),
                 GgmlType::IQ4_XS => iq4_xs_block(bytemuck::from_bytes(x), y, yd, c, tmp),
@@ -554,57 +542,107 @@ mod fast {
         true
     }
 
+    /// The 16 bytes `s` as two vectors of eight i32 lanes (zero-extended), bytes
+    /// `8n..8n + 8` in the second's place n, each in the order `0 2 4 6 1 3 5 7`: the
+    /// even sub-blocks of a half in the low 128 bits, the odd ones in the high.
+    #[inline(always)]
+    unsafe fn even_odd(s: &[u8; 16]) -> (__m256i, __m256i) {
+        // SAFETY: 16 bytes; the callers run with AVX2.
+        unsafe {
+            let v = _mm_loadu_si128(s.as_ptr().cast());
+            let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+            let o = _mm_shuffle_epi8(v, order);
+            (_mm256_cvtepu8_epi32(o), _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(o)))
+        }
+    }
+
+    /// Lane `i` (0..4) of each 128-bit half of `v` in every lane of that half (one
+    /// in-lane `vpshufd`).
+    #[inline(always)]
+    unsafe fn lane_each_half(v: __m256i, i: usize) -> __m256i {
+        // SAFETY: the callers run with AVX2.
+        unsafe {
+            match i {
+                0 => _mm256_shuffle_epi32::<0x00>(v),
+                1 => _mm256_shuffle_epi32::<0x55>(v),
+                2 => _mm256_shuffle_epi32::<0xAA>(v),
+                _ => _mm256_shuffle_epi32::<0xFF>(v),
+            }
+        }
+    }
+
+    /// [`lane_each_half`] of floats (one `vpermilps`).
+    #[inline(always)]
+    unsafe fn lane_each_half_ps(v: __m256, i: usize) -> __m256 {
+        // SAFETY: the callers run with AVX.
+        unsafe {
+            match i {
+                0 => _mm256_permute_ps::<0x00>(v),
+                1 => _mm256_permute_ps::<0x55>(v),
+                2 => _mm256_permute_ps::<0xAA>(v),
+                _ => _mm256_permute_ps::<0xFF>(v),
+            }
+        }
+    }
+
     /// `q2_k_tail` for the 16 threads of superblock `x`: thread `8n + r` at step `i`
     /// reads group `r` of q8_1 block `b = 4n + i`, so one step of eight threads is one
     /// q8_1 block's eight group dots (the 2-bit codes `(qs[32n..] >> 2i) & 3`, unsigned)
     /// times its two sub-block scales (lanes 0..4 and 4..8), and the column's group sums
-    /// `gs` times the two mins.
+    /// times the two mins. The integers: `vpmaddwd` of the byte-pair sums against the
+    /// scale (in both 16-bit halves of a lane) is `dot * sc` per group, exact (a pair
+    /// at most 2 * 3 * 128, a group times 15 far inside i32 and below 2^24). The min
+    /// term `d8 * (g * m)` as `gsd * m` (`Column::sums_d`: `d8 * g`, exact, so the one
+    /// rounding, fused or not, is the tail's).
     #[inline(always)]
     unsafe fn q2_k_block(
         x: &BlockQ2K,
         y: &[BlockQ8_1],
         yd: &[f32],
-        gs: &[[i32; 8]],
+        gsd: &[[f32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) {
-        assert!(y.len() == 8 && yd.len() == 8 && gs.len() == 8 && tmp.len() == 16);
+        assert!(y.len() == 8 && yd.len() == 8 && gsd.len() == 8 && tmp.len() == 16);
         // SAFETY: F16C, AVX2 and FMA are enabled here; loads are of 32 bytes inside
-        // `qs` (64 bytes) and of eight i32 of `gs`.
+        // `qs` (64 bytes), of 16 bytes of `scales` and of eight f32 of `gsd`.
         unsafe {
             let (d, dmin) = (_mm256_set1_ps(half(x.d)), _mm256_set1_ps(half(x.dmin)));
             let three = _mm256_set1_epi8(3);
-            // The scale bytes of half n (sub-blocks 8n..8n + 8) as i32 lanes; step b
-            // picks sub-blocks 2b (lanes 0..4) and 2b + 1 (lanes 4..8) by a permute.
-            let s8 =
-                |at: usize| _mm256_cvtepu8_epi32(_mm_loadl_epi64(x.scales.as_ptr().add(at).cast()));
-            let pairs = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-            // Both halves' threads step by step (independent chains, interleaved).
-            let scs = [s8(0), s8(8)];
+            // Per half n (sub-blocks 8n..8n + 8) as i32 lanes in the order even, odd
+            // (`even_odd`): the scales' low nibbles in both 16-bit halves of their lane,
+            // and the mins as f32; step i takes lane i of each 128-bit half (sub-blocks
+            // 2i and 2i + 1) by an in-lane broadcast.
+            let (r0, r1) = even_odd(&x.scales);
+            let low = |r: __m256i| {
+                let l = _mm256_and_si256(r, _mm256_set1_epi32(0xF));
+                _mm256_or_si256(l, _mm256_slli_epi32::<16>(l))
+            };
+            let sc = [low(r0), low(r1)];
+            let mins = [
+                _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(r0)),
+                _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(r1)),
+            ];
             let q = [
                 _mm256_loadu_si256(x.qs.as_ptr().cast()),
                 _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
             ];
             let mut sumf_d = [_mm256_setzero_ps(); 2];
             let mut sumf_m = [_mm256_setzero_ps(); 2];
+            // Both halves' threads step by step (independent chains, interleaved).
             for i in 0..4 {
                 let shift = _mm_cvtsi32_si128(2 * i as i32);
-                let pick = _mm256_add_epi32(_mm256_set1_epi32(2 * i as i32), pairs);
                 for n in 0..2 {
                     let b = 4 * n + i;
                     let codes = _mm256_and_si256(_mm256_srl_epi16(q[n], shift), three);
-                    let gd = udots(codes, &y[b].qs);
-                    let sc = _mm256_permutevar8x32_epi32(scs[n], pick);
-                    // Both factors below 2^15 and the scale's high half 0: `vpmaddwd`
-                    // is the exact product.
-                    let low = _mm256_and_si256(sc, _mm256_set1_epi32(0xF));
-                    let high = _mm256_srli_epi32::<4>(sc);
-                    let dot_d = _mm256_cvtepi32_ps(_mm256_madd_epi16(gd, low));
-                    let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
-                    let dot_m = _mm256_cvtepi32_ps(_mm256_madd_epi16(g, high));
-                    let d8 = _mm256_set1_ps(yd[b]);
-                    sumf_d[n] = mad8(c.vec_dot_sums, d8, dot_d, sumf_d[n]);
-                    sumf_m[n] = mad8(c.vec_dot_sums, d8, dot_m, sumf_m[n]);
+                    let yq = _mm256_loadu_si256(y[b].qs.as_ptr().cast());
+                    let bytes = _mm256_maddubs_epi16(codes, yq);
+                    let s = lane_each_half(sc[n], i);
+                    let dot_d = _mm256_cvtepi32_ps(_mm256_madd_epi16(bytes, s));
+                    let m = lane_each_half_ps(mins[n], i);
+                    let gd = _mm256_loadu_ps(gsd[b].as_ptr());
+                    sumf_d[n] = mad8(c.vec_dot_sums, _mm256_set1_ps(yd[b]), dot_d, sumf_d[n]);
+                    sumf_m[n] = mad8(c.vec_dot_sums, gd, m, sumf_m[n]);
                 }
             }
             for n in 0..2 {
@@ -614,9 +652,12 @@ mod fast {
     }
 
     /// `q3_k_tail` for the 16 threads of superblock `x`, grouped as Q2_K: the codes of
-    /// q8_1 block `b` as `crumb + 4 * hbit` (0..7, unsigned: `vpmaddubsw` exact), their
-    /// group dots minus the column's `gs` (four times each group's sum: the tail's `- 4`
-    /// where the bit is clear), times the 6-bit scale minus 32.
+    /// q8_1 block `b` as `crumb + 4 * hbit` (0..7, unsigned: `vpmaddubsw` exact, a
+    /// byte-pair sum at most 2 * 7 * 128), the column's `gs` (four times each group's sum:
+    /// the tail's `- 4` where the bit is clear, at most 2048 in size) taken from each
+    /// group's first pair sum (inside i16), and one `vpmaddwd` against the 6-bit scale
+    /// minus 32 in both 16-bit halves of a lane: `(dot - 4 * sum) * sc` per group, as
+    /// the tail forms it, exact.
     #[inline(always)]
     unsafe fn q3_k_block(
         x: &BlockQ3K,
@@ -629,7 +670,7 @@ mod fast {
         assert!(y.len() == 8 && yd.len() == 8 && gs.len() == 8 && tmp.len() == 16);
         // The sixteen 6-bit scales four at a time in 32-bit words: scale s has the low
         // nibble `scales[s % 8] >> 4(s / 8)` and the top bits `scales[8 + s % 4] >>
-        // 2(s / 4)`.
+        // 2(s / 4)`; byte s of the little-endian words is scale s.
         let w = |i: usize| {
             u32::from_le_bytes([
                 x.scales[4 * i],
@@ -646,29 +687,42 @@ mod fast {
             ((a >> 4) & nib) | (((c4 >> 4) & two) << 4),
             ((b4 >> 4) & nib) | (((c4 >> 6) & two) << 4),
         ];
-        let sc: [i32; 16] = core::array::from_fn(|s| words[s / 4].to_le_bytes()[s % 4] as i32 - 32);
-        // SAFETY: F16C, AVX2 and FMA are enabled here; loads are of 32 bytes inside
-        // `qs` (64 bytes) and `hmask` (32), and of eight i32 of `gs`.
+        // SAFETY: F16C, AVX2 and FMA are enabled here; loads are of 16 bytes of
+        // `words`, of 32 bytes inside `qs` (64 bytes) and `hmask` (32), and of eight
+        // i32 of `gs`.
         unsafe {
             let d = _mm256_set1_ps(half(x.d));
             let three = _mm256_set1_epi8(3);
+            let low16 = _mm256_set1_epi32(0xFFFF);
             let hm = _mm256_loadu_si256(x.hmask.as_ptr().cast());
-            // Both halves' threads step by step (independent chains, interleaved).
+            // Per half n (sub-blocks 8n..8n + 8) as i32 lanes in the order even, odd
+            // (`even_odd`): the scales minus 32 in both 16-bit halves of their lane;
+            // step i takes lane i of each 128-bit half (sub-blocks 2i and 2i + 1).
+            let bytes16: [u8; 16] = bytemuck::cast(words.map(u32::to_le_bytes));
+            let (r0, r1) = even_odd(&bytes16);
+            let both = |r: __m256i| {
+                // The byte, 0..63, minus 32 as a signed 16-bit value in both halves.
+                let s = _mm256_sub_epi32(r, _mm256_set1_epi32(32));
+                _mm256_or_si256(_mm256_and_si256(s, low16), _mm256_slli_epi32::<16>(s))
+            };
+            let sc = [both(r0), both(r1)];
             let q = [
                 _mm256_loadu_si256(x.qs.as_ptr().cast()),
                 _mm256_loadu_si256(x.qs.as_ptr().add(32).cast()),
             ];
             let mut sumf = [_mm256_setzero_ps(); 2];
+            // Both halves' threads step by step (independent chains, interleaved).
             for i in 0..4 {
                 let shift = _mm_cvtsi32_si128(2 * i as i32);
                 for n in 0..2 {
                     let b = 4 * n + i;
                     let crumb = _mm256_and_si256(_mm256_srl_epi16(q[n], shift), three);
                     let codes = _mm256_or_si256(crumb, bit_to(hm, b, 2));
-                    let g = _mm256_loadu_si256(gs[b].as_ptr().cast());
-                    let gd = _mm256_sub_epi32(udots(codes, &y[b].qs), g);
-                    let scv = halves_i32(sc[2 * b], sc[2 * b + 1]);
-                    let dot = _mm256_cvtepi32_ps(mul_small(gd, scv));
+                    let yq = _mm256_loadu_si256(y[b].qs.as_ptr().cast());
+                    let g = _mm256_and_si256(_mm256_loadu_si256(gs[b].as_ptr().cast()), low16);
+                    let bytes = _mm256_sub_epi16(_mm256_maddubs_epi16(codes, yq), g);
+                    let dot =
+                        _mm256_cvtepi32_ps(_mm256_madd_epi16(bytes, lane_each_half(sc[n], i)));
                     sumf[n] = mad8(c.vec_dot_sums, _mm256_set1_ps(yd[b]), dot, sumf[n]);
                 }
             }
@@ -1174,6 +1228,7 @@ mod neon_fast {
 
     /// No NEON forms of the eight other types: the generic block forms (with
     /// [`dots32`]) run.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) unsafe fn other_block(
         _: GgmlType,
@@ -1181,6 +1236,7 @@ mod neon_fast {
         _: &[BlockQ8_1],
         _: &[f32],
         _: &[[i32; 8]],
+        _: &[[f32; 8]],
         _: Contraction,
         _: &mut [f32],
     ) -> bool {

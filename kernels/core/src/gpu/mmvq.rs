@@ -268,6 +268,11 @@ pub struct Column {
     /// Q2_K and Q5_K: per q8_1 block, the sum of each 4-byte group (their min terms);
     /// Q3_K: four times it (what its block forms subtract for a clear high bit).
     pub sums: Vec<[i32; 8]>,
+    /// Q2_K: per q8_1 block, its `d` times each 4-byte group's sum, exact (an f16 `d`
+    /// has at most 11 significant bits and a group sum at most 512 in size, so the
+    /// product fits f32's 24): `d * (g * m)` of the min term equals `(d * g) * m`,
+    /// rounded once either way, fused or not.
+    pub sums_d: Vec<[f32; 8]>,
 }
 
 impl Column {
@@ -314,6 +319,11 @@ impl Column {
             }
             GgmlType::Q2_K | GgmlType::Q5_K => {
                 col.sums = act.iter().map(groups).collect();
+                if ty == GgmlType::Q2_K {
+                    col.sums_d = (col.sums.iter().zip(&col.yd))
+                        .map(|(g, &d)| g.map(|v| d * v as f32))
+                        .collect();
+                }
             }
             GgmlType::Q3_K => {
                 col.sums = act.iter().map(|b| groups(b).map(|g| 4 * g)).collect();
@@ -474,8 +484,9 @@ pub trait BlockForms {
     fn reduce(&self, tmp: &[f32], warp_size: usize, nwarps: usize) -> f32;
     /// Every thread's share of one block of `ty` (one of the eight types of
     /// `blockwise`, `x` its bytes) into `tmp`, with the q8_1 blocks `y`, their `d`s `yd`
-    /// and (Q2_K, Q3_K, Q5_K) the column's `sums` for them, `gs`; `false` where these forms
-    /// have none for `ty` (the generic block form then runs). The default has none.
+    /// and (Q2_K, Q3_K, Q5_K) the column's `sums` for them, `gs`, (Q2_K) its `sums_d`,
+    /// `gsd`; `false` where these forms have none for `ty` (the generic block form then
+    /// runs). The default has none.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn other_block(
@@ -485,10 +496,11 @@ pub trait BlockForms {
         y: &[BlockQ8_1],
         yd: &[f32],
         gs: &[[i32; 8]],
+        gsd: &[[f32; 8]],
         c: Contraction,
         tmp: &mut [f32],
     ) -> bool {
-        let _ = (ty, x, y, yd, gs, c, tmp);
+        let _ = (ty, x, y, yd, gs, gsd, c, tmp);
         false
     }
     /// The dot of each 4-byte group of the signed `codes` with the signed `q`: eight
@@ -611,8 +623,9 @@ impl<K: blockwise::Kind> Share for Plain<'_, K> {
     fn block(&self, f: &impl BlockForms, kbx: usize, tmp: &mut [f32]) {
         let b = kbx * K::PER..(kbx + 1) * K::PER;
         let gs = if self.col.sums.is_empty() { &[][..] } else { &self.col.sums[b.clone()] };
+        let gsd = if self.col.sums_d.is_empty() { &[][..] } else { &self.col.sums_d[b.clone()] };
         let (x, y, yd) = (&self.x[kbx], &self.y[b.clone()], &self.col.yd[b]);
-        if !f.other_block(K::TYPE, bytemuck::bytes_of(x), y, yd, gs, self.c, tmp) {
+        if !f.other_block(K::TYPE, bytemuck::bytes_of(x), y, yd, gs, gsd, self.c, tmp) {
             K::block(f, x, blockwise::Blk { y, yd, gs, c: self.c }, tmp);
         }
     }
