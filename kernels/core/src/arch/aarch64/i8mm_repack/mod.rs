@@ -102,10 +102,10 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 i8mm build under qemu, repack on, on llama.cpp's Q3_K_M mix (Q5_K in q5_K_8x8) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on, on llama.cpp's Q3_K_M and Q5_K_M mixes (Q5_K in q5_K_8x8) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), the Q5_K_M mix at 2 threads and 3; and on the Q3_K_M mix decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
-            trials: &["llama_cpp/quant/arm-i8mm/repack/cli_defaults/", "llama_cpp/quant/arm-i8mm/repack/long/"],
+            trials: &["llama_cpp/quant/arm-i8mm/repack/cli_defaults/", "llama_cpp/quant/arm-i8mm/repack/threads/", "llama_cpp/quant/arm-i8mm/repack/long/"],
         },
     ]),
     recipe: Recipe {

@@ -166,6 +166,13 @@ pub static AARCH64_NEON: Lane = Lane {
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-dotprod/no_repack/cli/"],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 dotprod build under qemu, repack off, on llama.cpp's IQ4_XS mix at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention); 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-dotprod/no_repack/cli_defaults/"],
+        },
     ]),
     portable: &NeonTwin,
 };

@@ -98,10 +98,10 @@ pub static AARCH64_NEON_REPACK: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp aarch64 dotprod build under qemu, repack on, on a uniform IQ4_NL model (iq4_nl_4x4) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            against: "llama.cpp aarch64 dotprod build under qemu, repack on, on a uniform IQ4_NL model (iq4_nl_4x4) and llama.cpp's Q5_K_M mix (q5_K_8x4) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), at 2 threads and 3; and on the IQ4_NL model decode steps after 4096 and 16384 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
-            trials: &["llama_cpp/quant/arm-dotprod/repack/cli_defaults/", "llama_cpp/quant/arm-dotprod/repack/long/"],
+            trials: &["llama_cpp/quant/arm-dotprod/repack/cli_defaults/", "llama_cpp/quant/arm-dotprod/repack/threads/", "llama_cpp/quant/arm-dotprod/repack/long/"],
         },
     ]),
     recipe: Recipe {

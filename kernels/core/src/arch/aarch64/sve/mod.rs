@@ -134,6 +134,13 @@ pub static AARCH64_SVE128: Lane = Lane {
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-sve128/no_repack/cli/", "llama_cpp/quant/arm-sve128/no_repack/threads/"],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack off, on llama.cpp's Q2_K mix at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 16384 cells the haswell build filled with the same model and saved, in a context of 32768; 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve128/no_repack/cli_defaults/", "llama_cpp/quant/arm-sve128/no_repack/long/"],
+        },
     ]),
     portable: &SVE128_TWIN,
 };

@@ -112,6 +112,13 @@ pub static AARCH64_SVE128_REPACK: Lane = Lane {
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-sve128/repack/cli/"],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 armv8.6_2 build under qemu at 128-bit SVE, repack on, on llama.cpp's Q5_K_M mix (Q5_K in q5_K_8x8) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention); 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve128/repack/cli_defaults/"],
+        },
     ]),
     portable: &TWIN,
 };
@@ -201,6 +208,13 @@ pub static AARCH64_SVE256_REPACK: Lane = Lane {
             only: "",
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-sve256/repack/cli/"],
+        },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 armv8.6_1 build under qemu at 256-bit SVE, repack on, on llama.cpp's Q5_K_M mix (Q5_K in q5_K_8x8) at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention); 2 threads; F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/quant/arm-sve256/repack/cli_defaults/"],
         },
     ]),
     portable: &TWIN256,

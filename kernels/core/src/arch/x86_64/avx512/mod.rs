@@ -102,10 +102,10 @@ pub static X86_64_AVX512: Lane = Lane {
         },
         Proof {
             level: Level::DecoderCli,
-            against: "llama.cpp zen4, repack off, on llama.cpp's Q5_K_M mix at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), and decode steps after 4096 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
+            against: "llama.cpp zen4, repack off, on llama.cpp's Q5_K_M and IQ4_XS mixes at llama-cli's own sizes: a prompt of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps attending 600+ cells (split-KV flash attention), the Q5_K_M mix at 2 threads and 3; and on the Q5_K_M mix decode steps after 4096 and 16384 cells the haswell build filled with the same model and saved, in a context of 32768; F16 KV cache with flash attention",
             only: "",
             suite: "model_oracle",
-            trials: &["llama_cpp/quant/zen4/no_repack/cli_defaults/", "llama_cpp/quant/zen4/no_repack/long/"],
+            trials: &["llama_cpp/quant/zen4/no_repack/cli_defaults/", "llama_cpp/quant/zen4/no_repack/threads/", "llama_cpp/quant/zen4/no_repack/long/"],
         },
     ]),
     portable: &Avx2Twin,
