@@ -1,4 +1,4 @@
-//! The qwen3 forward pass, op by op as llama.cpp's graph and ggml's CPU backend run it
+//! The qwen3 and qwen2 forward pass, op by op as llama.cpp's graph and ggml's CPU backend run it
 //! (every token's logits), with the K/V cache type and attention path of
 //! [`Attention`] (the float order of attention is in [`crate::attention`]).
 //!
@@ -12,7 +12,8 @@
 //!      f32 block reduction, [`tiercheck_core::gpu::elem`]);
 //!    - `Q`, `K`, `V` projections through the lane's matmul (its activation quantizer,
 //!      repack and gemv/gemm choice for `m` rows);
-//!    - per head, RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE with ggml's
+//!    - qwen2: the Q, K and V biases added (`ggml_add`, one f32 addition per value);
+//!    - per head, (qwen3) RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE with ggml's
 //!      cache (`theta *= powf(base, -2/d)` per pair, libm `cosf`/`sinf`) and the
 //!      flavour's contraction ([`elem::rope_neox`]; CUDA's own angles and fast
 //!      `sinf`/`cosf`, [`ElemFlavour::rope_cache`]) — the `Qcur`/`Kcur` taps;
@@ -105,8 +106,13 @@ struct Layer<'m> {
     wk: Linear<'m>,
     wv: Linear<'m>,
     wo: Linear<'m>,
+    /// qwen3's per-head Q and K norm weights (empty without them).
     q_norm: Vec<f32>,
     k_norm: Vec<f32>,
+    /// qwen2's Q, K and V biases (empty without them).
+    bq: Vec<f32>,
+    bk: Vec<f32>,
+    bv: Vec<f32>,
     ffn_norm: Vec<f32>,
     gate: Linear<'m>,
     up: Linear<'m>,
@@ -216,14 +222,31 @@ impl<'m> Decoder<'m> {
         };
         let layer = |l: usize| -> Result<Layer<'m>, ModelError> {
             let b = |s: &str| format!("blk.{l}.{s}.weight");
+            let norm = |s: &str| {
+                if hp.qk_norm() {
+                    f32_tensor(model, &b(s))
+                } else {
+                    Ok(Vec::new())
+                }
+            };
+            let bias = |s: &str| {
+                if hp.qkv_bias() {
+                    f32_tensor(model, &format!("blk.{l}.{s}.bias"))
+                } else {
+                    Ok(Vec::new())
+                }
+            };
             Ok(Layer {
                 attn_norm: f32_tensor(model, &b("attn_norm"))?,
                 wq: linear(&b("attn_q"))?,
                 wk: linear(&b("attn_k"))?,
                 wv: linear(&b("attn_v"))?,
                 wo: linear(&b("attn_output"))?,
-                q_norm: f32_tensor(model, &b("attn_q_norm"))?,
-                k_norm: f32_tensor(model, &b("attn_k_norm"))?,
+                q_norm: norm("attn_q_norm")?,
+                k_norm: norm("attn_k_norm")?,
+                bq: bias("attn_q")?,
+                bk: bias("attn_k")?,
+                bv: bias("attn_v")?,
                 ffn_norm: f32_tensor(model, &b("ffn_norm"))?,
                 gate: linear(&b("ffn_gate"))?,
                 up: linear(&b("ffn_up"))?,
@@ -544,14 +567,24 @@ impl<'m> Decoder<'m> {
 
         let mut q = self.matmul(&ly.wq, &cur, m, &tag("attn_q"))?;
         let mut k = self.matmul(&ly.wk, &cur, m, &tag("attn_k"))?;
-        let v = self.matmul(&ly.wv, &cur, m, &tag("attn_v"))?;
+        let mut v = self.matmul(&ly.wv, &cur, m, &tag("attn_v"))?;
+        // qwen2: ggml_add of the bias to every row (one f32 addition per value).
+        for (rows, bias) in [(&mut q, &ly.bq), (&mut k, &ly.bk), (&mut v, &ly.bv)] {
+            if !bias.is_empty() {
+                for row in rows.chunks_exact_mut(bias.len()) {
+                    row.iter_mut().zip(bias.iter()).for_each(|(x, b)| *x += b);
+                }
+            }
+        }
         for i in 0..m {
             let rope = fl.rope_cache((pos0 + i) as i32, hd, hp.rope_base);
             for (rows, heads, norm) in [(&mut q, nh, &ly.q_norm), (&mut k, nkv, &ly.k_norm)] {
                 let row = &mut rows[i * heads * hd..(i + 1) * heads * hd];
                 for h in row.chunks_exact_mut(hd) {
-                    let src = h.to_vec();
-                    self.elem.rms_norm_mul(h, &src, norm, hp.rms_eps);
+                    if !norm.is_empty() {
+                        let src = h.to_vec();
+                        self.elem.rms_norm_mul(h, &src, norm, hp.rms_eps);
+                    }
                     elem::rope_neox(h, &rope, fl.rope_rotation());
                 }
             }

@@ -1,5 +1,5 @@
-//! Hyper-parameters of a qwen3 GGUF model, read from its metadata and checked against
-//! its tensors.
+//! Hyper-parameters of a qwen3 or qwen2 GGUF model, read from its metadata and checked
+//! against its tensors.
 
 use tiercheck_core::GgmlType;
 
@@ -9,7 +9,7 @@ use tiercheck_gguf::{GgufFile, MetaValue};
 /// What the decoder needs to know about a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HParams {
-    /// `general.architecture` (only `qwen3` is supported).
+    /// `general.architecture`: one of [`ARCHITECTURES`].
     pub arch: String,
     /// Hidden size.
     pub n_embd: usize,
@@ -32,6 +32,10 @@ pub struct HParams {
     /// RMSNorm epsilon.
     pub rms_eps: f32,
 }
+
+/// The architectures the decoder runs: `qwen3` (per-head Q/K RMSNorm before RoPE) and
+/// `qwen2` (Qwen2 and Qwen2.5: Q/K/V biases, no Q/K norm); both NeoX RoPE, SwiGLU.
+pub const ARCHITECTURES: [&str; 2] = ["qwen3", "qwen2"];
 
 fn bad(path: &str, problem: impl Into<String>) -> ModelError {
     ModelError::Invalid { path: path.to_string(), problem: problem.into() }
@@ -75,12 +79,13 @@ impl HParams {
             .get_str("general.architecture")
             .map_err(|_| bad(p, "missing or non-string 'general.architecture'"))?
             .to_string();
-        if arch != "qwen3" {
+        if !ARCHITECTURES.contains(&arch.as_str()) {
             return Err(bad(
                 p,
                 format!(
-                    "architecture '{arch}' is not supported (the decoder runs qwen3; llama would \
-                     need the interleaved RoPE, whose GCC contraction differs and is not reproduced)"
+                    "architecture '{arch}' is not supported (the decoder runs qwen3 and qwen2; \
+                     llama would need the interleaved RoPE, whose GCC contraction differs and is \
+                     not reproduced)"
                 ),
             ));
         }
@@ -91,14 +96,16 @@ impl HParams {
         let n_head_kv = get_usize(f, &k("attention.head_count_kv"))?.unwrap_or(n_head);
         let n_ff = need_usize(f, &k("feed_forward_length"))?;
         let n_ctx_train = need_usize(f, &k("context_length"))?;
-        // Each layer has 11 tensors; a block_count the tensor table cannot hold is wrong
-        // (and the tensor check below would otherwise list up to 2^24 layers' names).
-        if n_layer.saturating_mul(11) > f.tensors().len() {
+        // Each layer has 11 tensors (qwen3) or 12 (qwen2); a block_count the tensor table
+        // cannot hold is wrong (and the tensor check below would otherwise list up to 2^24
+        // layers' names).
+        let per_layer = if arch == "qwen2" { 12 } else { 11 };
+        if n_layer.saturating_mul(per_layer) > f.tensors().len() {
             return Err(bad(
                 p,
                 format!(
                     "{arch}.block_count {n_layer} needs {} layer tensors; the file has {} tensors",
-                    n_layer.saturating_mul(11),
+                    n_layer.saturating_mul(per_layer),
                     f.tensors().len()
                 ),
             ));
@@ -162,6 +169,17 @@ impl HParams {
         Ok(hp)
     }
 
+    /// Whether each head's Q and K are RMS-normed before RoPE (`attn_q_norm`,
+    /// `attn_k_norm`: qwen3).
+    pub fn qk_norm(&self) -> bool {
+        self.arch == "qwen3"
+    }
+
+    /// Whether the Q, K and V projections add a bias (`attn_q.bias`, ...: qwen2).
+    pub fn qkv_bias(&self) -> bool {
+        self.arch == "qwen2"
+    }
+
     /// Every tensor the decoder reads, with its expected dims `[ne0, ne1]` (or `[ne0]`).
     pub(crate) fn expected_tensors(&self) -> Vec<(String, Vec<u64>)> {
         let (e, q, kv, ff) = (
@@ -179,8 +197,16 @@ impl HParams {
             v.push((b("attn_k"), vec![e, kv]));
             v.push((b("attn_v"), vec![e, kv]));
             v.push((b("attn_output"), vec![q, e]));
-            v.push((b("attn_q_norm"), vec![hd]));
-            v.push((b("attn_k_norm"), vec![hd]));
+            if self.qk_norm() {
+                v.push((b("attn_q_norm"), vec![hd]));
+                v.push((b("attn_k_norm"), vec![hd]));
+            }
+            if self.qkv_bias() {
+                let bias = |s: &str| format!("blk.{l}.{s}.bias");
+                v.push((bias("attn_q"), vec![q]));
+                v.push((bias("attn_k"), vec![kv]));
+                v.push((bias("attn_v"), vec![kv]));
+            }
             v.push((b("ffn_norm"), vec![e]));
             v.push((b("ffn_gate"), vec![e, ff]));
             v.push((b("ffn_up"), vec![e, ff]));
@@ -236,17 +262,28 @@ mod tests {
         edit: impl FnOnce(&mut Vec<(String, MetaValue)>),
         skip_tensor: Option<&str>,
     ) -> Result<HParams, ModelError> {
+        tiny_of("qwen3", "qwen3", edit, skip_tensor)
+    }
+
+    /// [`tiny`] with `arch` in the metadata and the tensors `tensors` expects.
+    fn tiny_of(
+        arch: &str,
+        tensors: &str,
+        edit: impl FnOnce(&mut Vec<(String, MetaValue)>),
+        skip_tensor: Option<&str>,
+    ) -> Result<HParams, ModelError> {
+        let k = |s: &str| format!("{arch}.{s}");
         let mut meta: Vec<(String, MetaValue)> = vec![
-            ("general.architecture".into(), MetaValue::String("qwen3".into())),
-            ("qwen3.embedding_length".into(), MetaValue::U32(32)),
-            ("qwen3.block_count".into(), MetaValue::U32(1)),
-            ("qwen3.attention.head_count".into(), MetaValue::U32(2)),
-            ("qwen3.attention.head_count_kv".into(), MetaValue::U32(1)),
-            ("qwen3.attention.key_length".into(), MetaValue::U32(16)),
-            ("qwen3.feed_forward_length".into(), MetaValue::U32(64)),
-            ("qwen3.context_length".into(), MetaValue::U32(256)),
-            ("qwen3.rope.freq_base".into(), MetaValue::F32(1e6)),
-            ("qwen3.attention.layer_norm_rms_epsilon".into(), MetaValue::F32(1e-6)),
+            ("general.architecture".into(), MetaValue::String(arch.into())),
+            (k("embedding_length"), MetaValue::U32(32)),
+            (k("block_count"), MetaValue::U32(1)),
+            (k("attention.head_count"), MetaValue::U32(2)),
+            (k("attention.head_count_kv"), MetaValue::U32(1)),
+            (k("attention.key_length"), MetaValue::U32(16)),
+            (k("feed_forward_length"), MetaValue::U32(64)),
+            (k("context_length"), MetaValue::U32(256)),
+            (k("rope.freq_base"), MetaValue::F32(1e6)),
+            (k("attention.layer_norm_rms_epsilon"), MetaValue::F32(1e-6)),
         ];
         edit(&mut meta);
         let mut w = GgufWriter::new();
@@ -254,7 +291,7 @@ mod tests {
             w.add_metadata(k, v).unwrap();
         }
         let hp = HParams {
-            arch: "qwen3".into(),
+            arch: tensors.into(),
             n_embd: 32,
             n_layer: 1,
             n_head: 2,
@@ -275,6 +312,20 @@ mod tests {
         }
         let f = GgufFile::from_bytes("tiny.gguf", w.to_bytes().unwrap()).unwrap();
         HParams::from_gguf(&f)
+    }
+
+    /// A qwen2 file (Q, K and V biases, no Q/K norms) reads; one without a bias, or with
+    /// a qwen3 file's tensors, is refused naming the missing tensor.
+    #[test]
+    fn reads_qwen2_and_refuses_its_missing_biases() {
+        let hp = tiny_of("qwen2", "qwen2", |_| {}, None).unwrap();
+        assert_eq!((hp.arch.as_str(), hp.qkv_bias(), hp.qk_norm()), ("qwen2", true, false));
+        assert!(err(tiny_of("qwen2", "qwen2", |_| {}, Some("blk.0.attn_k.bias")))
+            .contains("missing tensor 'blk.0.attn_k.bias'"));
+        assert!(err(tiny_of("qwen2", "qwen3", |_| {}, None))
+            .contains("missing tensor 'blk.0.attn_q.bias'"));
+        assert!(err(tiny_of("qwen3", "qwen2", |_| {}, None))
+            .contains("missing tensor 'blk.0.attn_q_norm.weight'"));
     }
 
     fn err(r: Result<HParams, ModelError>) -> String {

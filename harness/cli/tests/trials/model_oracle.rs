@@ -1191,6 +1191,31 @@ fn llama_cli_quant(scheme: &str, build: Build, repack: bool, cli: CliRun) -> Res
     cli_compare(&model, &theirs, build, repack, a, cli, false, &format!(" on the {scheme} model"))
 }
 
+/// The qwen2 model (`golden/model/qwen2.toml`: Q, K and V biases, no Q/K norm), built
+/// into the cache with its recorded sha256.
+fn qwen2_model() -> Result<Model, String> {
+    let opts = embedded::BuildOptions { recipe: Some(Recipe::qwen2_path()), ..Default::default() };
+    let built = embedded::build(&opts).map_err(|e| e.to_string())?;
+    Model::open(&built.path).map_err(|e| e.to_string())
+}
+
+/// The qwen2 model on `build` in `mode` (one batch of every row in prompt mode), llama.cpp's
+/// default attention: every tap bitwise.
+fn llama_qwen2(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+    let model = qwen2_model()?;
+    let ids = forced_ids(trial_len(attn(KvType::F16, FlashAttn::On)));
+    default_attention_run(build, mode, repack, &model.path, &ids, "the qwen2 model")
+}
+
+/// The qwen2 model run as llama-cli runs it (`cli`, llama.cpp's default attention): our
+/// lane reproduces every tap of the whole run.
+fn llama_qwen2_cli(build: Build, repack: bool, cli: CliRun) -> Result<(), String> {
+    let model = qwen2_model()?;
+    let a = Attention { tier_threads: cli.threads, ..attn(KvType::F16, FlashAttn::On) };
+    let theirs = cli_trace_of(&model, build, repack, a, cli)?;
+    cli_compare(&model, &theirs, build, repack, a, cli, false, " on the qwen2 model")
+}
+
 /// `llama_cpp/quant/<build>/<repack|no_repack>/<what>/<scheme>/end_to_end`: the name of a
 /// trial of the other weight types.
 fn quant_trial(build: Build, repack: bool, what: &str, scheme: &str) -> String {
@@ -2179,8 +2204,12 @@ fn trial(name: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) ->
 /// repack off too): each is explained, by the lane of that build; one planted value in
 /// the haswell dump is reported as the first unexplained tap at its step.
 fn llama_identify() -> Result<(), String> {
+    llama_identify_on(&embedded_model()?)
+}
+
+/// [`llama_identify`] on `model`.
+fn llama_identify_on(model: &Model) -> Result<(), String> {
     use tiercheck_analysis::identify::{identify, IdentifyOptions};
-    let model = embedded_model()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let ids = forced_ids(4);
     let opts = IdentifyOptions {
@@ -2215,7 +2244,7 @@ fn llama_identify() -> Result<(), String> {
             numa: false,
         };
         llama_trace(build, &model.path, &ids, run, &out)?;
-        let r = identify(&model, &out, &opts).map_err(|e| format!("{e:#}"))?;
+        let r = identify(model, &out, &opts).map_err(|e| format!("{e:#}"))?;
         let want = format!("{} (kv=f16 fa=on)", build.lane(repack));
         if !r.explained || !r.best_lanes.contains(&want) {
             return Err(format!(
@@ -2234,7 +2263,7 @@ fn llama_identify() -> Result<(), String> {
     tap.data[7] *= 1.001;
     let planted = dir.path().join("planted.safetensors");
     tiercheck_model::import::write(&planted, &t).map_err(|e| e.to_string())?;
-    let r = identify(&model, &planted, &opts).map_err(|e| format!("{e:#}"))?;
+    let r = identify(model, &planted, &opts).map_err(|e| format!("{e:#}"))?;
     let u = r
         .first_unexplained
         .as_ref()
@@ -2669,6 +2698,38 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             llama_long_on(Some(scheme), build, repack, a, 16384, false)
         }));
     }
+    // The qwen2 architecture (`golden/model/qwen2.toml`) on every build with repack on and
+    // off where a lane reproduces it: decode and prompt mode, as llama-cli runs it at
+    // CLI_SMALL and at its own sizes, and at 3 threads:
+    // `llama_cpp/arch/qwen2/<build>/<repack|no_repack>/<what>/end_to_end`.
+    for (build, repack) in [
+        (Build::Haswell, true),
+        (Build::Haswell, false),
+        (Build::Zen4, false),
+        (Build::ArmDotprod, true),
+        (Build::ArmDotprod, false),
+        (Build::ArmI8mm, true),
+        (Build::ArmI8mm, false),
+        (Build::ArmSve128, true),
+        (Build::ArmSve128, false),
+        (Build::ArmSve256, true),
+        (Build::ArmSve256, false),
+    ] {
+        let r = if repack { "repack" } else { "no_repack" };
+        let name =
+            |what: &str| format!("llama_cpp/arch/qwen2/{}/{r}/{what}/end_to_end", build.name());
+        for mode in [Mode::Decode, Mode::Prompt] {
+            trials.push(trial(&name(mode.name()), move || llama_qwen2(build, mode, repack)));
+        }
+        for (what, cli) in [
+            ("cli", CLI_SMALL),
+            ("cli_defaults", CLI_DEFAULTS),
+            ("threads/3", CliRun { threads: 3, ..CLI_THREADS }),
+        ] {
+            trials.push(trial(&name(what), move || llama_qwen2_cli(build, repack, cli)));
+        }
+    }
+    trials.push(trial("llama_cpp/arch/qwen2/identify", || llama_identify_on(&qwen2_model()?)));
     for shape in ["qwen3-0.6b", "qwen3-8b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();

@@ -327,3 +327,42 @@ fn build_caches_verifies_and_refuses_a_stale_sha() {
     let err = build(&opts).unwrap_err().to_string();
     assert!(err.contains("no sha256 recorded") && err.contains(&sha), "{err}");
 }
+
+/// The bias field belongs to qwen2 alone: required there, refused for qwen3, and it must
+/// be a finite, non-negative standard deviation.
+#[test]
+fn qwen2_recipes_need_their_bias_std() {
+    let qwen2 = with(TINY, "architecture", "architecture = \"qwen2\"");
+    let cases: &[(&str, &str)] = &[
+        (&qwen2, "bias_std is missing"),
+        (&format!("{qwen2}\nbias_std = -0.5"), "bias_std = -0.5: must be finite"),
+        (&format!("{qwen2}\nbias_std = inf"), "bias_std = inf: must be finite"),
+        (&format!("{TINY}\nbias_std = 0.5"), "bias_std is for qwen2"),
+    ];
+    for (text, want) in cases {
+        let err = Recipe::parse("bad/recipe.toml", text).expect_err(want).to_string();
+        assert!(err.starts_with("bad/recipe.toml: ") && err.contains(want), "{want}: {err}");
+    }
+    let r = Recipe::parse("r", &format!("{qwen2}\nbias_std = 0.5")).unwrap();
+    assert!(
+        r.canonical().starts_with("architecture=qwen2 ")
+            && r.canonical().contains(" bias_std=0.5 ")
+    );
+    let names: Vec<String> = r.tensors().into_iter().map(|t| t.name).collect();
+    assert!(names.contains(&"blk.1.attn_v.bias".to_string()));
+    assert!(!names.iter().any(|n| n.contains("attn_q_norm")));
+}
+
+/// The repository's qwen2 recipe generates the file whose sha256 it records, which reads
+/// back as a qwen2 model: F32 biases, the Q4_K_M mix's types for its matrices.
+#[test]
+fn repo_qwen2_model_matches_its_sha256() {
+    let r = Recipe::load(&Recipe::qwen2_path()).unwrap();
+    let bytes = generate(&r).unwrap();
+    assert_eq!(Some(sha256_hex(&bytes)), r.sha256, "{}: refresh with --bless if intended", r.path);
+    let f = GgufFile::from_bytes("qwen2.gguf", bytes).unwrap();
+    let hp = crate::HParams::from_gguf(&f).unwrap();
+    assert_eq!((hp.arch.as_str(), hp.n_layer, hp.qkv_bias()), ("qwen2", 4, true));
+    assert_eq!(f.tensor("blk.0.attn_q.bias").map(|t| t.ty), Some(GgmlType::F32));
+    assert_eq!(f.tensor("blk.1.attn_q.weight").map(|t| t.ty), Some(GgmlType::Q4_K));
+}
