@@ -107,6 +107,13 @@ pub static AARCH64_I8MM_REPACK: Lane = Lane {
             suite: "model_oracle",
             trials: &["llama_cpp/quant/arm-i8mm/repack/cli_defaults/", "llama_cpp/quant/arm-i8mm/repack/threads/", "llama_cpp/quant/arm-i8mm/repack/long/"],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp aarch64 i8mm build under qemu, repack on, on the qwen2 model (golden/model/qwen2.toml: Q, K and V biases, no Q/K norm): decode and prompt mode; as llama-cli runs it, a prompt of 157 ids in batches of 96 and ubatches of 64 and one of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps; 2 threads, and 3 (26 ids in ubatches of 16); F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/arch/qwen2/arm-i8mm/repack/"],
+        },
     ]),
     recipe: Recipe {
         act_k: ActRule::Q8KFusedNearest,
