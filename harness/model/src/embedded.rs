@@ -55,9 +55,6 @@ use tiercheck_gguf::{GgufError, GgufFile, GgufWriter, MetaValue};
 use crate::golden_folder;
 use crate::model_quant::{self, QuantizeError, Scheme};
 
-/// The architecture of the embedded model (and of the shaped models).
-pub(crate) const ARCHITECTURE: &str = "qwen3";
-
 /// The architectures the generator writes: qwen3, and qwen2 (Q/K/V biases, `bias_std`,
 /// instead of the per-head Q/K norms).
 pub const GENERATED: [&str; 2] = ["qwen3", "qwen2"];

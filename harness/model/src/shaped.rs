@@ -57,8 +57,7 @@ use tiercheck_core::GgmlType;
 use tiercheck_gguf::{GgufError, GgufFile, GgufWriter, MetaValue};
 
 use crate::embedded::{
-    default_cache_dir, EmbeddedError, Init, Recipe, TensorSpec, ARCHITECTURE, GENERATOR_KEY,
-    RECIPE_KEY, SEED_KEY,
+    default_cache_dir, EmbeddedError, Init, Recipe, TensorSpec, GENERATOR_KEY, RECIPE_KEY, SEED_KEY,
 };
 use crate::model_quant::{self, TensorDecl};
 
@@ -74,6 +73,8 @@ pub const DEFAULT_SEED: u64 = 20261202;
 pub struct Shape {
     /// Name (`qwen3-8b`).
     pub name: &'static str,
+    /// `general.architecture`: `qwen3` or `qwen2`.
+    pub arch: &'static str,
     /// Hidden size.
     pub n_embd: u32,
     /// Transformer blocks.
@@ -104,6 +105,7 @@ const fn qwen3(
 ) -> Shape {
     Shape {
         name,
+        arch: "qwen3",
         n_embd,
         n_layer,
         n_head,
@@ -116,16 +118,50 @@ const fn qwen3(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
+const fn qwen2_5(
+    name: &'static str,
+    n_embd: u32,
+    n_layer: u32,
+    n_head: u32,
+    n_head_kv: u32,
+    n_ff: u32,
+    n_vocab: u32,
+    tied: bool,
+) -> Shape {
+    Shape {
+        name,
+        arch: "qwen2",
+        n_embd,
+        n_layer,
+        n_head,
+        n_head_kv,
+        head_dim: 128,
+        n_ff,
+        n_vocab,
+        context_length: 32_768,
+        tied,
+    }
+}
+
 /// The Qwen3 dense models' dimensions (their published configurations: head size 128,
 /// 8 KV heads, vocabulary 151936, context 40960, RoPE base 1e6, RMS epsilon 1e-6; the
-/// three smallest tie the output to the embedding).
-pub const SHAPES: [Shape; 6] = [
+/// three smallest tie the output to the embedding), then Qwen2.5's (`qwen2`, Q/K/V
+/// biases: head size 128, context 32768, RoPE base 1e6, RMS epsilon 1e-6; vocabulary
+/// 151936 and a tied output for 1.5B and 3B, 152064 and untied from 7B; 0.5B's hidden
+/// size 896 is not a whole number of K-quant blocks and is left out).
+pub const SHAPES: [Shape; 11] = [
     qwen3("qwen3-0.6b", 1024, 28, 16, 3072, true),
     qwen3("qwen3-1.7b", 2048, 28, 16, 6144, true),
     qwen3("qwen3-4b", 2560, 36, 32, 9728, true),
     qwen3("qwen3-8b", 4096, 36, 32, 12288, false),
     qwen3("qwen3-14b", 5120, 40, 40, 17408, false),
     qwen3("qwen3-32b", 5120, 64, 64, 25600, false),
+    qwen2_5("qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 151_936, true),
+    qwen2_5("qwen2.5-3b", 2048, 36, 16, 2, 11008, 151_936, true),
+    qwen2_5("qwen2.5-7b", 3584, 28, 28, 4, 18944, 152_064, false),
+    qwen2_5("qwen2.5-14b", 5120, 48, 40, 8, 13824, 152_064, false),
+    qwen2_5("qwen2.5-32b", 5120, 64, 40, 8, 27648, 152_064, false),
 ];
 
 impl Shape {
@@ -232,12 +268,14 @@ impl ShapeOptions {
             return Err(invalid("--threads 0: at least one thread generates the blocks"));
         }
         let name = format!("tiercheck-{}-shape", shape.name);
+        let bias = if shape.arch == "qwen2" { "bias_std = 0.5\n" } else { "" };
         let text = format!(
-            "architecture = {ARCHITECTURE:?}\nname = {name:?}\nn_embd = {}\nn_layer = {n_layer}\n\
+            "architecture = {:?}\nname = {name:?}\nn_embd = {}\nn_layer = {n_layer}\n\
              n_head = {}\nn_head_kv = {}\nhead_dim = {}\nn_ff = {}\nn_vocab = {n_vocab}\n\
              context_length = {}\nrope_freq_base = 1000000.0\nrms_eps = 1e-6\nseed = {}\n\
-             embd_std = 0.5\nnorm_noise_std = 0.05\nlogit_std = 3.0\nquantization = {:?}\n\
+             embd_std = 0.5\nnorm_noise_std = 0.05\nlogit_std = 3.0\n{bias}quantization = {:?}\n\
              sha256 = \"\"\n",
+            shape.arch,
             shape.n_embd,
             shape.n_head,
             shape.n_head_kv,
@@ -261,7 +299,7 @@ impl ShapeOptions {
             .map(|t| TensorDecl { name: t.name.clone(), dims: t.dims.clone(), ty: GgmlType::F32 })
             .collect();
         let facts = model_quant::ModelFacts {
-            arch: Some("qwen3".into()),
+            arch: Some(shape.arch.into()),
             n_gqa: Some(recipe.n_head / recipe.n_head_kv),
             n_expert: 1,
             n_layer: Some(recipe.n_layer),
@@ -633,6 +671,19 @@ mod tests {
         let m = ShapeOptions::default().model().unwrap();
         let gb = m.file_bytes().unwrap() as f64 / 1e9;
         assert!((4.5..5.5).contains(&gb), "qwen3-8b q4_k_m is {gb:.2} GB");
+        // Qwen2.5: the qwen2 architecture, F32 Q/K/V biases instead of Q/K norms.
+        for (name, tied, gb_range) in
+            [("qwen2.5-7b", false, 4.3..5.0), ("qwen2.5-1.5b", true, 0.9..1.3)]
+        {
+            let m = ShapeOptions { shape: name.into(), ..Default::default() }.model().unwrap();
+            assert_eq!((m.recipe.architecture.as_str(), m.tied), ("qwen2", tied));
+            let ty = |n: &str| m.types[m.tensors.iter().position(|t| t.name == n).unwrap()];
+            assert_eq!(ty("blk.0.attn_k.bias"), GgmlType::F32);
+            assert_eq!(ty("blk.0.attn_q.weight"), GgmlType::Q4_K);
+            assert!(!m.tensors.iter().any(|t| t.name.contains("attn_q_norm")));
+            let gb = m.file_bytes().unwrap() as f64 / 1e9;
+            assert!(gb_range.contains(&gb), "{name} q4_k_m is {gb:.2} GB");
+        }
     }
 
     #[test]
@@ -714,12 +765,12 @@ mod tests {
         }
     }
 
-    /// A small variant of a tied and an untied shape opens as a Qwen3 and decodes on a
-    /// native and a twin lane, with finite logits that are neither flat nor saturated.
+    /// A small variant of a tied and an untied Qwen3 shape and of a Qwen2.5 one opens and
+    /// decodes on a native and a twin lane, with finite logits that are neither flat nor saturated.
     #[test]
     fn small_variants_open_and_decode() {
         let tmp = tempfile::tempdir().unwrap();
-        for shape in ["0.6b", "8b"] {
+        for shape in ["0.6b", "8b", "qwen2.5-1.5b"] {
             let built =
                 build_shaped(&small(shape, 2, 2048, tmp.path(), 2), &mut |_, _| {}).unwrap();
             let model = Model::open(&built.path).unwrap();

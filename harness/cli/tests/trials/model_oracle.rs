@@ -821,7 +821,8 @@ fn default_attention_run(
 /// --vocab 4096`: the real widths, head counts and Q4_K_M mix, random blocks): llama.cpp
 /// loads it and our lane reproduces `build` at every tap, with llama.cpp's default
 /// attention. The tied 0.6B shape takes its output from the Q6_K embedding; the 8B
-/// shape's 4096-wide rows and 12288-wide feed-forward are Qwen3 8B's widths.
+/// shape's 4096-wide rows and 12288-wide feed-forward are Qwen3 8B's widths; Qwen2.5 7B's
+/// (qwen2: biases, 3584 wide, 28 query heads on 4 KV heads) are the third.
 fn llama_shaped(shape: &str, build: Build, mode: Mode, repack: bool) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let opts = tiercheck_model::shaped::ShapeOptions {
@@ -2730,7 +2731,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         }
     }
     trials.push(trial("llama_cpp/arch/qwen2/identify", || llama_identify_on(&qwen2_model()?)));
-    for shape in ["qwen3-0.6b", "qwen3-8b"] {
+    for shape in ["qwen3-0.6b", "qwen3-8b", "qwen2.5-7b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();
             trials.push(trial(&format!("llama_cpp/shaped/{shape}/{m}/end_to_end"), move || {
