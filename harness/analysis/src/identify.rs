@@ -162,6 +162,9 @@ pub struct IdentifyReport {
     pub candidates: Vec<CandidateResult>,
     /// Per tap, graph order, the candidates reproducing it.
     pub per_tap: Vec<PerTap>,
+    /// The lanes that cannot run this model, each with the reason (not candidates).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_candidates: Vec<String>,
 }
 
 /// Options of an identify run.
@@ -390,8 +393,13 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
     // Without a recorded thread count, every class of counts that changes the arithmetic
     // is a candidate of its own.
     let recorded = t.meta.contains_key("tier_threads") || t.meta.contains_key("threads");
+    let mut not_candidates = Vec::new();
     for lane in lanes_list {
         let c = lanes::choose(lane, o.imp).map_err(anyhow::Error::msg)?;
+        if let Some(why) = tiercheck_model::unsupported(model, c.elem.flavour()) {
+            not_candidates.push(format!("{}: {why}", lane.name));
+            continue;
+        }
         let plan = lane.recipe.plain_gemm == tiercheck_core::arch::aarch64::i8mm::ARM_I8MM_NRC2;
         let classes =
             if recorded { vec![Vec::new()] } else { thread_classes(&t, model, n_ctx, plan) };
@@ -565,6 +573,7 @@ pub fn identify(model: &Model, path: &Path, o: &IdentifyOptions) -> anyhow::Resu
         verdict,
         candidates,
         per_tap,
+        not_candidates,
     })
 }
 
@@ -700,6 +709,9 @@ pub fn render(r: &IdentifyReport) -> String {
     }
     if r.best_lanes.len() > 1 && !r.ambiguous {
         s += &format!("equally good: {}\n", r.best_lanes.join(", "));
+    }
+    for n in &r.not_candidates {
+        s += &format!("not a candidate: {n}\n");
     }
     s += "candidates (taps reproduced before the first mismatch):\n";
     let mut cs: Vec<&CandidateResult> = r.candidates.iter().collect();

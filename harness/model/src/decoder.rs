@@ -1,4 +1,4 @@
-//! The qwen3 and qwen2 forward pass, op by op as llama.cpp's graph and ggml's CPU backend run it
+//! The qwen3, qwen2 and llama forward pass, op by op as llama.cpp's graph and ggml's CPU backend run it
 //! (every token's logits), with the K/V cache type and attention path of
 //! [`Attention`] (the float order of attention is in [`crate::attention`]).
 //!
@@ -13,7 +13,9 @@
 //!    - `Q`, `K`, `V` projections through the lane's matmul (its activation quantizer,
 //!      repack and gemv/gemm choice for `m` rows);
 //!    - qwen2: the Q, K and V biases added (`ggml_add`, one f32 addition per value);
-//!    - per head, (qwen3) RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE with ggml's
+//!    - per head, (qwen3) RMSNorm with `attn_q_norm` / `attn_k_norm`, then NeoX RoPE (llama:
+//!      normal-mode RoPE on adjacent pairs, [`elem::rope_norm`], each pair's angle divided
+//!      by `rope_freqs` where the file has them) with ggml's
 //!      cache (`theta *= powf(base, -2/d)` per pair, libm `cosf`/`sinf`) and the
 //!      flavour's contraction ([`elem::rope_neox`]; CUDA's own angles and fast
 //!      `sinf`/`cosf`, [`ElemFlavour::rope_cache`]) — the `Qcur`/`Kcur` taps;
@@ -126,6 +128,8 @@ pub struct Decoder<'m> {
     embd_ty: GgmlType,
     embd: &'m [u8],
     layers: Vec<Layer<'m>>,
+    /// llama: Llama 3.1's RoPE frequency factors (`rope_freqs.weight`), empty without.
+    rope_freqs: Vec<f32>,
     out_norm: Vec<f32>,
     output: Linear<'m>,
     arith: Arith,
@@ -282,11 +286,20 @@ impl<'m> Decoder<'m> {
             Arith::Lane { elem, .. } => elem,
             Arith::DequantF32 => elem::portable(ElemFlavour::X64),
         };
+        let rope_freqs = if f.tensor("rope_freqs.weight").is_some() {
+            if let Some(why) = unsupported(model, elem.flavour()) {
+                return Err(ModelError::Request(why));
+            }
+            f32_tensor(model, "rope_freqs.weight")?
+        } else {
+            Vec::new()
+        };
         Ok(Decoder {
             hp,
             embd_ty: embd.ty,
             embd: f.tensor_data(embd),
             layers,
+            rope_freqs,
             out_norm: f32_tensor(model, "output_norm.weight")?,
             output,
             arith,
@@ -577,7 +590,12 @@ impl<'m> Decoder<'m> {
             }
         }
         for i in 0..m {
-            let rope = fl.rope_cache((pos0 + i) as i32, hd, hp.rope_base);
+            let pos = (pos0 + i) as i32;
+            let rope = if self.rope_freqs.is_empty() {
+                fl.rope_cache(pos, hd, hp.rope_base)
+            } else {
+                elem::rope_cache_ff(pos, hd, hp.rope_base, &self.rope_freqs)
+            };
             for (rows, heads, norm) in [(&mut q, nh, &ly.q_norm), (&mut k, nkv, &ly.k_norm)] {
                 let row = &mut rows[i * heads * hd..(i + 1) * heads * hd];
                 for h in row.chunks_exact_mut(hd) {
@@ -585,7 +603,11 @@ impl<'m> Decoder<'m> {
                         let src = h.to_vec();
                         self.elem.rms_norm_mul(h, &src, norm, hp.rms_eps);
                     }
-                    elem::rope_neox(h, &rope, fl.rope_rotation());
+                    if hp.rope_normal() {
+                        elem::rope_norm(h, &rope, fl.rope_norm_rotation());
+                    } else {
+                        elem::rope_neox(h, &rope, fl.rope_rotation());
+                    }
                 }
             }
         }
@@ -641,12 +663,24 @@ impl<'m> Decoder<'m> {
         }
         taps.put(&tag("ffn_swiglu"), m, &h);
         let ffn_out = self.matmul(&ly.down, &h, m, &tag("ffn_down"))?;
-        taps.put(&tag("ffn_out"), m, &ffn_out);
         let mut l_out: Vec<f32> = ffn_out.iter().zip(&ffn_inp).map(|(a, b)| a + b).collect();
         self.round_residual(&mut l_out);
+        taps.put(&tag("ffn_out"), m, &ffn_out);
         taps.put(&tag("l_out"), m, &l_out);
         Ok(l_out)
     }
+}
+
+/// Why a lane whose elementwise flavour is `fl` cannot run `model`, or `None` where it
+/// can: the GPU lanes do not model ggml's GPU RoPE with Llama 3.1's frequency factors.
+pub fn unsupported(model: &Model, fl: ElemFlavour) -> Option<String> {
+    (fl.gpu_math().is_some() && model.file.tensor("rope_freqs.weight").is_some()).then(|| {
+        format!(
+            "{}: rope_freqs.weight (Llama 3.1's RoPE frequency factors): the GPU lanes do not \
+             model ggml's GPU RoPE with frequency factors",
+            model.file.path()
+        )
+    })
 }
 
 /// The rows `rows` of the `width`-wide row-major `x`, in that order.

@@ -33,9 +33,11 @@ pub struct HParams {
     pub rms_eps: f32,
 }
 
-/// The architectures the decoder runs: `qwen3` (per-head Q/K RMSNorm before RoPE) and
-/// `qwen2` (Qwen2 and Qwen2.5: Q/K/V biases, no Q/K norm); both NeoX RoPE, SwiGLU.
-pub const ARCHITECTURES: [&str; 2] = ["qwen3", "qwen2"];
+/// The architectures the decoder runs: `qwen3` (per-head Q/K RMSNorm before RoPE),
+/// `qwen2` (Qwen2 and Qwen2.5: Q/K/V biases, no Q/K norm), both NeoX RoPE, and `llama`
+/// (Llama 3.x: normal-mode RoPE on adjacent pairs, Llama 3.1's `rope_freqs` when the
+/// file has them, no norm or bias); all SwiGLU.
+pub const ARCHITECTURES: [&str; 3] = ["qwen3", "qwen2", "llama"];
 
 fn bad(path: &str, problem: impl Into<String>) -> ModelError {
     ModelError::Invalid { path: path.to_string(), problem: problem.into() }
@@ -83,9 +85,8 @@ impl HParams {
             return Err(bad(
                 p,
                 format!(
-                    "architecture '{arch}' is not supported (the decoder runs qwen3 and qwen2; \
-                     llama would need the interleaved RoPE, whose GCC contraction differs and is \
-                     not reproduced)"
+                    "architecture '{arch}' is not supported (the decoder runs {})",
+                    ARCHITECTURES.join(", ")
                 ),
             ));
         }
@@ -99,7 +100,11 @@ impl HParams {
         // Each layer has 11 tensors (qwen3) or 12 (qwen2); a block_count the tensor table
         // cannot hold is wrong (and the tensor check below would otherwise list up to 2^24
         // layers' names).
-        let per_layer = if arch == "qwen2" { 12 } else { 11 };
+        let per_layer = match arch.as_str() {
+            "qwen2" => 12,
+            "llama" => 9,
+            _ => 11,
+        };
         if n_layer.saturating_mul(per_layer) > f.tensors().len() {
             return Err(bad(
                 p,
@@ -126,6 +131,36 @@ impl HParams {
         }
         if !head_dim.is_multiple_of(4) {
             return Err(bad(p, format!("head size {head_dim} is not a multiple of 4")));
+        }
+        if arch == "llama" && !head_dim.is_multiple_of(8) {
+            return Err(bad(
+                p,
+                format!(
+                    "head size {head_dim}: llama's RoPE is reproduced for whole steps of four \
+                     pairs (a head size a multiple of 8); ggml's scalar tail is not"
+                ),
+            ));
+        }
+        if let Some(n_rot) = get_usize(f, &k("rope.dimension_count"))? {
+            if n_rot != head_dim {
+                return Err(bad(
+                    p,
+                    format!("rope.dimension_count {n_rot} != head size {head_dim}: partial rotation is not reproduced"),
+                ));
+            }
+        }
+        // Settings that change llama.cpp's arithmetic and that the decoder does not model.
+        if let Ok(t) = f.get_str(&k("rope.scaling.type")) {
+            if t != "none" {
+                return Err(bad(p, format!("rope.scaling.type '{t}' is not reproduced")));
+            }
+        }
+        for key in ["rope.scaling.factor", "attention.scale"] {
+            if let Some(v) = get_float(f, &k(key))? {
+                if v != 0.0 && v != 1.0 {
+                    return Err(bad(p, format!("{key} {v} is not reproduced")));
+                }
+            }
         }
         let rope_base = get_float(f, &k("rope.freq_base"))?.unwrap_or(10000.0);
         let rms_eps = get_float(f, &k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| {
@@ -180,6 +215,12 @@ impl HParams {
         self.arch == "qwen2"
     }
 
+    /// Whether RoPE rotates adjacent pairs (normal mode: llama) rather than the two halves
+    /// of a head (NeoX mode: qwen3, qwen2).
+    pub fn rope_normal(&self) -> bool {
+        self.arch == "llama"
+    }
+
     /// Every tensor the decoder reads, with its expected dims `[ne0, ne1]` (or `[ne0]`).
     pub(crate) fn expected_tensors(&self) -> Vec<(String, Vec<u64>)> {
         let (e, q, kv, ff) = (
@@ -221,6 +262,15 @@ impl HParams {
         let mut want = self.expected_tensors();
         if f.tensor("output.weight").is_some() {
             want.push(("output.weight".to_string(), vec![self.n_embd as u64, self.n_vocab as u64]));
+        }
+        if f.tensor("rope_freqs.weight").is_some() {
+            if !self.rope_normal() {
+                return Err(bad(
+                    p,
+                    format!("rope_freqs.weight in a {} model is not reproduced", self.arch),
+                ));
+            }
+            want.push(("rope_freqs.weight".to_string(), vec![self.head_dim as u64 / 2]));
         }
         for (name, dims) in want {
             let t = f.tensor(&name).ok_or_else(|| bad(p, format!("missing tensor '{name}'")))?;
@@ -314,6 +364,53 @@ mod tests {
         HParams::from_gguf(&f)
     }
 
+    /// A llama file (no norms, no biases) reads, with or without `rope_freqs`; the factors
+    /// in another architecture, of the wrong length, or a head size that leaves ggml's
+    /// scalar RoPE tail, are refused.
+    #[test]
+    fn reads_llama_and_refuses_what_its_rope_does_not_reproduce() {
+        let hp = tiny_of("llama", "llama", |_| {}, None).unwrap();
+        assert!(hp.rope_normal() && !hp.qk_norm() && !hp.qkv_bias());
+        let with_ff = |arch: &str, n: u64| {
+            let mut w = GgufWriter::new();
+            let k = |s: &str| format!("{arch}.{s}");
+            for (key, v) in [
+                ("general.architecture".to_string(), MetaValue::String(arch.into())),
+                (k("embedding_length"), MetaValue::U32(32)),
+                (k("block_count"), MetaValue::U32(1)),
+                (k("attention.head_count"), MetaValue::U32(2)),
+                (k("attention.head_count_kv"), MetaValue::U32(1)),
+                (k("attention.key_length"), MetaValue::U32(16)),
+                (k("feed_forward_length"), MetaValue::U32(64)),
+                (k("context_length"), MetaValue::U32(256)),
+                (k("attention.layer_norm_rms_epsilon"), MetaValue::F32(1e-5)),
+            ] {
+                w.add_metadata(key, v).unwrap();
+            }
+            let hp =
+                HParams { arch: arch.into(), ..tiny_of("llama", "llama", |_| {}, None).unwrap() };
+            for (name, dims) in hp.expected_tensors() {
+                let len: u64 = dims.iter().product();
+                w.add_tensor(name, &dims, GgmlType::F32, vec![0u8; len as usize * 4]).unwrap();
+            }
+            w.add_tensor("rope_freqs.weight", &[n], GgmlType::F32, vec![0u8; n as usize * 4])
+                .unwrap();
+            HParams::from_gguf(&GgufFile::from_bytes("tiny.gguf", w.to_bytes().unwrap()).unwrap())
+        };
+        assert!(with_ff("llama", 8).is_ok());
+        assert!(err(with_ff("llama", 7)).contains("'rope_freqs.weight' has dims [7]"));
+        assert!(err(with_ff("qwen2", 8)).contains("rope_freqs.weight in a qwen2 model"));
+        let narrow = |m: &mut Vec<(String, MetaValue)>| {
+            m.retain(|(k, _)| k != "llama.attention.key_length");
+            m.push(("llama.attention.key_length".into(), MetaValue::U32(12)));
+        };
+        assert!(err(tiny_of("llama", "llama", narrow, None)).contains("head size 12"));
+        let scaled = |m: &mut Vec<(String, MetaValue)>| {
+            m.push(("llama.rope.scaling.type".into(), MetaValue::String("yarn".into())));
+        };
+        assert!(err(tiny_of("llama", "llama", scaled, None)).contains("rope.scaling.type 'yarn'"));
+    }
+
     /// A qwen2 file (Q, K and V biases, no Q/K norms) reads; one without a bias, or with
     /// a qwen3 file's tensors, is refused naming the missing tensor.
     #[test]
@@ -353,7 +450,7 @@ mod tests {
         };
         let drop =
             |k: &'static str| move |m: &mut Vec<(String, MetaValue)>| m.retain(|(key, _)| key != k);
-        assert!(err(tiny(set("general.architecture", MetaValue::String("llama".into())), None))
+        assert!(err(tiny(set("general.architecture", MetaValue::String("qwen3moe".into())), None))
             .contains("not supported"));
         assert!(err(tiny(drop("qwen3.block_count"), None))
             .contains("missing metadata key 'qwen3.block_count'"));

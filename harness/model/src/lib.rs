@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 pub use attention::{Attention, FlashAttn, KvCache, KvType};
-pub use decoder::{Arith, Decoder, Residual};
+pub use decoder::{unsupported, Arith, Decoder, Residual};
 pub use hparams::HParams;
 pub use sequence::{Batching, Logits, Mode, RunOutput, RunSpec, StepRecord};
 pub use taps::{Tap, TapSink};

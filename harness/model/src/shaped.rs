@@ -748,6 +748,7 @@ mod tests {
                 let (want_mean, want_sd) = match spec.init {
                     Init::Normal { std } => (0.0, f64::from(std)),
                     Init::Norm { noise_std } => (1.0, f64::from(noise_std)),
+                    Init::RopeFreqs => unreachable!("no shaped model is llama"),
                 };
                 let what = format!("{scheme} {} ({})", spec.name, t.ty.name());
                 // 10% plus three standard errors of a sample deviation; the mean within

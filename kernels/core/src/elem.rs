@@ -323,6 +323,26 @@ impl ElemFlavour {
         }
     }
 
+    /// How the tier forms the normal-mode RoPE rotation ([`rope_norm`], llama), where
+    /// GCC vectorizes ggml's `rotate_pairs` with `n_offset = 1` (four pairs a step: a
+    /// head's pair count a multiple of four, checked by the decoder). The haswell and
+    /// zen4 builds: `vfmaddsub` of the `x0` products against the rounded `x1` products
+    /// ([`RopeRotation::FuseX0`], as the NeoX loop); the armv8.6 (SVE) builds the same;
+    /// the dotprod and i8mm builds (`ld2`, `fmul` of the `cos` products, `fmls`/`fmla`
+    /// of the `sin` products: [`RopeRotation::FuseSin`]); x64 nothing fused; the GPU
+    /// flavours as [`ElemFlavour::rope_rotation`] (the same kernel expression, not
+    /// checked on a GPU). The haswell and dotprod forms were read from the builds' code;
+    /// each CPU choice is the one the llama oracle trials (`llama_cpp/arch/llama/*`) find
+    /// bitwise on that build, the other forms fail them.
+    pub fn rope_norm_rotation(self) -> RopeRotation {
+        match self.gpu_math {
+            Some(_) => self.rope_rotation(),
+            None if self.loops == Loops::Neon => RopeRotation::FuseSin,
+            None if self.fused() => RopeRotation::FuseX0,
+            None => RopeRotation::Unfused,
+        }
+    }
+
     /// How the tier forms the RoPE rotation ([`rope_neox`]): the `x0` products fused on
     /// the FMA tiers ([`ElemFlavour::fused`]) and CUDA (read from its SASS), nothing
     /// fused on x64, the `cos` products fused on HIP (read by executing its code
@@ -961,6 +981,46 @@ pub fn rope_cache(pos: i32, n_dims: usize, freq_base: f32) -> Vec<[f32; 2]> {
     cache
 }
 
+/// [`rope_cache`] with Llama 3.1's frequency factors (`rope_freqs.weight`, one per
+/// pair): `ggml_rope_cache_init` divides each pair's `theta` by its factor (one f32
+/// division) before `cos`/`sin`; the running `theta` is not divided.
+pub fn rope_cache_ff(pos: i32, n_dims: usize, freq_base: f32, ff: &[f32]) -> Vec<[f32; 2]> {
+    assert_eq!(ff.len(), n_dims / 2, "rope: one frequency factor per pair");
+    let theta_scale = freq_base.powf(-2.0f32 / n_dims as f32);
+    let mut theta = pos as f32;
+    let mut cache = Vec::with_capacity(n_dims / 2);
+    for &f in ff {
+        let t = 1.0f32 * (theta / f);
+        cache.push([t.cos() * 1.0, t.sin() * 1.0]);
+        theta *= theta_scale;
+    }
+    cache
+}
+
+/// `(x0*cos - x1*sin, x0*sin + x1*cos)` with `rotation`'s contraction.
+#[inline]
+fn rotate_pair(x0: f32, x1: f32, c: f32, s: f32, rotation: RopeRotation) -> (f32, f32) {
+    match rotation {
+        RopeRotation::Unfused => (x0 * c - x1 * s, x0 * s + x1 * c),
+        RopeRotation::FuseX0 => (x0.mul_add(c, -(x1 * s)), x0.mul_add(s, x1 * c)),
+        RopeRotation::FuseCos => crate::gpu::ocml::rotate_hip(x0, x1, c, s),
+        RopeRotation::FuseX1 => ((-x1).mul_add(s, x0 * c), x1.mul_add(c, x0 * s)),
+        RopeRotation::FuseSin => ((-x1).mul_add(s, x0 * c), x0.mul_add(s, x1 * c)),
+    }
+}
+
+/// Normal-mode rotation of one head (llama's RoPE: `rotate_pairs` with `n_offset = 1`,
+/// the pairs `(x[2i], x[2i + 1])` adjacent), in place, with `rotation`'s contraction.
+pub fn rope_norm(x: &mut [f32], cache: &[[f32; 2]], rotation: RopeRotation) {
+    assert_eq!(cache.len() * 2, x.len(), "rope: cache/head size mismatch");
+    for (pair, &[c, s]) in x.chunks_exact_mut(2).zip(cache) {
+        let (x0, x1) = (pair[0], pair[1]);
+        let (y0, y1) = rotate_pair(x0, x1, c, s, rotation);
+        pair[0] = y0;
+        pair[1] = y1;
+    }
+}
+
 /// Which products of RoPE's rotation `y0 = x0*cos - x1*sin`, `y1 = x0*sin + x1*cos`
 /// a tier fuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -975,6 +1035,12 @@ pub enum RopeRotation {
     /// `fma(x0, cos, -RN(x1 sin))`, `fma(x1, cos, RN(x0 sin))` (HIP clang,
     /// [`crate::gpu::ocml::rotate_hip`]).
     FuseCos,
+    /// The `x1` products fused, the `x0` products rounded first:
+    /// `fma(-x1, sin, RN(x0 cos))`, `fma(x1, cos, RN(x0 sin))`.
+    FuseX1,
+    /// The `sin` products fused, the `cos` products rounded first:
+    /// `fma(-x1, sin, RN(x0 cos))`, `fma(x0, sin, RN(x1 cos))`.
+    FuseSin,
 }
 
 /// NeoX rotation of one head (`rotate_pairs` with `n_offset = n_dims/2`), in place.
@@ -989,11 +1055,7 @@ pub fn rope_neox(x: &mut [f32], cache: &[[f32; 2]], rotation: RopeRotation) {
         let [c, s] = cache[ic];
         let x0 = x[ic];
         let x1 = x[ic + half];
-        let (y0, y1) = match rotation {
-            RopeRotation::Unfused => (x0 * c - x1 * s, x0 * s + x1 * c),
-            RopeRotation::FuseX0 => (x0.mul_add(c, -(x1 * s)), x0.mul_add(s, x1 * c)),
-            RopeRotation::FuseCos => crate::gpu::ocml::rotate_hip(x0, x1, c, s),
-        };
+        let (y0, y1) = rotate_pair(x0, x1, c, s, rotation);
         x[ic] = y0;
         x[ic + half] = y1;
     }

@@ -54,7 +54,7 @@ fn fmt_gap(g: Option<f32>) -> String {
 pub fn run(a: MatrixArgs) -> Result<()> {
     let t0 = Instant::now();
     let all = lanes::all();
-    let selected: Vec<&'static tiercheck_core::Lane> = match &a.lanes {
+    let listed: Vec<&'static tiercheck_core::Lane> = match &a.lanes {
         None => all.to_vec(),
         Some(LaneList(list)) => {
             let mut v = list.clone();
@@ -66,6 +66,16 @@ pub fn run(a: MatrixArgs) -> Result<()> {
     };
     let path = a.setup.model_path()?;
     let model = Model::open(&path)?;
+    // Lanes that cannot run this model (the reason printed with the table), not run.
+    let mut selected = Vec::new();
+    let mut not_run: Vec<String> = Vec::new();
+    for lane in listed {
+        let fl = lanes::choose(lane, Impl::Portable).map_err(anyhow::Error::msg)?.elem.flavour();
+        match tiercheck_model::unsupported(&model, fl) {
+            Some(why) => not_run.push(format!("{}: {why}", lane.name)),
+            None => selected.push(lane),
+        }
+    }
     let (prompts_file, prompts, steps) = a.setup.prompts(&model)?;
     let aarch64_bin = a.aarch64_bin.clone().or_else(lane_plan::default_aarch64_binary);
     if let Some(b) = &a.aarch64_bin {
@@ -219,11 +229,15 @@ pub fn run(a: MatrixArgs) -> Result<()> {
             "steps": steps,
             "wall_s": t0.elapsed().as_secs_f64(),
             "lanes": rows,
+            "not_run": not_run,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
     print_table(&results, &reference, &prompts, &model, &path, &a.setup, steps);
+    for n in &not_run {
+        println!("not run: {n}");
+    }
     println!("total wall time {:.1}s", t0.elapsed().as_secs_f64());
     Ok(())
 }

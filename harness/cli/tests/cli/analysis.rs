@@ -857,33 +857,39 @@ fn every_pair_of_proven_lanes_both_ways_on_every_prompt_is_symmetric_and_never_a
     );
 }
 
-/// The qwen2 model (`golden/model/qwen2.toml`: Q/K/V biases, no Q/K norm): `delta`
-/// finds the planted quantizer bug at the first quantized matmul and `attribute` names
-/// the activation quantizer, as on the qwen3 model; a lane against itself is identical.
+/// The qwen2 and llama models (`golden/model/{qwen2,llama}.toml`: Q/K/V biases without
+/// Q/K norm; normal-mode RoPE with frequency factors): `delta` finds the planted
+/// quantizer bug at the first quantized matmul and `attribute` names the activation
+/// quantizer, as on the qwen3 model; a lane against itself is identical.
 #[test]
-fn delta_and_attribute_work_on_the_qwen2_model() {
-    let opts_b = embedded::BuildOptions {
-        recipe: Some(embedded::Recipe::qwen2_path()),
-        ..Default::default()
-    };
-    let m = Model::open(&embedded::build(&opts_b).unwrap().path).unwrap();
-    assert_eq!(m.hp.arch, "qwen2");
-    let same = delta(&m, &lane("aarch64-neon"), &lane("aarch64-neon"), &opts(3, 1)).unwrap();
-    assert_eq!(same.headline.kind, "identical");
-    let r = delta(&m, &planted(), &lane("ref"), &opts(3, 1)).unwrap();
-    assert_eq!((r.free.first_step, r.free.first_tap.as_deref()), (Some(0), Some("Qcur-0")));
-    let a = attribute(
-        &m,
-        &PLANTED,
-        &REF,
-        &PROMPT,
-        3,
-        Mode::Prompt,
-        Residual::F32,
-        512,
-        Attention::F32_OFF,
-    )
-    .unwrap();
-    assert!(a.closes);
-    assert_eq!(a.responsible, vec![Component::Act]);
+fn delta_and_attribute_work_on_the_qwen2_and_llama_models() {
+    for (arch, recipe) in
+        [("qwen2", embedded::Recipe::qwen2_path()), ("llama", embedded::Recipe::llama_path())]
+    {
+        let opts_b = embedded::BuildOptions { recipe: Some(recipe), ..Default::default() };
+        let m = Model::open(&embedded::build(&opts_b).unwrap().path).unwrap();
+        assert_eq!(m.hp.arch, arch);
+        let same = delta(&m, &lane("aarch64-neon"), &lane("aarch64-neon"), &opts(3, 1)).unwrap();
+        assert_eq!(same.headline.kind, "identical", "{arch}");
+        let r = delta(&m, &planted(), &lane("ref"), &opts(3, 1)).unwrap();
+        assert_eq!(
+            (r.free.first_step, r.free.first_tap.as_deref()),
+            (Some(0), Some("Qcur-0")),
+            "{arch}"
+        );
+        let a = attribute(
+            &m,
+            &PLANTED,
+            &REF,
+            &PROMPT,
+            3,
+            Mode::Prompt,
+            Residual::F32,
+            512,
+            Attention::F32_OFF,
+        )
+        .unwrap();
+        assert!(a.closes, "{arch}");
+        assert_eq!(a.responsible, vec![Component::Act], "{arch}");
+    }
 }

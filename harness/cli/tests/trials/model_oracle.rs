@@ -1192,29 +1192,35 @@ fn llama_cli_quant(scheme: &str, build: Build, repack: bool, cli: CliRun) -> Res
     cli_compare(&model, &theirs, build, repack, a, cli, false, &format!(" on the {scheme} model"))
 }
 
-/// The qwen2 model (`golden/model/qwen2.toml`: Q, K and V biases, no Q/K norm), built
-/// into the cache with its recorded sha256.
-fn qwen2_model() -> Result<Model, String> {
-    let opts = embedded::BuildOptions { recipe: Some(Recipe::qwen2_path()), ..Default::default() };
+/// The model of another architecture's recipe (`golden/model/<arch>.toml`: `qwen2`,
+/// Q, K and V biases without Q/K norm; `llama`, normal-mode RoPE with frequency
+/// factors), built into the cache with its recorded sha256.
+fn arch_model(arch: &str) -> Result<Model, String> {
+    let recipe = match arch {
+        "qwen2" => Recipe::qwen2_path(),
+        "llama" => Recipe::llama_path(),
+        _ => return Err(format!("no recipe for {arch}")),
+    };
+    let opts = embedded::BuildOptions { recipe: Some(recipe), ..Default::default() };
     let built = embedded::build(&opts).map_err(|e| e.to_string())?;
     Model::open(&built.path).map_err(|e| e.to_string())
 }
 
-/// The qwen2 model on `build` in `mode` (one batch of every row in prompt mode), llama.cpp's
-/// default attention: every tap bitwise.
-fn llama_qwen2(build: Build, mode: Mode, repack: bool) -> Result<(), String> {
-    let model = qwen2_model()?;
+/// The `arch` model on `build` in `mode` (one batch of every row in prompt mode),
+/// llama.cpp's default attention: every tap bitwise.
+fn llama_arch(arch: &str, build: Build, mode: Mode, repack: bool) -> Result<(), String> {
+    let model = arch_model(arch)?;
     let ids = forced_ids(trial_len(attn(KvType::F16, FlashAttn::On)));
-    default_attention_run(build, mode, repack, &model.path, &ids, "the qwen2 model")
+    default_attention_run(build, mode, repack, &model.path, &ids, &format!("the {arch} model"))
 }
 
-/// The qwen2 model run as llama-cli runs it (`cli`, llama.cpp's default attention): our
+/// The `arch` model run as llama-cli runs it (`cli`, llama.cpp's default attention): our
 /// lane reproduces every tap of the whole run.
-fn llama_qwen2_cli(build: Build, repack: bool, cli: CliRun) -> Result<(), String> {
-    let model = qwen2_model()?;
+fn llama_arch_cli(arch: &str, build: Build, repack: bool, cli: CliRun) -> Result<(), String> {
+    let model = arch_model(arch)?;
     let a = Attention { tier_threads: cli.threads, ..attn(KvType::F16, FlashAttn::On) };
     let theirs = cli_trace_of(&model, build, repack, a, cli)?;
-    cli_compare(&model, &theirs, build, repack, a, cli, false, " on the qwen2 model")
+    cli_compare(&model, &theirs, build, repack, a, cli, false, &format!(" on the {arch} model"))
 }
 
 /// `llama_cpp/quant/<build>/<repack|no_repack>/<what>/<scheme>/end_to_end`: the name of a
@@ -2246,6 +2252,15 @@ fn llama_identify_on(model: &Model) -> Result<(), String> {
         };
         llama_trace(build, &model.path, &ids, run, &out)?;
         let r = identify(model, &out, &opts).map_err(|e| format!("{e:#}"))?;
+        // A model no GPU lane runs (Llama 3.1's RoPE frequency factors): each GPU lane is
+        // named with the reason, not tried.
+        let gpu_refuses = model.file.tensor("rope_freqs.weight").is_some();
+        if gpu_refuses != r.not_candidates.iter().any(|n| n.starts_with("cuda-sm90: ")) {
+            return Err(format!(
+                "not candidates {:?} (rope_freqs {gpu_refuses})",
+                r.not_candidates
+            ));
+        }
         let want = format!("{} (kv=f16 fa=on)", build.lane(repack));
         if !r.explained || !r.best_lanes.contains(&want) {
             return Err(format!(
@@ -2699,11 +2714,11 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             llama_long_on(Some(scheme), build, repack, a, 16384, false)
         }));
     }
-    // The qwen2 architecture (`golden/model/qwen2.toml`) on every build with repack on and
-    // off where a lane reproduces it: decode and prompt mode, as llama-cli runs it at
-    // CLI_SMALL and at its own sizes, and at 3 threads:
-    // `llama_cpp/arch/qwen2/<build>/<repack|no_repack>/<what>/end_to_end`.
-    for (build, repack) in [
+    // The qwen2 and llama architectures (`golden/model/{qwen2,llama}.toml`) on every build
+    // with repack on and off where a lane reproduces it: decode and prompt mode, as
+    // llama-cli runs it at CLI_SMALL and at its own sizes, and at 3 threads:
+    // `llama_cpp/arch/<arch>/<build>/<repack|no_repack>/<what>/end_to_end`.
+    let builds = [
         (Build::Haswell, true),
         (Build::Haswell, false),
         (Build::Zen4, false),
@@ -2715,22 +2730,31 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::ArmSve128, false),
         (Build::ArmSve256, true),
         (Build::ArmSve256, false),
-    ] {
-        let r = if repack { "repack" } else { "no_repack" };
-        let name =
-            |what: &str| format!("llama_cpp/arch/qwen2/{}/{r}/{what}/end_to_end", build.name());
-        for mode in [Mode::Decode, Mode::Prompt] {
-            trials.push(trial(&name(mode.name()), move || llama_qwen2(build, mode, repack)));
-        }
-        for (what, cli) in [
-            ("cli", CLI_SMALL),
-            ("cli_defaults", CLI_DEFAULTS),
-            ("threads/3", CliRun { threads: 3, ..CLI_THREADS }),
-        ] {
-            trials.push(trial(&name(what), move || llama_qwen2_cli(build, repack, cli)));
+    ];
+    for arch in ["qwen2", "llama"] {
+        for (build, repack) in builds {
+            let r = if repack { "repack" } else { "no_repack" };
+            let name = move |what: &str| {
+                format!("llama_cpp/arch/{arch}/{}/{r}/{what}/end_to_end", build.name())
+            };
+            for mode in [Mode::Decode, Mode::Prompt] {
+                trials
+                    .push(trial(&name(mode.name()), move || llama_arch(arch, build, mode, repack)));
+            }
+            for (what, cli) in [
+                ("cli", CLI_SMALL),
+                ("cli_defaults", CLI_DEFAULTS),
+                ("threads/3", CliRun { threads: 3, ..CLI_THREADS }),
+            ] {
+                trials.push(trial(&name(what), move || llama_arch_cli(arch, build, repack, cli)));
+            }
         }
     }
-    trials.push(trial("llama_cpp/arch/qwen2/identify", || llama_identify_on(&qwen2_model()?)));
+    for arch in ["qwen2", "llama"] {
+        trials.push(trial(&format!("llama_cpp/arch/{arch}/identify"), move || {
+            llama_identify_on(&arch_model(arch)?)
+        }));
+    }
     for shape in ["qwen3-0.6b", "qwen3-8b", "qwen2.5-7b"] {
         for mode in [Mode::Decode, Mode::Prompt] {
             let m = mode.name();

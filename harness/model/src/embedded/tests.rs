@@ -68,7 +68,7 @@ fn repo_recipe_is_valid() {
 #[test]
 fn bad_recipes_are_refused_with_the_file_named() {
     let cases: &[(&str, &str, &str)] = &[
-        ("architecture", "architecture = \"llama\"", "only \"qwen3\""),
+        ("architecture", "architecture = \"gemma3\"", "only \"qwen3\""),
         ("name", "name = \" \"", "name is empty"),
         ("n_embd", "n_embd = 384", "n_embd = 384: must be a multiple of 256"),
         ("n_embd", "n_embd = 256", "at least 512"),
@@ -365,4 +365,25 @@ fn repo_qwen2_model_matches_its_sha256() {
     assert_eq!((hp.arch.as_str(), hp.n_layer, hp.qkv_bias()), ("qwen2", 4, true));
     assert_eq!(f.tensor("blk.0.attn_q.bias").map(|t| t.ty), Some(GgmlType::F32));
     assert_eq!(f.tensor("blk.1.attn_q.weight").map(|t| t.ty), Some(GgmlType::Q4_K));
+}
+
+/// The repository's llama recipe generates the file whose sha256 it records: a llama
+/// model without norms or biases, with Llama 3.1-like RoPE frequency factors (1, then a
+/// ramp, then 8).
+#[test]
+fn repo_llama_model_matches_its_sha256() {
+    let r = Recipe::load(&Recipe::llama_path()).unwrap();
+    let bytes = generate(&r).unwrap();
+    assert_eq!(Some(sha256_hex(&bytes)), r.sha256, "{}: refresh with --bless if intended", r.path);
+    let f = GgufFile::from_bytes("llama.gguf", bytes).unwrap();
+    let hp = crate::HParams::from_gguf(&f).unwrap();
+    assert_eq!((hp.arch.as_str(), hp.rope_normal(), hp.qkv_bias()), ("llama", true, false));
+    let t = f.tensor("rope_freqs.weight").unwrap();
+    let ff: Vec<f32> = f
+        .tensor_data(t)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(ff.len(), 32);
+    assert_eq!((ff[0], ff[7], ff[8], ff[12], ff[16], ff[31]), (1.0, 1.0, 1.0, 4.5, 8.0, 8.0));
 }
