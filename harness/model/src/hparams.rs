@@ -151,7 +151,8 @@ impl HParams {
         }
         // Settings that change llama.cpp's arithmetic and that the decoder does not model.
         if let Ok(t) = f.get_str(&k("rope.scaling.type")) {
-            if t != "none" {
+            // Linear scaling changes the angles only through its factor (checked below).
+            if t != "none" && t != "linear" {
                 return Err(bad(p, format!("rope.scaling.type '{t}' is not reproduced")));
             }
         }
@@ -312,15 +313,17 @@ mod tests {
         edit: impl FnOnce(&mut Vec<(String, MetaValue)>),
         skip_tensor: Option<&str>,
     ) -> Result<HParams, ModelError> {
-        tiny_of("qwen3", "qwen3", edit, skip_tensor)
+        tiny_of("qwen3", "qwen3", edit, skip_tensor, &[])
     }
 
-    /// [`tiny`] with `arch` in the metadata and the tensors `tensors` expects.
+    /// [`tiny`] with `arch` in the metadata, the tensors `tensors` expects and the F32
+    /// tensors `extra`.
     fn tiny_of(
         arch: &str,
         tensors: &str,
         edit: impl FnOnce(&mut Vec<(String, MetaValue)>),
         skip_tensor: Option<&str>,
+        extra: &[(&str, u64)],
     ) -> Result<HParams, ModelError> {
         let k = |s: &str| format!("{arch}.{s}");
         let mut meta: Vec<(String, MetaValue)> = vec![
@@ -360,6 +363,9 @@ mod tests {
             let n: u64 = dims.iter().product();
             w.add_tensor(name, &dims, GgmlType::F32, vec![0u8; n as usize * 4]).unwrap();
         }
+        for &(name, n) in extra {
+            w.add_tensor(name, &[n], GgmlType::F32, vec![0u8; n as usize * 4]).unwrap();
+        }
         let f = GgufFile::from_bytes("tiny.gguf", w.to_bytes().unwrap()).unwrap();
         HParams::from_gguf(&f)
     }
@@ -369,34 +375,10 @@ mod tests {
     /// scalar RoPE tail, are refused.
     #[test]
     fn reads_llama_and_refuses_what_its_rope_does_not_reproduce() {
-        let hp = tiny_of("llama", "llama", |_| {}, None).unwrap();
+        let hp = tiny_of("llama", "llama", |_| {}, None, &[]).unwrap();
         assert!(hp.rope_normal() && !hp.qk_norm() && !hp.qkv_bias());
-        let with_ff = |arch: &str, n: u64| {
-            let mut w = GgufWriter::new();
-            let k = |s: &str| format!("{arch}.{s}");
-            for (key, v) in [
-                ("general.architecture".to_string(), MetaValue::String(arch.into())),
-                (k("embedding_length"), MetaValue::U32(32)),
-                (k("block_count"), MetaValue::U32(1)),
-                (k("attention.head_count"), MetaValue::U32(2)),
-                (k("attention.head_count_kv"), MetaValue::U32(1)),
-                (k("attention.key_length"), MetaValue::U32(16)),
-                (k("feed_forward_length"), MetaValue::U32(64)),
-                (k("context_length"), MetaValue::U32(256)),
-                (k("attention.layer_norm_rms_epsilon"), MetaValue::F32(1e-5)),
-            ] {
-                w.add_metadata(key, v).unwrap();
-            }
-            let hp =
-                HParams { arch: arch.into(), ..tiny_of("llama", "llama", |_| {}, None).unwrap() };
-            for (name, dims) in hp.expected_tensors() {
-                let len: u64 = dims.iter().product();
-                w.add_tensor(name, &dims, GgmlType::F32, vec![0u8; len as usize * 4]).unwrap();
-            }
-            w.add_tensor("rope_freqs.weight", &[n], GgmlType::F32, vec![0u8; n as usize * 4])
-                .unwrap();
-            HParams::from_gguf(&GgufFile::from_bytes("tiny.gguf", w.to_bytes().unwrap()).unwrap())
-        };
+        let with_ff =
+            |arch: &str, n: u64| tiny_of(arch, arch, |_| {}, None, &[("rope_freqs.weight", n)]);
         assert!(with_ff("llama", 8).is_ok());
         assert!(err(with_ff("llama", 7)).contains("'rope_freqs.weight' has dims [7]"));
         assert!(err(with_ff("qwen2", 8)).contains("rope_freqs.weight in a qwen2 model"));
@@ -404,24 +386,26 @@ mod tests {
             m.retain(|(k, _)| k != "llama.attention.key_length");
             m.push(("llama.attention.key_length".into(), MetaValue::U32(12)));
         };
-        assert!(err(tiny_of("llama", "llama", narrow, None)).contains("head size 12"));
+        assert!(err(tiny_of("llama", "llama", narrow, None, &[])).contains("head size 12"));
         let scaled = |m: &mut Vec<(String, MetaValue)>| {
             m.push(("llama.rope.scaling.type".into(), MetaValue::String("yarn".into())));
         };
-        assert!(err(tiny_of("llama", "llama", scaled, None)).contains("rope.scaling.type 'yarn'"));
+        assert!(
+            err(tiny_of("llama", "llama", scaled, None, &[])).contains("rope.scaling.type 'yarn'")
+        );
     }
 
     /// A qwen2 file (Q, K and V biases, no Q/K norms) reads; one without a bias, or with
     /// a qwen3 file's tensors, is refused naming the missing tensor.
     #[test]
     fn reads_qwen2_and_refuses_its_missing_biases() {
-        let hp = tiny_of("qwen2", "qwen2", |_| {}, None).unwrap();
+        let hp = tiny_of("qwen2", "qwen2", |_| {}, None, &[]).unwrap();
         assert_eq!((hp.arch.as_str(), hp.qkv_bias(), hp.qk_norm()), ("qwen2", true, false));
-        assert!(err(tiny_of("qwen2", "qwen2", |_| {}, Some("blk.0.attn_k.bias")))
+        assert!(err(tiny_of("qwen2", "qwen2", |_| {}, Some("blk.0.attn_k.bias"), &[]))
             .contains("missing tensor 'blk.0.attn_k.bias'"));
-        assert!(err(tiny_of("qwen2", "qwen3", |_| {}, None))
+        assert!(err(tiny_of("qwen2", "qwen3", |_| {}, None, &[]))
             .contains("missing tensor 'blk.0.attn_q.bias'"));
-        assert!(err(tiny_of("qwen3", "qwen2", |_| {}, None))
+        assert!(err(tiny_of("qwen3", "qwen2", |_| {}, None, &[]))
             .contains("missing tensor 'blk.0.attn_q_norm.weight'"));
     }
 

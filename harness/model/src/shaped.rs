@@ -73,7 +73,7 @@ pub const DEFAULT_SEED: u64 = 20261202;
 pub struct Shape {
     /// Name (`qwen3-8b`).
     pub name: &'static str,
-    /// `general.architecture`: `qwen3` or `qwen2`.
+    /// `general.architecture`: `qwen3`, `qwen2` or `llama`.
     pub arch: &'static str,
     /// Hidden size.
     pub n_embd: u32,
@@ -149,8 +149,10 @@ const fn qwen2_5(
 /// three smallest tie the output to the embedding), then Qwen2.5's (`qwen2`, Q/K/V
 /// biases: head size 128, context 32768, RoPE base 1e6, RMS epsilon 1e-6; vocabulary
 /// 151936 and a tied output for 1.5B and 3B, 152064 and untied from 7B; 0.5B's hidden
-/// size 896 is not a whole number of K-quant blocks and is left out).
-pub const SHAPES: [Shape; 11] = [
+/// size 896 is not a whole number of K-quant blocks and is left out), then Llama 3.1 8B's
+/// (`llama`: head size 128, vocabulary 128256, context 131072, RoPE base 500000, RMS
+/// epsilon 1e-5, the generator's `rope_freqs`).
+pub const SHAPES: [Shape; 12] = [
     qwen3("qwen3-0.6b", 1024, 28, 16, 3072, true),
     qwen3("qwen3-1.7b", 2048, 28, 16, 6144, true),
     qwen3("qwen3-4b", 2560, 36, 32, 9728, true),
@@ -162,6 +164,19 @@ pub const SHAPES: [Shape; 11] = [
     qwen2_5("qwen2.5-7b", 3584, 28, 28, 4, 18944, 152_064, false),
     qwen2_5("qwen2.5-14b", 5120, 48, 40, 8, 13824, 152_064, false),
     qwen2_5("qwen2.5-32b", 5120, 64, 40, 8, 27648, 152_064, false),
+    Shape {
+        name: "llama3.1-8b",
+        arch: "llama",
+        n_embd: 4096,
+        n_layer: 32,
+        n_head: 32,
+        n_head_kv: 8,
+        head_dim: 128,
+        n_ff: 14336,
+        n_vocab: 128_256,
+        context_length: 131_072,
+        tied: false,
+    },
 ];
 
 impl Shape {
@@ -269,10 +284,12 @@ impl ShapeOptions {
         }
         let name = format!("tiercheck-{}-shape", shape.name);
         let bias = if shape.arch == "qwen2" { "bias_std = 0.5\n" } else { "" };
+        let (base, eps) =
+            if shape.arch == "llama" { ("500000.0", "1e-5") } else { ("1000000.0", "1e-6") };
         let text = format!(
             "architecture = {:?}\nname = {name:?}\nn_embd = {}\nn_layer = {n_layer}\n\
              n_head = {}\nn_head_kv = {}\nhead_dim = {}\nn_ff = {}\nn_vocab = {n_vocab}\n\
-             context_length = {}\nrope_freq_base = 1000000.0\nrms_eps = 1e-6\nseed = {}\n\
+             context_length = {}\nrope_freq_base = {base}\nrms_eps = {eps}\nseed = {}\n\
              embd_std = 0.5\nnorm_noise_std = 0.05\nlogit_std = 3.0\n{bias}quantization = {:?}\n\
              sha256 = \"\"\n",
             shape.arch,
@@ -684,6 +701,16 @@ mod tests {
             let gb = m.file_bytes().unwrap() as f64 / 1e9;
             assert!(gb_range.contains(&gb), "{name} q4_k_m is {gb:.2} GB");
         }
+        // Llama 3.1 8B: the llama architecture with its RoPE factors, no norm or bias.
+        let m = ShapeOptions { shape: "llama3.1-8b".into(), ..Default::default() }.model().unwrap();
+        assert_eq!((m.recipe.architecture.as_str(), m.recipe.rope_freq_base), ("llama", 500000.0));
+        assert!(m.tensors.iter().any(|t| t.name == "rope_freqs.weight" && t.dims == vec![64]));
+        assert!(!m
+            .tensors
+            .iter()
+            .any(|t| t.name.contains("norm.weight") && t.name.contains("attn_q")));
+        let gb = m.file_bytes().unwrap() as f64 / 1e9;
+        assert!((4.6..5.2).contains(&gb), "llama3.1-8b q4_k_m is {gb:.2} GB");
     }
 
     #[test]
@@ -771,7 +798,7 @@ mod tests {
     #[test]
     fn small_variants_open_and_decode() {
         let tmp = tempfile::tempdir().unwrap();
-        for shape in ["0.6b", "8b", "qwen2.5-1.5b"] {
+        for shape in ["0.6b", "8b", "qwen2.5-1.5b", "llama3.1-8b"] {
             let built =
                 build_shaped(&small(shape, 2, 2048, tmp.path(), 2), &mut |_, _| {}).unwrap();
             let model = Model::open(&built.path).unwrap();

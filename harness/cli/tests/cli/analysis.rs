@@ -100,6 +100,22 @@ static PLANTED: Lane = Lane {
     portable: &Planted,
 };
 
+/// `attribute` of the planted lane against `ref` on the first prompt, `steps` steps.
+fn attribute_planted(m: &Model, steps: usize) -> tiercheck_analysis::attribute::Attribution {
+    attribute(
+        m,
+        &PLANTED,
+        &REF,
+        &PROMPT,
+        steps,
+        Mode::Prompt,
+        Residual::F32,
+        512,
+        Attention::F32_OFF,
+    )
+    .unwrap()
+}
+
 fn planted() -> Source {
     Source::Lane(Chosen { kernels: &Planted, ..Chosen::portable(&PLANTED) })
 }
@@ -154,18 +170,7 @@ fn a_planted_quantizer_bug_is_found_at_the_first_quantized_matmul_and_named() {
     assert!(r.flips.iter().any(|f| f.input == "attn_norm-0" && f.codes_differ > 100));
     assert!(r.layer_verdicts.iter().all(|v| v.verdict == "discrepancy"), "{:?}", r.layer_verdicts);
 
-    let a = attribute(
-        &m,
-        &PLANTED,
-        &REF,
-        &PROMPT,
-        4,
-        Mode::Prompt,
-        Residual::F32,
-        512,
-        Attention::F32_OFF,
-    )
-    .unwrap();
+    let a = attribute_planted(&m, 4);
     assert!(a.closes);
     assert!(a.recipe_differs.is_empty(), "the planted bug hides from the recipe");
     assert_eq!(a.responsible, vec![Component::Act]);
@@ -877,18 +882,7 @@ fn delta_and_attribute_work_on_the_qwen2_and_llama_models() {
             (Some(0), Some("Qcur-0")),
             "{arch}"
         );
-        let a = attribute(
-            &m,
-            &PLANTED,
-            &REF,
-            &PROMPT,
-            3,
-            Mode::Prompt,
-            Residual::F32,
-            512,
-            Attention::F32_OFF,
-        )
-        .unwrap();
+        let a = attribute_planted(&m, 3);
         assert!(a.closes, "{arch}");
         assert_eq!(a.responsible, vec![Component::Act], "{arch}");
     }
