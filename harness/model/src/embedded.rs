@@ -295,6 +295,13 @@ impl Recipe {
                 raw.n_head, raw.n_head_kv
             ));
         }
+        if raw.architecture == "llama" && !raw.head_dim.is_multiple_of(8) {
+            return bad(format!(
+                "head_dim = {}: a llama head must be a multiple of 8 (the decoder reproduces \
+                 ggml's normal-mode RoPE four pairs a step)",
+                raw.head_dim
+            ));
+        }
         if !raw.head_dim.is_multiple_of(2) {
             return bad(format!(
                 "head_dim = {}: must be even (NeoX RoPE rotates pairs of dimensions)",

@@ -328,8 +328,8 @@ fn build_caches_verifies_and_refuses_a_stale_sha() {
     assert!(err.contains("no sha256 recorded") && err.contains(&sha), "{err}");
 }
 
-/// The bias field belongs to qwen2 alone: required there, refused for qwen3, and it must
-/// be a finite, non-negative standard deviation.
+/// The bias field belongs to qwen2 alone: required there, refused for qwen3 and llama, and
+/// it must be a finite, non-negative standard deviation; a llama head is a multiple of 8.
 #[test]
 fn qwen2_recipes_need_their_bias_std() {
     let qwen2 = with(TINY, "architecture", "architecture = \"qwen2\"");
@@ -343,6 +343,11 @@ fn qwen2_recipes_need_their_bias_std() {
         let err = Recipe::parse("bad/recipe.toml", text).expect_err(want).to_string();
         assert!(err.starts_with("bad/recipe.toml: ") && err.contains(want), "{want}: {err}");
     }
+    let llama = with(TINY, "architecture", "architecture = \"llama\"");
+    let e = Recipe::parse("r", &with(&llama, "head_dim", "head_dim = 36")).unwrap_err();
+    assert!(e.to_string().contains("head_dim = 36: a llama head must be a multiple of 8"), "{e}");
+    let e = Recipe::parse("r", &format!("{llama}\nbias_std = 0.5")).unwrap_err();
+    assert!(e.to_string().contains("bias_std is for qwen2 (a llama model"), "{e}");
     let r = Recipe::parse("r", &format!("{qwen2}\nbias_std = 0.5")).unwrap();
     assert!(
         r.canonical().starts_with("architecture=qwen2 ")
