@@ -358,15 +358,22 @@ fn qwen2_recipes_need_their_bias_std() {
     assert!(!names.iter().any(|n| n.contains("attn_q_norm")));
 }
 
+/// The model of the recipe at `path`, checked to have the sha256 the recipe records, and
+/// its hyper-parameters.
+fn repo_model_of(path: &Path) -> (GgufFile, crate::HParams) {
+    let r = Recipe::load(path).unwrap();
+    let bytes = generate(&r).unwrap();
+    assert_eq!(Some(sha256_hex(&bytes)), r.sha256, "{}: refresh with --bless if intended", r.path);
+    let f = GgufFile::from_bytes(&r.path, bytes).unwrap();
+    let hp = crate::HParams::from_gguf(&f).unwrap();
+    (f, hp)
+}
+
 /// The repository's qwen2 recipe generates the file whose sha256 it records, which reads
 /// back as a qwen2 model: F32 biases, the Q4_K_M mix's types for its matrices.
 #[test]
 fn repo_qwen2_model_matches_its_sha256() {
-    let r = Recipe::load(&Recipe::qwen2_path()).unwrap();
-    let bytes = generate(&r).unwrap();
-    assert_eq!(Some(sha256_hex(&bytes)), r.sha256, "{}: refresh with --bless if intended", r.path);
-    let f = GgufFile::from_bytes("qwen2.gguf", bytes).unwrap();
-    let hp = crate::HParams::from_gguf(&f).unwrap();
+    let (f, hp) = repo_model_of(&Recipe::qwen2_path());
     assert_eq!((hp.arch.as_str(), hp.n_layer, hp.qkv_bias()), ("qwen2", 4, true));
     assert_eq!(f.tensor("blk.0.attn_q.bias").map(|t| t.ty), Some(GgmlType::F32));
     assert_eq!(f.tensor("blk.1.attn_q.weight").map(|t| t.ty), Some(GgmlType::Q4_K));
@@ -377,11 +384,7 @@ fn repo_qwen2_model_matches_its_sha256() {
 /// ramp, then 8).
 #[test]
 fn repo_llama_model_matches_its_sha256() {
-    let r = Recipe::load(&Recipe::llama_path()).unwrap();
-    let bytes = generate(&r).unwrap();
-    assert_eq!(Some(sha256_hex(&bytes)), r.sha256, "{}: refresh with --bless if intended", r.path);
-    let f = GgufFile::from_bytes("llama.gguf", bytes).unwrap();
-    let hp = crate::HParams::from_gguf(&f).unwrap();
+    let (f, hp) = repo_model_of(&Recipe::llama_path());
     assert_eq!((hp.arch.as_str(), hp.rope_normal(), hp.qkv_bias()), ("llama", true, false));
     let t = f.tensor("rope_freqs.weight").unwrap();
     let ff: Vec<f32> = f

@@ -556,33 +556,32 @@ mod fast {
         }
     }
 
+    /// `$f::<IMM>($v)` with the immediate that copies lane `$i` (0..4) of each 128-bit
+    /// half into every lane of that half.
+    macro_rules! each_half {
+        ($f:ident, $v:expr, $i:expr) => {
+            match $i {
+                0 => $f::<0x00>($v),
+                1 => $f::<0x55>($v),
+                2 => $f::<0xAA>($v),
+                _ => $f::<0xFF>($v),
+            }
+        };
+    }
+
     /// Lane `i` (0..4) of each 128-bit half of `v` in every lane of that half (one
     /// in-lane `vpshufd`).
     #[inline(always)]
     unsafe fn lane_each_half(v: __m256i, i: usize) -> __m256i {
         // SAFETY: the callers run with AVX2.
-        unsafe {
-            match i {
-                0 => _mm256_shuffle_epi32::<0x00>(v),
-                1 => _mm256_shuffle_epi32::<0x55>(v),
-                2 => _mm256_shuffle_epi32::<0xAA>(v),
-                _ => _mm256_shuffle_epi32::<0xFF>(v),
-            }
-        }
+        unsafe { each_half!(_mm256_shuffle_epi32, v, i) }
     }
 
     /// [`lane_each_half`] of floats (one `vpermilps`).
     #[inline(always)]
     unsafe fn lane_each_half_ps(v: __m256, i: usize) -> __m256 {
         // SAFETY: the callers run with AVX.
-        unsafe {
-            match i {
-                0 => _mm256_permute_ps::<0x00>(v),
-                1 => _mm256_permute_ps::<0x55>(v),
-                2 => _mm256_permute_ps::<0xAA>(v),
-                _ => _mm256_permute_ps::<0xFF>(v),
-            }
-        }
+        unsafe { each_half!(_mm256_permute_ps, v, i) }
     }
 
     /// `q2_k_tail` for the 16 threads of superblock `x`: thread `8n + r` at step `i`
