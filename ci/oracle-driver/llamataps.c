@@ -153,17 +153,21 @@ static bool eval_cb(struct ggml_tensor *t, bool ask, void *user) {
     if (!wanted(name)) {
         return true;
     }
-    if (t->type != GGML_TYPE_F32) {
-        fprintf(stderr, "llamataps: node %s is %s, taps must be F32\n", name, ggml_type_name(t->type));
+    if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_I32) {
+        fprintf(stderr, "llamataps: node %s is %s, taps must be F32 (or I32 indices)\n", name,
+                ggml_type_name(t->type));
         g_failed = true;
         return false;
     }
     int64_t count = ggml_nelements(t);
-    float *out = malloc((size_t)count * sizeof(float));
+    float *out = malloc((size_t)(count > 0 ? count : 1) * sizeof(float));
     if (!out) {
         die("%s", "out of memory");
     }
-    if (ggml_is_contiguous(t)) {
+    if (count == 0) {
+        // A graph without output rows: its pruned taps hold nothing (an empty view's
+        // strides cover no bytes).
+    } else if (ggml_is_contiguous(t)) {
         ggml_backend_tensor_get(t, out, 0, (size_t)count * sizeof(float));
     } else {
         // A strided view: fetch the byte span it covers, then gather with its strides.
@@ -186,6 +190,14 @@ static bool eval_cb(struct ggml_tensor *t, bool ask, void *user) {
                                sizeof(float));
                     }
         free(raw);
+    }
+    if (t->type == GGML_TYPE_I32) {
+        // Expert indices (ffn_moe_topk): stored as floats, exact below 2^24.
+        for (int64_t i = 0; i < count; i++) {
+            int32_t v;
+            memcpy(&v, &out[i], sizeof v);
+            out[i] = (float)v;
+        }
     }
     put_u8('T');
     put_str(name);

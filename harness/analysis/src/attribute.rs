@@ -176,6 +176,10 @@ impl Kernels for Composite {
         self.kernel.portable.plain_path(wtype, m)
     }
 
+    fn id_takes_plain_gemm(&self, wtype: GgmlType, m: usize) -> bool {
+        self.kernel.portable.id_takes_plain_gemm(wtype, m)
+    }
+
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
         self.kernel.portable.plain_split(wtype, n, m)
     }

@@ -438,11 +438,23 @@ pub fn delta_cached(
             ),
         };
     }
+    // Routing: over the steps whose inputs agree (the free-running comparison's).
+    let same: Vec<usize> = ra
+        .trace()
+        .steps
+        .iter()
+        .zip(&rb.trace().steps)
+        .take_while(|(x, y)| x.input_ids == y.input_ids && x.positions == y.positions)
+        .map(|(x, _)| x.step)
+        .collect();
+    let routing =
+        crate::routing::first_change(ra.trace(), rb.trace(), &same, model.hp.n_layer, o.threshold);
     let taps_only_a = taps_lacking(ra.trace(), rb.trace());
     let taps_only_b = taps_lacking(rb.trace(), ra.trace());
     costs.stage(&ctx, "verdicts", None);
     Ok(DeltaReport {
         costs: costs.into_stages(),
+        routing,
         headline,
         taps_only_a,
         taps_only_b,

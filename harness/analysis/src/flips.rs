@@ -1,5 +1,7 @@
 //! Activation-quantization flips: at each quantized matmul input of a layer-local run
-//! (`attn_norm`, `kqv_out`, `ffn_norm`, `ffn_swiglu`, `result_norm`), the two sides' int8
+//! (`attn_norm`, `kqv_out`, `ffn_norm`, `ffn_swiglu`, `result_norm`; a mixture of
+//! experts' `ffn_norm` and `ffn_moe_swiglu` through the experts each token was routed
+//! to), the two sides' int8
 //! activation codes are compared, with the distance of each flipped value from its
 //! rounding boundary and the output change the flips alone cause.
 
@@ -53,13 +55,19 @@ pub(crate) fn matmul_input(out: &str) -> Option<String> {
         "ffn_inp" => "kqv_out",
         "ffn_swiglu" => "ffn_norm",
         "ffn_out" => "ffn_swiglu",
+        // A mixture of experts: the router and the experts' up/gate read ffn_norm, the
+        // experts' down the SwiGLU rows.
+        "ffn_moe_logits" | "ffn_moe_up" | "ffn_moe_gate" => "ffn_norm",
+        "ffn_moe_down" => "ffn_moe_swiglu",
         _ => return None,
     };
     Some(format!("{input}-{l}"))
 }
 
-/// Weights each quantized-matmul input tap feeds.
-fn consumers(input: &str, n_layer: usize) -> Option<Vec<String>> {
+/// Weights each quantized-matmul input tap feeds (`moe`: a mixture-of-experts model,
+/// whose `ffn_norm` feeds the experts' up and gate projections and whose SwiGLU rows
+/// feed their down projections).
+fn consumers(input: &str, n_layer: usize, moe: bool) -> Option<Vec<String>> {
     if input == "result_norm" {
         return Some(vec!["output.weight".into()]);
     }
@@ -72,15 +80,32 @@ fn consumers(input: &str, n_layer: usize) -> Option<Vec<String>> {
     match kind {
         "attn_norm" => Some(vec![w("attn_v"), w("attn_q"), w("attn_k")]),
         "kqv_out" => Some(vec![w("attn_output")]),
+        "ffn_norm" if moe => Some(vec![w("ffn_up_exps"), w("ffn_gate_exps")]),
         "ffn_norm" => Some(vec![w("ffn_up"), w("ffn_gate")]),
         "ffn_swiglu" => Some(vec![w("ffn_down")]),
+        "ffn_moe_swiglu" if moe => Some(vec![w("ffn_down_exps")]),
         _ => None,
     }
 }
 
+/// The experts each token of `step` was routed to in layer `layer` of `t` (its
+/// `ffn_moe_topk` tap), one list per row.
+fn routed(t: &Trace, step: usize, layer: &str) -> Option<Vec<Vec<usize>>> {
+    let topk = t.taps.get(&(step, format!("ffn_moe_topk-{layer}")))?;
+    let used = *topk.shape.last()?;
+    Some(
+        topk.data
+            .chunks_exact(used.max(1))
+            .map(|r| r.iter().map(|&v| v as usize).collect())
+            .collect(),
+    )
+}
+
 /// Compare activation codes at every quantized matmul input of a layer-local run
 /// (`mine`, computed by `c`) against the other side's taps, each side's values
-/// quantized by its own rule (the other side's by `c`'s rule when it is a trace).
+/// quantized by its own rule (the other side's by `c`'s rule when it is a trace). On a
+/// mixture-of-experts model each activation row's flip effect is taken through the
+/// experts this side routed it to.
 pub(crate) fn flips(
     model: &Model,
     c: &Chosen,
@@ -89,23 +114,61 @@ pub(crate) fn flips(
     other_lane: Option<&Chosen>,
     only: Option<&[(usize, String)]>,
 ) -> anyhow::Result<Vec<Flip>> {
+    let moe = model.hp.moe.is_some();
     let mut out = Vec::new();
     for ((step, name), t_mine) in &mine.taps {
         if only.is_some_and(|o| !o.iter().any(|(s, n)| s == step && n == name)) {
             continue;
         }
-        let Some(weights) = consumers(name, model.hp.n_layer) else { continue };
+        let Some(weights) = consumers(name, model.hp.n_layer, moe) else { continue };
         let Some(t_other) = other.taps.get(&(*step, name.clone())) else { continue };
-        let Some(info) =
-            model.file.tensor(&weights[0]).or_else(|| model.file.tensor("token_embd.weight"))
-        else {
+        // A tied output reads the embedding.
+        let Some(info) = model.file.tensor(&weights[0]).or_else(|| {
+            (name == "result_norm").then(|| model.file.tensor("token_embd.weight")).flatten()
+        }) else {
             continue;
         };
         let ty = info.ty;
-        if !tiercheck_core::lane::WEIGHT_TYPES.contains(&ty) {
+        if !tiercheck_core::quant::weights::QUANTIZABLE.contains(&ty) {
             continue;
         }
-        let k = t_mine.shape[1];
+        // The weight matrices of activation row `r`: the 2-D tensor, or the experts it
+        // was routed to (a token's `ffn_norm` row goes to all of them, each SwiGLU row
+        // of a token to its slot's expert).
+        let (wk, wn) = (info.dims[0] as usize, info.dims[1] as usize);
+        let data = model.file.tensor_data(info);
+        let experts = if info.dims.len() == 3 {
+            let layer = name.rsplit_once('-').map_or("", |(_, l)| l);
+            let Some(r) = routed(mine, *step, layer) else { continue };
+            Some(r)
+        } else {
+            None
+        };
+        let matrices = |r: usize| -> anyhow::Result<Vec<tiercheck_core::WeightMatrix<'_>>> {
+            let Some(ex) = &experts else {
+                return Ok(vec![tiercheck_core::WeightMatrix::new(ty, wn, wk, data)?]);
+            };
+            let bytes = data.len() / info.dims[2] as usize;
+            let per_token = t_mine.shape[1] / wk;
+            let token = &ex[(r / per_token).min(ex.len().saturating_sub(1))];
+            let chosen: Vec<usize> =
+                if per_token == 1 { token.clone() } else { vec![token[r % per_token]] };
+            chosen
+                .into_iter()
+                .map(|e| {
+                    Ok(tiercheck_core::WeightMatrix::new(
+                        ty,
+                        wn,
+                        wk,
+                        &data[e * bytes..(e + 1) * bytes],
+                    )?)
+                })
+                .collect()
+        };
+        let k = wk;
+        if !t_mine.shape[1].is_multiple_of(k) {
+            continue;
+        }
         let rule = c.kernels.act_rule(ty)?;
         let other_rule = match other_lane {
             Some(o) => o.kernels.act_rule(ty)?,
@@ -118,7 +181,9 @@ pub(crate) fn flips(
         let (mut min_b, mut max_b) = (f64::INFINITY, 0.0f64);
         let mut acc = Acc::default();
         let mut obs = Acc::default();
-        for (xm, xo) in t_mine.data.chunks_exact(k).zip(t_other.data.chunks_exact(k)) {
+        for (r, (xm, xo)) in
+            t_mine.data.chunks_exact(k).zip(t_other.data.chunks_exact(k)).enumerate()
+        {
             // Through the kernels' own quantize_act (a lane may override its rule).
             let qm = c.kernels.quantize_act(ty, xm)?;
             let qo = match other_lane {
@@ -143,21 +208,20 @@ pub(crate) fn flips(
                 }
             }
             if any {
-                let (wk, wn) = (info.dims[0] as usize, info.dims[1] as usize);
-                let w =
-                    tiercheck_core::WeightMatrix::new(ty, wn, wk, model.file.tensor_data(info))?;
-                let ym: Vec<f32> = (0..wn)
-                    .map(|j| c.kernels.vec_dot(ty, w.row(j), &qm))
-                    .collect::<Result<_, _>>()?;
-                let yo: Vec<f32> = (0..wn)
-                    .map(|j| c.kernels.vec_dot(ty, w.row(j), &qo))
-                    .collect::<Result<_, _>>()?;
-                acc.add(&yo, &ym);
-                if let Some(ol) = other_lane {
-                    let yoo: Vec<f32> = (0..wn)
-                        .map(|j| ol.kernels.vec_dot(ty, w.row(j), &qo))
+                for w in matrices(r)? {
+                    let ym: Vec<f32> = (0..wn)
+                        .map(|j| c.kernels.vec_dot(ty, w.row(j), &qm))
                         .collect::<Result<_, _>>()?;
-                    obs.add(&ym, &yoo);
+                    let yo: Vec<f32> = (0..wn)
+                        .map(|j| c.kernels.vec_dot(ty, w.row(j), &qo))
+                        .collect::<Result<_, _>>()?;
+                    acc.add(&yo, &ym);
+                    if let Some(ol) = other_lane {
+                        let yoo: Vec<f32> = (0..wn)
+                            .map(|j| ol.kernels.vec_dot(ty, w.row(j), &qo))
+                            .collect::<Result<_, _>>()?;
+                        obs.add(&ym, &yoo);
+                    }
                 }
             }
         }

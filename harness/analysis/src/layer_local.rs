@@ -45,14 +45,18 @@ pub const NOISE_RATIO: f64 = 4.0;
 /// explain the layer.
 pub const FLIP_SHARE: f64 = 0.1;
 
-/// The first output tap of the matmul that `input` (a quantized matmul input) feeds.
-fn flip_output(input: &str) -> Option<String> {
+/// The first output tap of the matmul that `input` (a quantized matmul input) feeds
+/// (`moe`: a mixture-of-experts model, whose `ffn_norm` feeds the experts' up projection
+/// first; its router reads `ffn_norm` unquantized).
+fn flip_output(input: &str, moe: bool) -> Option<String> {
     let (kind, l) = input.rsplit_once('-')?;
     let out = match kind {
         "attn_norm" => "Qcur",
         "kqv_out" => "ffn_inp",
+        "ffn_norm" if moe => "ffn_moe_up",
         "ffn_norm" => "ffn_swiglu",
         "ffn_swiglu" => "ffn_out",
+        "ffn_moe_swiglu" => "ffn_moe_down",
         _ => return None,
     };
     Some(format!("{out}-{l}"))
@@ -62,6 +66,7 @@ fn flip_output(input: &str) -> Option<String> {
 /// the layer's matmul inputs, and the verdict.
 pub(crate) fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> Vec<LayerVerdict> {
     let mut out = Vec::new();
+    let moe = d.rows.iter().any(|r| r.name.starts_with("ffn_moe_"));
     for l in 0..n_layer {
         let suffix = format!("-{l}");
         let worst = d
@@ -95,8 +100,10 @@ pub(crate) fn layer_verdicts(d: &Divergence, flips: &[Flip], n_layer: usize) -> 
             .filter(|r| r.ratio.is_some_and(|q| q > NOISE_RATIO))
             .map(|r| r.name.as_str())
             .min_by_key(|n| tap_order(n));
-        let first_flip_output =
-            primary.values().filter_map(|f| flip_output(&f.input)).min_by_key(|n| tap_order(n));
+        let first_flip_output = primary
+            .values()
+            .filter_map(|f| flip_output(&f.input, moe))
+            .min_by_key(|n| tap_order(n));
         let downstream = match (first_excess, &first_flip_output) {
             (Some(e), Some(o)) => tap_order(e) >= tap_order(o),
             _ => false,

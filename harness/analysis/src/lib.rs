@@ -45,6 +45,7 @@ pub mod plot;
 mod report;
 pub mod result_cache;
 mod results;
+pub mod routing;
 mod side;
 pub mod teacher_forced;
 mod trace;

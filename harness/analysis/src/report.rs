@@ -67,6 +67,11 @@ pub struct DeltaReport {
     /// Taps B has and A lacks, summarised by kind.
     #[serde(default)]
     pub taps_only_b: Vec<String>,
+    /// A mixture-of-experts model: the first step, layer and token whose experts differ
+    /// between the sides (free-running steps with identical inputs), and whether the
+    /// router made it a near-tie; `None` where the experts agree or the model is dense.
+    #[serde(default)]
+    pub routing: Option<crate::routing::RoutingChange>,
     /// Each stage's wall time and the results it computed and reused (not part of the
     /// analysis: two reports of the same comparison differ here).
     #[serde(default)]

@@ -211,7 +211,7 @@ pub fn trace_prompt(path: &Path, t: &Trace) -> anyhow::Result<(Vec<u32>, Mode, V
 
 /// Position of a tap name in the graph (for "first divergent tap" and plots).
 pub(crate) fn tap_order(name: &str) -> (i64, usize) {
-    use tiercheck_model::taps::LAYER_TAPS as KINDS;
+    use tiercheck_model::taps::ALL_LAYER_TAPS as KINDS;
     match name {
         "inp_embd" => (-1, 0),
         "result_norm" => (i64::MAX, 0),

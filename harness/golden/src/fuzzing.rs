@@ -106,6 +106,7 @@ pub fn embedded_shape() -> tiercheck_model::HParams {
         n_ctx_train: 512,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        moe: None,
     }
 }
 

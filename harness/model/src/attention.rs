@@ -327,6 +327,7 @@ fn attend_case_on(
         n_ctx_train: c.n_ctx,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        moe: None,
     };
     let mut cache = KvCache::new(&hp, c.n_ctx, c.attn)?;
     cache.load(c.cells, &[c.k.to_vec()], &[c.v.to_vec()]);

@@ -116,9 +116,25 @@ struct Layer<'m> {
     bk: Vec<f32>,
     bv: Vec<f32>,
     ffn_norm: Vec<f32>,
-    gate: Linear<'m>,
-    up: Linear<'m>,
-    down: Linear<'m>,
+    ffn: Ffn<'m>,
+}
+
+/// A layer's feed-forward.
+enum Ffn<'m> {
+    /// SwiGLU: gate, up and down projections.
+    Dense { gate: Linear<'m>, up: Linear<'m>, down: Linear<'m> },
+    /// qwen3moe: the F32 router (`n_expert` rows of `n_embd`) and each expert's gate, up
+    /// and down projections.
+    Moe { router: Vec<f32>, gate: Vec<Linear<'m>>, up: Vec<Linear<'m>>, down: Vec<Linear<'m>> },
+}
+
+impl Ffn<'_> {
+    fn linears(&self) -> Vec<&Linear<'_>> {
+        match self {
+            Ffn::Dense { gate, up, down } => vec![gate, up, down],
+            Ffn::Moe { gate, up, down, .. } => gate.iter().chain(up).chain(down).collect(),
+        }
+    }
 }
 
 /// A model ready to run on one lane.
@@ -191,12 +207,19 @@ impl<'m> Decoder<'m> {
         }
         let f = &model.file;
         let tied = f.tensor("output.weight").is_none();
-        let linear = |name: &str| -> Result<Linear<'m>, ModelError> {
+        // Tensor `name`, or expert `e` of the 3-D expert tensor `name` (its `e`-th matrix).
+        let linear_of = |name: &str, expert: Option<usize>| -> Result<Linear<'m>, ModelError> {
             let t = f.tensor(name).expect("checked by HParams");
             let (k, n) = (t.dims[0] as usize, t.dims[1] as usize);
-            let data = f.tensor_data(t);
-            // The embedding's rows are read by get_rows even when the output is tied.
-            let release = name != "token_embd.weight";
+            let mut data = f.tensor_data(t);
+            if let Some(e) = expert {
+                let bytes = data.len() / t.dims[2] as usize;
+                data = &data[e * bytes..(e + 1) * bytes];
+            }
+            // The embedding's rows are read by get_rows even when the output is tied; an
+            // expert tensor is released after its last expert.
+            let last_expert = expert.is_none_or(|e| e + 1 == t.dims[2] as usize);
+            let release = name != "token_embd.weight" && last_expert;
             if t.ty == GgmlType::F32 || matches!(arith, Arith::DequantF32) {
                 let mut w = vec![0.0f32; n * k];
                 tiercheck_core::blocks::dequantize(t.ty, data, &mut w)
@@ -218,12 +241,14 @@ impl<'m> Decoder<'m> {
             let w = WeightMatrix::new(t.ty, n, k, data).map_err(kerr(name))?;
             let p = kernels.prepare(w, Target::Cpu).map_err(kerr(format!("prepare {name}")))?;
             // A repacked copy is all the lane reads: release the mapped plain pages (the
-            // resident set stays near the file plus the repacked copies, not both).
+            // resident set stays near the file plus the repacked copies, not both; every
+            // expert of a tensor repacks alike).
             if release && matches!(p, Prepared::Repacked(_)) {
                 f.release_tensor(t);
             }
             Ok(Linear::Lane(p))
         };
+        let linear = |name: &str| linear_of(name, None);
         let layer = |l: usize| -> Result<Layer<'m>, ModelError> {
             let b = |s: &str| format!("blk.{l}.{s}.weight");
             let norm = |s: &str| {
@@ -252,9 +277,26 @@ impl<'m> Decoder<'m> {
                 bk: bias("attn_k")?,
                 bv: bias("attn_v")?,
                 ffn_norm: f32_tensor(model, &b("ffn_norm"))?,
-                gate: linear(&b("ffn_gate"))?,
-                up: linear(&b("ffn_up"))?,
-                down: linear(&b("ffn_down"))?,
+                ffn: match hp.moe {
+                    None => Ffn::Dense {
+                        gate: linear(&b("ffn_gate"))?,
+                        up: linear(&b("ffn_up"))?,
+                        down: linear(&b("ffn_down"))?,
+                    },
+                    Some(moe) => {
+                        let experts = |s: &str| {
+                            (0..moe.n_expert)
+                                .map(|e| linear_of(&b(s), Some(e)))
+                                .collect::<Result<Vec<_>, _>>()
+                        };
+                        Ffn::Moe {
+                            router: f32_tensor(model, &b("ffn_gate_inp"))?,
+                            gate: experts("ffn_gate_exps")?,
+                            up: experts("ffn_up_exps")?,
+                            down: experts("ffn_down_exps")?,
+                        }
+                    }
+                },
             })
         };
         // Layers are prepared in parallel (repacking is a pure function of each tensor's
@@ -286,10 +328,10 @@ impl<'m> Decoder<'m> {
             Arith::Lane { elem, .. } => elem,
             Arith::DequantF32 => elem::portable(ElemFlavour::X64),
         };
+        if let Some(why) = unsupported(model, elem.flavour()) {
+            return Err(ModelError::Request(why));
+        }
         let rope_freqs = if f.tensor("rope_freqs.weight").is_some() {
-            if let Some(why) = unsupported(model, elem.flavour()) {
-                return Err(ModelError::Request(why));
-            }
             f32_tensor(model, "rope_freqs.weight")?
         } else {
             Vec::new()
@@ -361,7 +403,7 @@ impl<'m> Decoder<'m> {
         let all = self
             .layers
             .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].into_iter());
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo].into_iter().chain(l.ffn.linears()));
         all.chain(std::iter::once(&self.output))
             .any(|w| matches!(w, Linear::Lane(Prepared::Repacked(_))))
     }
@@ -653,32 +695,210 @@ impl<'m> Decoder<'m> {
             self.elem.rms_norm_mul(y, xi, &ly.ffn_norm, hp.rms_eps);
         }
         taps.put(&tag("ffn_norm"), m, &normed);
-        let gate = self.matmul(&ly.gate, &normed, m, &tag("ffn_gate"))?;
-        let up = self.matmul(&ly.up, &normed, m, &tag("ffn_up"))?;
-        let ff = hp.n_ff;
-        let mut h = vec![0.0f32; m * ff];
-        for i in 0..m {
-            let r = i * ff..(i + 1) * ff;
-            self.elem.swiglu(&mut h[r.clone()], &gate[r.clone()], &up[r]);
-        }
-        taps.put(&tag("ffn_swiglu"), m, &h);
-        let ffn_out = self.matmul(&ly.down, &h, m, &tag("ffn_down"))?;
+        let ffn_out = match &ly.ffn {
+            Ffn::Dense { gate, up, down } => {
+                let gate = self.matmul(gate, &normed, m, &tag("ffn_gate"))?;
+                let up = self.matmul(up, &normed, m, &tag("ffn_up"))?;
+                let ff = hp.n_ff;
+                let mut h = vec![0.0f32; m * ff];
+                for i in 0..m {
+                    let r = i * ff..(i + 1) * ff;
+                    self.elem.swiglu(&mut h[r.clone()], &gate[r.clone()], &up[r]);
+                }
+                taps.put(&tag("ffn_swiglu"), m, &h);
+                let ffn_out = self.matmul(down, &h, m, &tag("ffn_down"))?;
+                taps.put(&tag("ffn_out"), m, &ffn_out);
+                ffn_out
+            }
+            Ffn::Moe { router, gate, up, down } => {
+                let ex = Experts { router, gate, up, down };
+                // The rows' positions (the output rows' in a pruned last layer).
+                let positions: Vec<usize> = match outputs {
+                    Some(o) => o.iter().map(|&r| pos0 + r).collect(),
+                    None => (pos0..pos0 + m).collect(),
+                };
+                self.moe_ffn(il, &ex, &normed, &positions, taps)?
+            }
+        };
         let mut l_out: Vec<f32> = ffn_out.iter().zip(&ffn_inp).map(|(a, b)| a + b).collect();
         self.round_residual(&mut l_out);
-        taps.put(&tag("ffn_out"), m, &ffn_out);
         taps.put(&tag("l_out"), m, &l_out);
         Ok(l_out)
     }
+
+    /// The mixture-of-experts feed-forward of layer `il` on `m` rows `normed` (the
+    /// `ffn_norm` rows): routing ([`crate::moe`]), each expert on the rows routed to it,
+    /// the weighted sum; returns `ffn_moe_out`.
+    fn moe_ffn(
+        &self,
+        il: usize,
+        ex: &Experts<'_, '_>,
+        normed: &[f32],
+        positions: &[usize],
+        taps: &mut TapSink,
+    ) -> Result<Vec<f32>, ModelError> {
+        let m = positions.len();
+        let hp = self.hp;
+        let moe = hp.moe.expect("a mixture-of-experts layer");
+        let (e, n_x, used, ff) = (hp.n_embd, moe.n_expert, moe.n_expert_used, moe.n_ff_exp);
+        let tag = |s: &str| format!("{s}-{il}");
+        let logits = match self.arith {
+            Arith::Lane { .. } => crate::moe::router_logits(self.elem, ex.router, n_x, normed, m),
+            Arith::DequantF32 => normed
+                .chunks_exact(e)
+                .flat_map(|xi| {
+                    ex.router.chunks_exact(e).map(move |w| {
+                        w.iter().zip(xi).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() as f32
+                    })
+                })
+                .collect(),
+        };
+        taps.put(&tag("ffn_moe_logits"), m, &logits);
+        let mut probs = vec![0.0f32; m * n_x];
+        for (p, l) in probs.chunks_exact_mut(n_x).zip(logits.chunks_exact(n_x)) {
+            self.elem.soft_max_row(p, l);
+        }
+        taps.put(&tag("ffn_moe_probs"), m, &probs);
+        let mut routes: Vec<crate::moe::Route> =
+            probs.chunks_exact(n_x).map(|p| crate::moe::route(p, used)).collect();
+        if let Some(tiercheck_core::lane::PlantedFault::SwapExpert { layer, pos }) = self.fault {
+            if let Some(t) = positions.iter().position(|&p| p == pos).filter(|_| layer == il) {
+                routes[t] = crate::moe::route_swapped(&probs[t * n_x..(t + 1) * n_x], used);
+            }
+        }
+        let flat = |f: &dyn Fn(&crate::moe::Route) -> Vec<f32>| -> Vec<f32> {
+            routes.iter().flat_map(f).collect()
+        };
+        taps.put(
+            &tag("ffn_moe_topk"),
+            m,
+            &flat(&|r| r.experts.iter().map(|&x| x as f32).collect()),
+        );
+        taps.put(&tag("ffn_moe_weights"), m, &flat(&|r| r.weights.clone()));
+        taps.put(&tag("ffn_moe_weights_sum"), m, &flat(&|r| vec![r.sum]));
+        taps.put(&tag("ffn_moe_weights_norm"), m, &flat(&|r| r.norm.clone()));
+        // MUL_MAT_ID: per expert in index order, the (token, slot) pairs routed to it in
+        // token order; every output row is the expert's matmul of that token's row.
+        let mut up_out = vec![0.0f32; m * used * ff];
+        let mut gate_out = vec![0.0f32; m * used * ff];
+        let mut groups: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n_x];
+        for (t, r) in routes.iter().enumerate() {
+            for (s, &x) in r.experts.iter().enumerate() {
+                groups[x].push((t, s));
+            }
+        }
+        for (x, rows) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            let xs: Vec<f32> = rows
+                .iter()
+                .flat_map(|&(t, _)| normed[t * e..(t + 1) * e].iter().copied())
+                .collect();
+            let u = self.matmul_id(&ex.up[x], &xs, rows.len(), &tag("ffn_moe_up"))?;
+            let g = self.matmul_id(&ex.gate[x], &xs, rows.len(), &tag("ffn_moe_gate"))?;
+            for (j, &(t, s)) in rows.iter().enumerate() {
+                let o = (t * used + s) * ff;
+                up_out[o..o + ff].copy_from_slice(&u[j * ff..(j + 1) * ff]);
+                gate_out[o..o + ff].copy_from_slice(&g[j * ff..(j + 1) * ff]);
+            }
+        }
+        taps.put(&tag("ffn_moe_up"), m, &up_out);
+        taps.put(&tag("ffn_moe_gate"), m, &gate_out);
+        let mut h = vec![0.0f32; m * used * ff];
+        for ((y, g), u) in
+            h.chunks_exact_mut(ff).zip(gate_out.chunks_exact(ff)).zip(up_out.chunks_exact(ff))
+        {
+            self.elem.swiglu(y, g, u);
+        }
+        taps.put(&tag("ffn_moe_swiglu"), m, &h);
+        let mut down_out = vec![0.0f32; m * used * e];
+        for (x, rows) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            let hs: Vec<f32> = rows
+                .iter()
+                .flat_map(|&(t, s)| h[(t * used + s) * ff..(t * used + s + 1) * ff].iter().copied())
+                .collect();
+            let d = self.matmul_id(&ex.down[x], &hs, rows.len(), &tag("ffn_moe_down"))?;
+            for (j, &(t, s)) in rows.iter().enumerate() {
+                let o = (t * used + s) * e;
+                down_out[o..o + e].copy_from_slice(&d[j * e..(j + 1) * e]);
+            }
+        }
+        taps.put(&tag("ffn_moe_down"), m, &down_out);
+        let mut weighted = down_out;
+        for (t, r) in routes.iter().enumerate() {
+            for (s, &w) in r.norm.iter().enumerate() {
+                let o = (t * used + s) * e;
+                weighted[o..o + e].iter_mut().for_each(|v| *v *= w);
+            }
+        }
+        taps.put(&tag("ffn_moe_weighted"), m, &weighted);
+        let mut out = vec![0.0f32; m * e];
+        for (t, row) in out.chunks_exact_mut(e).enumerate() {
+            row.copy_from_slice(&weighted[t * used * e..(t * used + 1) * e]);
+            for s in 1..used {
+                let o = (t * used + s) * e;
+                row.iter_mut().zip(&weighted[o..o + e]).for_each(|(a, b)| *a += b);
+            }
+        }
+        taps.put(&tag("ffn_moe_out"), m, &out);
+        Ok(out)
+    }
+
+    /// One expert's `MUL_MAT_ID` on the `m` rows `x` routed to it: repacked weights by
+    /// the repacked gemv one row at a time (`forward_mul_mat_id` of ggml-cpu's repack);
+    /// plain weights by the kernel the tier's `mul_mat_id` takes
+    /// ([`Kernels::id_takes_plain_gemm`]: all rows together, or `vec_dot` row by row).
+    fn matmul_id(
+        &self,
+        w: &Linear<'_>,
+        x: &[f32],
+        m: usize,
+        what: &str,
+    ) -> Result<Vec<f32>, ModelError> {
+        let together = match (w, self.arith) {
+            (Linear::F32 { .. }, _) => true,
+            (Linear::Lane(Prepared::Plain(p)), Arith::Lane { kernels, .. }) => {
+                kernels.id_takes_plain_gemm(p.ty(), m)
+            }
+            _ => false,
+        };
+        if together {
+            return self.matmul(w, x, m, what);
+        }
+        let k = x.len() / m.max(1);
+        let mut out = Vec::new();
+        for row in x.chunks_exact(k) {
+            out.extend(self.matmul(w, row, 1, what)?);
+        }
+        Ok(out)
+    }
+}
+
+/// One layer's experts, borrowed.
+struct Experts<'a, 'm> {
+    router: &'a [f32],
+    gate: &'a [Linear<'m>],
+    up: &'a [Linear<'m>],
+    down: &'a [Linear<'m>],
 }
 
 /// Why a lane whose elementwise flavour is `fl` cannot run `model`, or `None` where it
-/// can: the GPU lanes do not model ggml's GPU RoPE with Llama 3.1's frequency factors.
+/// can: the GPU lanes do not model ggml's GPU RoPE with Llama 3.1's frequency factors,
+/// nor its mixture-of-experts path (the GPU backends' fused top-k routing kernel and
+/// their `MUL_MAT_ID`).
 pub fn unsupported(model: &Model, fl: ElemFlavour) -> Option<String> {
-    (fl.gpu_math().is_some() && model.file.tensor("rope_freqs.weight").is_some()).then(|| {
-        format!(
+    fl.gpu_math()?;
+    if model.file.tensor("rope_freqs.weight").is_some() {
+        return Some(format!(
             "{}: rope_freqs.weight (Llama 3.1's RoPE frequency factors): the GPU lanes do not \
              model ggml's GPU RoPE with frequency factors",
             model.file.path()
+        ));
+    }
+    model.hp.moe.map(|_| {
+        format!(
+            "{}: a mixture-of-experts model ({}): the GPU lanes do not model ggml's GPU \
+             expert routing (the fused softmax/top-k kernel) nor its MUL_MAT_ID",
+            model.file.path(),
+            model.hp.arch
         )
     })
 }

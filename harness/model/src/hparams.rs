@@ -31,13 +31,31 @@ pub struct HParams {
     pub rope_base: f32,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
+    /// qwen3moe: the routed experts (`None` for a dense feed-forward).
+    pub moe: Option<MoeParams>,
 }
+
+/// The mixture-of-experts feed-forward of a `qwen3moe` model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeParams {
+    /// Experts per layer (`expert_count`).
+    pub n_expert: usize,
+    /// Experts each token is routed to (`expert_used_count`).
+    pub n_expert_used: usize,
+    /// Feed-forward width of one expert (`expert_feed_forward_length`; llama.cpp's
+    /// default without the key: `feed_forward_length / expert_used_count`).
+    pub n_ff_exp: usize,
+}
+
+/// The most experts llama.cpp loads (`LLAMA_MAX_EXPERTS`).
+pub const MAX_EXPERTS: usize = 512;
 
 /// The architectures the decoder runs: `qwen3` (per-head Q/K RMSNorm before RoPE),
 /// `qwen2` (Qwen2 and Qwen2.5: Q/K/V biases, no Q/K norm), both NeoX RoPE, and `llama`
 /// (Llama 3.x: normal-mode RoPE on adjacent pairs, Llama 3.1's `rope_freqs` when the
-/// file has them, no norm or bias); all SwiGLU.
-pub const ARCHITECTURES: [&str; 3] = ["qwen3", "qwen2", "llama"];
+/// file has them, no norm or bias); all SwiGLU; and `qwen3moe` (qwen3's attention, a
+/// routed mixture of SwiGLU experts in place of the dense feed-forward).
+pub const ARCHITECTURES: [&str; 4] = ["qwen3", "qwen2", "llama", "qwen3moe"];
 
 fn bad(path: &str, problem: impl Into<String>) -> ModelError {
     ModelError::Invalid { path: path.to_string(), problem: problem.into() }
@@ -101,7 +119,7 @@ impl HParams {
         // cannot hold is wrong (and the tensor check below would otherwise list up to 2^24
         // layers' names).
         let per_layer = match arch.as_str() {
-            "qwen2" => 12,
+            "qwen2" | "qwen3moe" => 12,
             "llama" => 9,
             _ => 11,
         };
@@ -183,6 +201,32 @@ impl HParams {
             ));
         }
         let n_vocab = embd.dims[1] as usize;
+        let moe = if arch == "qwen3moe" {
+            let n_expert = need_usize(f, &k("expert_count"))?;
+            let n_expert_used = need_usize(f, &k("expert_used_count"))?;
+            if n_expert > MAX_EXPERTS {
+                return Err(bad(
+                    p,
+                    format!("expert_count {n_expert} is above llama.cpp's {MAX_EXPERTS}"),
+                ));
+            }
+            if n_expert_used > n_expert {
+                return Err(bad(
+                    p,
+                    format!("expert_used_count {n_expert_used} is above expert_count {n_expert}"),
+                ));
+            }
+            let n_ff_exp = match get_usize(f, &k("expert_feed_forward_length"))? {
+                Some(v) => v,
+                None => n_ff / n_expert_used,
+            };
+            if n_ff_exp == 0 {
+                return Err(bad(p, format!("the expert feed-forward width of {arch} is 0")));
+            }
+            Some(MoeParams { n_expert, n_expert_used, n_ff_exp })
+        } else {
+            None
+        };
         if let Some(v) = get_usize(f, &k("vocab_size"))? {
             if v != n_vocab {
                 return Err(bad(p, format!("{arch}.vocab_size {v} != token_embd rows {n_vocab}")));
@@ -200,6 +244,7 @@ impl HParams {
             n_ctx_train,
             rope_base,
             rms_eps,
+            moe,
         };
         hp.check_tensors(f)?;
         Ok(hp)
@@ -208,7 +253,7 @@ impl HParams {
     /// Whether each head's Q and K are RMS-normed before RoPE (`attn_q_norm`,
     /// `attn_k_norm`: qwen3).
     pub fn qk_norm(&self) -> bool {
-        self.arch == "qwen3"
+        self.arch == "qwen3" || self.arch == "qwen3moe"
     }
 
     /// Whether the Q, K and V projections add a bias (`attn_q.bias`, ...: qwen2).
@@ -250,9 +295,20 @@ impl HParams {
                 v.push((bias("attn_v"), vec![kv]));
             }
             v.push((b("ffn_norm"), vec![e]));
-            v.push((b("ffn_gate"), vec![e, ff]));
-            v.push((b("ffn_up"), vec![e, ff]));
-            v.push((b("ffn_down"), vec![ff, e]));
+            match self.moe {
+                None => {
+                    v.push((b("ffn_gate"), vec![e, ff]));
+                    v.push((b("ffn_up"), vec![e, ff]));
+                    v.push((b("ffn_down"), vec![ff, e]));
+                }
+                Some(m) => {
+                    let (x, fx) = (m.n_expert as u64, m.n_ff_exp as u64);
+                    v.push((b("ffn_gate_inp"), vec![e, x]));
+                    v.push((b("ffn_gate_exps"), vec![e, fx, x]));
+                    v.push((b("ffn_up_exps"), vec![e, fx, x]));
+                    v.push((b("ffn_down_exps"), vec![fx, e, x]));
+                }
+            }
         }
         v.push(("output_norm.weight".to_string(), vec![e]));
         v
@@ -283,6 +339,20 @@ impl HParams {
             }
             let ok = if dims.len() == 1 {
                 t.ty == GgmlType::F32
+            } else if name.ends_with("ffn_gate_inp.weight") {
+                // llama-quantize keeps the router in F32; another type would take another
+                // matmul path, which is not reproduced.
+                if t.ty != GgmlType::F32 {
+                    return Err(bad(
+                        p,
+                        format!(
+                            "tensor '{name}' (the expert router) is {}; the decoder reproduces an \
+                             F32 router, as llama-quantize writes it",
+                            t.ty.name()
+                        ),
+                    ));
+                }
+                true
             } else {
                 name == "token_embd.weight"
                     || tiercheck_core::quant::weights::QUANTIZABLE.contains(&t.ty)
@@ -338,6 +408,11 @@ mod tests {
             (k("rope.freq_base"), MetaValue::F32(1e6)),
             (k("attention.layer_norm_rms_epsilon"), MetaValue::F32(1e-6)),
         ];
+        if arch == "qwen3moe" {
+            meta.push((k("expert_count"), MetaValue::U32(4)));
+            meta.push((k("expert_used_count"), MetaValue::U32(2)));
+            meta.push((k("expert_feed_forward_length"), MetaValue::U32(32)));
+        }
         edit(&mut meta);
         let mut w = GgufWriter::new();
         for (k, v) in meta {
@@ -355,6 +430,11 @@ mod tests {
             n_ctx_train: 256,
             rope_base: 1e6,
             rms_eps: 1e-6,
+            moe: (tensors == "qwen3moe").then_some(MoeParams {
+                n_expert: 4,
+                n_expert_used: 2,
+                n_ff_exp: 32,
+            }),
         };
         for (name, dims) in hp.expected_tensors() {
             if Some(name.as_str()) == skip_tensor {
@@ -409,6 +489,29 @@ mod tests {
             .contains("missing tensor 'blk.0.attn_q_norm.weight'"));
     }
 
+    /// A qwen3moe file (qwen3's norms, a router and three 3-D expert tensors per layer)
+    /// reads; inconsistent expert counts and a dense file's tensors are refused.
+    #[test]
+    fn reads_qwen3moe_and_refuses_inconsistent_experts() {
+        let hp = tiny_of("qwen3moe", "qwen3moe", |_| {}, None, &[]).unwrap();
+        assert_eq!(hp.moe, Some(MoeParams { n_expert: 4, n_expert_used: 2, n_ff_exp: 32 }));
+        assert!(hp.qk_norm() && !hp.qkv_bias() && !hp.rope_normal());
+        let set = |k: &'static str, v: u32| {
+            move |m: &mut Vec<(String, MetaValue)>| {
+                m.retain(|(key, _)| key != k);
+                m.push((k.into(), MetaValue::U32(v)));
+            }
+        };
+        let r = tiny_of("qwen3moe", "qwen3moe", set("qwen3moe.expert_used_count", 5), None, &[]);
+        assert!(err(r).contains("expert_used_count 5 is above expert_count 4"));
+        let r = tiny_of("qwen3moe", "qwen3moe", set("qwen3moe.expert_count", 600), None, &[]);
+        assert!(err(r).contains("expert_count 600"));
+        let r = tiny_of("qwen3moe", "qwen3moe", |_| {}, Some("blk.0.ffn_gate_inp.weight"), &[]);
+        assert!(err(r).contains("missing tensor 'blk.0.ffn_gate_inp.weight'"));
+        let r = tiny_of("qwen3moe", "qwen3", |_| {}, None, &[]);
+        assert!(err(r).contains("ffn_gate_inp"));
+    }
+
     fn err(r: Result<HParams, ModelError>) -> String {
         let e = r.expect_err("should be refused").to_string();
         assert!(e.starts_with("tiny.gguf: "), "{e}");
@@ -434,7 +537,7 @@ mod tests {
         };
         let drop =
             |k: &'static str| move |m: &mut Vec<(String, MetaValue)>| m.retain(|(key, _)| key != k);
-        assert!(err(tiny(set("general.architecture", MetaValue::String("qwen3moe".into())), None))
+        assert!(err(tiny(set("general.architecture", MetaValue::String("gemma3".into())), None))
             .contains("not supported"));
         assert!(err(tiny(drop("qwen3.block_count"), None))
             .contains("missing metadata key 'qwen3.block_count'"));

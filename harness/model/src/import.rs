@@ -35,7 +35,7 @@ use tiercheck_gguf::dump::{self, Dump, Values};
 use tiercheck_gguf::tensorfile::{self, Tensor};
 
 use crate::sequence::{record, tap_key, Batching, Mode, StepRecord, Trace};
-use crate::taps::{is_pruned, LAYER_TAPS};
+use crate::taps::{is_pruned, layer_taps};
 use crate::Model;
 
 /// The names under which a dump may hold its token ids.
@@ -67,7 +67,7 @@ fn tap_width(model: &Model, name: &str) -> Result<usize, String> {
     let known = || {
         format!(
             "not a tap name (expected NAME-L for NAME in {}, L in 0..{}, or inp_embd, result_norm, result_output)",
-            LAYER_TAPS.join(", "),
+            layer_taps(hp).join(", "),
             hp.n_layer
         )
     };
@@ -76,11 +76,23 @@ fn tap_width(model: &Model, name: &str) -> Result<usize, String> {
     if layer >= hp.n_layer {
         return Err(format!("layer {layer} is past the model's {} layers", hp.n_layer));
     }
+    if !layer_taps(hp).contains(&kind) {
+        return Err(known());
+    }
+    let (n_expert, used, ff_exp) =
+        hp.moe.map_or((0, 0, 0), |m| (m.n_expert, m.n_expert_used, m.n_ff_exp));
     Ok(match kind {
-        "attn_norm" | "kqv_out" | "ffn_inp" | "ffn_norm" | "ffn_out" | "l_out" => hp.n_embd,
+        "attn_norm" | "kqv_out" | "ffn_inp" | "ffn_norm" | "ffn_out" | "l_out" | "ffn_moe_out" => {
+            hp.n_embd
+        }
         "Qcur" => hp.n_head * hp.head_dim,
         "Kcur" | "Vcur" => hp.n_head_kv * hp.head_dim,
         "ffn_swiglu" => hp.n_ff,
+        "ffn_moe_logits" | "ffn_moe_probs" => n_expert,
+        "ffn_moe_topk" | "ffn_moe_weights" | "ffn_moe_weights_norm" => used,
+        "ffn_moe_weights_sum" => 1,
+        "ffn_moe_up" | "ffn_moe_gate" | "ffn_moe_swiglu" => used * ff_exp,
+        "ffn_moe_down" | "ffn_moe_weighted" => used * hp.n_embd,
         _ => return Err(known()),
     })
 }

@@ -35,6 +35,7 @@ pub mod import;
 pub mod kernel_inputs;
 pub mod lane_run;
 pub mod model_quant;
+pub mod moe;
 pub mod sequence;
 pub mod shaped;
 pub mod state;

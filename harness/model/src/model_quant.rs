@@ -14,9 +14,8 @@
 //!   llama-quantize's mixes below;
 //! - the mixes `q2_k`, `q3_k_m`, `q4_k_m`, `q5_k_m` and `iq4_xs` (llama-quantize's
 //!   `Q2_K`, `Q3_K_M`, `Q4_K_M`, `Q5_K_M`, `IQ4_XS`), following `llama_tensor_get_type_impl` (llama.cpp
-//!   `llama-quant.cpp`) without an importance matrix, for a dense model (one expert) of
-//!   any architecture but Falcon and Llama-70B-class models, whose rules differ and are
-//!   refused. The default type is the scheme's (Q2_K, Q3_K, Q4_K, Q5_K, IQ4_XS);
+//!   `llama-quant.cpp`) without an importance matrix, for any architecture but Falcon and
+//!   Llama-70B-class models, whose rules differ and are refused. The default type is the scheme's (Q2_K, Q3_K, Q4_K, Q5_K, IQ4_XS);
 //!   `output.weight` is Q6_K (`token_embd.weight` too when there is no `output.weight`,
 //!   tied embeddings), Q8_0 when its rows are not whole blocks of the default type;
 //!   attn_v: Q2_K -> Q4_K when n_head/n_head_kv >= 4 else Q3_K, Q3_K_M -> Q5_K for the
@@ -25,7 +24,10 @@
 //!   -> Q5_K for i < n/16 else Q4_K, IQ4_XS -> Q5_K for i < n/8, Q4_K_M and Q5_K_M -> Q6_K
 //!   on the "more bits" layers; attn_output: Q2_K -> Q3_K, Q3_K_M -> Q4_K. "More bits":
 //!   `use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2`, counting each
-//!   kind's tensors in file order.
+//!   kind's tensors in file order (a mixture-of-experts model: ffn_down by the layer in
+//!   its name, one expert tensor per layer). With exactly 8 experts (llama.cpp's rule for
+//!   Mixtral-like models) attn_v and attn_k are Q8_0 and attn_output Q5_K in every mix.
+//!   The expert router (`ffn_gate_inp.weight`) is never quantized.
 //!
 //! A row length that is not a whole number of blocks falls back as llama.cpp's
 //! `tensor_type_fallback` does: Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K ->
@@ -199,12 +201,17 @@ pub enum QuantizeError {
     },
 }
 
+/// The layer of a `blk.N.` tensor name.
+fn layer_of(name: &str) -> Option<usize> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
+
 fn use_more_bits(i: usize, n: usize) -> bool {
     i < n / 8 || i >= 7 * n / 8 || (i as i64 - (n / 8) as i64) % 3 == 2
 }
 
 fn eligible(name: &str, dims: &[u64]) -> bool {
-    name.ends_with("weight") && dims.len() >= 2
+    name.ends_with("weight") && dims.len() >= 2 && !name.contains("ffn_gate_inp.weight")
 }
 
 /// Decide the output type of every tensor.
@@ -237,14 +244,8 @@ pub fn plan_tensors(
     facts: &ModelFacts,
 ) -> Result<Vec<TensorPlan>, QuantizeError> {
     let refuse = |problem: String| QuantizeError::Model { path: path.to_string(), problem };
+    let eight_experts = facts.n_expert == 8;
     if !matches!(scheme, Scheme::Uniform(_)) {
-        if facts.n_expert > 1 {
-            return Err(refuse(format!(
-                "{} experts: llama.cpp's mixes have rules for mixture-of-experts models that \
-                 tiercheck does not reproduce; use a uniform scheme",
-                facts.n_expert
-            )));
-        }
         match facts.arch.as_deref() {
             Some("falcon") => {
                 return Err(refuse(
@@ -328,10 +329,21 @@ pub fn plan_tensors(
                 Scheme::Q4KM | Scheme::Q5KM if use_more_bits(i, n) => GgmlType::Q6_K,
                 _ => default,
             };
+            let ty = if eight_experts { GgmlType::Q8_0 } else { ty };
             (ty, format!("attn_v {i} of {n}"))
+        } else if t.name.contains("attn_k.weight") && eight_experts {
+            (GgmlType::Q8_0, "attn_k, 8 experts".to_string())
         } else if t.name.contains("ffn_down") {
-            let (i, n) = (i_ffn_down, n_ffn_down);
+            let (mut i, n) = (i_ffn_down, n_ffn_down);
             i_ffn_down += 1;
+            if facts.n_expert > 1 {
+                // llama.cpp reads the layer from the name (experts may be out of order).
+                i = layer_of(&t.name).ok_or_else(|| QuantizeError::Tensor {
+                    path: path.to_string(),
+                    tensor: t.name.clone(),
+                    problem: "no layer number in the name (blk.N.)".into(),
+                })?;
+            }
             let ty = match scheme {
                 Scheme::Q2K => GgmlType::Q3_K,
                 Scheme::Q3KM if i < n / 16 => GgmlType::Q5_K,
@@ -343,6 +355,7 @@ pub fn plan_tensors(
             (ty, format!("ffn_down {i} of {n}"))
         } else if t.name.contains("attn_output.weight") {
             let ty = match scheme {
+                _ if eight_experts => GgmlType::Q5_K,
                 Scheme::Q2K => GgmlType::Q3_K,
                 Scheme::Q3KM => GgmlType::Q4_K,
                 _ => default,
@@ -550,6 +563,36 @@ mod tests {
         assert!(e.to_string().contains("m.gguf: tensor 'token_embd.weight'"), "{e}");
     }
 
+    /// With 8 experts (any mix): attn_v and attn_k Q8_0, attn_output Q5_K; ffn_down by the
+    /// layer in its name; the router stays F32. With another count the dense rules hold.
+    #[test]
+    fn eight_expert_rules_and_the_router() {
+        let mut t = tensors(8, 256);
+        for l in 0..8 {
+            t.push(TensorDecl {
+                name: format!("blk.{l}.ffn_gate_inp.weight"),
+                dims: vec![256, 8],
+                ty: GgmlType::F32,
+            });
+        }
+        for scheme in [Scheme::Q4KM, Scheme::Q2K, Scheme::IQ4XS] {
+            let p = plan_tensors("m", &t, scheme, &ModelFacts { n_expert: 8, ..facts(2) }).unwrap();
+            assert_eq!(ty(&p, "blk.3.attn_v.weight"), GgmlType::Q8_0);
+            assert_eq!(ty(&p, "blk.3.attn_k.weight"), GgmlType::Q8_0);
+            assert_eq!(ty(&p, "blk.3.attn_output.weight"), GgmlType::Q5_K);
+            assert_eq!(ty(&p, "blk.3.ffn_gate_inp.weight"), GgmlType::F32);
+        }
+        let p =
+            plan_tensors("m", &t, Scheme::Q4KM, &ModelFacts { n_expert: 8, ..facts(2) }).unwrap();
+        assert_eq!(ty(&p, "blk.0.ffn_down.weight"), GgmlType::Q6_K);
+        assert_eq!(ty(&p, "blk.1.ffn_down.weight"), GgmlType::Q4_K);
+        let p =
+            plan_tensors("m", &t, Scheme::Q4KM, &ModelFacts { n_expert: 4, ..facts(2) }).unwrap();
+        assert_eq!(ty(&p, "blk.3.attn_k.weight"), GgmlType::Q4_K);
+        assert_eq!(ty(&p, "blk.3.attn_output.weight"), GgmlType::Q4_K);
+        assert_eq!(ty(&p, "blk.3.ffn_gate_inp.weight"), GgmlType::F32);
+    }
+
     #[test]
     fn mixes_whose_rules_are_not_reproduced_are_refused() {
         let t = tensors(8, 256);
@@ -557,7 +600,6 @@ mod tests {
             let e = plan_tensors("m.gguf", &t, Scheme::Q4KM, &f).unwrap_err().to_string();
             assert!(e.starts_with("m.gguf: ") && e.contains(want), "{e}");
         };
-        refused(ModelFacts { n_expert: 8, ..facts(2) }, "8 experts");
         refused(ModelFacts { arch: Some("falcon".into()), ..facts(2) }, "Falcon");
         refused(ModelFacts { arch: Some("llama".into()), n_layer: Some(80), ..facts(2) }, "70B");
         let e = plan_tensors("m", &t, Scheme::Q2K, &ModelFacts { n_gqa: None, ..facts(2) })

@@ -7,8 +7,8 @@ use sha2::{Digest, Sha256};
 
 use super::hex;
 
-/// The per-layer tap kinds (llama.cpp's eval-callback names, suffixed `-L`), in graph
-/// order.
+/// The per-layer tap kinds of a dense model (llama.cpp's eval-callback names, suffixed
+/// `-L`), in graph order.
 pub const LAYER_TAPS: [&str; 10] = [
     "attn_norm",
     "Qcur",
@@ -22,18 +22,62 @@ pub const LAYER_TAPS: [&str; 10] = [
     "l_out",
 ];
 
+/// Every per-layer tap kind of every architecture, in graph order (dense and
+/// mixture-of-experts feed-forward taps between `ffn_norm` and `l_out`).
+pub const ALL_LAYER_TAPS: [&str; 22] = [
+    "attn_norm",
+    "Qcur",
+    "Kcur",
+    "Vcur",
+    "kqv_out",
+    "ffn_inp",
+    "ffn_norm",
+    "ffn_moe_logits",
+    "ffn_moe_probs",
+    "ffn_moe_topk",
+    "ffn_moe_weights",
+    "ffn_moe_weights_sum",
+    "ffn_moe_weights_norm",
+    "ffn_moe_up",
+    "ffn_moe_gate",
+    "ffn_moe_swiglu",
+    "ffn_moe_down",
+    "ffn_moe_weighted",
+    "ffn_moe_out",
+    "ffn_swiglu",
+    "ffn_out",
+    "l_out",
+];
+
+/// The per-layer tap kinds of a model with hyper-parameters `hp`, in graph order: a
+/// dense model's [`LAYER_TAPS`]; a `qwen3moe` model's `build_moe_ffn` names in place of
+/// `ffn_swiglu` and `ffn_out` (the router's logits and softmax, the selected experts
+/// `ffn_moe_topk` stored as floats, their weights before and after normalisation and the
+/// weights' sum, each expert's up, gate, SwiGLU and down rows, one row per token with the
+/// selected experts side by side, the down rows times their weights, and their sum).
+pub fn layer_taps(hp: &crate::HParams) -> Vec<&'static str> {
+    let moe = hp.moe.is_some();
+    ALL_LAYER_TAPS
+        .into_iter()
+        .filter(|k| {
+            let of_moe = k.starts_with("ffn_moe_");
+            let of_dense = matches!(*k, "ffn_swiglu" | "ffn_out");
+            !(of_moe && !moe || of_dense && moe)
+        })
+        .collect()
+}
+
 /// Whether tap `name` of a model of `n_layer` layers is one llama.cpp computes for the
-/// output rows only (after `get_rows(inp_out_ids)` in the last layer): `ffn_inp`,
-/// `ffn_norm`, `ffn_swiglu`, `ffn_out`, `l_out` of the last layer, `result_norm`,
-/// `result_output`.
+/// output rows only (after `get_rows(inp_out_ids)` in the last layer): every tap from
+/// `ffn_inp` on of the last layer, `result_norm`, `result_output`.
 pub fn is_pruned(name: &str, n_layer: usize) -> bool {
     if name == "result_norm" || name == "result_output" {
         return true;
     }
     let Some((kind, layer)) = name.rsplit_once('-') else { return false };
     let last = n_layer.checked_sub(1).map(|l| l.to_string());
-    matches!(kind, "ffn_inp" | "ffn_norm" | "ffn_swiglu" | "ffn_out" | "l_out")
-        && Some(layer.to_string()) == last
+    let from_ffn_inp = ALL_LAYER_TAPS.iter().position(|k| *k == kind).is_some_and(|i| i >= 5);
+    from_ffn_inp && Some(layer.to_string()) == last
 }
 
 /// One named per-layer tensor of one step.

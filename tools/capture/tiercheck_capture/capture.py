@@ -122,6 +122,18 @@ NUMA_STRATEGIES = {"distribute": 1, "isolate": 2, "numactl": 3}
 # order they are written to the trace.
 LAYER_TAPS = ["attn_norm", "Qcur", "Kcur", "Vcur", "kqv_out", "ffn_inp", "ffn_norm",
               "ffn_swiglu", "ffn_out", "l_out"]
+# A mixture-of-experts model's (qwen3moe: build_moe_ffn's names). `ffn_moe_topk` is the
+# I32 view of the expert indices, stored as floats (exact below 2^24).
+MOE_LAYER_TAPS = ["attn_norm", "Qcur", "Kcur", "Vcur", "kqv_out", "ffn_inp", "ffn_norm",
+                  "ffn_moe_logits", "ffn_moe_probs", "ffn_moe_topk", "ffn_moe_weights",
+                  "ffn_moe_weights_sum", "ffn_moe_weights_norm", "ffn_moe_up", "ffn_moe_gate",
+                  "ffn_moe_swiglu", "ffn_moe_down", "ffn_moe_weighted", "ffn_moe_out", "l_out"]
+MOE_ARCHS = ["qwen3moe"]
+
+
+def layer_taps(arch):
+    """The per-layer taps of a model of `arch` (llama_model_desc's first word)."""
+    return MOE_LAYER_TAPS if arch in MOE_ARCHS else LAYER_TAPS
 GLOBAL_TAPS = ["inp_embd", "result_norm", "result_output"]
 # llama.cpp node name -> trace tap name, where they differ. In this llama.cpp the token
 # embedding rows (get_rows of token_embd) are the node `embd`; its `inp_embd` is the graph
@@ -129,7 +141,8 @@ GLOBAL_TAPS = ["inp_embd", "result_norm", "result_output"]
 TAP_ALIASES = {"embd": "inp_embd"}
 # Taps llama.cpp computes for the output rows only (after get_rows(inp_out_ids) in the
 # last layer); `LAST` stands for the last layer's index.
-PRUNED_LAYER_TAPS = ["ffn_inp", "ffn_norm", "ffn_swiglu", "ffn_out", "l_out"]
+PRUNED_LAYER_TAPS = ["ffn_inp", "ffn_norm", "ffn_swiglu", "ffn_out", "l_out"] + [
+    t for t in MOE_LAYER_TAPS if t.startswith("ffn_moe_")]
 PRUNED_GLOBAL_TAPS = ["result_norm", "result_output"]
 
 
@@ -161,6 +174,7 @@ EXPECTED_OP = {"Qcur": "ROPE", "Kcur": "ROPE", "inp_embd": "GET_ROWS"}
 
 GGML_TYPE_F32 = 0
 GGML_TYPE_F16 = 1
+GGML_TYPE_I32 = 26
 LLAMA_FLASH_ATTN_TYPE_DISABLED = 0
 LLAMA_FLASH_ATTN_TYPE_ENABLED = 1
 KV_TYPES = {"f32": GGML_TYPE_F32, "f16": GGML_TYPE_F16}
@@ -474,9 +488,9 @@ def quantize(llama, src, dst, ftype, nthread=1):
 class Capture:
     """The cb_eval callback: which nodes to ask for, and what they held."""
 
-    def __init__(self, llama, n_layer):
+    def __init__(self, llama, n_layer, arch):
         self.llama = llama
-        self.want = node_names(n_layer)
+        self.want = node_names(n_layer, arch)
         self.n_kv = set()
         self.reset()
         self.cb = EVAL_CB(self._cb)
@@ -516,9 +530,9 @@ class Capture:
 
     def _read(self, t, name):
         tt = t.contents
-        if tt.type != GGML_TYPE_F32:
+        if tt.type not in (GGML_TYPE_F32, GGML_TYPE_I32):
             raise OracleError(f"node {name} is {self.llama.ggml_type_name(tt.type).decode()}, "
-                              "taps must be F32")
+                              "taps must be F32 (or I32 indices)")
         ne = [int(x) for x in tt.ne]
         nb = [int(x) for x in tt.nb]
         count = int(np.prod(ne))
@@ -535,6 +549,8 @@ class Capture:
             self.llama.ggml_backend_tensor_get(t, raw.ctypes.data, 0, span)
             view = np.lib.stride_tricks.as_strided(raw, shape=ne[::-1], strides=nb[::-1])
             out = np.ascontiguousarray(view).reshape(-1)
+        if tt.type == GGML_TYPE_I32:
+            out = out.view(np.int32).astype(np.float32)
         return ne, out, self.llama.ggml_op_name(tt.op).decode()
 
 
@@ -544,7 +560,10 @@ def to_rows(tap, ne, flat, rows):
     if rows == 0:
         if flat.size:
             raise OracleError(f"tap {tap}: {flat.size} values where no row was expected (ne {ne})")
-        return flat.reshape(0, ne[0])
+        # The width is what lies inside the (empty) token dimension: ne[0] for a row of
+        # values, ne[0]*ne[1] for the per-expert rows of a mixture of experts.
+        zero = next((i for i in range(4) if ne[i] == 0), 1)
+        return flat.reshape(0, int(np.prod(ne[:zero])))
     if flat.size % rows:
         raise OracleError(f"tap {tap}: {flat.size} values do not split into {rows} rows (ne {ne})")
     if rows > 1:
@@ -582,7 +601,8 @@ class Session:
         buf = C.create_string_buffer(256)
         L.llama_model_desc(self.model, buf, 256)
         self.desc = buf.value.decode()
-        self.capture = Capture(L, self.n_layer) if capture else None
+        self.arch = self.desc.split(" ")[0]
+        self.capture = Capture(L, self.n_layer, self.arch) if capture else None
         cp = L.llama_context_default_params()
         cp.n_ctx = n_ctx
         cp.n_batch = n_batch
@@ -702,11 +722,12 @@ class Session:
         graphs = ubatches(n, self.n_batch, self.n_ubatch)
         taps = None
         if self.capture is not None:
-            taps = assemble_taps(self.capture.step_graphs(), self.n_layer, graphs, outputs, logits)
+            taps = assemble_taps(self.capture.step_graphs(), self.n_layer, graphs, outputs, logits,
+                                 self.arch)
         return positions, logits, taps, graphs, outputs
 
 
-def assemble_taps(graphs, n_layer, ubatch_rows, outputs, logits):
+def assemble_taps(graphs, n_layer, ubatch_rows, outputs, logits, arch):
     """The taps of one step in trace order, as rows x width arrays, from the graphs
     captured (each tap -> (ne, flat array, op name)), expected to be `ubatch_rows` rows
     each, with output rows `outputs` (indices into the step): every tap of each graph
@@ -716,7 +737,7 @@ def assemble_taps(graphs, n_layer, ubatch_rows, outputs, logits):
     logits."""
     names = [t for t in GLOBAL_TAPS[:1]]
     for il in range(n_layer):
-        names += [f"{tap}-{il}" for tap in LAYER_TAPS]
+        names += [f"{tap}-{il}" for tap in layer_taps(arch)]
     names += GLOBAL_TAPS[1:]
     if len(graphs) != len(ubatch_rows):
         raise OracleError(f"{len(graphs)} graphs computed, expected {len(ubatch_rows)} "
@@ -754,11 +775,13 @@ def assemble_taps(graphs, n_layer, ubatch_rows, outputs, logits):
     return out
 
 
-def node_names(n_layer):
-    """llama.cpp node name -> trace tap name, for every tap of a model of n_layer layers."""
+def node_names(n_layer, arch):
+    """llama.cpp node name -> trace tap name, for every tap of a model of n_layer layers of
+    `arch` (None: every architecture's)."""
     want = {}
+    kinds = LAYER_TAPS + MOE_LAYER_TAPS if arch is None else layer_taps(arch)
     for il in range(n_layer):
-        for tap in LAYER_TAPS:
+        for tap in kinds:
             want[f"{tap}-{il}"] = f"{tap}-{il}"
     for tap in GLOBAL_TAPS:
         if tap not in TAP_ALIASES.values():
@@ -875,7 +898,7 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
     import platform
     import subprocess
     import tempfile
-    want = node_names(MAX_LAYERS)
+    want = node_names(MAX_LAYERS, None)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "taps.dump")
         # The ids through a file: a long prompt exceeds the limit of one argument.
@@ -886,9 +909,10 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                "1" if repack else "0", str(n_greedy), out, kv, "1" if fa else "0",
                str(n_ctx), str(n_batch), str(n_ubatch), logits,
                state_in or "-", state_out or "-"]
-        globals_ = [n for n in node_names(0)]
+        globals_ = [n for n in node_names(0, None)]
         if capture:
-            env = dict(os.environ, TAPS_LAYER=",".join(LAYER_TAPS),
+            kinds = LAYER_TAPS + [t for t in MOE_LAYER_TAPS if t not in LAYER_TAPS]
+            env = dict(os.environ, TAPS_LAYER=",".join(kinds),
                        TAPS_GLOBAL=",".join(globals_))
         else:
             env = dict(os.environ, TAPS_LAYER="-", TAPS_GLOBAL="-")
@@ -974,7 +998,8 @@ def run_driver(driver, qemu_cpu, model_path, ids, mode, threads, repack, n_greed
                 if captured:
                     graphs.append(captured)
                 rows_g = ubatches(n, eff_batch, eff_ubatch)
-                taps = (assemble_taps(graphs, info["n_layer"], rows_g, outputs, lg)
+                taps = (assemble_taps(graphs, info["n_layer"], rows_g, outputs, lg,
+                                      info["desc"].split(" ")[0])
                         if capture else [])
                 st = step_record(step, [p for _, p in pairs], [t for t, _ in pairs], lg, taps,
                                  rows_g, outputs)

@@ -64,7 +64,7 @@ pub fn parse_ids(s: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
-use tiercheck_model::taps::LAYER_TAPS as KINDS;
+use tiercheck_model::taps::ALL_LAYER_TAPS as KINDS;
 
 fn sci(v: f64) -> String {
     if v == 0.0 {
@@ -84,15 +84,24 @@ fn profile(d: &Divergence, n_layer: usize, out: &mut String) {
             },
         }
     };
+    // The kinds the traces have (a dense model's or a mixture-of-experts model's), in
+    // graph order.
+    let kinds: Vec<&str> = KINDS
+        .iter()
+        .copied()
+        .filter(|k| {
+            d.rows.iter().any(|r| r.name.rsplit_once('-').is_some_and(|(kind, _)| kind == *k))
+        })
+        .collect();
     out.push_str(&format!("  {:<7}", "layer"));
-    for k in KINDS {
+    for k in &kinds {
         out.push_str(&format!(" {k:>14}"));
     }
     out.push('\n');
     out.push_str(&format!("  {:<7} {:>14}\n", "embd", cell("inp_embd")));
     for l in 0..n_layer {
         out.push_str(&format!("  {l:<7}"));
-        for k in KINDS {
+        for k in &kinds {
             out.push_str(&format!(" {:>14}", cell(&format!("{k}-{l}"))));
         }
         out.push('\n');
@@ -136,6 +145,11 @@ pub fn render(r: &DeltaReport, n_layer: usize) -> String {
                 only.join(", ")
             );
         }
+    }
+    if let Some(c) = &r.routing {
+        s += &format!("ROUTING: {}\n", tiercheck_analysis::routing::describe(c));
+    } else if r.free.rows.iter().any(|t| t.name.starts_with("ffn_moe_topk-")) {
+        s += "ROUTING: the same experts for every token at every compared step and layer\n";
     }
     s += &format!(
         "\nFREE-RUNNING: {} of {} greedy tokens agree\n  verdict: {}\n",

@@ -9,7 +9,7 @@ use tiercheck_analysis::attribute::{
 };
 use tiercheck_analysis::{delta, delta_cached, Cache, DeltaOptions, Source};
 use tiercheck_core::arch::generic::{RefTwin, REF};
-use tiercheck_core::lane::{Kernels, Lane};
+use tiercheck_core::lane::{Kernels, Lane, PlantedFault};
 use tiercheck_core::quant::ActRule;
 use tiercheck_core::{GgmlType, KernelError};
 use tiercheck_lanes::{self as lanes, Chosen, Impl};
@@ -594,15 +594,15 @@ fn attention_and_layout_faults_in_a_dump_are_discrepancies_at_their_tap() {
     assert_eq!((id.best_kv.as_str(), id.best_fa.as_str()), ("f32", "off"));
 }
 
-/// `x86_64-avx2`'s twin with a stale K row planted in its decoder: layer 3 never
-/// writes position `pos`'s K row to its cache. Every kernel is the twin's own.
-struct StaleK(usize);
+/// `x86_64-avx2`'s twin with a fault planted in its decoder (a stale K row, a swapped
+/// expert). Every kernel is the twin's own.
+struct Avx2Fault(tiercheck_core::lane::PlantedFault);
 
 fn avx2_twin() -> &'static dyn Kernels {
     lanes::find("x86_64-avx2").unwrap().portable
 }
 
-impl Kernels for StaleK {
+impl Kernels for Avx2Fault {
     fn act_rule(&self, wtype: GgmlType) -> Result<ActRule, KernelError> {
         avx2_twin().act_rule(wtype)
     }
@@ -652,15 +652,19 @@ impl Kernels for StaleK {
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
         avx2_twin().plain_split(wtype, n, m)
     }
+    fn id_takes_plain_gemm(&self, wtype: GgmlType, m: usize) -> bool {
+        avx2_twin().id_takes_plain_gemm(wtype, m)
+    }
     fn planted_fault(&self) -> Option<tiercheck_core::lane::PlantedFault> {
-        Some(tiercheck_core::lane::PlantedFault::StaleK { layer: 3, pos: self.0 })
+        Some(self.0)
     }
 }
 
-static STALE_K_PROMPT: StaleK = StaleK(2);
-static STALE_K_DECODE: StaleK = StaleK(6);
+/// Layer 3 never writes position 2's (or 6's) K row to its cache.
+static STALE_K_PROMPT: Avx2Fault = Avx2Fault(PlantedFault::StaleK { layer: 3, pos: 2 });
+static STALE_K_DECODE: Avx2Fault = Avx2Fault(PlantedFault::StaleK { layer: 3, pos: 6 });
 
-fn stale_k_lane(k: &'static StaleK, name: &'static str) -> Source {
+fn stale_k_lane(k: &'static Avx2Fault, name: &'static str) -> Source {
     let avx2 = lanes::find("x86_64-avx2").unwrap();
     let lane: &'static Lane = Box::leak(Box::new(Lane {
         name,
@@ -886,4 +890,54 @@ fn delta_and_attribute_work_on_the_qwen2_and_llama_models() {
         assert!(a.closes, "{arch}");
         assert_eq!(a.responsible, vec![Component::Act], "{arch}");
     }
+}
+
+/// On the qwen3moe model, layer 2 routes the token at position 1 (or 5) to the best
+/// expert its router did not select in place of the last one it did.
+static SWAPPED_IN_PROMPT: Avx2Fault = Avx2Fault(PlantedFault::SwapExpert { layer: 2, pos: 1 });
+static SWAPPED_IN_DECODE: Avx2Fault = Avx2Fault(PlantedFault::SwapExpert { layer: 2, pos: 5 });
+
+#[test]
+fn a_planted_expert_swap_is_a_routing_change_at_its_layer_and_step() {
+    let path = embedded::build(&embedded::BuildOptions {
+        recipe: Some(embedded::Recipe::qwen3moe_path()),
+        ..Default::default()
+    })
+    .unwrap()
+    .path;
+    let m = Model::open(&path).unwrap();
+    let avx2 = lanes::find("x86_64-avx2").unwrap();
+    // In the prompt batch (position 1 of 4, step 0) and at a greedy step (position 5:
+    // step 2).
+    for (k, name, step, pos) in [
+        (&SWAPPED_IN_PROMPT, "swapped-expert-at-1", 0usize, 1usize),
+        (&SWAPPED_IN_DECODE, "swapped-expert-at-5", 2, 5),
+    ] {
+        let planted: &'static Lane = Box::leak(Box::new(Lane {
+            name,
+            arch: tiercheck_core::lane::Arch::Portable,
+            status: tiercheck_core::lane::Status::Synthetic { checked: "a negative control" },
+            summary: "x86_64-avx2 routing one token to a wrong expert (negative control)",
+            recipe: avx2.recipe,
+            portable: k,
+        }));
+        let bad = Source::Lane(Chosen { kernels: k, ..Chosen::portable(planted) });
+        let r = delta(&m, &bad, &lane("x86_64-avx2"), &opts(4, 0)).unwrap();
+        let c = r.routing.as_ref().unwrap_or_else(|| panic!("{name}: no routing change"));
+        assert_eq!((c.step, c.layer, c.position), (step, 2, pos), "{name}: {c:?}");
+        assert!(!c.near_tie && c.gap_a < 0.0, "{name}: {c:?}");
+        assert_ne!(c.experts_a, c.experts_b);
+        let text = tiercheck_analysis::routing::describe(c);
+        assert!(
+            text.starts_with(&format!("first routing change at step {step}, layer 2"))
+                && text.contains("a wrong routing"),
+            "{text}"
+        );
+        // Before the fault every tap agreed; the first differing one is the layer's topk.
+        assert_eq!(r.free.first_tap.as_deref(), Some("ffn_moe_topk-2"), "{name}");
+    }
+    // Two correct lanes: no routing change, and the report says so.
+    let r = delta(&m, &lane("x86_64-avx2"), &lane("x86_64-avx2"), &opts(4, 0)).unwrap();
+    assert!(r.routing.is_none());
+    assert!(r.free.rows.iter().any(|t| t.name == "ffn_moe_topk-3"));
 }

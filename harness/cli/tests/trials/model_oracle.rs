@@ -1200,6 +1200,7 @@ fn arch_model(arch: &str) -> Result<Model, String> {
     let recipe = match arch {
         "qwen2" => Recipe::qwen2_path(),
         "llama" => Recipe::llama_path(),
+        "qwen3moe" => Recipe::qwen3moe_path(),
         _ => return Err(format!("no recipe for {arch}")),
     };
     let opts = embedded::BuildOptions { recipe: Some(recipe), ..Default::default() };
@@ -2087,6 +2088,99 @@ fn host_has_avx512() -> bool {
     }
 }
 
+/// The expert routing's sort (`tiercheck_model::moe::std_sort_by`) against libstdc++'s
+/// own `std::sort` with ggml's argsort comparator (`ci/oracle-driver/stdsort.cpp`, built
+/// here by the host's g++), on rows of every length from 1 to 40 and the expert counts
+/// of real models (64, 128, 256, 512), with values drawn from sets of 1, 2, 3 and 7
+/// distinct values (ties everywhere) and from a continuous range: the same permutation,
+/// ties included.
+fn std_sort() -> Result<(), String> {
+    let gxx = ["g++", "c++"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .ok_or("oracle not built: no C++ compiler (g++) on PATH")?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let bin = dir.path().join("stdsort");
+    let out = Command::new(gxx)
+        .args(["-O2", "-std=c++17", "-o"])
+        .arg(&bin)
+        .arg(repo_root().join("ci/oracle-driver/stdsort.cpp"))
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("{gxx} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let mut rows: Vec<Vec<f32>> = Vec::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x = tiercheck_core::rng::splitmix64(x);
+        x
+    };
+    let lens: Vec<usize> = (1..=40).chain([64, 128, 256, 512]).collect();
+    for &n in &lens {
+        for distinct in [1u64, 2, 3, 7, 0] {
+            for _ in 0..4 {
+                rows.push(
+                    (0..n)
+                        .map(|_| match distinct {
+                            0 => (next() >> 40) as f32 / (1u64 << 24) as f32,
+                            d => (next() % d) as f32 * 0.25,
+                        })
+                        .collect(),
+                );
+            }
+        }
+    }
+    let input: String = rows
+        .iter()
+        .map(|r| r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" ") + "\n")
+        .collect();
+    let mut child = Command::new(&bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    // Written from another thread: the child's output would fill its pipe otherwise.
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(input.as_bytes())
+    });
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    writer.join().map_err(|_| "writer panicked")?.map_err(|e| e.to_string())?;
+    let text = String::from_utf8(out.stdout).map_err(|e| e.to_string())?;
+    let theirs: Vec<&str> = text.lines().collect();
+    if theirs.len() != rows.len() {
+        return Err(format!("stdsort wrote {} lines for {} rows", theirs.len(), rows.len()));
+    }
+    let mut ties = 0;
+    for (r, line) in rows.iter().zip(theirs) {
+        let mine = tiercheck_model::moe::std_sort_by(r.len(), |a, b| r[a] > r[b]);
+        let want: Vec<usize> = line
+            .split(' ')
+            .map(|v| v.parse().map_err(|_| format!("bad index {v:?}")))
+            .collect::<Result<_, _>>()?;
+        if mine != want {
+            return Err(format!("{} values {:?}: libstdc++ {want:?}, ours {mine:?}", r.len(), r));
+        }
+        let stable = {
+            let mut v: Vec<usize> = (0..r.len()).collect();
+            v.sort_by(|&a, &b| r[b].total_cmp(&r[a]));
+            v
+        };
+        ties += usize::from(stable != want);
+    }
+    println!(
+        "{} rows (lengths 1..=40, 64, 128, 256, 512): every permutation equal to libstdc++'s; \
+         {ties} of them order ties otherwise than a stable sort",
+        rows.len()
+    );
+    if ties == 0 {
+        return Err("no row tested the tie order".into());
+    }
+    Ok(())
+}
+
 /// `tiercheck gguf quantize --type <scheme>` against llama.cpp's own `llama_model_quantize`
 /// (the haswell build, ftype `ftype`, no importance matrix, through `ci/py/llama_quantize.py`)
 /// on two f32 models: the embedded model's (8 layers, n_head/n_head_kv = 4) and a narrower
@@ -2253,12 +2347,13 @@ fn llama_identify_on(model: &Model) -> Result<(), String> {
         };
         llama_trace(build, &model.path, &ids, run, &out)?;
         let r = identify(model, &out, &opts).map_err(|e| format!("{e:#}"))?;
-        // A model no GPU lane runs (Llama 3.1's RoPE frequency factors): each GPU lane is
-        // named with the reason, not tried.
-        let gpu_refuses = model.file.tensor("rope_freqs.weight").is_some();
+        // A model no GPU lane runs (Llama 3.1's RoPE frequency factors, a mixture of
+        // experts): each GPU lane is named with the reason, not tried.
+        let gpu_refuses =
+            model.file.tensor("rope_freqs.weight").is_some() || model.hp.moe.is_some();
         if gpu_refuses != r.not_candidates.iter().any(|n| n.starts_with("cuda-sm90: ")) {
             return Err(format!(
-                "not candidates {:?} (rope_freqs {gpu_refuses})",
+                "not candidates {:?} (GPU lanes refuse it: {gpu_refuses})",
                 r.not_candidates
             ));
         }
@@ -2273,10 +2368,15 @@ fn llama_identify_on(model: &Model) -> Result<(), String> {
         }
         eprintln!("{} repack {repack}: {}", build.name(), r.verdict);
     }
-    // One planted value (step 1, ffn_out-2) in the haswell dump.
+    // One planted value (step 1, the layer-2 output of the last feed-forward matmul:
+    // ffn_out-2, or a mixture of experts' ffn_moe_down-2) in the haswell dump.
+    let planted_tap = if model.hp.moe.is_some() { "ffn_moe_down-2" } else { "ffn_out-2" };
     let src = dir.path().join("haswell-true.safetensors");
     let mut t = read_trace(&src).map_err(|e| e.to_string())?;
-    let tap = t.taps.get_mut(&(1, "ffn_out-2".to_string())).ok_or("no ffn_out-2 at step 1")?;
+    let tap = t
+        .taps
+        .get_mut(&(1, planted_tap.to_string()))
+        .ok_or_else(|| format!("no {planted_tap} at step 1"))?;
     tap.data[7] *= 1.001;
     let planted = dir.path().join("planted.safetensors");
     tiercheck_model::import::write(&planted, &t).map_err(|e| e.to_string())?;
@@ -2285,8 +2385,8 @@ fn llama_identify_on(model: &Model) -> Result<(), String> {
         .first_unexplained
         .as_ref()
         .ok_or_else(|| format!("planted value explained: {}", r.verdict))?;
-    if (u.step, u.tap.as_str(), u.kind.as_str()) != (1, "ffn_out-2", "kernel") {
-        return Err(format!("planted value at step 1 ffn_out-2, reported: {}", r.verdict));
+    if (u.step, u.tap.as_str(), u.kind.as_str()) != (1, planted_tap, "kernel") {
+        return Err(format!("planted value at step 1 {planted_tap}, reported: {}", r.verdict));
     }
     eprintln!("planted: {}", r.verdict);
     Ok(())
@@ -2492,6 +2592,11 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         trial("llama_cpp/quantize/q4_k_m", || llama_quantize("q4_k_m", 15)),
         trial("llama_cpp/quantize/q5_k_m", || llama_quantize("q5_k_m", 17)),
         trial("llama_cpp/quantize/iq4_xs", || llama_quantize("iq4_xs", 30)),
+        trial("llama_cpp/quantize/qwen3moe/q4_k_m", || {
+            let recipe = Recipe::load(&Recipe::qwen3moe_path()).map_err(|e| e.to_string())?;
+            llama_quantize_model("q4_k_m", 15, &recipe)
+        }),
+        trial("llama_cpp/std_sort", std_sort),
         trial("llama_cpp/split_kv/decode/end_to_end", llama_split_kv),
         trial("llama_cpp/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Haswell, true)),
         trial("llama_cpp/zen4/tiled_fa/prompt/end_to_end", || llama_tiled(Build::Zen4, false)),
@@ -2733,7 +2838,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
         (Build::ArmSve256, true),
         (Build::ArmSve256, false),
     ];
-    for arch in ["qwen2", "llama"] {
+    for arch in ["qwen2", "llama", "qwen3moe"] {
         for (build, repack) in builds {
             let r = if repack { "repack" } else { "no_repack" };
             let name = move |what: &str| {
@@ -2755,7 +2860,7 @@ pub fn trials(selection: &Selection) -> Vec<Trial> {
             }
         }
     }
-    for arch in ["qwen2", "llama"] {
+    for arch in ["qwen2", "llama", "qwen3moe"] {
         trials.push(trial(&format!("llama_cpp/arch/{arch}/identify"), move || {
             llama_identify_on(&arch_model(arch)?)
         }));

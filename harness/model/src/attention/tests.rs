@@ -55,6 +55,7 @@ fn hparams(n_head: usize, n_head_kv: usize, head_dim: usize) -> HParams {
         n_ctx_train: 512,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        moe: None,
     }
 }
 

@@ -395,3 +395,42 @@ fn repo_llama_model_matches_its_sha256() {
     assert_eq!(ff.len(), 32);
     assert_eq!((ff[0], ff[7], ff[8], ff[12], ff[16], ff[31]), (1.0, 1.0, 1.0, 4.5, 8.0, 8.0));
 }
+
+/// The repository's qwen3moe recipe generates the file whose sha256 it records: 8 experts
+/// of 512, 4 used; an F32 router; the 8-expert Q4_K_M rules (Q8_0 attn_k and attn_v, Q5_K
+/// attn_output, Q6_K ffn_down_exps on the "more bits" layers 2 and 3).
+#[test]
+fn repo_qwen3moe_model_matches_its_sha256() {
+    let (f, hp) = repo_model_of(&Recipe::qwen3moe_path());
+    let moe = hp.moe.expect("experts");
+    assert_eq!((moe.n_expert, moe.n_expert_used, moe.n_ff_exp), (8, 4, 512));
+    let ty = |n: &str| f.tensor(n).map(|t| t.ty);
+    assert_eq!(ty("blk.1.ffn_gate_inp.weight"), Some(GgmlType::F32));
+    assert_eq!(ty("blk.1.attn_k.weight"), Some(GgmlType::Q8_0));
+    assert_eq!(ty("blk.1.attn_v.weight"), Some(GgmlType::Q8_0));
+    assert_eq!(ty("blk.1.attn_output.weight"), Some(GgmlType::Q5_K));
+    assert_eq!(ty("blk.1.ffn_up_exps.weight"), Some(GgmlType::Q4_K));
+    assert_eq!(ty("blk.1.ffn_down_exps.weight"), Some(GgmlType::Q4_K));
+    assert_eq!(ty("blk.2.ffn_down_exps.weight"), Some(GgmlType::Q6_K));
+    assert_eq!(ty("blk.3.ffn_down_exps.weight"), Some(GgmlType::Q6_K));
+    assert_eq!(f.tensor("blk.2.ffn_gate_exps.weight").unwrap().dims, vec![512, 512, 8]);
+}
+
+/// The expert fields belong to qwen3moe alone, all three together, within llama.cpp's
+/// limits.
+#[test]
+fn qwen3moe_recipes_need_their_experts() {
+    let moe = with(TINY, "architecture", "architecture = \"qwen3moe\"");
+    let full = format!("{moe}\nn_expert = 8\nn_expert_used = 2\nn_ff_exp = 256");
+    assert!(Recipe::parse("r", &full).unwrap().experts.is_some());
+    for (text, want) in [
+        (moe.clone(), "needs n_expert, n_expert_used and n_ff_exp"),
+        (full.replace("n_expert_used = 2", "n_expert_used = 9"), "n_expert_used = 9"),
+        (full.replace("n_expert = 8", "n_expert = 600"), "n_expert = 600"),
+        (full.replace("n_ff_exp = 256", "n_ff_exp = 100"), "n_ff_exp = 100"),
+        (format!("{TINY}\nn_expert = 8\nn_expert_used = 2\nn_ff_exp = 256"), "are for qwen3moe"),
+    ] {
+        let e = Recipe::parse("r", &text).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+}

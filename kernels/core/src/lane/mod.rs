@@ -208,6 +208,17 @@ pub trait Kernels: Sync + Send {
         "vec_dot"
     }
 
+    /// Whether ggml-cpu's `MUL_MAT_ID` multiplies the `m` activation rows routed to one
+    /// expert of plain `wtype` weights together, by the kernel [`Kernels::matmul_quantized`]
+    /// runs for `m` rows (the x86 tiled K-quant matmul from 8 rows:
+    /// `ggml_compute_forward_mul_mat_id_tiled`); otherwise it runs [`Kernels::vec_dot`] one
+    /// (weight row, activation row) pair at a time (`mul_mat_id` has no llamafile tinyBLAS
+    /// and no `nrc == 2` tile). The default: never.
+    fn id_takes_plain_gemm(&self, wtype: GgmlType, m: usize) -> bool {
+        let _ = (wtype, m);
+        false
+    }
+
     /// The granularity in weight rows at which `n` plain rows of `wtype` times `m`
     /// activation rows may be split between threads without changing a bit of
     /// [`Kernels::matmul_quantized`]; `None` when they must stay whole. The default, 1,
@@ -232,6 +243,16 @@ pub enum PlantedFault {
     /// attention reads what the slot held before (zeros in a fresh cache): a tier that
     /// reads a stale K row.
     StaleK {
+        /// Layer.
+        layer: usize,
+        /// Position.
+        pos: usize,
+    },
+    /// A mixture-of-experts model's layer `layer` routes the token at position `pos` to
+    /// the best expert its router did not select in place of the last one it did (the
+    /// expert index swapped, the weights those of the experts used): a tier whose
+    /// routing is wrong in one place.
+    SwapExpert {
         /// Layer.
         layer: usize,
         /// Position.

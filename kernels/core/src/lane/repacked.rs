@@ -192,6 +192,10 @@ impl Kernels for RepackedLane {
         self.plain.plain_path(wtype, m)
     }
 
+    fn id_takes_plain_gemm(&self, wtype: GgmlType, m: usize) -> bool {
+        self.plain.id_takes_plain_gemm(wtype, m)
+    }
+
     fn plain_split(&self, wtype: GgmlType, n: usize, m: usize) -> Option<usize> {
         self.plain.plain_split(wtype, n, m)
     }

@@ -162,4 +162,8 @@ impl Kernels for Avx2Native {
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
         Avx2Twin.plain_path(wtype, m)
     }
+
+    fn id_takes_plain_gemm(&self, wtype: GgmlType, m: usize) -> bool {
+        Avx2Twin.id_takes_plain_gemm(wtype, m)
+    }
 }

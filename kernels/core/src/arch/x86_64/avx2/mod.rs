@@ -185,6 +185,13 @@ pub static X86_64_AVX2: Lane = Lane {
             suite: "model_oracle",
             trials: &["llama_cpp/arch/llama/haswell/no_repack/"],
         },
+        Proof {
+            level: Level::DecoderCli,
+            against: "llama.cpp haswell, repack off, on the qwen3moe model (golden/model/qwen3moe.toml: an F32 router, softmax, the top 4 of 8 experts by libstdc++'s sort, each expert's matmul as ggml's MUL_MAT_ID runs it, the weighted sum in slot order): decode and prompt mode; as llama-cli runs it, a prompt of 157 ids in batches of 96 and ubatches of 64 and one of 600 ids as ubatches of 512 and 88 in a context of 1024, the last row's logits, greedy steps; 2 threads, and 3 (26 ids in ubatches of 16); F16 KV cache with flash attention",
+            only: "",
+            suite: "model_oracle",
+            trials: &["llama_cpp/arch/qwen3moe/haswell/no_repack/"],
+        },
     ]),
     portable: &Avx2Twin,
 };
@@ -230,6 +237,10 @@ impl Kernels for Avx2Twin {
         } else {
             vec_dot_rows(self, w, act, m)
         }
+    }
+
+    fn id_takes_plain_gemm(&self, wtype: GgmlType, m: usize) -> bool {
+        tiled::applies(wtype, m)
     }
 
     fn plain_path(&self, wtype: GgmlType, m: usize) -> &'static str {
