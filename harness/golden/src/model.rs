@@ -70,6 +70,9 @@ pub struct PathRun {
     pub batching: Batching,
     /// Attention: llama.cpp's default (F16 cache, flash attention) at a tier thread count.
     pub attn: Attention,
+    /// The model: the embedded qwen3 model (`None`), or the repository's recipe of
+    /// another architecture (`golden/model/<arch>.toml`).
+    pub arch: Option<&'static str>,
 }
 
 /// The path runs, cheapest first: a prompt of 136 ids in ubatches of 128 (the first graph
@@ -83,7 +86,7 @@ pub fn path_runs() -> Vec<PathRun> {
     let ids = |n: u32| (0..n).map(|i| (37 * i + 11) % 3072).collect::<Vec<u32>>();
     let cli = Batching::LLAMA_CLI;
     let fa = |t: usize| Attention { tier_threads: t, ..Attention::LLAMA_DEFAULT };
-    vec![
+    let mut runs = vec![
         PathRun {
             name: "ubatches-136",
             what: "two ubatches (128 + 8 rows): tiled flash attention over two KV tiles and tiled matmuls, last-row logits",
@@ -91,6 +94,7 @@ pub fn path_runs() -> Vec<PathRun> {
             steps: 2,
             batching: Batching { n_ubatch: 128, ..cli },
             attn: fa(1),
+            arch: None,
         },
         PathRun {
             name: "split-kv-t2",
@@ -100,6 +104,7 @@ pub fn path_runs() -> Vec<PathRun> {
             steps: 2,
             batching: cli,
             attn: fa(2),
+            arch: None,
         },
         PathRun {
             name: "split-kv-t4",
@@ -108,12 +113,60 @@ pub fn path_runs() -> Vec<PathRun> {
             steps: 2,
             batching: cli,
             attn: fa(4),
+            arch: None,
         },
-    ]
+    ];
+    // The other architectures' models: 24 prompt rows, 4 greedy steps.
+    for (name, arch, what) in [
+        ("arch-qwen2", "qwen2", "the qwen2 model (golden/model/qwen2.toml): Q/K/V biases"),
+        ("arch-llama", "llama", "the llama model: normal-mode RoPE with frequency factors"),
+        ("arch-qwen3moe", "qwen3moe", "the qwen3moe model: 4 of 8 experts per token"),
+    ] {
+        runs.push(PathRun {
+            name,
+            what,
+            ids: ids(24),
+            steps: 4,
+            batching: cli,
+            attn: fa(1),
+            arch: Some(arch),
+        });
+    }
+    runs
 }
 
-/// Run `chosen` on a path run (context 512, f32 residual, prompt mode).
+/// The model of a run naming another architecture: its recipe's model, built into the
+/// cache (verified by its sha256) and opened; `None` for the embedded model.
+fn arch_model(run: &PathRun) -> anyhow::Result<Option<Model>> {
+    let Some(arch) = run.arch else { return Ok(None) };
+    let recipe = match arch {
+        "qwen2" => Recipe::qwen2_path(),
+        "llama" => Recipe::llama_path(),
+        "qwen3moe" => Recipe::qwen3moe_path(),
+        other => anyhow::bail!("no recipe for architecture {other}"),
+    };
+    let built =
+        embedded::build(&embedded::BuildOptions { recipe: Some(recipe), ..Default::default() })?;
+    Ok(Some(Model::open(&built.path)?))
+}
+
+/// Why `chosen` does not run `run`'s model (a GPU lane on a model with RoPE frequency
+/// factors or experts), or `None` where it does.
+pub fn run_refused(
+    embedded: &Model,
+    chosen: &Chosen,
+    run: &PathRun,
+) -> anyhow::Result<Option<String>> {
+    let own = arch_model(run)?;
+    let model = own.as_ref().unwrap_or(embedded);
+    Ok(tiercheck_model::unsupported(model, chosen.elem.flavour()))
+}
+
+/// Run `chosen` on a path run (context 512, f32 residual, prompt mode) on its model
+/// (`model`, the embedded model, unless the run names another architecture's).
 pub fn compute_run(model: &Model, chosen: &Chosen, run: &PathRun) -> anyhow::Result<PromptGolden> {
+    let own = arch_model(run)?;
+    let model = own.as_ref().unwrap_or(model);
     let opts = RunOptions {
         steps: run.steps,
         mode: Mode::Prompt,
@@ -274,7 +327,13 @@ pub fn bless_lane(root: &Path, lane: &'static tiercheck_core::Lane) -> anyhow::R
     let portable = tiercheck_lanes::choose(lane, tiercheck_lanes::Impl::Portable)
         .map_err(anyhow::Error::msg)?;
     let runs = |c: &Chosen| -> anyhow::Result<Vec<PromptGolden>> {
-        path_runs().iter().map(|run| compute_run(&model, c, run)).collect()
+        let mut out = Vec::new();
+        for run in path_runs() {
+            if run_refused(&model, c, &run)?.is_none() {
+                out.push(compute_run(&model, c, &run)?);
+            }
+        }
+        Ok(out)
     };
     let mut g = compute(&model, &portable, &prompts, steps)?;
     g.runs = runs(&portable)?;

@@ -1,4 +1,6 @@
-//! Large generated models of real Qwen3 shapes, written directly as quantized blocks.
+//! Large generated models of real Qwen3, Qwen2.5, Llama 3.1 and Qwen3 MoE shapes, written
+//! directly as quantized blocks (a 3-D expert tensor as its experts' rows one after the
+//! other).
 //!
 //! The embedded model ([`crate::embedded`]) is drawn as f32 and quantized by the reference
 //! quantizers: exact and reproducible, but at 8B parameters that is 32 GB of f32 and
@@ -93,6 +95,8 @@ pub struct Shape {
     pub context_length: u32,
     /// Whether the output projection is the token embedding (no `output.weight`).
     pub tied: bool,
+    /// qwen3moe: experts per layer, experts per token, one expert's feed-forward width.
+    pub experts: Option<(u32, u32, u32)>,
 }
 
 const fn qwen3(
@@ -115,6 +119,7 @@ const fn qwen3(
         n_vocab: 151_936,
         context_length: 40_960,
         tied,
+        experts: None,
     }
 }
 
@@ -141,6 +146,7 @@ const fn qwen2_5(
         n_vocab,
         context_length: 32_768,
         tied,
+        experts: None,
     }
 }
 
@@ -151,8 +157,11 @@ const fn qwen2_5(
 /// 151936 and a tied output for 1.5B and 3B, 152064 and untied from 7B; 0.5B's hidden
 /// size 896 is not a whole number of K-quant blocks and is left out), then Llama 3.1 8B's
 /// (`llama`: head size 128, vocabulary 128256, context 131072, RoPE base 500000, RMS
-/// epsilon 1e-5, the generator's `rope_freqs`).
-pub const SHAPES: [Shape; 12] = [
+/// epsilon 1e-5, the generator's `rope_freqs`), then Qwen3-30B-A3B's (`qwen3moe`: 48
+/// layers 2048 wide, 32 query heads on 4 KV heads of 128, 128 experts of feed-forward
+/// width 768 with 8 per token, `feed_forward_length` 6144, vocabulary 151936, context
+/// 40960; an F32 router).
+pub const SHAPES: [Shape; 13] = [
     qwen3("qwen3-0.6b", 1024, 28, 16, 3072, true),
     qwen3("qwen3-1.7b", 2048, 28, 16, 6144, true),
     qwen3("qwen3-4b", 2560, 36, 32, 9728, true),
@@ -176,6 +185,21 @@ pub const SHAPES: [Shape; 12] = [
         n_vocab: 128_256,
         context_length: 131_072,
         tied: false,
+        experts: None,
+    },
+    Shape {
+        name: "qwen3-30b-a3b",
+        arch: "qwen3moe",
+        n_embd: 2048,
+        n_layer: 48,
+        n_head: 32,
+        n_head_kv: 4,
+        head_dim: 128,
+        n_ff: 6144,
+        n_vocab: 151_936,
+        context_length: 40_960,
+        tied: false,
+        experts: Some((128, 8, 768)),
     },
 ];
 
@@ -283,7 +307,10 @@ impl ShapeOptions {
             return Err(invalid("--threads 0: at least one thread generates the blocks"));
         }
         let name = format!("tiercheck-{}-shape", shape.name);
-        let bias = if shape.arch == "qwen2" { "bias_std = 0.5\n" } else { "" };
+        let mut bias = if shape.arch == "qwen2" { "bias_std = 0.5\n" } else { "" }.to_string();
+        if let Some((x, used, ff)) = shape.experts {
+            bias.push_str(&format!("n_expert = {x}\nn_expert_used = {used}\nn_ff_exp = {ff}\n"));
+        }
         let (base, eps) =
             if shape.arch == "llama" { ("500000.0", "1e-5") } else { ("1000000.0", "1e-6") };
         let text = format!(
@@ -318,7 +345,7 @@ impl ShapeOptions {
         let facts = model_quant::ModelFacts {
             arch: Some(shape.arch.into()),
             n_gqa: Some(recipe.n_head / recipe.n_head_kv),
-            n_expert: 1,
+            n_expert: shape.experts.map_or(1, |e| e.0),
             n_layer: Some(recipe.n_layer),
         };
         let plans = model_quant::plan_tensors("--shape", &infos, recipe.scheme, &facts)?;
@@ -395,7 +422,8 @@ impl ShapedModel {
             let Init::Normal { std } = t.init else {
                 unreachable!("only 2-D weights are deferred")
             };
-            let (k, rows) = (t.dims[0] as usize, t.dims[1] as usize);
+            // A 3-D expert tensor is its experts' matrices one after the other.
+            let (k, rows) = (t.dims[0] as usize, t.dims[1..].iter().product::<u64>() as usize);
             let row_bytes = ty.row_bytes(k).expect("planned types fit the row length");
             let base = self.recipe.seed ^ fnv1a64(t.name.as_bytes());
             // Chunks of about 32 MiB, each split between the threads by rows.
@@ -791,6 +819,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Qwen3-30B-A3B's shape: 3-D expert tensors (128 experts of 768), the F32 router, the
+    /// dense Q4_K_M rules (128 experts is not llama.cpp's 8-expert case), 18.6 GB.
+    #[test]
+    fn the_moe_shape_plans_experts_and_router() {
+        let opts = ShapeOptions { shape: "qwen3-30b-a3b".into(), ..ShapeOptions::default() };
+        let m = opts.model().unwrap();
+        let ty = |n: &str| m.types[m.tensors.iter().position(|t| t.name == n).unwrap()];
+        let dims = |n: &str| m.tensors.iter().find(|t| t.name == n).unwrap().dims.clone();
+        assert_eq!(dims("blk.5.ffn_gate_exps.weight"), vec![2048, 768, 128]);
+        assert_eq!(dims("blk.5.ffn_down_exps.weight"), vec![768, 2048, 128]);
+        assert_eq!(ty("blk.5.ffn_gate_inp.weight"), GgmlType::F32);
+        assert_eq!(ty("blk.5.attn_k.weight"), GgmlType::Q4_K);
+        assert_eq!(ty("blk.5.ffn_up_exps.weight"), GgmlType::Q4_K);
+        assert_eq!(ty("blk.0.ffn_down_exps.weight"), GgmlType::Q6_K);
+        let gb = m.file_bytes().unwrap() as f64 / 1e9;
+        assert!((gb - 18.6).abs() < 0.05, "{gb:.2} GB");
     }
 
     /// A small variant of a tied and an untied Qwen3 shape and of a Qwen2.5 one opens and

@@ -18,13 +18,14 @@ pub enum GoldenCommand {
     /// Check every golden file against its manifest and report any corruption.
     Verify,
     /// Build the embedded model (golden/model/recipe.toml) into the cache and print its path;
-    /// with --shape, a large random model of a real Qwen3, Qwen2.5 or Llama 3.1 shape instead.
+    /// with --shape, a large random model of a real Qwen3, Qwen3 MoE, Qwen2.5 or Llama 3.1
+    /// shape instead.
     ///
     /// The embedded model goes to <cache>/model/<sha256>.gguf and must have the sha256 the
     /// recipe records; a verified cached file is reused (`--recipe golden/model/qwen2.toml`
     /// builds the qwen2 model). A shaped model (qwen3-0.6b, qwen3-1.7b, qwen3-4b,
     /// qwen3-8b, qwen3-14b, qwen3-32b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b,
-    /// qwen2.5-32b, llama3.1-8b) is written directly as random quantized blocks, streaming, to --out or <cache>/model/shape-<name>-...gguf, and
+    /// qwen2.5-32b, llama3.1-8b, qwen3-30b-a3b) is written directly as random quantized blocks, streaming, to --out or <cache>/model/shape-<name>-...gguf, and
     /// reused when a file of the same options exists. Writes are atomic.
     Model {
         /// Cache folder (default: $TIERCHECK_CACHE, else ~/.cache/tiercheck).

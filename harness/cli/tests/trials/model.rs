@@ -145,6 +145,11 @@ pub fn trials(_selection: &Selection) -> Vec<Trial> {
                         Ok(r) => r,
                         Err(done) => return done,
                     };
+                    if let Some(why) =
+                        mg::run_refused(model, &chosen, &run).map_err(|e| format!("{e:#}"))?
+                    {
+                        return Ok(Completion::ignored_with(format!("the lane refuses it: {why}")));
+                    }
                     let want = golden.runs.iter().find(|g| g.name == run.name).ok_or_else(|| {
                         format!("no golden for path run '{}': run `tiercheck bless --lane {}`", run.name, lane.name)
                     })?;
