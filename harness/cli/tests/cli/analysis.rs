@@ -866,15 +866,18 @@ fn every_pair_of_proven_lanes_both_ways_on_every_prompt_is_symmetric_and_never_a
     );
 }
 
-/// The qwen2 and llama models (`golden/model/{qwen2,llama}.toml`: Q/K/V biases without
-/// Q/K norm; normal-mode RoPE with frequency factors): `delta` finds the planted
-/// quantizer bug at the first quantized matmul and `attribute` names the activation
-/// quantizer, as on the qwen3 model; a lane against itself is identical.
+/// The qwen2, llama and qwen3moe models (`golden/model/{qwen2,llama,qwen3moe}.toml`:
+/// Q/K/V biases without Q/K norm; normal-mode RoPE with frequency factors; routed
+/// experts): `delta` finds the planted quantizer bug at the first quantized matmul and
+/// `attribute` names the activation quantizer, as on the qwen3 model; a lane against
+/// itself is identical.
 #[test]
-fn delta_and_attribute_work_on_the_qwen2_and_llama_models() {
-    for (arch, recipe) in
-        [("qwen2", embedded::Recipe::qwen2_path()), ("llama", embedded::Recipe::llama_path())]
-    {
+fn delta_and_attribute_work_on_the_qwen2_llama_and_qwen3moe_models() {
+    for (arch, recipe) in [
+        ("qwen2", embedded::Recipe::qwen2_path()),
+        ("llama", embedded::Recipe::llama_path()),
+        ("qwen3moe", embedded::Recipe::qwen3moe_path()),
+    ] {
         let opts_b = embedded::BuildOptions { recipe: Some(recipe), ..Default::default() };
         let m = Model::open(&embedded::build(&opts_b).unwrap().path).unwrap();
         assert_eq!(m.hp.arch, arch);
